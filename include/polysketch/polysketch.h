@@ -1,0 +1,345 @@
+/*
+ * polysketch: linear-time polynomial attention (PolySketchFormer) on any Vulkan device.
+ *
+ * This header is the whole public C API and its manual. It compiles as C99 and as C++.
+ *
+ * Concepts
+ * --------
+ * PskContext    A Vulkan instance + device + compute queue, the memory allocator and the pipeline
+ *               cache. Create one per device and share it; it owns no global state.
+ * PskAttention  One attention layer's configuration (kind, degree, head dims, storage type, layout,
+ *               sketch). It caches its pipelines and device buffers, so reuse it across calls.
+ *
+ * Conventions (as in Vulkan and the Vulkan Memory Allocator)
+ * ----------------------------------------------------------
+ * - Every function that can fail returns a PskResult: PSK_SUCCESS (0) or a negative error code.
+ *   pskResultToString() names each code. No C++ exception and no abort crosses this API.
+ * - Create functions take a Psk...CreateInfo struct. A zero field means the documented default, so
+ *   `PskAttentionCreateInfo info = {0};` followed by the required fields is the intended use.
+ * - pskDestroy...() accepts NULL.
+ * - On any error the function writes nothing to its outputs (output tensors, out-handles stay as
+ *   they were) and, when a message callback is installed, calls it once with the reason.
+ *
+ * Threading (as in VMA)
+ * ---------------------
+ * - A PskContext may be used from several threads at once: creating and destroying attention
+ *   objects and submitting work are internally synchronized (the queue is guarded by a mutex).
+ * - A PskAttention is externally synchronized: one thread at a time may call functions taking it.
+ *   Different attention objects may be used from different threads concurrently.
+ * - A context must outlive every attention object created from it.
+ *
+ * Mathematics
+ * -----------
+ * The formulas (docs/MATH.md states them in full, with shapes and file formats):
+ *   softmax:     O_i = sum_j softmax_j(s q_i.k_j) v_j
+ *   polynomial:  w_ij = (s q_i.k_j)^p,  O_i = (sum_j w_ij v_j) / (1 + sum_j w_ij)
+ *   polysketch:  the polynomial form with w_ij = <phi(s q_i), phi(k_j)>, phi a non-negative sketch
+ *                feature map, computed in time linear in n by blocks.
+ * "causal" keeps j <= i, "full" keeps every j. All accumulation is float32 whatever the storage type.
+ */
+#ifndef POLYSKETCH_POLYSKETCH_H
+#define POLYSKETCH_POLYSKETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(PSK_SHARED_LIBRARY)
+#  ifdef PSK_BUILDING_LIBRARY
+#    define PSK_API __declspec(dllexport)
+#  else
+#    define PSK_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) && defined(PSK_BUILDING_LIBRARY)
+#  define PSK_API __attribute__((visibility("default")))
+#else
+#  define PSK_API
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Version
+ * ------------------------------------------------------------------------------------------- */
+
+/** Packs a version as Vulkan does: 10 bits major, 10 bits minor, 12 bits patch. */
+#define PSK_MAKE_VERSION(major, minor, patch) \
+    ((((uint32_t)(major)) << 22) | (((uint32_t)(minor)) << 12) | ((uint32_t)(patch)))
+#define PSK_VERSION_MAJOR(version) ((uint32_t)(version) >> 22)
+#define PSK_VERSION_MINOR(version) (((uint32_t)(version) >> 12) & 0x3FFu)
+#define PSK_VERSION_PATCH(version) ((uint32_t)(version) & 0xFFFu)
+
+/** The version of this header. Compare with pskGetVersion() to detect a mismatched library. */
+#define PSK_HEADER_VERSION PSK_MAKE_VERSION(0, 1, 0)
+
+/** The version of the library that is linked (PSK_MAKE_VERSION encoding). */
+PSK_API uint32_t pskGetVersion(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Results and messages
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum PskResult {
+    PSK_SUCCESS = 0,
+    /** A required pointer is NULL, an enum is out of range, or a field has a forbidden value. */
+    PSK_ERROR_INVALID_ARGUMENT = -1,
+    /** Shapes disagree: a zero or inconsistent size, Hq not a multiple of Hkv, a bad stride. */
+    PSK_ERROR_INVALID_SHAPE = -2,
+    /** The combination is valid but not supported (by the library or by this device). */
+    PSK_ERROR_UNSUPPORTED = -3,
+    /** A caller-provided buffer is smaller than the shape and strides require. */
+    PSK_ERROR_BUFFER_TOO_SMALL = -4,
+    /** An input holds NaN or infinity (checked on host-array calls). */
+    PSK_ERROR_NON_FINITE_INPUT = -5,
+    /** A size exceeds what the device can address (maxStorageBufferRange, 32-bit indexing). */
+    PSK_ERROR_TOO_LARGE = -6,
+    PSK_ERROR_OUT_OF_HOST_MEMORY = -7,
+    PSK_ERROR_OUT_OF_DEVICE_MEMORY = -8,
+    /** No Vulkan loader, no Vulkan device, or the requested device does not exist. */
+    PSK_ERROR_NO_DEVICE = -9,
+    /** The device was lost while executing; the context must be destroyed. */
+    PSK_ERROR_DEVICE_LOST = -10,
+    /** Any other Vulkan failure; the message names the Vulkan call and its VkResult. */
+    PSK_ERROR_VULKAN = -11,
+    /** A file could not be read or is malformed (safetensors, state blobs). */
+    PSK_ERROR_BAD_FILE = -12,
+    /** An internal invariant failed: a bug in polysketch. Please report the message. */
+    PSK_ERROR_INTERNAL = -13
+} PskResult;
+
+/** A static string naming the code, e.g. "PSK_ERROR_INVALID_SHAPE". Never NULL. */
+PSK_API const char* pskResultToString(PskResult result);
+
+typedef enum PskMessageSeverity {
+    /** The reason for an error code returned by the call that is running. */
+    PSK_MESSAGE_SEVERITY_ERROR = 0,
+    /** A message from the Vulkan validation layers (only with validation enabled). */
+    PSK_MESSAGE_SEVERITY_VALIDATION = 1,
+    /** Informational: the device chosen, features turned off, and similar. */
+    PSK_MESSAGE_SEVERITY_INFO = 2
+} PskMessageSeverity;
+
+/**
+ * Receives every message of a context. `result` is the error code for ERROR messages and
+ * PSK_SUCCESS otherwise. `message` is valid only during the call. May be called from any thread
+ * that uses the context, possibly concurrently.
+ */
+typedef void (*PskMessageCallback)(PskMessageSeverity severity, PskResult result,
+                                   const char* message, void* userData);
+
+/* ---------------------------------------------------------------------------------------------
+ * Context
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct PskContext_T* PskContext;
+typedef struct PskAttention_T* PskAttention;
+
+typedef enum PskContextCreateFlagBits {
+    /**
+     * Enable the Khronos validation layer (VK_LAYER_KHRONOS_validation) when it is installed and
+     * route its messages to the callback with PSK_MESSAGE_SEVERITY_VALIDATION. The environment
+     * variable PSK_VALIDATION=1 has the same effect.
+     */
+    PSK_CONTEXT_ENABLE_VALIDATION_BIT = 0x1,
+    /** Fail with PSK_ERROR_UNSUPPORTED instead of silently running without validation. */
+    PSK_CONTEXT_REQUIRE_VALIDATION_BIT = 0x2
+} PskContextCreateFlagBits;
+typedef uint32_t PskContextCreateFlags;
+
+typedef struct PskContextCreateInfo {
+    PskContextCreateFlags flags;
+    /**
+     * Which Vulkan device to use. NULL or "": the environment variable PSK_DEVICE if set, else the
+     * best device present (discrete GPU, then integrated, then virtual, then CPU such as lavapipe;
+     * ties keep enumeration order). A decimal number selects by index in enumeration order (the
+     * order `psk info` prints); any other string selects the first device whose name contains it,
+     * case-insensitively.
+     */
+    const char* device;
+    /** Optional; see PskMessageCallback. */
+    PskMessageCallback messageCallback;
+    void* messageUserData;
+} PskContextCreateInfo;
+
+/** Creates a context. `createInfo` may be NULL (all defaults). */
+PSK_API PskResult pskCreateContext(const PskContextCreateInfo* createInfo, PskContext* pContext);
+PSK_API void pskDestroyContext(PskContext context);
+
+/** What a device can do, as the library detected it. Every field is filled by pskGetDeviceInfo. */
+typedef struct PskDeviceInfo {
+    char name[256];
+    char driverName[256];
+    char driverInfo[256];
+    uint32_t vendorId;
+    uint32_t deviceId;
+    /** 0 other, 1 integrated GPU, 2 discrete GPU, 3 virtual GPU, 4 CPU (VkPhysicalDeviceType). */
+    uint32_t deviceType;
+    uint32_t apiVersion;
+    uint32_t driverVersion;
+    uint32_t subgroupSize;
+    uint32_t minSubgroupSize;
+    uint32_t maxSubgroupSize;
+    uint32_t maxComputeSharedMemorySize;
+    uint32_t maxComputeWorkGroupInvocations;
+    uint32_t maxStorageBufferRange;
+    uint64_t maxMemoryAllocationSize;
+    uint64_t deviceLocalMemoryBytes;
+    float timestampPeriodNs;
+    uint32_t storageBuffer16BitAccess; /* float16 / bfloat16 storage */
+    uint32_t shaderFloat16;            /* float16 arithmetic */
+    uint32_t subgroupSizeControl;
+    uint32_t pushDescriptors;
+    uint32_t cooperativeMatrixNV;
+    uint32_t cooperativeMatrixKHR;
+    /** Cooperative-matrix shapes with float16 A/B and float32 C (M, N, K), up to 8 of them. */
+    uint32_t cooperativeMatrixShapeCount;
+    uint32_t cooperativeMatrixShapes[8][3];
+} PskDeviceInfo;
+
+/** Number of Vulkan devices the loader reports (no context needed). */
+PSK_API PskResult pskEnumerateDevices(uint32_t* pCount);
+/** Capabilities of device `index` in enumeration order (no context needed). */
+PSK_API PskResult pskGetPhysicalDeviceInfo(uint32_t index, PskDeviceInfo* pInfo);
+/** Capabilities of the context's device. */
+PSK_API PskResult pskGetDeviceInfo(PskContext context, PskDeviceInfo* pInfo);
+
+/* ---------------------------------------------------------------------------------------------
+ * Attention objects
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum PskAttentionKind {
+    /** Zero is not a kind: a create info must name one. */
+    PSK_ATTENTION_KIND_NONE = 0,
+    /** Softmax attention, flash-style (online softmax over key tiles). The baseline. */
+    PSK_ATTENTION_KIND_SOFTMAX = 1,
+    /** Exact polynomial attention of even degree p, quadratic cost. */
+    PSK_ATTENTION_KIND_POLYNOMIAL = 2,
+    /** Polysketch attention, linear cost (sketched polynomial of degree p). */
+    PSK_ATTENTION_KIND_POLYSKETCH = 3
+} PskAttentionKind;
+
+typedef enum PskDataType {
+    PSK_DATA_TYPE_FLOAT32 = 0, /**< default */
+    PSK_DATA_TYPE_FLOAT16 = 1, /**< IEEE binary16 */
+    PSK_DATA_TYPE_BFLOAT16 = 2 /**< the high 16 bits of a float32; rounded to nearest even */
+} PskDataType;
+
+typedef enum PskLayout {
+    /** [B, H, n, dim] contiguous, as PyTorch's scaled_dot_product_attention. Default. */
+    PSK_LAYOUT_BHND = 0,
+    /** [B, n, H, dim] contiguous, as FlashAttention. */
+    PSK_LAYOUT_BNHD = 1
+} PskLayout;
+
+typedef enum PskAttentionCreateFlagBits {
+    /** Causal mask: row i attends to j <= i. Without it every row attends to every j ("full"). */
+    PSK_ATTENTION_CAUSAL_BIT = 0x1,
+    /** Polysketch: exact polynomial weights inside each block ("local exact"). */
+    PSK_ATTENTION_LOCAL_EXACT_BIT = 0x2,
+    /**
+     * Polysketch, random sketch: the google-research scaling (each G divided by sqrt(r)) instead
+     * of the unbiased one, so models trained with that code load unchanged.
+     */
+    PSK_ATTENTION_REFERENCE_SCALING_BIT = 0x4
+} PskAttentionCreateFlagBits;
+typedef uint32_t PskAttentionCreateFlags;
+
+typedef enum PskSketchSource {
+    /** Random Gaussian sketch generated from `seed` (portable: identical on every device). */
+    PSK_SKETCH_SOURCE_SEED = 0,
+    /** Random sketch matrices g{l}_{i}a / g{l}_{i}b read from `sketchFile` (.safetensors). */
+    PSK_SKETCH_SOURCE_FILE = 1,
+    /** Learned sketch (degree 4) with weights read from `sketchFile` (.safetensors). */
+    PSK_SKETCH_SOURCE_LEARNED_FILE = 2
+} PskSketchSource;
+
+typedef struct PskAttentionCreateInfo {
+    PskAttentionKind kind;          /**< required */
+    PskAttentionCreateFlags flags;
+    /** Degree p for POLYNOMIAL and POLYSKETCH: 2, 4 or 8. 0 means 4. Ignored by SOFTMAX. */
+    uint32_t degree;
+    /**
+     * Score scale s multiplying every q before the kernel. 0 means the default: 1/sqrt(headDim)
+     * for SOFTMAX, 1 for the other kinds. Must be finite.
+     */
+    float scale;
+    uint32_t numQueryHeads;         /**< Hq; 0 means 1 */
+    uint32_t numKeyValueHeads;      /**< Hkv; 0 means Hq. Hq must be a multiple of Hkv. */
+    uint32_t headDim;               /**< h, required: 16 to 256 */
+    uint32_t valueDim;              /**< dv: 0 means headDim; 1 to 256 */
+    PskDataType dataType;           /**< storage type of q, k, v and the output */
+    PskLayout layout;               /**< default strides of the tensors */
+
+    /* Polysketch only (ignored by the other kinds). */
+    uint32_t sketchSize;            /**< r: 8 to 128; 0 means 32 */
+    uint32_t blockSize;             /**< b: 16 to 1024; 0 means 256 */
+    PskSketchSource sketchSource;
+    uint64_t seed;                  /**< PSK_SKETCH_SOURCE_SEED */
+    const char* sketchFile;         /**< PSK_SKETCH_SOURCE_FILE and _LEARNED_FILE */
+    /** Optional q/k LayerNorm file (.safetensors: "ln.scale", "ln.bias", and for local exact
+     *  optionally "local_ln.scale", "local_ln.bias"); NULL for none. */
+    const char* qkNormFile;
+} PskAttentionCreateInfo;
+
+PSK_API PskResult pskCreateAttention(PskContext context, const PskAttentionCreateInfo* createInfo,
+                                     PskAttention* pAttention);
+PSK_API void pskDestroyAttention(PskAttention attention);
+
+/* ---------------------------------------------------------------------------------------------
+ * Forward on host arrays
+ * ------------------------------------------------------------------------------------------- */
+
+/**
+ * Element strides of a 4-D tensor whose last (feature) dimension is contiguous. Element
+ * (b, head, t, d) lives at b*batch + head*head + t*token + d. All three must be non-zero.
+ * With layout BHND the defaults are (H*n*dim, n*dim, dim); with BNHD (n*H*dim, dim, H*dim).
+ */
+typedef struct PskTensorStrides {
+    uint64_t batch;
+    uint64_t head;
+    uint64_t token;
+} PskTensorStrides;
+
+/** Optional results of a forward call. */
+typedef struct PskForwardStats {
+    /** GPU time of the attention dispatches alone (timestamp queries), in milliseconds. */
+    double gpuMilliseconds;
+    /** Bytes of device workspace the call used beyond q, k, v and the output. */
+    uint64_t workspaceBytes;
+} PskForwardStats;
+
+typedef struct PskForwardHostInfo {
+    uint32_t batchSize;        /**< B; 0 means 1 */
+    uint32_t seqLen;           /**< n: required, >= 1 */
+    /** Host arrays in the attention's dataType (float, or uint16_t bit patterns for 16-bit types).
+     *  q: [B, Hq, n, h], k: [B, Hkv, n, h], v: [B, Hkv, n, dv], out: [B, Hq, n, dv] (layout). */
+    const void* q;
+    const void* k;
+    const void* v;
+    void* out;
+    /** Sizes in bytes of the four arrays, checked against the shape: required (non-zero). */
+    size_t qBytes;
+    size_t kBytes;
+    size_t vBytes;
+    size_t outBytes;
+    /** Optional strides (NULL: from the attention's layout). */
+    const PskTensorStrides* qStrides;
+    const PskTensorStrides* kStrides;
+    const PskTensorStrides* vStrides;
+    const PskTensorStrides* outStrides;
+    /** Optional, filled on success. */
+    PskForwardStats* stats;
+} PskForwardHostInfo;
+
+/**
+ * Computes out = attention(q, k, v) on the device: uploads, records one command buffer, submits,
+ * waits, downloads. Inputs are checked for NaN and infinity first.
+ */
+PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostInfo* info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLYSKETCH_POLYSKETCH_H */

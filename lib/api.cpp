@@ -1,0 +1,145 @@
+// The C API boundary: argument checks that need no device, and the guard that turns every
+// exception into a PskResult plus a message. Nothing below this file is visible to callers.
+#include <polysketch/polysketch.h>
+
+#include <new>
+
+#include "attention.hpp"
+#include "context.hpp"
+#include "error.hpp"
+#include "instance.hpp"
+
+using namespace psk;
+
+namespace {
+
+/** Runs `body`; maps exceptions to codes and reports them through `report`. */
+template <typename Body, typename Report>
+PskResult guarded(Body&& body, Report&& report) noexcept {
+    try {
+        body();
+        return PSK_SUCCESS;
+    } catch (const Error& e) {
+        report(e.code(), e.what());
+        return e.code();
+    } catch (const std::bad_alloc&) {
+        report(PSK_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return PSK_ERROR_OUT_OF_HOST_MEMORY;
+    } catch (const std::exception& e) {
+        report(PSK_ERROR_INTERNAL, e.what());
+        return PSK_ERROR_INTERNAL;
+    } catch (...) {
+        report(PSK_ERROR_INTERNAL, "unknown exception");
+        return PSK_ERROR_INTERNAL;
+    }
+}
+
+template <typename Body>
+PskResult guarded(PskContext context, const char* function, Body&& body) noexcept {
+    return guarded(std::forward<Body>(body), [&](PskResult code, const char* what) {
+        if (context) {
+            try {
+                context->message(PSK_MESSAGE_SEVERITY_ERROR, code, cat(function, ": ", what));
+            } catch (...) {
+            }
+        }
+    });
+}
+
+void noSink(PskMessageSeverity, PskResult, const std::string&) {}
+
+}  // namespace
+
+extern "C" {
+
+uint32_t pskGetVersion(void) { return PSK_HEADER_VERSION; }
+
+const char* pskResultToString(PskResult result) {
+    switch (result) {
+#define PSK_CASE(x) \
+    case x:         \
+        return #x;
+        PSK_CASE(PSK_SUCCESS)
+        PSK_CASE(PSK_ERROR_INVALID_ARGUMENT)
+        PSK_CASE(PSK_ERROR_INVALID_SHAPE)
+        PSK_CASE(PSK_ERROR_UNSUPPORTED)
+        PSK_CASE(PSK_ERROR_BUFFER_TOO_SMALL)
+        PSK_CASE(PSK_ERROR_NON_FINITE_INPUT)
+        PSK_CASE(PSK_ERROR_TOO_LARGE)
+        PSK_CASE(PSK_ERROR_OUT_OF_HOST_MEMORY)
+        PSK_CASE(PSK_ERROR_OUT_OF_DEVICE_MEMORY)
+        PSK_CASE(PSK_ERROR_NO_DEVICE)
+        PSK_CASE(PSK_ERROR_DEVICE_LOST)
+        PSK_CASE(PSK_ERROR_VULKAN)
+        PSK_CASE(PSK_ERROR_BAD_FILE)
+        PSK_CASE(PSK_ERROR_INTERNAL)
+#undef PSK_CASE
+    }
+    return "PSK_ERROR_UNKNOWN";
+}
+
+PskResult pskCreateContext(const PskContextCreateInfo* createInfo, PskContext* pContext) {
+    const PskContextCreateInfo defaults{};
+    const PskContextCreateInfo& info = createInfo ? *createInfo : defaults;
+    return guarded(
+        [&] {
+            if (!pContext) fail(PSK_ERROR_INVALID_ARGUMENT, "pContext must not be NULL");
+            const uint32_t known = PSK_CONTEXT_ENABLE_VALIDATION_BIT | PSK_CONTEXT_REQUIRE_VALIDATION_BIT;
+            if (info.flags & ~known) fail(PSK_ERROR_INVALID_ARGUMENT, "unknown bits in flags");
+            *pContext = new PskContext_T(info);
+        },
+        [&](PskResult code, const char* what) {
+            if (info.messageCallback)
+                info.messageCallback(PSK_MESSAGE_SEVERITY_ERROR, code, cat("pskCreateContext: ", what).c_str(),
+                                     info.messageUserData);
+        });
+}
+
+void pskDestroyContext(PskContext context) { delete context; }
+
+PskResult pskEnumerateDevices(uint32_t* pCount) {
+    return guarded(nullptr, "pskEnumerateDevices", [&] {
+        if (!pCount) fail(PSK_ERROR_INVALID_ARGUMENT, "pCount must not be NULL");
+        Instance instance(0, noSink);
+        *pCount = static_cast<uint32_t>(instance.physicalDevices().size());
+    });
+}
+
+PskResult pskGetPhysicalDeviceInfo(uint32_t index, PskDeviceInfo* pInfo) {
+    return guarded(nullptr, "pskGetPhysicalDeviceInfo", [&] {
+        if (!pInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "pInfo must not be NULL");
+        Instance instance(0, noSink);
+        const auto devices = instance.physicalDevices();
+        if (index >= devices.size()) fail(PSK_ERROR_NO_DEVICE, "device index ", index, " does not exist");
+        queryDeviceCaps(instance.vk(), devices[index], instance.apiVersion()).fillInfo(pInfo);
+    });
+}
+
+PskResult pskGetDeviceInfo(PskContext context, PskDeviceInfo* pInfo) {
+    return guarded(context, "pskGetDeviceInfo", [&] {
+        if (!context) fail(PSK_ERROR_INVALID_ARGUMENT, "context must not be NULL");
+        if (!pInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "pInfo must not be NULL");
+        context->caps().fillInfo(pInfo);
+    });
+}
+
+PskResult pskCreateAttention(PskContext context, const PskAttentionCreateInfo* createInfo, PskAttention* pAttention) {
+    return guarded(context, "pskCreateAttention", [&] {
+        if (!context) fail(PSK_ERROR_INVALID_ARGUMENT, "context must not be NULL");
+        if (!createInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "createInfo must not be NULL");
+        if (!pAttention) fail(PSK_ERROR_INVALID_ARGUMENT, "pAttention must not be NULL");
+        *pAttention = new PskAttention_T(context, *createInfo);
+    });
+}
+
+void pskDestroyAttention(PskAttention attention) { delete attention; }
+
+PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostInfo* info) {
+    return guarded(attention ? attention->context() : nullptr, "pskAttentionForwardHost", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        attention->forwardHost(*info);
+    });
+}
+
+}  // extern "C"

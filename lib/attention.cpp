@@ -1,0 +1,184 @@
+#include "attention.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "error.hpp"
+
+using namespace psk;
+
+namespace {
+
+/** Calls fn(elementOffset) for the first element of every row (b, h, t) of a tensor. */
+template <typename Fn>
+void forEachRow(const TensorGeometry& t, Fn&& fn) {
+    for (uint32_t b = 0; b < t.batch; ++b)
+        for (uint32_t h = 0; h < t.heads; ++h)
+            for (uint32_t i = 0; i < t.tokens; ++i) fn(b * t.strides.batch + h * t.strides.head + i * t.strides.token);
+}
+
+/** Throws NON_FINITE_INPUT when any element of the tensor is NaN or infinite. */
+void checkFinite(const char* name, const void* data, const TensorGeometry& t, PskDataType type) {
+    bool finite = true;
+    forEachRow(t, [&](uint64_t row) {
+        if (!finite) return;
+        if (type == PSK_DATA_TYPE_FLOAT32) {
+            const float* p = static_cast<const float*>(data) + row;
+            for (uint32_t d = 0; d < t.dim; ++d) finite &= std::isfinite(p[d]);
+        } else {
+            // All exponent bits set means infinity or NaN in both 16-bit formats.
+            const uint16_t mask = type == PSK_DATA_TYPE_FLOAT16 ? 0x7C00 : 0x7F80;
+            const uint16_t* p = static_cast<const uint16_t*>(data) + row;
+            for (uint32_t d = 0; d < t.dim; ++d) finite &= (p[d] & mask) != mask;
+        }
+    });
+    if (!finite) fail(PSK_ERROR_NON_FINITE_INPUT, name, " contains NaN or infinity");
+}
+
+}  // namespace
+
+PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info) : context_(context) {
+    const DeviceCaps& caps = context->caps();
+    config_ = makeAttentionConfig(info, caps);
+    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH)
+        fail(PSK_ERROR_UNSUPPORTED, "PSK_ATTENTION_KIND_POLYSKETCH is not available in this build yet");
+
+    // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
+    tiledPlan_ = planTiledAttention(config_, caps);
+    tiledPipeline_ = context->pipelines().get(tiledPlan_.shader, tiledPlan_.specConstants);
+
+    const DeviceFunctions& vk = context->vk();
+    try {
+        VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+        poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+        poolInfo.queueFamilyIndex = context->queueFamily();
+        PSK_VK(vk.vkCreateCommandPool(context->device(), &poolInfo, nullptr, &commandPool_));
+        VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        cbInfo.commandPool = commandPool_;
+        cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        cbInfo.commandBufferCount = 1;
+        PSK_VK(vk.vkAllocateCommandBuffers(context->device(), &cbInfo, &commandBuffer_));
+        VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        PSK_VK(vk.vkCreateFence(context->device(), &fenceInfo, nullptr, &fence_));
+        if (caps.timestampValidBits > 0) {
+            VkQueryPoolCreateInfo queryInfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+            queryInfo.queryType = VK_QUERY_TYPE_TIMESTAMP;
+            queryInfo.queryCount = 2;
+            PSK_VK(vk.vkCreateQueryPool(context->device(), &queryInfo, nullptr, &queryPool_));
+        }
+        if (!context->pipelines().usesPushDescriptors())
+            descriptors_ = std::make_unique<DescriptorArena>(vk, context->device());
+    } catch (...) {
+        releaseVulkanObjects();
+        throw;
+    }
+}
+
+PskAttention_T::~PskAttention_T() { releaseVulkanObjects(); }
+
+void PskAttention_T::releaseVulkanObjects() {
+    const DeviceFunctions& vk = context_->vk();
+    VkDevice device = context_->device();
+    descriptors_.reset();
+    if (queryPool_) vk.vkDestroyQueryPool(device, queryPool_, nullptr);
+    if (fence_) vk.vkDestroyFence(device, fence_, nullptr);
+    if (commandPool_) vk.vkDestroyCommandPool(device, commandPool_, nullptr);
+    queryPool_ = VK_NULL_HANDLE;
+    fence_ = VK_NULL_HANDLE;
+    commandPool_ = VK_NULL_HANDLE;
+}
+
+void PskAttention_T::ensureBuffer(Buffer& buffer, VkDeviceSize bytes, MemoryUsage usage) {
+    if (buffer && buffer.size() >= bytes) return;
+    buffer.reset();  // release first, so the peak is not old + new
+    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    buffer = Buffer(context_->allocator(), bytes, flags, usage);
+}
+
+void PskAttention_T::recordForward(Recorder& recorder, const BoundTensors& tensors) {
+    recordTiledAttention(recorder, tiledPipeline_, tiledPlan_, config_, tensors);
+}
+
+void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
+    if (!info.q || !info.k || !info.v || !info.out)
+        fail(PSK_ERROR_INVALID_ARGUMENT, "q, k, v and out must all be non-NULL");
+    const DeviceCaps& caps = context_->caps();
+    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.qStrides,
+                                                  info.kStrides, info.vStrides, info.outStrides);
+    const size_t eb = elementBytes(config_.dataType);
+    const VkDeviceSize qBytes = g.q.extentElements() * eb, kBytes = g.k.extentElements() * eb,
+                       vBytes = g.v.extentElements() * eb, oBytes = g.out.extentElements() * eb;
+    const struct {
+        const char* name;
+        size_t given;
+        VkDeviceSize needed;
+    } sizes[] = {{"q", info.qBytes, qBytes}, {"k", info.kBytes, kBytes}, {"v", info.vBytes, vBytes}, {"out", info.outBytes, oBytes}};
+    for (const auto& s : sizes)
+        if (s.given < s.needed) fail(PSK_ERROR_BUFFER_TOO_SMALL, s.name, " holds ", s.given, " bytes; the shape needs ", s.needed);
+    checkFinite("q", info.q, g.q, config_.dataType);
+    checkFinite("k", info.k, g.k, config_.dataType);
+    checkFinite("v", info.v, g.v, config_.dataType);
+
+    ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
+    ensureBuffer(k_, kBytes, MemoryUsage::DeviceLocal);
+    ensureBuffer(v_, vBytes, MemoryUsage::DeviceLocal);
+    ensureBuffer(out_, oBytes, MemoryUsage::DeviceLocal);
+    const VkDeviceSize workspaceBytes = tiledWorkspaceBytes(tiledPlan_, config_, caps, g);
+    if (workspaceBytes) ensureBuffer(workspace_, workspaceBytes, MemoryUsage::DeviceLocal);
+    // Unified memory (integrated GPUs, lavapipe): write and read the tensors in place.
+    const bool direct = q_.mapped() && k_.mapped() && v_.mapped() && out_.mapped();
+    if (!direct) {
+        ensureBuffer(upload_, qBytes + kBytes + vBytes, MemoryUsage::HostUpload);
+        ensureBuffer(readback_, oBytes, MemoryUsage::HostReadback);
+    }
+    uint8_t* uploadBase = direct ? nullptr : upload_.mapped();
+    std::memcpy(direct ? q_.mapped() : uploadBase, info.q, qBytes);
+    std::memcpy(direct ? k_.mapped() : uploadBase + qBytes, info.k, kBytes);
+    std::memcpy(direct ? v_.mapped() : uploadBase + qBytes + kBytes, info.v, vBytes);
+
+    const DeviceFunctions& vk = context_->vk();
+    PSK_VK(vk.vkResetCommandPool(context_->device(), commandPool_, 0));
+    if (descriptors_) descriptors_->reset();
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    PSK_VK(vk.vkBeginCommandBuffer(commandBuffer_, &begin));
+    Recorder rec(vk, commandBuffer_, context_->pipelines(), descriptors_.get());
+    BoundTensors tensors{{q_.handle(), 0, qBytes}, {k_.handle(), 0, kBytes}, {v_.handle(), 0, vBytes}, {out_.handle(), 0, oBytes}, g,
+                         {workspace_.handle(), 0, workspaceBytes ? workspaceBytes : VK_WHOLE_SIZE}};
+    if (!direct) {
+        rec.copy({upload_.handle(), 0, qBytes}, tensors.q, qBytes);
+        rec.copy({upload_.handle(), qBytes, kBytes}, tensors.k, kBytes);
+        rec.copy({upload_.handle(), qBytes + kBytes, vBytes}, tensors.v, vBytes);
+    }
+    if (queryPool_) {
+        vk.vkCmdResetQueryPool(commandBuffer_, queryPool_, 0, 2);
+        rec.timestamp(queryPool_, 0);
+    }
+    recordForward(rec, tensors);
+    if (queryPool_) rec.timestamp(queryPool_, 1);
+    if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
+    rec.finishForHost();
+    PSK_VK(vk.vkEndCommandBuffer(commandBuffer_));
+    PSK_VK(vk.vkResetFences(context_->device(), 1, &fence_));
+    context_->submitAndWait(commandBuffer_, fence_);
+
+    double gpuMs = 0.0;
+    if (queryPool_) {
+        uint64_t ticks[2] = {0, 0};
+        PSK_VK(vk.vkGetQueryPoolResults(context_->device(), queryPool_, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+        const uint64_t mask = caps.timestampValidBits >= 64 ? ~uint64_t(0) : (uint64_t(1) << caps.timestampValidBits) - 1;
+        gpuMs = double((ticks[1] - ticks[0]) & mask) * caps.limits().timestampPeriod * 1e-6;
+    }
+
+    // Copy out row by row: the caller's array may have gaps (custom strides) that stay untouched.
+    const uint8_t* src = direct ? out_.mapped() : readback_.mapped();
+    uint8_t* dst = static_cast<uint8_t*>(info.out);
+    const size_t rowBytes = size_t(g.out.dim) * eb;
+    forEachRow(g.out, [&](uint64_t row) { std::memcpy(dst + row * eb, src + row * eb, rowBytes); });
+    if (info.stats) {
+        info.stats->gpuMilliseconds = gpuMs;
+        info.stats->workspaceBytes = workspaceBytes;
+    }
+}

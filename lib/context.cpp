@@ -1,0 +1,79 @@
+#include "context.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "error.hpp"
+
+using namespace psk;
+
+PskContext_T::PskContext_T(const PskContextCreateInfo& info)
+    : callback_(info.messageCallback), userData_(info.messageUserData) {
+    int validation = 0;
+    const char* env = std::getenv("PSK_VALIDATION");
+    if ((info.flags & PSK_CONTEXT_ENABLE_VALIDATION_BIT) || (env && std::strcmp(env, "1") == 0)) validation = 1;
+    if (info.flags & PSK_CONTEXT_REQUIRE_VALIDATION_BIT) validation = 2;
+
+    instance_ = std::make_unique<Instance>(validation, [this](PskMessageSeverity s, PskResult r, const std::string& m) {
+        if (s == PSK_MESSAGE_SEVERITY_VALIDATION) ++validationMessages_;
+        message(s, r, m);
+    });
+    physicalDevice_ = instance_->select(info.device);
+    caps_ = queryDeviceCaps(instance_->vk(), physicalDevice_, instance_->apiVersion());
+    if (caps_.computeQueueFamily == ~0u)
+        fail(PSK_ERROR_NO_DEVICE, "device \"", caps_.properties.deviceName, "\" has no compute queue");
+
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo queueInfo{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    queueInfo.queueFamilyIndex = caps_.computeQueueFamily;
+    queueInfo.queueCount = 1;
+    queueInfo.pQueuePriorities = &priority;
+    DeviceFeatureChain features(caps_);
+    VkDeviceCreateInfo deviceInfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    deviceInfo.pNext = features.head();
+    deviceInfo.queueCreateInfoCount = 1;
+    deviceInfo.pQueueCreateInfos = &queueInfo;
+    deviceInfo.enabledExtensionCount = static_cast<uint32_t>(caps_.deviceExtensions.size());
+    deviceInfo.ppEnabledExtensionNames = caps_.deviceExtensions.data();
+    PSK_VK(instance_->vk().vkCreateDevice(physicalDevice_, &deviceInfo, nullptr, &device_));
+    vk_.load(instance_->vk().vkGetDeviceProcAddr, device_);
+    vk_.vkGetDeviceQueue(device_, caps_.computeQueueFamily, 0, &queue_);
+    if (!vk_.vkCmdPushDescriptorSetKHR) caps_.pushDescriptors = false;
+
+    try {
+        VkPhysicalDeviceMemoryProperties memProps{};
+        instance_->vk().vkGetPhysicalDeviceMemoryProperties(physicalDevice_, &memProps);
+        allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, caps_.maxMemoryAllocationSize);
+        pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_);
+    } catch (...) {
+        pipelines_.reset();
+        allocator_.reset();
+        vk_.vkDestroyDevice(device_, nullptr);
+        throw;
+    }
+    message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
+            cat("device: ", caps_.properties.deviceName, " (", caps_.driverName, ")",
+                instance_->validationEnabled() ? ", validation on" : ""));
+}
+
+PskContext_T::~PskContext_T() {
+    if (device_) vk_.vkDeviceWaitIdle(device_);
+    pipelines_.reset();
+    allocator_.reset();
+    if (device_) vk_.vkDestroyDevice(device_, nullptr);
+}
+
+void PskContext_T::submitAndWait(VkCommandBuffer commandBuffer, VkFence fence) {
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &commandBuffer;
+    {
+        std::lock_guard<std::mutex> lock(queueMutex_);
+        PSK_VK(vk_.vkQueueSubmit(queue_, 1, &submit, fence));
+    }
+    PSK_VK(vk_.vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX));
+}
+
+void PskContext_T::message(PskMessageSeverity severity, PskResult result, const std::string& text) const {
+    if (callback_) callback_(severity, result, text.c_str(), userData_);
+}

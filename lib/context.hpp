@@ -1,0 +1,54 @@
+// PskContext_T: one Vulkan device with its compute queue, capabilities, allocator and pipeline
+// cache. Thread-safe: the queue and the caches are guarded by mutexes.
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "device_caps.hpp"
+#include "instance.hpp"
+#include "memory.hpp"
+#include "pipelines.hpp"
+#include "vulkan_functions.hpp"
+
+struct PskContext_T {
+public:
+    explicit PskContext_T(const PskContextCreateInfo& info);
+    ~PskContext_T();
+    PskContext_T(const PskContext_T&) = delete;
+    PskContext_T& operator=(const PskContext_T&) = delete;
+
+    const psk::DeviceFunctions& vk() const { return vk_; }
+    VkDevice device() const { return device_; }
+    VkPhysicalDevice physicalDevice() const { return physicalDevice_; }
+    const psk::DeviceCaps& caps() const { return caps_; }
+    psk::Allocator& allocator() { return *allocator_; }
+    psk::Pipelines& pipelines() { return *pipelines_; }
+    uint32_t queueFamily() const { return caps_.computeQueueFamily; }
+
+    /** Submits one command buffer and waits for `fence` (thread-safe). */
+    void submitAndWait(VkCommandBuffer commandBuffer, VkFence fence);
+
+    /** Sends a message to the callback, if any. */
+    void message(PskMessageSeverity severity, PskResult result, const std::string& text) const;
+    /** Validation messages received so far (tests assert zero). */
+    uint64_t validationMessageCount() const { return validationMessages_.load(); }
+
+private:
+    PskMessageCallback callback_ = nullptr;
+    void* userData_ = nullptr;
+    std::atomic<uint64_t> validationMessages_{0};
+    std::unique_ptr<psk::Instance> instance_;
+    VkPhysicalDevice physicalDevice_ = VK_NULL_HANDLE;
+    psk::DeviceCaps caps_;
+    VkDevice device_ = VK_NULL_HANDLE;
+    psk::DeviceFunctions vk_;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    std::mutex queueMutex_;
+    std::unique_ptr<psk::Allocator> allocator_;
+    std::unique_ptr<psk::Pipelines> pipelines_;
+};

@@ -1,0 +1,79 @@
+#include "test_context.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace psk::test {
+
+void MessageLog::clear() {
+    std::lock_guard<std::mutex> lock(mutex);
+    validation.clear();
+    errors.clear();
+    errorCodes.clear();
+}
+
+void MessageLog::callback(PskMessageSeverity severity, PskResult result, const char* message, void* user) {
+    auto* log = static_cast<MessageLog*>(user);
+    std::lock_guard<std::mutex> lock(log->mutex);
+    if (severity == PSK_MESSAGE_SEVERITY_VALIDATION) log->validation.emplace_back(message);
+    if (severity == PSK_MESSAGE_SEVERITY_ERROR) {
+        log->errors.emplace_back(message);
+        log->errorCodes.push_back(result);
+    }
+}
+
+MessageLog& sharedLog() {
+    static MessageLog log;
+    return log;
+}
+
+PskContext sharedContext() {
+    // Created on first use and intentionally kept until process exit (one device per binary).
+    static PskContext context = [] {
+        PskContextCreateInfo info{};
+        info.flags = PSK_CONTEXT_ENABLE_VALIDATION_BIT;
+        info.messageCallback = &MessageLog::callback;
+        info.messageUserData = &sharedLog();
+        PskContext c = nullptr;
+        const PskResult r = pskCreateContext(&info, &c);
+        if (r != PSK_SUCCESS) {
+            ADD_FAILURE() << "pskCreateContext failed: " << pskResultToString(r);
+            return static_cast<PskContext>(nullptr);
+        }
+        return c;
+    }();
+    return context;
+}
+
+void ContextTest::SetUp() {
+    ctx = sharedContext();
+    ASSERT_NE(ctx, nullptr);
+    sharedLog().clear();
+}
+
+void ContextTest::TearDown() {
+    MessageLog& log = sharedLog();
+    std::lock_guard<std::mutex> lock(log.mutex);
+    for (const std::string& m : log.validation) ADD_FAILURE() << "validation message: " << m;
+}
+
+std::vector<float> randomNormal(size_t count, uint64_t seed, float sigma) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> dist(0.0f, sigma);
+    std::vector<float> v(count);
+    for (float& x : v) x = dist(rng);
+    return v;
+}
+
+double relativeMaxError(const std::vector<float>& got, const std::vector<double>& want) {
+    if (got.size() != want.size()) return INFINITY;
+    double maxRef = 0, maxErr = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        maxRef = std::max(maxRef, std::fabs(want[i]));
+        const double e = std::fabs(double(got[i]) - want[i]);
+        if (!(e <= maxErr)) maxErr = std::isnan(e) ? INFINITY : e;
+    }
+    return maxRef > 0 ? maxErr / maxRef : maxErr;
+}
+
+}  // namespace psk::test

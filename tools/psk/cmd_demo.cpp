@@ -1,0 +1,1 @@
+int runDemo(int, char**) { return 0; }

@@ -1,0 +1,5 @@
+// Subcommands of the psk tool; each takes the arguments after its name and returns an exit code.
+#pragma once
+
+int runInfo(int argc, char** argv);
+int runDemo(int argc, char** argv);

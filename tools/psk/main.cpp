@@ -1,0 +1,38 @@
+// psk: the polysketch command-line tool.
+#include <cstdio>
+#include <cstring>
+
+#include "commands.hpp"
+
+namespace {
+
+void usage(FILE* out) {
+    std::fprintf(out,
+                 "usage: psk <command> [options]\n"
+                 "\n"
+                 "commands:\n"
+                 "  info   list every Vulkan device with the capabilities polysketch uses\n"
+                 "  demo   random q, k, v on the best device: softmax vs exact polynomial,\n"
+                 "         time and error against the float64 CPU reference\n"
+                 "\n"
+                 "Run 'psk <command> --help' for a command's options.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char* cmd = argv[1];
+    if (!std::strcmp(cmd, "info")) return runInfo(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "demo")) return runDemo(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    std::fprintf(stderr, "psk: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}
