@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace psk::test {
 
@@ -31,7 +32,9 @@ PskContext sharedContext() {
     // Created on first use and intentionally kept until process exit (one device per binary).
     static PskContext context = [] {
         PskContextCreateInfo info{};
-        info.flags = PSK_CONTEXT_ENABLE_VALIDATION_BIT;
+        // CI sets PSK_REQUIRE_VALIDATION=1 so that a missing layer fails instead of passing silently.
+        const char* require = std::getenv("PSK_REQUIRE_VALIDATION");
+        info.flags = require && std::string(require) == "1" ? PSK_CONTEXT_REQUIRE_VALIDATION_BIT : PSK_CONTEXT_ENABLE_VALIDATION_BIT;
         info.messageCallback = &MessageLog::callback;
         info.messageUserData = &sharedLog();
         PskContext c = nullptr;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages polysketch builds and tests with, if any is missing.
+#   libvulkan-dev          Vulkan headers and the loader (the library dlopens libvulkan.so.1)
+#   glslc                  GLSL -> SPIR-V at build time (shaderc)
+#   spirv-tools            spirv-val, used by the tests to validate every built shader
+#   mesa-vulkan-drivers    lavapipe, the CPU Vulkan device of CI and of machines without a GPU
+#   vulkan-validationlayers  the tests fail on any validation message
+#   libgtest-dev           GoogleTest
+#   libglm-dev             host-side half-float packing
+#   cmake, g++, make       the build
+set -euo pipefail
+packages=(cmake g++ make libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libgtest-dev libglm-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
