@@ -101,8 +101,12 @@ void PskAttention_T::recordForward(Recorder& recorder, const BoundTensors& tenso
 }
 
 void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
-    if (!info.q || !info.k || !info.v || !info.out)
-        fail(PSK_ERROR_INVALID_ARGUMENT, "q, k, v and out must all be non-NULL");
+    const struct {
+        const char* name;
+        const void* pointer;
+    } arrays[] = {{"q", info.q}, {"k", info.k}, {"v", info.v}, {"out", info.out}};
+    for (const auto& a : arrays)
+        if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
     const DeviceCaps& caps = context_->caps();
     const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.qStrides,
                                                   info.kStrides, info.vStrides, info.outStrides);

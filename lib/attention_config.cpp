@@ -75,6 +75,10 @@ AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const De
         c.blockSize = info.blockSize ? info.blockSize : 256;
         if (c.blockSize < 16 || c.blockSize > 1024)
             fail(PSK_ERROR_INVALID_ARGUMENT, "blockSize must be 16 to 1024 (got ", c.blockSize, ")");
+        if (info.sketchSource < PSK_SKETCH_SOURCE_SEED || info.sketchSource > PSK_SKETCH_SOURCE_LEARNED_FILE)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range (", static_cast<int>(info.sketchSource), ")");
+        if (info.sketchSource != PSK_SKETCH_SOURCE_SEED && !info.sketchFile)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchFile must not be NULL with PSK_SKETCH_SOURCE_FILE or _LEARNED_FILE");
     }
     return c;
 }

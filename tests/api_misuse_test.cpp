@@ -1,0 +1,942 @@
+// Misuse of the public C API: every invalid argument of every public function must return its
+// specific PskResult, report exactly one ERROR message with that code naming the problem (when a
+// context is there to carry it), and write nothing: out-handles keep a sentinel value, output
+// arrays keep a sentinel pattern, stats stay untouched.
+//
+// A positive control in the same binary makes sure the misuse cases do not pass merely because
+// every call fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+using psk::test::MessageLog;
+using psk::test::sharedLog;
+
+// Values no successful call would ever write.
+const PskContext kContextSentinel = reinterpret_cast<PskContext>(uintptr_t(0xC0FFEE0));
+const PskAttention kAttentionSentinel = reinterpret_cast<PskAttention>(uintptr_t(0xDEADBEE0));
+constexpr uint32_t kOutSentinelBits = 0x7FBADBADu;  // a NaN payload: never a computed result
+constexpr uint16_t kOutSentinel16 = 0xBADB;
+
+bool containsNoCase(const std::string& haystack, const std::string& needle) {
+    auto lower = [](std::string s) {
+        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+        return s;
+    };
+    return lower(haystack).find(lower(needle)) != std::string::npos;
+}
+
+/** Checks that `log` holds exactly one ERROR message, with `code`, mentioning `keyword`; clears it. */
+void expectOneError(MessageLog& log, PskResult code, const std::string& keyword) {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    EXPECT_EQ(log.errors.size(), 1u) << "expected exactly one ERROR message";
+    ASSERT_EQ(log.errors.size(), log.errorCodes.size());
+    for (size_t i = 0; i < log.errors.size(); ++i) {
+        EXPECT_EQ(log.errorCodes[i], code) << "message: " << log.errors[i];
+        EXPECT_TRUE(containsNoCase(log.errors[i], keyword))
+            << "message \"" << log.errors[i] << "\" does not mention \"" << keyword << "\"";
+    }
+    log.errors.clear();
+    log.errorCodes.clear();
+}
+
+/** No ERROR message at all (calls that have no context to report through). */
+void expectNoError(MessageLog& log) {
+    std::lock_guard<std::mutex> lock(log.mutex);
+    EXPECT_TRUE(log.errors.empty()) << "unexpected message: " << (log.errors.empty() ? "" : log.errors[0]);
+    log.errors.clear();
+    log.errorCodes.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Version, result strings, destroy(NULL)
+// ---------------------------------------------------------------------------------------------
+
+TEST(ApiBasics, VersionMatchesHeader) {
+    EXPECT_EQ(pskGetVersion(), PSK_HEADER_VERSION);
+    EXPECT_EQ(PSK_VERSION_MAJOR(pskGetVersion()), 0u);
+    EXPECT_EQ(PSK_VERSION_MINOR(pskGetVersion()), 1u);
+    EXPECT_EQ(PSK_VERSION_PATCH(pskGetVersion()), 0u);
+}
+
+TEST(ApiBasics, ResultToStringNamesEveryCodeDistinctly) {
+    const struct {
+        PskResult code;
+        const char* name;
+    } codes[] = {
+        {PSK_SUCCESS, "PSK_SUCCESS"},
+        {PSK_ERROR_INVALID_ARGUMENT, "PSK_ERROR_INVALID_ARGUMENT"},
+        {PSK_ERROR_INVALID_SHAPE, "PSK_ERROR_INVALID_SHAPE"},
+        {PSK_ERROR_UNSUPPORTED, "PSK_ERROR_UNSUPPORTED"},
+        {PSK_ERROR_BUFFER_TOO_SMALL, "PSK_ERROR_BUFFER_TOO_SMALL"},
+        {PSK_ERROR_NON_FINITE_INPUT, "PSK_ERROR_NON_FINITE_INPUT"},
+        {PSK_ERROR_TOO_LARGE, "PSK_ERROR_TOO_LARGE"},
+        {PSK_ERROR_OUT_OF_HOST_MEMORY, "PSK_ERROR_OUT_OF_HOST_MEMORY"},
+        {PSK_ERROR_OUT_OF_DEVICE_MEMORY, "PSK_ERROR_OUT_OF_DEVICE_MEMORY"},
+        {PSK_ERROR_NO_DEVICE, "PSK_ERROR_NO_DEVICE"},
+        {PSK_ERROR_DEVICE_LOST, "PSK_ERROR_DEVICE_LOST"},
+        {PSK_ERROR_VULKAN, "PSK_ERROR_VULKAN"},
+        {PSK_ERROR_BAD_FILE, "PSK_ERROR_BAD_FILE"},
+        {PSK_ERROR_INTERNAL, "PSK_ERROR_INTERNAL"},
+    };
+    std::set<std::string> seen;
+    for (const auto& c : codes) {
+        const char* s = pskResultToString(c.code);
+        ASSERT_NE(s, nullptr) << int(c.code);
+        EXPECT_STREQ(s, c.name);
+        EXPECT_TRUE(seen.insert(s).second) << "duplicate string " << s;
+    }
+    // Values that are not codes (within the enum's range of values, so well-defined in C++).
+    for (int unknown : {1, 2, 15, -14, -15, -16}) {
+        const char* s = pskResultToString(static_cast<PskResult>(unknown));
+        ASSERT_NE(s, nullptr) << unknown;
+        EXPECT_TRUE(containsNoCase(s, "UNKNOWN")) << unknown << " -> " << s;
+        EXPECT_EQ(seen.count(s), 0u) << "unknown value " << unknown << " maps to a real code's name " << s;
+    }
+}
+
+TEST(ApiBasics, DestroyNullIsNoOp) {
+    pskDestroyContext(nullptr);
+    pskDestroyAttention(nullptr);
+    SUCCEED();
+}
+
+// ---------------------------------------------------------------------------------------------
+// pskCreateContext
+// ---------------------------------------------------------------------------------------------
+
+PskContextCreateInfo contextInfo(MessageLog& log) {
+    PskContextCreateInfo info{};
+    info.messageCallback = &MessageLog::callback;
+    info.messageUserData = &log;
+    return info;
+}
+
+TEST(CreateContextMisuse, NullCreateInfoAndNullOutHandle) {
+    EXPECT_EQ(pskCreateContext(nullptr, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(CreateContextMisuse, NullOutHandleReportsThroughCallback) {
+    MessageLog log;
+    const PskContextCreateInfo info = contextInfo(log);
+    EXPECT_EQ(pskCreateContext(&info, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectOneError(log, PSK_ERROR_INVALID_ARGUMENT, "pContext");
+}
+
+TEST(CreateContextMisuse, UnknownFlagBits) {
+    for (uint32_t flags : {0x4u, 0x100u, 0x80000000u, 0xFFFFFFFFu}) {
+        SCOPED_TRACE(flags);
+        MessageLog log;
+        PskContextCreateInfo info = contextInfo(log);
+        info.flags = flags;
+        PskContext context = kContextSentinel;
+        EXPECT_EQ(pskCreateContext(&info, &context), PSK_ERROR_INVALID_ARGUMENT);
+        EXPECT_EQ(context, kContextSentinel);
+        expectOneError(log, PSK_ERROR_INVALID_ARGUMENT, "flags");
+    }
+}
+
+TEST(CreateContextMisuse, DeviceNameThatDoesNotExist) {
+    MessageLog log;
+    PskContextCreateInfo info = contextInfo(log);
+    info.device = "no-such-gpu";
+    PskContext context = kContextSentinel;
+    EXPECT_EQ(pskCreateContext(&info, &context), PSK_ERROR_NO_DEVICE);
+    EXPECT_EQ(context, kContextSentinel);
+    expectOneError(log, PSK_ERROR_NO_DEVICE, "no-such-gpu");
+}
+
+TEST(CreateContextMisuse, DeviceIndexThatDoesNotExist) {
+    for (const char* selector : {"99", "4294967296", "00000000000000000000099"}) {
+        SCOPED_TRACE(selector);
+        MessageLog log;
+        PskContextCreateInfo info = contextInfo(log);
+        info.device = selector;
+        PskContext context = kContextSentinel;
+        EXPECT_EQ(pskCreateContext(&info, &context), PSK_ERROR_NO_DEVICE);
+        EXPECT_EQ(context, kContextSentinel);
+        expectOneError(log, PSK_ERROR_NO_DEVICE, "does not exist");
+    }
+}
+
+void setEnv(const char* name, const char* value) {
+#if defined(_WIN32)
+    _putenv_s(name, value ? value : "");
+#else
+    if (value)
+        setenv(name, value, 1);
+    else
+        unsetenv(name);
+#endif
+}
+
+/** Sets an environment variable for the scope, restoring the previous value. */
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        const char* old = std::getenv(name);
+        hadOld_ = old != nullptr;
+        if (old) old_ = old;
+        setEnv(name, value);
+    }
+    ~ScopedEnv() { setEnv(name_.c_str(), hadOld_ ? old_.c_str() : nullptr); }
+
+private:
+    std::string name_, old_;
+    bool hadOld_ = false;
+};
+
+TEST(CreateContextMisuse, DeviceFromEnvironmentThatDoesNotExist) {
+    // With no selector in the create info, PSK_DEVICE chooses the device.
+    ScopedEnv env("PSK_DEVICE", "no-such-gpu");
+    MessageLog log;
+    const PskContextCreateInfo info = contextInfo(log);
+    PskContext context = kContextSentinel;
+    EXPECT_EQ(pskCreateContext(&info, &context), PSK_ERROR_NO_DEVICE);
+    EXPECT_EQ(context, kContextSentinel);
+    expectOneError(log, PSK_ERROR_NO_DEVICE, "no-such-gpu");
+}
+
+TEST(CreateContextMisuse, RequiredValidationLayerMissing) {
+    // Hide the installed layers from the loader: REQUIRE_VALIDATION must then fail, not run silently.
+    ScopedEnv env("VK_LAYER_PATH", "/nonexistent-psk-layer-dir");
+    MessageLog log;
+    PskContextCreateInfo info = contextInfo(log);
+    info.flags = PSK_CONTEXT_REQUIRE_VALIDATION_BIT;
+    PskContext context = kContextSentinel;
+    const PskResult r = pskCreateContext(&info, &context);
+    if (r == PSK_SUCCESS) {
+        pskDestroyContext(context);
+        GTEST_SKIP() << "the loader still finds VK_LAYER_KHRONOS_validation (VK_LAYER_PATH ignored)";
+    }
+    EXPECT_EQ(r, PSK_ERROR_UNSUPPORTED);
+    EXPECT_EQ(context, kContextSentinel);
+    expectOneError(log, PSK_ERROR_UNSUPPORTED, "validation");
+}
+
+TEST(CreateContextMisuse, DeviceNoSuchGpuWithoutCallbackStillFails) {
+    PskContextCreateInfo info{};
+    info.device = "no-such-gpu";
+    PskContext context = kContextSentinel;
+    EXPECT_EQ(pskCreateContext(&info, &context), PSK_ERROR_NO_DEVICE);
+    EXPECT_EQ(context, kContextSentinel);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device queries
+// ---------------------------------------------------------------------------------------------
+
+PskDeviceInfo sentinelDeviceInfo() {
+    PskDeviceInfo info;
+    std::memset(&info, 0xAB, sizeof(info));
+    return info;
+}
+
+bool sameBytes(const PskDeviceInfo& a, const PskDeviceInfo& b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+TEST(DeviceQueryMisuse, EnumerateDevicesNullCount) {
+    EXPECT_EQ(pskEnumerateDevices(nullptr), PSK_ERROR_INVALID_ARGUMENT);
+}
+
+TEST(DeviceQueryMisuse, PhysicalDeviceInfoBadIndexOrNull) {
+    uint32_t count = 0;
+    ASSERT_EQ(pskEnumerateDevices(&count), PSK_SUCCESS);
+    ASSERT_GE(count, 1u);
+    for (uint32_t index : {count, count + 1, 99u, 0xFFFFFFFFu}) {
+        PskDeviceInfo info = sentinelDeviceInfo();
+        EXPECT_EQ(pskGetPhysicalDeviceInfo(index, &info), PSK_ERROR_NO_DEVICE) << index;
+        EXPECT_TRUE(sameBytes(info, sentinelDeviceInfo())) << "pInfo was written on error, index " << index;
+    }
+    EXPECT_EQ(pskGetPhysicalDeviceInfo(0, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    // Positive control: index 0 exists.
+    PskDeviceInfo info = sentinelDeviceInfo();
+    EXPECT_EQ(pskGetPhysicalDeviceInfo(0, &info), PSK_SUCCESS);
+    EXPECT_FALSE(sameBytes(info, sentinelDeviceInfo()));
+}
+
+class DeviceInfoMisuse : public ContextTest {};
+
+TEST_F(DeviceInfoMisuse, NullContext) {
+    PskDeviceInfo info = sentinelDeviceInfo();
+    EXPECT_EQ(pskGetDeviceInfo(nullptr, &info), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_TRUE(sameBytes(info, sentinelDeviceInfo()));
+    expectNoError(sharedLog());  // no context, no channel: and nothing leaks to another context
+}
+
+TEST_F(DeviceInfoMisuse, NullInfo) {
+    EXPECT_EQ(pskGetDeviceInfo(ctx, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectOneError(sharedLog(), PSK_ERROR_INVALID_ARGUMENT, "pInfo");
+}
+
+TEST_F(DeviceInfoMisuse, PositiveControl) {
+    PskDeviceInfo info = sentinelDeviceInfo();
+    EXPECT_EQ(pskGetDeviceInfo(ctx, &info), PSK_SUCCESS);
+    EXPECT_GT(std::strlen(info.name), 0u);
+    EXPECT_LT(std::strlen(info.name), sizeof(info.name));
+    EXPECT_GT(info.maxStorageBufferRange, 0u);
+    expectNoError(sharedLog());
+}
+
+// ---------------------------------------------------------------------------------------------
+// pskCreateAttention
+// ---------------------------------------------------------------------------------------------
+
+PskAttentionCreateInfo validCreateInfo() {
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    info.headDim = 16;
+    return info;
+}
+
+class CreateAttentionMisuse : public ContextTest {};
+
+TEST_F(CreateAttentionMisuse, NullContext) {
+    const PskAttentionCreateInfo info = validCreateInfo();
+    PskAttention attention = kAttentionSentinel;
+    EXPECT_EQ(pskCreateAttention(nullptr, &info, &attention), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attention, kAttentionSentinel);
+    expectNoError(sharedLog());
+}
+
+TEST_F(CreateAttentionMisuse, NullCreateInfo) {
+    PskAttention attention = kAttentionSentinel;
+    EXPECT_EQ(pskCreateAttention(ctx, nullptr, &attention), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attention, kAttentionSentinel);
+    expectOneError(sharedLog(), PSK_ERROR_INVALID_ARGUMENT, "createInfo");
+}
+
+TEST_F(CreateAttentionMisuse, NullOutHandle) {
+    const PskAttentionCreateInfo info = validCreateInfo();
+    EXPECT_EQ(pskCreateAttention(ctx, &info, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectOneError(sharedLog(), PSK_ERROR_INVALID_ARGUMENT, "pAttention");
+}
+
+TEST_F(CreateAttentionMisuse, PositiveControl) {
+    PskAttention attention = kAttentionSentinel;
+    const PskAttentionCreateInfo info = validCreateInfo();
+    ASSERT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
+    EXPECT_NE(attention, kAttentionSentinel);
+    EXPECT_NE(attention, nullptr);
+    pskDestroyAttention(attention);
+    expectNoError(sharedLog());
+}
+
+TEST_F(CreateAttentionMisuse, FieldsIgnoredByTheKindAreNotChecked) {
+    // Softmax ignores degree and every polysketch-only field.
+    PskAttentionCreateInfo info = validCreateInfo();
+    info.degree = 3;
+    info.sketchSize = 7;
+    info.blockSize = 5000;
+    info.sketchSource = static_cast<PskSketchSource>(3);
+    PskAttention attention = kAttentionSentinel;
+    ASSERT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
+    pskDestroyAttention(attention);
+    // The polynomial kind accepts every documented degree.
+    for (uint32_t degree : {0u, 2u, 4u, 8u}) {
+        info = validCreateInfo();
+        info.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+        info.degree = degree;
+        attention = kAttentionSentinel;
+        EXPECT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS) << degree;
+        pskDestroyAttention(attention == kAttentionSentinel ? nullptr : attention);
+    }
+    expectNoError(sharedLog());
+}
+
+struct CreateCase {
+    const char* name;
+    std::function<void(PskAttentionCreateInfo&)> mutate;
+    PskResult code;
+    const char* keyword;
+};
+
+void PrintTo(const CreateCase& c, std::ostream* os) { *os << c.name; }
+
+class CreateAttentionInvalidField : public ContextTest, public ::testing::WithParamInterface<CreateCase> {};
+
+TEST_P(CreateAttentionInvalidField, FailsWithCodeAndMessageAndNoHandle) {
+    const CreateCase& c = GetParam();
+    PskAttentionCreateInfo info = validCreateInfo();
+    c.mutate(info);
+    PskAttention attention = kAttentionSentinel;
+    const PskResult r = pskCreateAttention(ctx, &info, &attention);
+    EXPECT_EQ(r, c.code) << pskResultToString(r) << " instead of " << pskResultToString(c.code);
+    EXPECT_EQ(attention, kAttentionSentinel) << "the out-handle was written on error";
+    if (r == PSK_SUCCESS && attention != kAttentionSentinel) pskDestroyAttention(attention);
+    expectOneError(sharedLog(), c.code, c.keyword);
+}
+
+template <typename E>
+E raw(int value) {
+    return static_cast<E>(value);
+}
+
+const CreateCase kCreateCases[] = {
+    {"Kind0", [](PskAttentionCreateInfo& i) { i.kind = PSK_ATTENTION_KIND_NONE; }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"Kind4", [](PskAttentionCreateInfo& i) { i.kind = raw<PskAttentionKind>(4); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"Kind99", [](PskAttentionCreateInfo& i) { i.kind = raw<PskAttentionKind>(99); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"KindNegative", [](PskAttentionCreateInfo& i) { i.kind = raw<PskAttentionKind>(-1); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"UnknownFlag8", [](PskAttentionCreateInfo& i) { i.flags = 0x8; }, PSK_ERROR_INVALID_ARGUMENT, "flags"},
+    {"UnknownFlagHigh", [](PskAttentionCreateInfo& i) { i.flags = PSK_ATTENTION_CAUSAL_BIT | 0x80000000u; },
+     PSK_ERROR_INVALID_ARGUMENT, "flags"},
+    {"HeadDim0", [](PskAttentionCreateInfo& i) { i.headDim = 0; }, PSK_ERROR_INVALID_SHAPE, "headDim"},
+    {"HeadDim8", [](PskAttentionCreateInfo& i) { i.headDim = 8; }, PSK_ERROR_INVALID_SHAPE, "headDim"},
+    {"HeadDim15", [](PskAttentionCreateInfo& i) { i.headDim = 15; }, PSK_ERROR_INVALID_SHAPE, "headDim"},
+    {"HeadDim257", [](PskAttentionCreateInfo& i) { i.headDim = 257; }, PSK_ERROR_INVALID_SHAPE, "headDim"},
+    {"HeadDim300", [](PskAttentionCreateInfo& i) { i.headDim = 300; }, PSK_ERROR_INVALID_SHAPE, "headDim"},
+    {"ValueDim257", [](PskAttentionCreateInfo& i) { i.valueDim = 257; }, PSK_ERROR_INVALID_SHAPE, "valueDim"},
+    {"ValueDim300", [](PskAttentionCreateInfo& i) { i.valueDim = 300; }, PSK_ERROR_INVALID_SHAPE, "valueDim"},
+    {"Hq3Hkv2",
+     [](PskAttentionCreateInfo& i) {
+         i.numQueryHeads = 3;
+         i.numKeyValueHeads = 2;
+     },
+     PSK_ERROR_INVALID_SHAPE, "multiple"},
+    {"Hq2Hkv4",
+     [](PskAttentionCreateInfo& i) {
+         i.numQueryHeads = 2;
+         i.numKeyValueHeads = 4;
+     },
+     PSK_ERROR_INVALID_SHAPE, "multiple"},
+    {"HkvWithDefaultHq", [](PskAttentionCreateInfo& i) { i.numKeyValueHeads = 2; }, PSK_ERROR_INVALID_SHAPE, "multiple"},
+    {"HqBeyondDispatchLimit", [](PskAttentionCreateInfo& i) { i.numQueryHeads = 0x80000000u; }, PSK_ERROR_TOO_LARGE,
+     "numQueryHeads"},
+    {"PolynomialDegree1",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+         i.degree = 1;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "degree"},
+    {"PolynomialDegree3",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+         i.degree = 3;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "degree"},
+    {"PolynomialDegree6",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+         i.degree = 6;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "degree"},
+    {"PolynomialDegree16",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+         i.degree = 16;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "degree"},
+    {"PolysketchDegree3",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.degree = 3;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "degree"},
+    {"ScaleNaN", [](PskAttentionCreateInfo& i) { i.scale = std::numeric_limits<float>::quiet_NaN(); },
+     PSK_ERROR_INVALID_ARGUMENT, "scale"},
+    {"ScalePlusInf", [](PskAttentionCreateInfo& i) { i.scale = std::numeric_limits<float>::infinity(); },
+     PSK_ERROR_INVALID_ARGUMENT, "scale"},
+    {"ScaleMinusInf", [](PskAttentionCreateInfo& i) { i.scale = -std::numeric_limits<float>::infinity(); },
+     PSK_ERROR_INVALID_ARGUMENT, "scale"},
+    {"PolynomialScaleNaN",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+         i.scale = std::numeric_limits<float>::quiet_NaN();
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "scale"},
+    {"DataType3", [](PskAttentionCreateInfo& i) { i.dataType = raw<PskDataType>(3); }, PSK_ERROR_INVALID_ARGUMENT,
+     "dataType"},
+    {"DataType99", [](PskAttentionCreateInfo& i) { i.dataType = raw<PskDataType>(99); }, PSK_ERROR_INVALID_ARGUMENT,
+     "dataType"},
+    {"DataTypeNegative", [](PskAttentionCreateInfo& i) { i.dataType = raw<PskDataType>(-1); },
+     PSK_ERROR_INVALID_ARGUMENT, "dataType"},
+    {"Layout2", [](PskAttentionCreateInfo& i) { i.layout = raw<PskLayout>(2); }, PSK_ERROR_INVALID_ARGUMENT, "layout"},
+    {"LayoutNegative", [](PskAttentionCreateInfo& i) { i.layout = raw<PskLayout>(-1); }, PSK_ERROR_INVALID_ARGUMENT,
+     "layout"},
+    {"LocalExactOnSoftmax", [](PskAttentionCreateInfo& i) { i.flags = PSK_ATTENTION_LOCAL_EXACT_BIT; },
+     PSK_ERROR_INVALID_ARGUMENT, "LOCAL_EXACT"},
+    {"LocalExactOnPolynomial",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+         i.flags = PSK_ATTENTION_LOCAL_EXACT_BIT | PSK_ATTENTION_CAUSAL_BIT;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "LOCAL_EXACT"},
+    {"ReferenceScalingOnSoftmax", [](PskAttentionCreateInfo& i) { i.flags = PSK_ATTENTION_REFERENCE_SCALING_BIT; },
+     PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING"},
+    {"PolysketchSketchSize7",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSize = 7;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchSize"},
+    {"PolysketchSketchSize129",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSize = 129;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchSize"},
+    {"PolysketchBlockSize8",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.blockSize = 8;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "blockSize"},
+    {"PolysketchBlockSize2048",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.blockSize = 2048;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "blockSize"},
+    {"PolysketchSketchSource99",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSource = raw<PskSketchSource>(99);
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchSource"},
+    {"PolysketchFileSourceWithoutFile",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSource = PSK_SKETCH_SOURCE_FILE;
+         i.sketchFile = nullptr;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchFile"},
+    {"PolysketchLearnedSourceWithoutFile",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+         i.sketchFile = nullptr;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchFile"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Fields, CreateAttentionInvalidField, ::testing::ValuesIn(kCreateCases),
+                         [](const ::testing::TestParamInfo<CreateCase>& p) { return std::string(p.param.name); });
+
+// ---------------------------------------------------------------------------------------------
+// pskAttentionForwardHost
+// ---------------------------------------------------------------------------------------------
+
+// The shape every forward case starts from: grouped-query heads so that q/out and k/v differ in
+// size, and dv != h so that v/out differ from q/k.
+constexpr uint32_t kB = 1, kHq = 2, kHkv = 1, kN = 4, kH = 16, kDv = 24;
+
+/** One forward call's arrays and info; a case mutates it before the call. */
+struct ForwardCall {
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    std::vector<uint8_t> q, k, v, out;
+    PskTensorStrides qs{}, ks{}, vs{}, os{};
+    PskForwardStats stats{};
+    PskForwardHostInfo info{};
+
+    size_t elemBytes() const { return type == PSK_DATA_TYPE_FLOAT32 ? 4 : 2; }
+
+    explicit ForwardCall(PskDataType t) : type(t) {
+        auto fill = [&](std::vector<uint8_t>& bytes, size_t count, uint64_t seed) {
+            const std::vector<float> x = psk::test::randomNormal(count, seed);
+            bytes.resize(count * elemBytes());
+            for (size_t i = 0; i < count; ++i) {
+                if (type == PSK_DATA_TYPE_FLOAT32) {
+                    std::memcpy(&bytes[i * 4], &x[i], 4);
+                } else {
+                    // Small normals; a crude but finite 16-bit encoding (truncation) is enough here.
+                    uint32_t bits;
+                    std::memcpy(&bits, &x[i], 4);
+                    uint16_t h16;
+                    if (type == PSK_DATA_TYPE_BFLOAT16) {
+                        h16 = uint16_t(bits >> 16);
+                    } else {
+                        const float a = std::min(std::fabs(x[i]), 4.0f);
+                        const int e = a < 1.0f / 1024 ? -15 : int(std::floor(std::log2(a)));
+                        const uint16_t sign = x[i] < 0 ? 0x8000 : 0;
+                        h16 = e == -15 ? sign
+                                       : uint16_t(sign | ((e + 15) << 10) | uint16_t((a / std::ldexp(1.0f, e) - 1.0f) * 1024));
+                    }
+                    std::memcpy(&bytes[i * 2], &h16, 2);
+                }
+            }
+        };
+        fill(q, size_t(kB) * kHq * kN * kH, 1);
+        fill(k, size_t(kB) * kHkv * kN * kH, 2);
+        fill(v, size_t(kB) * kHkv * kN * kDv, 3);
+        out.resize(size_t(kB) * kHq * kN * kDv * elemBytes());
+        fillOutSentinel();
+        stats.gpuMilliseconds = -12345.0;
+        stats.workspaceBytes = 0xDEADBEEF;
+        qs = {uint64_t(kHq) * kN * kH, uint64_t(kN) * kH, kH};
+        ks = {uint64_t(kHkv) * kN * kH, uint64_t(kN) * kH, kH};
+        vs = {uint64_t(kHkv) * kN * kDv, uint64_t(kN) * kDv, kDv};
+        os = {uint64_t(kHq) * kN * kDv, uint64_t(kN) * kDv, kDv};
+        info.batchSize = kB;
+        info.seqLen = kN;
+        info.q = q.data();
+        info.k = k.data();
+        info.v = v.data();
+        info.out = out.data();
+        info.qBytes = q.size();
+        info.kBytes = k.size();
+        info.vBytes = v.size();
+        info.outBytes = out.size();
+        info.stats = &stats;
+    }
+
+    void fillOutSentinel() {
+        for (size_t i = 0; i < out.size(); i += elemBytes()) {
+            if (type == PSK_DATA_TYPE_FLOAT32)
+                std::memcpy(&out[i], &kOutSentinelBits, 4);
+            else
+                std::memcpy(&out[i], &kOutSentinel16, 2);
+        }
+    }
+
+    bool outUntouched() const {
+        for (size_t i = 0; i < out.size(); i += elemBytes()) {
+            if (type == PSK_DATA_TYPE_FLOAT32 ? std::memcmp(&out[i], &kOutSentinelBits, 4) != 0
+                                              : std::memcmp(&out[i], &kOutSentinel16, 2) != 0)
+                return false;
+        }
+        return true;
+    }
+
+    bool statsUntouched() const { return stats.gpuMilliseconds == -12345.0 && stats.workspaceBytes == 0xDEADBEEF; }
+
+    /** Makes the arrays (and the default strides) hold `batch` batches; new elements are zero. */
+    void growBatch(uint32_t batch) {
+        q.resize(q.size() * batch);
+        k.resize(k.size() * batch);
+        v.resize(v.size() * batch);
+        out.resize(out.size() * batch);
+        fillOutSentinel();
+        info.batchSize = batch;
+        info.q = q.data();
+        info.k = k.data();
+        info.v = v.data();
+        info.out = out.data();
+        info.qBytes = q.size();
+        info.kBytes = k.size();
+        info.vBytes = v.size();
+        info.outBytes = out.size();
+    }
+
+    void useExplicitStrides() {
+        info.qStrides = &qs;
+        info.kStrides = &ks;
+        info.vStrides = &vs;
+        info.outStrides = &os;
+    }
+
+    /** Writes a raw element (float bits or 16-bit pattern) at element index `i` of `bytes`. */
+    void poke(std::vector<uint8_t>& bytes, size_t i, uint32_t bits) {
+        if (type == PSK_DATA_TYPE_FLOAT32) {
+            std::memcpy(&bytes[i * 4], &bits, 4);
+        } else {
+            const uint16_t b16 = uint16_t(bits);
+            std::memcpy(&bytes[i * 2], &b16, 2);
+        }
+    }
+    size_t elements(const std::vector<uint8_t>& bytes) const { return bytes.size() / elemBytes(); }
+};
+
+/** Plain double-precision softmax attention over the dense BHND arrays of a float32 ForwardCall. */
+std::vector<double> softmaxReference(const ForwardCall& c, bool causal) {
+    auto at = [](const std::vector<uint8_t>& bytes, size_t i) {
+        float x;
+        std::memcpy(&x, &bytes[i * 4], 4);
+        return double(x);
+    };
+    const double s = 1.0 / std::sqrt(double(kH));
+    std::vector<double> out(size_t(kB) * kHq * kN * kDv, 0.0);
+    for (uint32_t b = 0; b < kB; ++b)
+        for (uint32_t hq = 0; hq < kHq; ++hq) {
+            const uint32_t hk = hq / (kHq / kHkv);
+            for (uint32_t i = 0; i < kN; ++i) {
+                std::vector<double> w(kN, 0.0);
+                double m = -INFINITY;
+                const uint32_t last = causal ? i : kN - 1;
+                for (uint32_t j = 0; j <= last; ++j) {
+                    double dot = 0;
+                    for (uint32_t d = 0; d < kH; ++d)
+                        dot += at(c.q, ((size_t(b) * kHq + hq) * kN + i) * kH + d) * at(c.k, ((size_t(b) * kHkv + hk) * kN + j) * kH + d);
+                    w[j] = s * dot;
+                    m = std::max(m, w[j]);
+                }
+                double sum = 0;
+                for (uint32_t j = 0; j <= last; ++j) sum += (w[j] = std::exp(w[j] - m));
+                for (uint32_t d = 0; d < kDv; ++d) {
+                    double acc = 0;
+                    for (uint32_t j = 0; j <= last; ++j) acc += w[j] * at(c.v, ((size_t(b) * kHkv + hk) * kN + j) * kDv + d);
+                    out[((size_t(b) * kHq + hq) * kN + i) * kDv + d] = acc / sum;
+                }
+            }
+        }
+    return out;
+}
+
+class ForwardFixture : public ContextTest {
+protected:
+    PskAttention create(PskDataType type = PSK_DATA_TYPE_FLOAT32, PskAttentionCreateFlags flags = 0) {
+        PskAttentionCreateInfo info{};
+        info.kind = PSK_ATTENTION_KIND_SOFTMAX;
+        info.flags = flags;
+        info.numQueryHeads = kHq;
+        info.numKeyValueHeads = kHkv;
+        info.headDim = kH;
+        info.valueDim = kDv;
+        info.dataType = type;
+        PskAttention attention = nullptr;
+        const PskResult r = pskCreateAttention(ctx, &info, &attention);
+        if (r == PSK_ERROR_UNSUPPORTED) {
+            sharedLog().clear();
+            return nullptr;
+        }
+        EXPECT_EQ(r, PSK_SUCCESS) << pskResultToString(r);
+        return attention;
+    }
+    void TearDown() override {
+        pskDestroyAttention(attention_);
+        ContextTest::TearDown();
+    }
+    PskAttention attention_ = nullptr;
+};
+
+class ForwardMisuse : public ForwardFixture {};
+
+TEST_F(ForwardMisuse, PositiveControl) {
+    attention_ = create();
+    ASSERT_NE(attention_, nullptr);
+    for (bool explicitStrides : {false, true}) {
+        ForwardCall call(PSK_DATA_TYPE_FLOAT32);
+        if (explicitStrides) call.useExplicitStrides();
+        ASSERT_EQ(pskAttentionForwardHost(attention_, &call.info), PSK_SUCCESS);
+        const std::vector<double> want = softmaxReference(call, false);
+        std::vector<float> got(want.size());
+        std::memcpy(got.data(), call.out.data(), call.out.size());
+        double err = 0;
+        for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::fabs(double(got[i]) - want[i]));
+        EXPECT_LT(err, 1e-4);
+        EXPECT_FALSE(call.statsUntouched()) << "stats were not filled on success";
+        EXPECT_GE(call.stats.gpuMilliseconds, 0.0);
+    }
+    expectNoError(sharedLog());
+}
+
+TEST_F(ForwardMisuse, NullAttention) {
+    ForwardCall call(PSK_DATA_TYPE_FLOAT32);
+    EXPECT_EQ(pskAttentionForwardHost(nullptr, &call.info), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_TRUE(call.outUntouched());
+    EXPECT_TRUE(call.statsUntouched());
+    expectNoError(sharedLog());
+    EXPECT_EQ(pskAttentionForwardHost(nullptr, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectNoError(sharedLog());
+}
+
+TEST_F(ForwardMisuse, NullInfo) {
+    attention_ = create();
+    ASSERT_NE(attention_, nullptr);
+    EXPECT_EQ(pskAttentionForwardHost(attention_, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectOneError(sharedLog(), PSK_ERROR_INVALID_ARGUMENT, "info");
+}
+
+TEST_F(ForwardMisuse, ErrorsLeaveTheAttentionUsable) {
+    attention_ = create();
+    ASSERT_NE(attention_, nullptr);
+    {
+        ForwardCall bad(PSK_DATA_TYPE_FLOAT32);
+        bad.poke(bad.q, 3, 0x7FC00000u);
+        EXPECT_EQ(pskAttentionForwardHost(attention_, &bad.info), PSK_ERROR_NON_FINITE_INPUT);
+        bad.info.seqLen = 1u << 31;
+        EXPECT_EQ(pskAttentionForwardHost(attention_, &bad.info), PSK_ERROR_TOO_LARGE);
+        EXPECT_TRUE(bad.outUntouched());
+    }
+    sharedLog().clear();
+    ForwardCall good(PSK_DATA_TYPE_FLOAT32);
+    ASSERT_EQ(pskAttentionForwardHost(attention_, &good.info), PSK_SUCCESS);
+    const std::vector<double> want = softmaxReference(good, false);
+    std::vector<float> got(want.size());
+    std::memcpy(got.data(), good.out.data(), good.out.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+    expectNoError(sharedLog());
+}
+
+TEST_F(ForwardMisuse, NonFiniteInStridePaddingIsIgnored) {
+    // Only elements of the tensors are checked: NaN in the gaps between rows is not an input.
+    attention_ = create();
+    ASSERT_NE(attention_, nullptr);
+    ForwardCall call(PSK_DATA_TYPE_FLOAT32);
+    const uint32_t pad = 3, row = kH + pad;
+    std::vector<uint8_t> padded(size_t(kHq) * kN * row * 4);
+    for (size_t r = 0; r < size_t(kHq) * kN; ++r) {
+        std::memcpy(&padded[r * row * 4], &call.q[r * kH * 4], kH * 4);
+        for (uint32_t g = 0; g < pad; ++g) call.poke(padded, r * row + kH + g, 0x7FC00000u);
+    }
+    call.qs = {uint64_t(kHq) * kN * row, uint64_t(kN) * row, row};
+    call.info.qStrides = &call.qs;
+    call.info.q = padded.data();
+    call.info.qBytes = padded.size() - pad * 4;  // the last row's gap lies beyond the extent
+    ASSERT_EQ(pskAttentionForwardHost(attention_, &call.info), PSK_SUCCESS);
+    const std::vector<double> want = softmaxReference(call, false);  // call.q still holds the dense q
+    std::vector<float> got(want.size());
+    std::memcpy(got.data(), call.out.data(), call.out.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << i;
+    expectNoError(sharedLog());
+}
+
+struct ForwardCase {
+    const char* name;
+    PskDataType type;
+    std::function<void(ForwardCall&)> mutate;
+    PskResult code;
+    const char* keyword;
+};
+
+void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
+
+class ForwardInvalidCall : public ForwardFixture, public ::testing::WithParamInterface<ForwardCase> {};
+
+TEST_P(ForwardInvalidCall, FailsWithCodeAndMessageAndWritesNothing) {
+    const ForwardCase& c = GetParam();
+    attention_ = create(c.type);
+    if (!attention_ && c.type != PSK_DATA_TYPE_FLOAT32) GTEST_SKIP() << "16-bit storage unsupported on this device";
+    ASSERT_NE(attention_, nullptr);
+    ForwardCall call(c.type);
+    c.mutate(call);
+    const PskResult r = pskAttentionForwardHost(attention_, &call.info);
+    EXPECT_EQ(r, c.code) << pskResultToString(r) << " instead of " << pskResultToString(c.code);
+    EXPECT_TRUE(call.outUntouched()) << "the output array was written on error";
+    EXPECT_TRUE(call.statsUntouched()) << "stats were written on error";
+    expectOneError(sharedLog(), c.code, c.keyword);
+}
+
+/** maxStorageBufferRange of the shared context's device. */
+uint64_t storageRange() {
+    PskDeviceInfo info{};
+    if (pskGetDeviceInfo(psk::test::sharedContext(), &info) != PSK_SUCCESS) return 1u << 27;
+    return info.maxStorageBufferRange;
+}
+
+constexpr PskDataType F32 = PSK_DATA_TYPE_FLOAT32, F16 = PSK_DATA_TYPE_FLOAT16, BF16 = PSK_DATA_TYPE_BFLOAT16;
+constexpr PskResult ARG = PSK_ERROR_INVALID_ARGUMENT, SHAPE = PSK_ERROR_INVALID_SHAPE, SMALL = PSK_ERROR_BUFFER_TOO_SMALL,
+                    NONFINITE = PSK_ERROR_NON_FINITE_INPUT, LARGE = PSK_ERROR_TOO_LARGE;
+
+const ForwardCase kForwardCases[] = {
+    // NULL arrays.
+    {"QNull", F32, [](ForwardCall& c) { c.info.q = nullptr; }, ARG, "NULL"},
+    {"KNull", F32, [](ForwardCall& c) { c.info.k = nullptr; }, ARG, "NULL"},
+    {"VNull", F32, [](ForwardCall& c) { c.info.v = nullptr; }, ARG, "NULL"},
+    {"OutNull", F32, [](ForwardCall& c) { c.info.out = nullptr; }, ARG, "NULL"},
+    // Sizes.
+    {"SeqLen0", F32, [](ForwardCall& c) { c.info.seqLen = 0; }, SHAPE, "seqLen"},
+    {"QBytesOneElementShort", F32, [](ForwardCall& c) { c.info.qBytes -= 4; }, SMALL, "q holds"},
+    {"KBytesOneElementShort", F32, [](ForwardCall& c) { c.info.kBytes -= 4; }, SMALL, "k holds"},
+    {"VBytesOneElementShort", F32, [](ForwardCall& c) { c.info.vBytes -= 4; }, SMALL, "v holds"},
+    {"OutBytesOneElementShort", F32, [](ForwardCall& c) { c.info.outBytes -= 4; }, SMALL, "out holds"},
+    {"OutBytesOneByteShort", F32, [](ForwardCall& c) { c.info.outBytes -= 1; }, SMALL, "out holds"},
+    {"QBytesZero", F32, [](ForwardCall& c) { c.info.qBytes = 0; }, SMALL, "q holds"},
+    {"F16OutBytesOneElementShort", F16, [](ForwardCall& c) { c.info.outBytes -= 2; }, SMALL, "out holds"},
+    {"BF16VBytesOneElementShort", BF16, [](ForwardCall& c) { c.info.vBytes -= 2; }, SMALL, "v holds"},
+    {"BatchOfTwoWithArraysForOne", F32, [](ForwardCall& c) { c.info.batchSize = 2; }, SMALL, "holds"},
+    // Non-finite inputs.
+    {"NaNInQFirst", F32, [](ForwardCall& c) { c.poke(c.q, 0, 0x7FC00000u); }, NONFINITE, "q contains"},
+    {"NaNInQLast", F32, [](ForwardCall& c) { c.poke(c.q, c.elements(c.q) - 1, 0xFFC00001u); }, NONFINITE, "q contains"},
+    {"InfInV", F32, [](ForwardCall& c) { c.poke(c.v, 5, 0x7F800000u); }, NONFINITE, "v contains"},
+    {"MinusInfInK", F32, [](ForwardCall& c) { c.poke(c.k, c.elements(c.k) - 1, 0xFF800000u); }, NONFINITE, "k contains"},
+    {"F16NaNInQ", F16, [](ForwardCall& c) { c.poke(c.q, 7, 0x7E00); }, NONFINITE, "q contains"},
+    {"F16NegativeNaNInK", F16, [](ForwardCall& c) { c.poke(c.k, 0, 0xFE00); }, NONFINITE, "k contains"},
+    {"F16InfInV", F16, [](ForwardCall& c) { c.poke(c.v, c.elements(c.v) - 1, 0x7C00); }, NONFINITE, "v contains"},
+    {"BF16NaNInQ", BF16, [](ForwardCall& c) { c.poke(c.q, 7, 0x7FC0); }, NONFINITE, "q contains"},
+    {"BF16InfInK", BF16, [](ForwardCall& c) { c.poke(c.k, 3, 0xFF80); }, NONFINITE, "k contains"},
+    {"BF16NaNInV", BF16, [](ForwardCall& c) { c.poke(c.v, c.elements(c.v) - 1, 0x7FC0); }, NONFINITE, "v contains"},
+    // Strides.
+    {"QTokenStrideZero", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.qs.token = 0;
+     },
+     SHAPE, "non-zero"},
+    {"KHeadStrideZero", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.ks.head = 0;
+     },
+     SHAPE, "non-zero"},
+    {"VBatchStrideZero", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.vs.batch = 0;
+     },
+     SHAPE, "non-zero"},
+    {"OutAllStridesZero", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.os = {0, 0, 0};
+     },
+     SHAPE, "non-zero"},
+    {"OutTokenStrideSmallerThanValueDim", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.os.token = kDv - 1;
+     },
+     SHAPE, "overlap"},
+    {"OutHeadStrideCollidesWithTokens", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.os.head = c.os.token;  // head 1, token 0 == head 0, token 1
+     },
+     SHAPE, "overlap"},
+    {"OutBatchStrideCollidesWithHeads", F32,
+     [](ForwardCall& c) {
+         c.growBatch(2);
+         c.useExplicitStrides();
+         c.os.batch = c.os.head;  // batch 1, head 0 == batch 0, head 1
+     },
+     SHAPE, "overlap"},
+    // Too large for 32-bit indexing or for the device.
+    {"SeqLen2Pow31", F32, [](ForwardCall& c) { c.info.seqLen = 1u << 31; }, LARGE, "seqLen"},
+    {"SeqLenMax", F32, [](ForwardCall& c) { c.info.seqLen = 0xFFFFFFFFu; }, LARGE, "seqLen"},
+    {"BatchSize2Pow31", F32, [](ForwardCall& c) { c.info.batchSize = 1u << 31; }, LARGE, "batchSize"},
+    {"QTokenStride2Pow31", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.qs.token = uint64_t(1) << 31;  // 3 * 2^31 > 2^32
+     },
+     LARGE, "2^32"},
+    {"KTokenStrideMaxUint64", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         c.ks.token = ~uint64_t(0);
+     },
+     LARGE, "2^32"},
+    {"VBatchStride2Pow40", F32,
+     [](ForwardCall& c) {
+         c.growBatch(2);
+         c.useExplicitStrides();
+         c.vs.batch = uint64_t(1) << 40;
+     },
+     LARGE, "2^32"},
+    {"OutHeadStrideExceedsStorageBufferRange", F32,
+     [](ForwardCall& c) {
+         c.useExplicitStrides();
+         // One head step past the device's maxStorageBufferRange, yet under 2^32 elements.
+         c.os.head = storageRange() / 4 + 1;
+         c.os.batch = c.os.head * kHq;
+     },
+     LARGE, "maxStorageBufferRange"},
+};
+
+INSTANTIATE_TEST_SUITE_P(Calls, ForwardInvalidCall, ::testing::ValuesIn(kForwardCases),
+                         [](const ::testing::TestParamInfo<ForwardCase>& p) { return std::string(p.param.name); });
+
+}  // namespace
