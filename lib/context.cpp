@@ -77,3 +77,40 @@ void PskContext_T::submitAndWait(VkCommandBuffer commandBuffer, VkFence fence) {
 void PskContext_T::message(PskMessageSeverity severity, PskResult result, const std::string& text) const {
     if (callback_) callback_(severity, result, text.c_str(), userData_);
 }
+
+void PskContext_T::execute(const std::function<void(Recorder&)>& record) {
+    // Owners release the pool, fence and descriptor arena on every path, exceptions included.
+    struct Transient {
+        const DeviceFunctions& vk;
+        VkDevice device;
+        VkCommandPool pool = VK_NULL_HANDLE;
+        VkFence fence = VK_NULL_HANDLE;
+        ~Transient() {
+            if (fence) vk.vkDestroyFence(device, fence, nullptr);
+            if (pool) vk.vkDestroyCommandPool(device, pool, nullptr);
+        }
+    } t{vk_, device_};
+    VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+    poolInfo.queueFamilyIndex = caps_.computeQueueFamily;
+    PSK_VK(vk_.vkCreateCommandPool(device_, &poolInfo, nullptr, &t.pool));
+    VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cbInfo.commandPool = t.pool;
+    cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cbInfo.commandBufferCount = 1;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    PSK_VK(vk_.vkAllocateCommandBuffers(device_, &cbInfo, &cmd));
+    VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    PSK_VK(vk_.vkCreateFence(device_, &fenceInfo, nullptr, &t.fence));
+    std::unique_ptr<DescriptorArena> arena;
+    if (!pipelines_->usesPushDescriptors()) arena = std::make_unique<DescriptorArena>(vk_, device_);
+
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    PSK_VK(vk_.vkBeginCommandBuffer(cmd, &begin));
+    Recorder recorder(vk_, cmd, *pipelines_, arena.get());
+    record(recorder);
+    recorder.finishForHost();
+    PSK_VK(vk_.vkEndCommandBuffer(cmd));
+    submitAndWait(cmd, t.fence);
+}

@@ -5,6 +5,7 @@
 #include <polysketch/polysketch.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -13,6 +14,7 @@
 #include "instance.hpp"
 #include "memory.hpp"
 #include "pipelines.hpp"
+#include "recorder.hpp"
 #include "vulkan_functions.hpp"
 
 struct PskContext_T {
@@ -32,6 +34,12 @@ public:
 
     /** Submits one command buffer and waits for `fence` (thread-safe). */
     void submitAndWait(VkCommandBuffer commandBuffer, VkFence fence);
+
+    /**
+     * Records with `record` into a transient command buffer, submits it and waits. For one-off
+     * work (tests of single kernels, utilities); forward calls keep their own command buffers.
+     */
+    void execute(const std::function<void(psk::Recorder&)>& record);
 
     /** Sends a message to the callback, if any. */
     void message(PskMessageSeverity severity, PskResult result, const std::string& text) const;

@@ -41,4 +41,20 @@ VkDeviceSize tiledWorkspaceBytes(const TiledAttentionPlan& plan, const Attention
 void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
                           const AttentionConfig& config, const BoundTensors& tensors);
 
+/**
+ * Exclusive prefix sum over blocks, in place (shaders/block_scan.comp): `states` holds
+ * [sequences][blocks][elems] float32. One dispatch, whatever the number of blocks.
+ */
+struct BlockScanPlan {
+    uint32_t threads = 1;  // power of two; a workgroup scans 2 * threads blocks per segment
+    std::vector<uint32_t> specConstants;
+    uint32_t maxGroupsX = 65535;
+    uint32_t maxGroupsY = 65535;
+    uint32_t maxGroupsZ = 65535;
+};
+BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps);
+inline const char* blockScanShader() { return "block_scan.f32"; }
+void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                     uint32_t sequences, uint32_t blocks, uint32_t elems);
+
 }  // namespace psk
