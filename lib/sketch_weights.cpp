@@ -226,6 +226,37 @@ std::string learnedSketchTensorName(uint32_t branch, uint32_t level, const char*
 
 namespace {
 
+// Length of the well-formed UTF-8 sequence at p (at most `available` bytes), or 0 when it is
+// malformed: a bad lead or continuation byte, truncated, overlong, a surrogate, or past U+10FFFF.
+// ASCII bytes are sequences of length 1.
+size_t utf8SequenceLength(const uint8_t* p, size_t available) {
+    if (available == 0) return 0;
+    const uint8_t lead = p[0];
+    if (lead < 0x80) return 1;
+    size_t length;
+    unsigned cp;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+        length = 2;
+        cp = lead & 0x1Fu;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+        length = 3;
+        cp = lead & 0x0Fu;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+        length = 4;
+        cp = lead & 0x07u;
+    } else {
+        return 0;
+    }
+    if (available < length) return 0;
+    for (size_t k = 1; k < length; ++k) {
+        if ((p[k] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (p[k] & 0x3Fu);
+    }
+    const bool overlong = (length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return length;
+}
+
 struct JsonValue {
     enum class Type { Object, Array, String, Integer };
     Type type = Type::Object;
@@ -421,31 +452,10 @@ private:
 
     // One raw UTF-8 sequence starting at pos_ (a lead byte >= 0x80), validated and copied.
     void copyUtf8Sequence(std::string& out) {
-        const uint8_t lead = text_[pos_];
-        int length;
-        unsigned cp;
-        if (lead >= 0xC2 && lead <= 0xDF) {
-            length = 2;
-            cp = lead & 0x1Fu;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-            length = 3;
-            cp = lead & 0x0Fu;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            length = 4;
-            cp = lead & 0x07u;
-        } else {
-            error("invalid UTF-8 in a string");
-        }
-        if (size_ - pos_ < size_t(length)) error("truncated UTF-8 sequence in a string");
-        for (int i = 1; i < length; ++i) {
-            const uint8_t c = text_[pos_ + size_t(i)];
-            if ((c & 0xC0) != 0x80) error("invalid UTF-8 in a string");
-            cp = (cp << 6) | (c & 0x3Fu);
-        }
-        const bool overlong = (length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000);
-        if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) error("invalid UTF-8 in a string");
-        out.append(reinterpret_cast<const char*>(text_ + pos_), size_t(length));
-        pos_ += size_t(length);
+        const size_t length = utf8SequenceLength(text_ + pos_, size_ - pos_);
+        if (length == 0) error("invalid UTF-8 in a string");
+        out.append(reinterpret_cast<const char*>(text_ + pos_), length);
+        pos_ += length;
     }
 
     std::string parseString() {
@@ -517,37 +527,11 @@ private:
 };
 
 bool isValidUtf8(const std::string& s) {
-    size_t i = 0;
-    while (i < s.size()) {
-        const uint8_t lead = uint8_t(s[i]);
-        if (lead < 0x80) {
-            ++i;
-            continue;
-        }
-        int length;
-        unsigned cp;
-        if (lead >= 0xC2 && lead <= 0xDF) {
-            length = 2;
-            cp = lead & 0x1Fu;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-            length = 3;
-            cp = lead & 0x0Fu;
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-            length = 4;
-            cp = lead & 0x07u;
-        } else {
-            return false;
-        }
-        if (s.size() - i < size_t(length)) return false;
-        for (int k = 1; k < length; ++k) {
-            const uint8_t c = uint8_t(s[i + size_t(k)]);
-            if ((c & 0xC0) != 0x80) return false;
-            cp = (cp << 6) | (c & 0x3Fu);
-        }
-        if ((length == 3 && cp < 0x800) || (length == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return false;
-        i += size_t(length);
+    const auto* bytes = reinterpret_cast<const uint8_t*>(s.data());
+    for (size_t i = 0; i < s.size();) {
+        const size_t length = utf8SequenceLength(bytes + i, s.size() - i);
+        if (length == 0) return false;
+        i += length;
     }
     return true;
 }

@@ -68,15 +68,4 @@ std::vector<float> randomNormal(size_t count, uint64_t seed, float sigma) {
     return v;
 }
 
-double relativeMaxError(const std::vector<float>& got, const std::vector<double>& want) {
-    if (got.size() != want.size()) return INFINITY;
-    double maxRef = 0, maxErr = 0;
-    for (size_t i = 0; i < got.size(); ++i) {
-        maxRef = std::max(maxRef, std::fabs(want[i]));
-        const double e = std::fabs(double(got[i]) - want[i]);
-        if (!(e <= maxErr)) maxErr = std::isnan(e) ? INFINITY : e;
-    }
-    return maxRef > 0 ? maxErr / maxRef : maxErr;
-}
-
 }  // namespace psk::test

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "reference/error_metric.hpp"
+
 #include <mutex>
 #include <random>
 #include <string>
@@ -40,10 +42,7 @@ protected:
 /** Normal random floats (mean 0, stddev `sigma`), deterministic per seed. */
 std::vector<float> randomNormal(size_t count, uint64_t seed, float sigma = 1.0f);
 
-/**
- * The conformance error metric: max |got - want| / max(|want|), the largest deviation relative
- * to the largest reference magnitude. It is scale-free and does not blow up on near-zero entries.
- */
-double relativeMaxError(const std::vector<float>& got, const std::vector<double>& want);
+/** The conformance error metric (see reference/error_metric.hpp). */
+using psk::ref::relativeMaxError;
 
 }  // namespace psk::test

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "reference/error_metric.hpp"
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 
@@ -167,13 +168,7 @@ int runDemo(int argc, char** argv) {
             psk::ref::softmaxAttention(shape, qd, kd, vd, scale, o.causal, want);
         else
             psk::ref::polynomialAttention(shape, qd, kd, vd, scale, 4, o.causal, want);
-        const auto got = psk::storage::decode(ob, o.type);
-        double maxRef = 0, maxErr = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-            maxRef = std::max(maxRef, std::fabs(want[i]));
-            maxErr = std::max(maxErr, std::fabs(double(got[i]) - want[i]));
-        }
-        const double err = maxRef > 0 ? maxErr / maxRef : maxErr;
+        const double err = psk::ref::relativeMaxError(psk::storage::decode(ob, o.type), want);
         std::printf("%-22s %12.3f %14.0f %16.2e\n", kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "polynomial (p=4)", median,
                     median > 0 ? o.n * 1e3 / median : 0.0, err);
     }
