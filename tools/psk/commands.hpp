@@ -3,3 +3,5 @@
 
 int runInfo(int argc, char** argv);
 int runDemo(int argc, char** argv);
+int runRun(int argc, char** argv);
+int runBench(int argc, char** argv);

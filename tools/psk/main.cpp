@@ -14,6 +14,9 @@ void usage(FILE* out) {
                  "  info   list every Vulkan device with the capabilities polysketch uses\n"
                  "  demo   random q, k, v on the best device: softmax vs exact polynomial,\n"
                  "         time and error against the float64 CPU reference\n"
+                 "  run    one attention call on q, k, v .npy files, the output to a .npy file\n"
+                 "  bench  sweep context lengths, kinds, storage types and shapes: GPU time,\n"
+                 "         TFLOP/s, workspace; JSON, CSV, a plot and a PyTorch CPU peer\n"
                  "\n"
                  "Run 'psk <command> --help' for a command's options.\n");
 }
@@ -28,6 +31,8 @@ int main(int argc, char** argv) {
     const char* cmd = argv[1];
     if (!std::strcmp(cmd, "info")) return runInfo(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "demo")) return runDemo(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "run")) return runRun(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "bench")) return runBench(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

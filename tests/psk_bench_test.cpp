@@ -1,0 +1,207 @@
+// psk bench: the FLOP formulas against hand-computed counts, the statistics, and a tiny sweep
+// whose JSON and CSV are parsed back (no plot, no peer: those options only report themselves
+// unavailable here). Speed itself is never asserted.
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bench.hpp"
+#include "json.hpp"
+#include "support/psk_cli.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::bench::Config;
+using psk::test::Outcome;
+using psk::test::runPsk;
+using psk::test::TempDir;
+
+Config shape(PskAttentionKind kind, uint32_t B, uint32_t Hq, uint32_t Hkv, uint32_t n, uint32_t h, uint32_t dv, bool causal) {
+    Config c;
+    c.kind = kind;
+    c.batch = B;
+    c.heads = Hq;
+    c.kvHeads = Hkv;
+    c.n = n;
+    c.headDim = h;
+    c.valueDim = dv;
+    c.causal = causal;
+    return c;
+}
+
+TEST(BenchFlops, QuadraticKinds) {
+    // 2 * B * Hq * pairs * (h + dv): causal pairs n(n+1)/2 = 55, full n^2 = 100.
+    EXPECT_EQ(psk::bench::flops(shape(PSK_ATTENTION_KIND_SOFTMAX, 2, 3, 3, 10, 16, 8, true)), 2.0 * 2 * 3 * 55 * 24);
+    EXPECT_EQ(psk::bench::flops(shape(PSK_ATTENTION_KIND_SOFTMAX, 2, 3, 3, 10, 16, 8, false)), 2.0 * 2 * 3 * 100 * 24);
+    Config poly = shape(PSK_ATTENTION_KIND_POLYNOMIAL, 2, 3, 1, 10, 16, 8, true);
+    poly.degree = 8;
+    EXPECT_EQ(psk::bench::flops(poly), 15840);
+}
+
+TEST(BenchFlops, Polysketch) {
+    // B=1, Hq=2, Hkv=1, n=300, h=dv=16, r=8, b=128: F = 36, t = 3 blocks (128, 128, 44),
+    // local pairs L = 2 * 128*129/2 + 44*45/2 = 17502.
+    Config c = shape(PSK_ATTENTION_KIND_POLYSKETCH, 1, 2, 1, 300, 16, 16, true);
+    c.degree = 4;
+    c.sketchSize = 8;
+    c.blockSize = 128;
+    const double sketch4 = 3.0 * 300 * (2 * 2 * 16 * 8 + 36);  // (Hq + Hkv) n (S + F), S = 2 m h r
+    const double states = 2.0 * 300 * 36 * 17, prefix = 3.0 * 36 * 17, output = 2.0 * 2 * 300 * 36 * 17;
+    const double localSketched = 2.0 * 17502 * (2 * 8 + 2 * 17), localExact = 2.0 * 17502 * (2 * 16 + 2 * 17);
+    EXPECT_EQ(psk::bench::flops(c), sketch4 + states + prefix + output + localSketched);
+    EXPECT_EQ(psk::bench::flops(c), 3346836);
+    c.localExact = true;
+    EXPECT_EQ(psk::bench::flops(c), sketch4 + states + prefix + output + localExact);
+    c.localExact = false;
+    c.causal = false;
+    EXPECT_EQ(psk::bench::flops(c), sketch4 + states + prefix + output);
+    // p = 8: S = 2 m h r + (m/2 - 1) 4 r^2 = 1024 + 256.
+    c.causal = true;
+    c.degree = 8;
+    EXPECT_EQ(psk::bench::flops(c), 3.0 * 300 * (1280 + 36) + states + prefix + output + localSketched);
+    // p = 2: the sketch is the identity, r stands for h = 16, F = 136.
+    c.degree = 2;
+    EXPECT_EQ(psk::bench::flops(c), 3.0 * 300 * 136 + 2.0 * 300 * 136 * 17 + 3.0 * 136 * 17 + 2.0 * 2 * 300 * 136 * 17 +
+                                        2.0 * 17502 * (2 * 16 + 2 * 17));
+}
+
+TEST(BenchStats, MedianMinMax) {
+    const auto odd = psk::bench::summarize({5, 1, 3});
+    EXPECT_EQ(odd.medianMs, 3);
+    EXPECT_EQ(odd.minMs, 1);
+    EXPECT_EQ(odd.maxMs, 5);
+    EXPECT_EQ(psk::bench::summarize({4, 1, 3, 2}).medianMs, 2.5);
+    EXPECT_EQ(psk::bench::summarize({}).medianMs, 0);
+}
+
+// Splits one CSV line into fields (RFC 4180 quoting).
+std::vector<std::string> csvFields(const std::string& line) {
+    std::vector<std::string> f(1);
+    bool quoted = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+        const char c = line[i];
+        if (quoted) {
+            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+                f.back() += '"';
+                ++i;
+            } else if (c == '"') {
+                quoted = false;
+            } else {
+                f.back() += c;
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            f.emplace_back();
+        } else {
+            f.back() += c;
+        }
+    }
+    return f;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::istringstream s(text);
+    for (std::string l; std::getline(s, l);) out.push_back(l);
+    return out;
+}
+
+class PskBench : public psk::test::ContextTest {};
+
+TEST_F(PskBench, TinySweepWritesParseableJsonAndCsv) {
+    TempDir dir;
+    // h = 8 is below the library's minimum: those configurations must be skipped with the reason.
+    // Polysketch: add it to --kinds (with --sketch-size 8 --block-size 16) to cover it here.
+    const Outcome r = runPsk({"bench", "--kinds", "softmax,poly", "--n", "40,72", "--heads", "2", "--head-dim", "8,16", "--runs", "3",
+                              "--warmup", "1", "--json", dir / "b.json", "--csv", dir / "b.csv"},
+                             "PSK_VALIDATION=1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err.find("validation:"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("skipped: PSK_ERROR_INVALID_SHAPE"), std::string::npos) << r.out;
+
+    const psk::json::Value doc = psk::json::parse(psk::test::readText(dir / "b.json"));
+    EXPECT_EQ(doc.num("runs"), 3);
+    EXPECT_NE(doc.find("device")->str("name"), "");
+    const psk::json::Value* results = doc.find("results");
+    ASSERT_TRUE(results && results->array.size() == 8);
+    int ok = 0;
+    for (const psk::json::Value& e : results->array) {
+        const bool softmax = e.str("kind") == "softmax";
+        const Config c = [&] {
+            Config x = shape(softmax ? PSK_ATTENTION_KIND_SOFTMAX : PSK_ATTENTION_KIND_POLYNOMIAL, 1, 2, 2, uint32_t(e.num("n")),
+                             uint32_t(e.num("head_dim")), uint32_t(e.num("value_dim")), e.flag("causal"));
+            x.degree = softmax ? 0 : 4;
+            return x;
+        }();
+        EXPECT_TRUE(e.flag("causal"));
+        EXPECT_EQ(e.num("flop"), psk::bench::flops(c));
+        if (e.num("head_dim") == 8) {
+            EXPECT_EQ(e.str("status"), "skipped");
+            EXPECT_NE(e.str("reason").find("PSK_ERROR_INVALID_SHAPE"), std::string::npos);
+            continue;
+        }
+        ASSERT_EQ(e.str("status"), "ok") << e.str("reason");
+        ++ok;
+        const double med = e.num("median_ms"), lo = e.num("min_ms"), hi = e.num("max_ms");
+        EXPECT_GT(lo, 0);
+        EXPECT_LE(lo, med);
+        EXPECT_LE(med, hi);
+        ASSERT_EQ(e.find("samples_ms")->array.size(), 3u);
+        EXPECT_NEAR(e.num("ms_per_token"), med / e.num("n"), 1e-7 * e.num("ms_per_token"));
+        EXPECT_NEAR(e.num("tflops"), e.num("flop") / (med * 1e-3) / 1e12, 1e-6 * e.num("tflops"));
+    }
+    EXPECT_EQ(ok, 4);
+
+    const auto rows = lines(psk::test::readText(dir / "b.csv"));
+    ASSERT_EQ(rows.size(), 9u);
+    const auto header = csvFields(rows[0]);
+    const size_t status = size_t(std::find(header.begin(), header.end(), "status") - header.begin());
+    const size_t reason = size_t(std::find(header.begin(), header.end(), "reason") - header.begin());
+    ASSERT_LT(status, header.size());
+    ASSERT_LT(reason, header.size());
+    for (size_t i = 1; i < rows.size(); ++i) {
+        const auto f = csvFields(rows[i]);
+        ASSERT_EQ(f.size(), header.size()) << rows[i];
+        EXPECT_EQ(f[status], results->array[i - 1].str("status"));
+        EXPECT_EQ(f[reason], results->array[i - 1].str("reason"));
+    }
+}
+
+TEST_F(PskBench, MissingPeerAndPlotReportThemselves) {
+    TempDir dir;
+    const Outcome r = runPsk({"bench", "--kinds", "softmax", "--n", "16", "--heads", "1", "--head-dim", "16", "--runs", "1", "--warmup",
+                              "0", "--peer", "torch", "--json", dir / "b.json", "--csv", dir / "b.csv", "--plot", dir / "b.png", "--quiet"},
+                             "PSK_TORCH_PYTHON=/nonexistent/python PSK_BENCH_PYTHON=/nonexistent/python3");
+    EXPECT_EQ(r.code, 1) << "a requested plot that cannot be drawn is an error";
+    EXPECT_NE(r.err.find("peer torch unavailable: no Python at /nonexistent/python"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("no plot written"), std::string::npos) << r.err;
+    const psk::json::Value doc = psk::json::parse(psk::test::readText(dir / "b.json"));
+    const psk::json::Value* peer = doc.find("peer");
+    ASSERT_TRUE(peer);
+    EXPECT_FALSE(peer->flag("available", true));
+    EXPECT_NE(peer->str("reason").find("install_bench_deps.sh"), std::string::npos);
+    EXPECT_EQ(doc.find("results")->array.at(0).str("status"), "ok");
+    EXPECT_NE(psk::test::readText(dir / "b.csv").find("peer unavailable"), std::string::npos);
+    EXPECT_EQ(dir.files(), (std::vector<std::string>{"b.csv", "b.json"}));
+}
+
+TEST(PskBenchOptions, BadOptionsExitTwo) {
+    for (const auto& [args, expect] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+             {{"bench", "--kinds", "softmax,nope"}, "--kinds takes softmax, poly, polysketch (got 'nope')"},
+             {{"bench", "--n", "1k,0"}, "--n takes integers from 1"},
+             {{"bench", "--degree", "3"}, "--degree takes 2, 4, 8"},
+             {{"bench", "--peer", "jax"}, "--peer takes torch"},
+             {{"bench", "--local-exact", "--full"}, "--local-exact needs causal"},
+             {{"bench", "--bogus"}, "unknown option '--bogus'"}}) {
+        const Outcome r = runPsk(args);
+        EXPECT_EQ(r.code, 2) << expect;
+        EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+    }
+}
+
+}  // namespace

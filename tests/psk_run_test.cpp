@@ -1,0 +1,374 @@
+// psk run end to end: random q, k, v written as .npy files, the psk binary run on them, its output
+// .npy compared with the float64 reference; and every kind of bad input against its one-line
+// message, a non-zero exit and no output file. Also the .npy and JSON readers on their own.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "json.hpp"
+#include "npy.hpp"
+#include "reference/reference.hpp"
+#include "reference/storage_types.hpp"
+#include "support/psk_cli.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::Outcome;
+using psk::test::runPsk;
+using psk::test::TempDir;
+
+// ------------------------------------------------------------------------------------------------
+// The .npy reader and writer (no device)
+// ------------------------------------------------------------------------------------------------
+
+std::vector<uint8_t> npyBytes(int major, const std::string& header, size_t dataBytes, uint8_t fill = 0) {
+    std::vector<uint8_t> b = {0x93, 'N', 'U', 'M', 'P', 'Y', uint8_t(major), 0};
+    const uint32_t len = uint32_t(header.size());
+    b.push_back(uint8_t(len));
+    b.push_back(uint8_t(len >> 8));
+    if (major >= 2) {
+        b.push_back(uint8_t(len >> 16));
+        b.push_back(uint8_t(len >> 24));
+    }
+    b.insert(b.end(), header.begin(), header.end());
+    b.insert(b.end(), dataBytes, fill);
+    return b;
+}
+
+std::string parseError(const std::vector<uint8_t>& bytes) {
+    try {
+        psk::npy::parse(bytes.data(), bytes.size());
+    } catch (const psk::npy::Error& e) {
+        return e.what();
+    }
+    return "(parsed)";
+}
+
+TEST(Npy, RoundTripFloat32AndFloat16) {
+    const std::vector<float> values = {1.0f, -2.5f, 3.14159f, 0.0f, 65504.0f, 1e-6f};
+    for (auto dtype : {psk::npy::DType::Float32, psk::npy::DType::Float16}) {
+        const std::vector<uint8_t> raw = [&] {
+            std::vector<uint8_t> r;
+            for (float v : values) {
+                if (dtype == psk::npy::DType::Float32) {
+                    uint8_t b[4];
+                    std::memcpy(b, &v, 4);
+                    r.insert(r.end(), b, b + 4);
+                } else {
+                    const uint16_t h = psk::npy::floatToHalf(v);
+                    r.push_back(uint8_t(h));
+                    r.push_back(uint8_t(h >> 8));
+                }
+            }
+            return r;
+        }();
+        const auto file = psk::npy::serialize({2, 3}, dtype, raw.data(), raw.size());
+        EXPECT_EQ((file.size() - raw.size()) % 64, 0u) << "data must start at a multiple of 64";
+        const psk::npy::Array a = psk::npy::parse(file.data(), file.size());
+        EXPECT_EQ(a.shape, (std::vector<uint64_t>{2, 3}));
+        EXPECT_EQ(a.dtype, dtype);
+        const auto back = a.toFloat();
+        ASSERT_EQ(back.size(), values.size());
+        for (size_t i = 0; i < values.size(); ++i) {
+            const float want = dtype == psk::npy::DType::Float32 ? values[i] : psk::npy::halfToFloat(psk::npy::floatToHalf(values[i]));
+            EXPECT_EQ(back[i], want) << i;
+        }
+    }
+}
+
+TEST(Npy, HeaderVariantsNumPyWrites) {
+    // Version 2.0 and 3.0 headers, double quotes, no trailing comma, keys in another order, scalars.
+    auto ok = [](int major, const std::string& header, size_t bytes) {
+        const auto b = npyBytes(major, header, bytes);
+        return psk::npy::parse(b.data(), b.size());
+    };
+    EXPECT_EQ(ok(2, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", 12).shape, (std::vector<uint64_t>{3}));
+    EXPECT_EQ(ok(3, "{\"shape\": (1, 2), \"fortran_order\": False, \"descr\": \"<f2\"}  \n", 4).shape, (std::vector<uint64_t>{1, 2}));
+    EXPECT_EQ(ok(1, "{'descr': '<f4', 'fortran_order': False, 'shape': ()}\n", 4).count(), 1u);
+    EXPECT_EQ(ok(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5)}\n", 0).count(), 0u);
+}
+
+TEST(Npy, RejectsWithOneLineReasons) {
+    const std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n";
+    struct Case {
+        std::vector<uint8_t> bytes;
+        const char* expect;
+    };
+    std::vector<uint8_t> badMagic = npyBytes(1, good, 8);
+    badMagic[1] = 'X';
+    std::vector<uint8_t> badVersion = npyBytes(1, good, 8);
+    badVersion[6] = 4;
+    const Case cases[] = {
+        {{}, "too short"},
+        {badMagic, "bad magic"},
+        {badVersion, "unsupported .npy format version 4.0"},
+        {npyBytes(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }\n", 16), "dtype '<f8' is not supported"},
+        {npyBytes(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }\n", 8), "dtype '<i4' is not supported"},
+        {npyBytes(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }\n", 8), "big-endian"},
+        {npyBytes(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }\n", 8), "Fortran-order"},
+        {npyBytes(1, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", 8), "structured dtypes"},
+        {npyBytes(1, good, 7), "truncated data: the shape (2,) needs 8 bytes, the file has 7"},
+        {npyBytes(1, good, 9), "1 unexpected bytes after the data"},
+        {npyBytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2), }\n", 8), "must be written (n,)"},
+        {npyBytes(1, "{'descr': '<f4', 'shape': (2,), }\n", 8), "lacks 'fortran_order'"},
+        {npyBytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}\n", 8), "unexpected key 'x'"},
+        {npyBytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }\n", 8), "non-negative integers"},
+        {npyBytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } junk\n", 8), "text after the dictionary"},
+    };
+    for (const Case& c : cases) {
+        const std::string msg = parseError(c.bytes);
+        EXPECT_NE(msg.find(c.expect), std::string::npos) << "got: " << msg << "\nwant: " << c.expect;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    }
+    // A header that claims more bytes than the file has.
+    std::vector<uint8_t> shortHeader = npyBytes(1, good, 0);
+    shortHeader[8] = 0xFF;
+    EXPECT_NE(parseError(shortHeader).find("truncated header"), std::string::npos);
+}
+
+TEST(Npy, HalfConversionIsExactAndRoundsToNearestEven) {
+    // Every finite half widens exactly and narrows back to itself.
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        if ((h & 0x7C00) == 0x7C00) continue;  // inf / NaN
+        const float f = psk::npy::halfToFloat(uint16_t(h));
+        ASSERT_EQ(psk::npy::floatToHalf(f), h) << std::hex << h;
+    }
+    EXPECT_EQ(psk::npy::halfToFloat(0x3C00), 1.0f);
+    EXPECT_EQ(psk::npy::halfToFloat(0x0001), std::ldexp(1.0f, -24));
+    // Ties: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10 and goes to the even 1.
+    EXPECT_EQ(psk::npy::floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3C00);
+    EXPECT_EQ(psk::npy::floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);
+    EXPECT_EQ(psk::npy::floatToHalf(std::ldexp(1.0f, -25)), 0x0000);
+    EXPECT_EQ(psk::npy::floatToHalf(std::ldexp(1.5f, -25)), 0x0001);
+    EXPECT_EQ(psk::npy::floatToHalf(65519.0f), 0x7BFF);
+    EXPECT_EQ(psk::npy::floatToHalf(65520.0f), 0x7C00);
+    EXPECT_EQ(psk::npy::floatToHalf(-INFINITY), 0xFC00);
+    EXPECT_TRUE(std::isnan(psk::npy::halfToFloat(psk::npy::floatToHalf(NAN))));
+}
+
+TEST(Json, ParsesAndQuotes) {
+    const auto v = psk::json::parse(R"( {"a": [1, -2.5e3, true, null], "s": "x\"\u00e9\ud83d\ude00", "o": {}} )");
+    ASSERT_EQ(v.type, psk::json::Value::Type::Object);
+    const auto* a = v.find("a");
+    ASSERT_TRUE(a && a->array.size() == 4);
+    EXPECT_EQ(a->array[1].number, -2500);
+    EXPECT_TRUE(a->array[2].boolean);
+    EXPECT_TRUE(a->array[3].isNull());
+    EXPECT_EQ(v.str("s"), "x\"\xC3\xA9\xF0\x9F\x98\x80");
+    EXPECT_EQ(psk::json::parse(psk::json::quote("a\"b\\c\n\x01")).string, "a\"b\\c\n\x01");
+    for (const char* bad : {"{", "[1,]", "{\"a\" 1}", "01", "\"\\x\"", "1 2", "nul", "\"\x01\""})
+        EXPECT_THROW(psk::json::parse(bad), psk::json::ParseError) << bad;
+    EXPECT_EQ(psk::json::number(NAN), "null");
+}
+
+// ------------------------------------------------------------------------------------------------
+// psk run against the float64 reference (device)
+// ------------------------------------------------------------------------------------------------
+
+struct RunCase {
+    const char* name;
+    const char* kind;      // softmax | poly   (polysketch: add a reference branch in reference())
+    int degree;            // 0: the default (4) and no --degree option
+    bool causal;
+    const char* fileType;  // f32 | f16: the .npy dtype of the inputs
+    const char* dtype;     // f32 | f16 | bf16: the storage type on the device
+    const char* layout;    // bhnd | bnhd
+    int B, Hq, Hkv, n, h, dv;
+    double scale;          // 0: the default and no --scale option
+    double tolerance;      // max |got - ref| / max |ref|
+    std::vector<std::string> extra = {};  // more psk run options (polysketch: --sketch-size ...)
+};
+
+std::ostream& operator<<(std::ostream& os, const RunCase& c) { return os << c.name; }
+
+PskDataType typeOf(const std::string& t) {
+    return t == "f16" ? PSK_DATA_TYPE_FLOAT16 : t == "bf16" ? PSK_DATA_TYPE_BFLOAT16 : PSK_DATA_TYPE_FLOAT32;
+}
+
+// The float64 reference of the case, on exactly the values the device sees.
+std::vector<double> reference(const RunCase& c, const std::vector<float>& q, const std::vector<float>& k,
+                              const std::vector<float>& v) {
+    const psk::ref::Shape shape{c.B, c.Hq, c.Hkv, c.n, c.h, c.dv};
+    const std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end());
+    std::vector<double> out;
+    const std::string kind = c.kind;
+    if (kind == "softmax") {
+        const double s = c.scale ? c.scale : 1.0 / std::sqrt(double(c.h));
+        psk::ref::softmaxAttention(shape, qd, kd, vd, s, c.causal, out);
+    } else if (kind == "poly") {
+        psk::ref::polynomialAttention(shape, qd, kd, vd, c.scale ? c.scale : 1.0, c.degree ? c.degree : 4, c.causal, out);
+    } else {
+        ADD_FAILURE() << "no reference for kind " << kind;
+    }
+    return out;
+}
+
+class PskRunReference : public psk::test::ContextTest, public ::testing::WithParamInterface<RunCase> {
+protected:
+    void SetUp() override {
+        ContextTest::SetUp();  // fails when PSK_REQUIRE_VALIDATION=1 and the layer is missing
+        setenv("PSK_VALIDATION", "1", 1);  // psk prints every validation message as "psk: validation:"
+    }
+};
+
+TEST_P(PskRunReference, MatchesFloat64Reference) {
+    const RunCase& c = GetParam();
+    TempDir dir;
+    const auto fileType = std::string(c.fileType) == "f16" ? psk::npy::DType::Float16 : psk::npy::DType::Float32;
+    const uint64_t B = c.B, Hq = c.Hq, Hkv = c.Hkv, n = c.n, h = c.h, dv = c.dv;
+    psk::npy::write(dir / "q.npy", {B, Hq, n, h}, psk::test::randomNormal(B * Hq * n * h, 11), fileType);
+    psk::npy::write(dir / "k.npy", {B, Hkv, n, h}, psk::test::randomNormal(B * Hkv * n * h, 12), fileType);
+    psk::npy::write(dir / "v.npy", {B, Hkv, n, dv}, psk::test::randomNormal(B * Hkv * n * dv, 13), fileType);
+
+    std::vector<std::string> args = {"run",     "--kind",   c.kind,   "--q",      dir / "q.npy", "--k",
+                                     dir / "k.npy", "--v", dir / "v.npy", "--out", dir / "o.npy", "--dtype",
+                                     c.dtype,   "--layout", c.layout, c.causal ? "--causal" : "--full"};
+    if (c.degree) args.insert(args.end(), {"--degree", std::to_string(c.degree)});
+    if (c.scale) args.insert(args.end(), {"--scale", std::to_string(c.scale)});
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    const Outcome r = runPsk(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err.find("validation:"), std::string::npos) << r.err;
+
+    // What the device saw: the file's values (float16 files are already rounded), rounded to the
+    // storage type the way psk run converts them.
+    const PskDataType t = typeOf(c.dtype);
+    const auto q = psk::storage::quantize(psk::npy::read(dir / "q.npy").toFloat(), t);
+    const auto k = psk::storage::quantize(psk::npy::read(dir / "k.npy").toFloat(), t);
+    const auto v = psk::storage::quantize(psk::npy::read(dir / "v.npy").toFloat(), t);
+    const psk::npy::Array o = psk::npy::read(dir / "o.npy");
+    EXPECT_EQ(o.dtype, psk::npy::DType::Float32);
+    ASSERT_EQ(o.shape, (std::vector<uint64_t>{B, Hq, n, dv}));
+    const double err = psk::test::relativeMaxError(o.toFloat(), reference(c, q, k, v));
+    EXPECT_LE(err, c.tolerance);
+    EXPECT_EQ(dir.files(), (std::vector<std::string>{"k.npy", "o.npy", "q.npy", "v.npy"})) << "no temporary file may remain";
+}
+
+// Shapes are odd on purpose (n not a multiple of any tile, dv != h, grouped-query heads).
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, PskRunReference,
+    ::testing::Values(
+        RunCase{"softmax_f32_bhnd_causal_gqa", "softmax", 0, true, "f32", "f32", "bhnd", 2, 4, 2, 37, 32, 24, 0, 2e-5},
+        RunCase{"poly_f32_bnhd_full_gqa", "poly", 0, false, "f32", "f32", "bnhd", 2, 4, 2, 37, 32, 24, 0, 2e-5},
+        RunCase{"softmax_f16file_bnhd_full", "softmax", 0, false, "f16", "f32", "bnhd", 1, 2, 2, 50, 16, 16, 0, 2e-5},
+        RunCase{"poly_p2_f16file_f16storage_causal_gqa", "poly", 2, true, "f16", "f16", "bhnd", 1, 3, 1, 29, 48, 40, 0, 2e-3},
+        RunCase{"softmax_bf16storage_bnhd_scale", "softmax", 0, true, "f32", "bf16", "bnhd", 1, 2, 1, 33, 16, 16, 0.25, 1.5e-2},
+        RunCase{"poly_p8_scale_causal", "poly", 8, true, "f32", "f32", "bhnd", 1, 2, 2, 45, 32, 32, 0.3, 1e-4}
+        // Polysketch: add cases with kind "polysketch", `extra` options (--sketch-size, --block-size,
+        // --seed, --local-exact) and a matching branch in reference().
+        ),
+    [](const ::testing::TestParamInfo<RunCase>& i) { return std::string(i.param.name); });
+
+// ------------------------------------------------------------------------------------------------
+// Bad inputs: a one-line message naming the problem, a non-zero exit, no output file
+// ------------------------------------------------------------------------------------------------
+
+struct BadCase {
+    const char* name;
+    const char* expect;                                         // a substring of the one stderr line
+    std::function<void(const TempDir&, std::vector<std::string>&)> setup;  // edits files or arguments
+};
+
+std::ostream& operator<<(std::ostream& os, const BadCase& c) { return os << c.name; }
+
+void writeValid(const TempDir& d, uint64_t Hq = 2, uint64_t Hkv = 2, uint64_t h = 16) {
+    psk::npy::write(d / "q.npy", {1, Hq, 8, h}, psk::test::randomNormal(Hq * 8 * h, 1));
+    psk::npy::write(d / "k.npy", {1, Hkv, 8, h}, psk::test::randomNormal(Hkv * 8 * h, 2));
+    psk::npy::write(d / "v.npy", {1, Hkv, 8, h}, psk::test::randomNormal(Hkv * 8 * h, 3));
+}
+
+void writeRaw(const std::string& path, const std::vector<uint8_t>& bytes) { psk::npy::writeFile(path, bytes); }
+
+void replaceArg(std::vector<std::string>& args, const std::string& option, const std::string& value) {
+    const auto it = std::find(args.begin(), args.end(), option);
+    ASSERT_NE(it, args.end());
+    *(it + 1) = value;
+}
+
+class PskRunBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(PskRunBadInput, FailsWithOneLineAndNoOutput) {
+    const BadCase& c = GetParam();
+    TempDir dir;
+    writeValid(dir);
+    std::vector<std::string> args = {"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy",
+                                     "--out", dir / "o.npy"};
+    c.setup(dir, args);
+    const auto before = dir.files();
+    const Outcome r = runPsk(args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << "stderr: " << r.err << "want: " << c.expect;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+    EXPECT_EQ(dir.files(), before) << "no output or temporary file may be written";
+}
+
+const std::string kGoodHeader = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 8, 16), }\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PskRunBadInput,
+    ::testing::Values(
+        BadCase{"missing_file", "missing.npy: cannot open", [](const TempDir& d, auto& a) { replaceArg(a, "--q", d / "missing.npy"); }},
+        BadCase{"bad_magic", "q.npy: not a .npy file (bad magic string)",
+                [](const TempDir& d, auto&) { writeRaw(d / "q.npy", std::vector<uint8_t>(200, 'x')); }},
+        BadCase{"wrong_dtype", "k.npy: dtype '<f8' is not supported",
+                [](const TempDir& d, auto&) {
+                    writeRaw(d / "k.npy", npyBytes(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (1, 2, 8, 16), }\n", 2048));
+                }},
+        BadCase{"big_endian", "v.npy: big-endian data ('>f4') is not supported",
+                [](const TempDir& d, auto&) {
+                    writeRaw(d / "v.npy", npyBytes(1, "{'descr': '>f4', 'fortran_order': False, 'shape': (1, 2, 8, 16), }\n", 1024));
+                }},
+        BadCase{"fortran_order", "q.npy: Fortran-order arrays are not supported",
+                [](const TempDir& d, auto&) {
+                    writeRaw(d / "q.npy", npyBytes(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2, 8, 16), }\n", 1024));
+                }},
+        BadCase{"truncated", "q.npy: truncated data", [](const TempDir& d, auto&) { writeRaw(d / "q.npy", npyBytes(1, kGoodHeader, 1000)); }},
+        BadCase{"three_d", "q.npy: q must be a 4-D array [B, Hq, n, h], got 3-D shape (2, 8, 16)",
+                [](const TempDir& d, auto&) { psk::npy::write(d / "q.npy", {2, 8, 16}, std::vector<float>(256, 1.0f)); }},
+        BadCase{"head_count_mismatch", "head-count mismatch: q has 3 heads, k and v have 2",
+                [](const TempDir& d, auto&) { psk::npy::write(d / "q.npy", {1, 3, 8, 16}, std::vector<float>(384, 1.0f)); }},
+        BadCase{"kv_head_mismatch", "head-count mismatch: k has 2 heads, v has 1",
+                [](const TempDir& d, auto&) { psk::npy::write(d / "v.npy", {1, 1, 8, 16}, std::vector<float>(128, 1.0f)); }},
+        BadCase{"sequence_mismatch", "sequence lengths differ",
+                [](const TempDir& d, auto&) { psk::npy::write(d / "k.npy", {1, 2, 9, 16}, std::vector<float>(288, 1.0f)); }},
+        BadCase{"sketch_and_learned", "--seed, --sketch and --learned conflict",
+                [](const TempDir& d, auto& a) {
+                    replaceArg(a, "--kind", "polysketch");
+                    a.insert(a.end(), {"--sketch", d / "s.safetensors", "--learned", d / "l.safetensors"});
+                }},
+        BadCase{"causal_and_full", "--causal and --full conflict", [](const TempDir&, auto& a) { a.insert(a.end(), {"--causal", "--full"}); }},
+        BadCase{"local_exact_without_polysketch", "--local-exact applies only to --kind polysketch",
+                [](const TempDir&, auto& a) { a.push_back("--local-exact"); }},
+        BadCase{"local_exact_full", "--local-exact needs causal attention",
+                [](const TempDir&, auto& a) {
+                    replaceArg(a, "--kind", "polysketch");
+                    a.insert(a.end(), {"--local-exact", "--full"});
+                }},
+        BadCase{"degree_3", "--degree must be 2, 4 or 8 (got '3')",
+                [](const TempDir&, auto& a) {
+                    replaceArg(a, "--kind", "poly");
+                    a.insert(a.end(), {"--degree", "3"});
+                }},
+        BadCase{"degree_with_softmax", "--degree applies to poly and polysketch", [](const TempDir&, auto& a) { a.insert(a.end(), {"--degree", "4"}); }},
+        BadCase{"bad_scale", "--scale needs a finite non-zero number", [](const TempDir&, auto& a) { a.insert(a.end(), {"--scale", "nan"}); }},
+        BadCase{"unknown_option", "unknown option '--bogus'", [](const TempDir&, auto& a) { a.push_back("--bogus"); }},
+        BadCase{"missing_kind", "--kind is required", [](const TempDir&, auto& a) { a.erase(a.begin() + 1, a.begin() + 3); }},
+        BadCase{"missing_out", "--out is required", [](const TempDir&, auto& a) { a.erase(a.end() - 2, a.end()); }},
+        // From the library (device): its code and its message.
+        BadCase{"library_head_dim", "PSK_ERROR_INVALID_SHAPE: pskCreateAttention: headDim must be 16 to 256 (got 8)",
+                [](const TempDir& d, auto&) { writeValid(d, 2, 2, 8); }},
+        BadCase{"library_non_finite", "PSK_ERROR_NON_FINITE_INPUT",
+                [](const TempDir& d, auto&) {
+                    std::vector<float> q(256, 0.5f);
+                    q[77] = NAN;
+                    psk::npy::write(d / "q.npy", {1, 2, 8, 16}, q);
+                }}),
+    [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
+
+}  // namespace

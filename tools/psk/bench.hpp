@@ -1,0 +1,102 @@
+// psk bench: the configurations it sweeps, what it records, and the helpers split out of
+// cmd_bench.cpp (FLOP formulas, statistics, JSON/CSV output, the PyTorch peer).
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace psk::bench {
+
+/** One point of the sweep. Polysketch-only fields are 0 / false for the other kinds. */
+struct Config {
+    PskAttentionKind kind = PSK_ATTENTION_KIND_SOFTMAX;
+    PskDataType dtype = PSK_DATA_TYPE_FLOAT32;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    uint32_t batch = 1, heads = 1, kvHeads = 1, n = 1, headDim = 64, valueDim = 64;
+    bool causal = true;
+    uint32_t degree = 0;                  // 0 for softmax
+    uint32_t sketchSize = 0, blockSize = 0;
+    bool localExact = false;
+};
+
+/** Median, min and max of a set of times. */
+struct Timing {
+    double medianMs = 0, minMs = 0, maxMs = 0;
+};
+
+/** The median (mean of the two middle values for an even count), min and max; zeros if empty. */
+Timing summarize(std::vector<double> samplesMs);
+
+struct Result {
+    Config config;
+    bool ok = false;
+    std::string reason;  // why it was skipped
+    Timing gpu;
+    std::vector<double> samplesMs;
+    uint64_t workspaceBytes = 0;
+    double flops = 0;
+    // Filled when a peer ran at this shape.
+    bool peerOk = false;
+    Timing peer;
+    std::string peerReason;
+};
+
+/** The effective FLOP count of one forward call (formulas in docs/PERFORMANCE.md). */
+double flops(const Config&);
+
+/** What the peer run reported as a whole. */
+struct PeerInfo {
+    std::string name;        // "torch", or empty when no peer was requested
+    bool available = false;
+    std::string reason;      // why it is unavailable
+    std::string version;
+    int threads = 0;
+};
+
+/** The shape a peer is timed at (one entry per distinct shape of the sweep). */
+struct PeerShape {
+    uint32_t batch, heads, kvHeads, n, headDim, valueDim;
+    bool causal;
+    bool operator==(const PeerShape& o) const {
+        return batch == o.batch && heads == o.heads && kvHeads == o.kvHeads && n == o.n && headDim == o.headDim &&
+               valueDim == o.valueDim && causal == o.causal;
+    }
+};
+PeerShape peerShapeOf(const Config&);
+
+/**
+ * Runs tools/torch_peer.py once for all `shapes` (same run and warm-up counts) and fills the peer
+ * fields of every result with a matching shape. Never fails: a missing venv, a missing torch or a
+ * crashed script make the peer "unavailable" with the reason in `info`.
+ */
+void runTorchPeer(std::vector<Result>& results, int runs, int warmup, PeerInfo& info, bool verbose);
+
+/** Where the Python scripts live (PSK_TOOLS_DIR, else the source tree's tools/). */
+std::string toolsDir();
+
+/**
+ * Runs argv[0] (searched in PATH when it has no '/') with the given arguments and waits. Returns
+ * the exit status, or -1 with `error` set when it could not be started.
+ */
+int runProcess(const std::vector<std::string>& argv, std::string& error);
+
+/** Everything the JSON file records besides the results. */
+struct RunInfo {
+    std::string command;
+    std::string deviceName, driverName, driverInfo;
+    uint32_t deviceType = 0;
+    std::string libraryVersion;
+    std::string startedUtc;
+    int runs = 0, warmup = 0;
+    PeerInfo peer;
+};
+
+std::string toJson(const RunInfo&, const std::vector<Result>&);
+std::string toCsv(const RunInfo&, const std::vector<Result>&);
+/** Writes text to a file; returns false and sets `error` on failure. */
+bool writeText(const std::string& path, const std::string& text, std::string& error);
+
+}  // namespace psk::bench

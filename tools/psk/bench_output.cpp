@@ -1,0 +1,149 @@
+// psk bench: the JSON and CSV files.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "bench.hpp"
+#include "cli_util.hpp"
+#include "json.hpp"
+
+namespace psk::bench {
+
+namespace {
+
+using json::number;
+using json::quote;
+
+std::string u(uint64_t v) { return std::to_string(v); }
+const char* b(bool v) { return v ? "true" : "false"; }
+
+double msPerToken(const Result& r) { return r.gpu.medianMs / (double(r.config.batch) * r.config.n); }
+double tflops(const Result& r) { return r.gpu.medianMs > 0 ? r.flops / (r.gpu.medianMs * 1e-3) / 1e12 : 0; }
+
+std::string csvField(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string out = "\"";
+    for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return out + "\"";
+}
+
+}  // namespace
+
+std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
+    std::ostringstream o;
+    o << "{\n";
+    o << "  \"tool\": \"psk bench\",\n";
+    o << "  \"library_version\": " << quote(info.libraryVersion) << ",\n";
+    o << "  \"command\": " << quote(info.command) << ",\n";
+    o << "  \"started_utc\": " << quote(info.startedUtc) << ",\n";
+    o << "  \"device\": {\"name\": " << quote(info.deviceName) << ", \"driver\": " << quote(info.driverName)
+      << ", \"driver_info\": " << quote(info.driverInfo) << ", \"type\": " << info.deviceType << "},\n";
+    o << "  \"runs\": " << info.runs << ",\n";
+    o << "  \"warmup\": " << info.warmup << ",\n";
+    o << "  \"time\": \"median, min and max of the GPU timestamps around the attention dispatches (PskForwardStats.gpuMilliseconds)\",\n";
+    if (info.peer.name.empty()) {
+        o << "  \"peer\": null,\n";
+    } else {
+        o << "  \"peer\": {\"name\": " << quote(info.peer.name) << ", \"available\": " << b(info.peer.available);
+        if (info.peer.available)
+            o << ", \"version\": " << quote(info.peer.version) << ", \"threads\": " << info.peer.threads
+              << ", \"what\": \"torch.nn.functional.scaled_dot_product_attention on the CPU, float32, wall time\"";
+        else
+            o << ", \"reason\": " << quote(info.peer.reason);
+        o << "},\n";
+    }
+    o << "  \"results\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+        const Result& r = results[i];
+        const Config& c = r.config;
+        const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
+        o << (i ? ",\n" : "\n") << "    {";
+        o << "\"kind\": " << quote(cli::kindName(c.kind)) << ", \"dtype\": " << quote(cli::dataTypeName(c.dtype))
+          << ", \"layout\": " << quote(cli::layoutName(c.layout)) << ", \"batch\": " << c.batch << ", \"heads\": " << c.heads
+          << ", \"kv_heads\": " << c.kvHeads << ", \"n\": " << c.n << ", \"head_dim\": " << c.headDim << ", \"value_dim\": " << c.valueDim
+          << ", \"causal\": " << b(c.causal) << ", \"degree\": " << (c.degree ? u(c.degree) : "null")
+          << ", \"sketch_size\": " << (ps ? u(c.sketchSize) : "null") << ", \"block_size\": " << (ps ? u(c.blockSize) : "null")
+          << ", \"local_exact\": " << (ps ? b(c.localExact) : "null") << ",\n     ";
+        o << "\"flop\": " << number(r.flops, 15);
+        if (r.ok) {
+            o << ", \"status\": \"ok\", \"median_ms\": " << number(r.gpu.medianMs) << ", \"min_ms\": " << number(r.gpu.minMs)
+              << ", \"max_ms\": " << number(r.gpu.maxMs) << ", \"ms_per_token\": " << number(msPerToken(r))
+              << ", \"tokens_per_s\": " << number(1e3 / msPerToken(r)) << ", \"tflops\": " << number(tflops(r))
+              << ", \"workspace_bytes\": " << u(r.workspaceBytes) << ", \"samples_ms\": [";
+            for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
+            o << "]";
+        } else {
+            o << ", \"status\": \"skipped\", \"reason\": " << quote(r.reason);
+        }
+        if (!info.peer.name.empty() && info.peer.available) {
+            o << ",\n     \"peer\": ";
+            if (r.peerOk) {
+                o << "{\"status\": \"ok\", \"median_ms\": " << number(r.peer.medianMs) << ", \"min_ms\": " << number(r.peer.minMs)
+                  << ", \"max_ms\": " << number(r.peer.maxMs) << ", \"ms_per_token\": "
+                  << number(r.peer.medianMs / (double(c.batch) * c.n));
+                if (r.ok && r.gpu.medianMs > 0) o << ", \"speedup\": " << number(r.peer.medianMs / r.gpu.medianMs, 4);
+                o << "}";
+            } else {
+                o << "{\"status\": \"skipped\", \"reason\": " << quote(r.peerReason) << "}";
+            }
+        }
+        o << "}";
+    }
+    o << "\n  ]\n}\n";
+    return o.str();
+}
+
+std::string toCsv(const RunInfo& info, const std::vector<Result>& results) {
+    std::ostringstream o;
+    o << "kind,dtype,layout,batch,heads,kv_heads,n,head_dim,value_dim,causal,degree,sketch_size,block_size,local_exact,"
+         "status,median_ms,min_ms,max_ms,ms_per_token,tflops,flop,workspace_bytes,peer,peer_median_ms,peer_min_ms,peer_max_ms,"
+         "speedup_vs_peer,reason\n";
+    for (const Result& r : results) {
+        const Config& c = r.config;
+        const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
+        o << cli::kindName(c.kind) << ',' << cli::dataTypeName(c.dtype) << ',' << cli::layoutName(c.layout) << ',' << c.batch << ','
+          << c.heads << ',' << c.kvHeads << ',' << c.n << ',' << c.headDim << ',' << c.valueDim << ',' << (c.causal ? "causal" : "full")
+          << ',' << (c.degree ? u(c.degree) : "") << ',' << (ps ? u(c.sketchSize) : "") << ',' << (ps ? u(c.blockSize) : "") << ','
+          << (ps ? (c.localExact ? "1" : "0") : "") << ',' << (r.ok ? "ok" : "skipped") << ',';
+        if (r.ok)
+            o << number(r.gpu.medianMs) << ',' << number(r.gpu.minMs) << ',' << number(r.gpu.maxMs) << ',' << number(msPerToken(r)) << ','
+              << number(tflops(r)) << ',';
+        else
+            o << ",,,,,";
+        o << number(r.flops, 15) << ',' << (r.ok ? u(r.workspaceBytes) : "") << ',';
+        std::string peerReason;
+        if (info.peer.name.empty()) {
+            o << ",,,,";
+        } else if (!info.peer.available) {
+            o << info.peer.name << ",,,,";
+            peerReason = "peer unavailable: " + info.peer.reason;
+        } else if (r.peerOk) {
+            o << info.peer.name << ',' << number(r.peer.medianMs) << ',' << number(r.peer.minMs) << ',' << number(r.peer.maxMs) << ',';
+            if (r.ok && r.gpu.medianMs > 0) o << number(r.peer.medianMs / r.gpu.medianMs, 4);
+        } else {
+            o << info.peer.name << ",,,,";
+            peerReason = "peer skipped: " + r.peerReason;
+        }
+        std::string reason = r.ok ? "" : r.reason;
+        if (!peerReason.empty()) reason += (reason.empty() ? "" : "; ") + peerReason;
+        o << ',' << csvField(reason) << '\n';
+    }
+    return o.str();
+}
+
+bool writeText(const std::string& path, const std::string& text, std::string& error) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) {
+        error = "cannot create " + path + ": " + std::strerror(errno);
+        return false;
+    }
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+        error = "cannot write " + path;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace psk::bench

@@ -1,0 +1,63 @@
+// psk bench: statistics of the timed runs and the effective FLOP counts of each kind.
+//
+// FLOP counts (a multiply-add is 2 FLOPs; exponentials, powers, divisions, normalizations and
+// other elementwise work are not counted, so the numbers compare kinds by the matrix work they must
+// do). With B batch, Hq query heads, Hkv key/value heads, n tokens, h head dim, dv value dim:
+//
+//   softmax, poly:  2 * B * Hq * P * (h + dv)      P = n(n+1)/2 pairs causal, n^2 full
+//
+//   polysketch (p = 2m, sketch size r, block size b, t = ceil(n/b) blocks; for p = 2 the sketch is
+//   the identity, so r stands for h; F = r(r+1)/2 packed features):
+//     sketch    B * (Hq + Hkv) * n * (S + F)       S = 2 m h r + (m/2 - 1) 4 r^2 per row (p >= 4;
+//                                                 S = 0 for p = 2); F: the self-tensoring products
+//     states    2 * B * Hkv * n * F * (dv + 1)     H_l = phi(K_l)^T [V_l | 1]
+//     prefix    B * Hkv * t * F * (dv + 1)         exclusive scan (causal) or total sum (full)
+//     output    2 * B * Hq * n * F * (dv + 1)      phi(q_i)^T Z_l
+//     local     B * Hq * L * (w + 2 (dv + 1))      causal only; L = sum over blocks of len(len+1)/2
+//                                                 pairs, w = 2h (local exact) or 2r (sketched:
+//                                                 <S(q), S(k)>^2 equals <phi(q), phi(k)>)
+#include <algorithm>
+
+#include "bench.hpp"
+
+namespace psk::bench {
+
+Timing summarize(std::vector<double> s) {
+    Timing t;
+    if (s.empty()) return t;
+    std::sort(s.begin(), s.end());
+    const size_t m = s.size() / 2;
+    t.medianMs = s.size() % 2 ? s[m] : 0.5 * (s[m - 1] + s[m]);
+    t.minMs = s.front();
+    t.maxMs = s.back();
+    return t;
+}
+
+double flops(const Config& c) {
+    const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
+    if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) {
+        const double pairs = c.causal ? n * (n + 1) / 2 : n * n;
+        return 2 * B * Hq * pairs * (h + dv);
+    }
+    const uint32_t p = c.degree ? c.degree : 4, m = p / 2;
+    const double r = p == 2 ? h : (c.sketchSize ? c.sketchSize : 32);
+    const double F = r * (r + 1) / 2;
+    const double sketchPerRow = p == 2 ? 0 : 2.0 * m * h * r + (m / 2.0 - 1) * 4 * r * r;
+    const uint64_t b = c.blockSize ? c.blockSize : 256;
+    const uint64_t blocks = (uint64_t(c.n) + b - 1) / b;
+
+    const double sketch = B * (Hq + Hkv) * n * (sketchPerRow + F);
+    const double states = 2 * B * Hkv * n * F * (dv + 1);
+    const double prefix = B * Hkv * double(blocks) * F * (dv + 1);
+    const double output = 2 * B * Hq * n * F * (dv + 1);
+    double local = 0;
+    if (c.causal) {
+        const uint64_t full = c.n / b, tail = c.n % b;
+        const double pairs = double(full) * double(b) * double(b + 1) / 2 + double(tail) * double(tail + 1) / 2;
+        const double w = c.localExact ? 2 * h : 2 * r;
+        local = B * Hq * pairs * (w + 2 * (dv + 1));
+    }
+    return sketch + states + prefix + output + local;
+}
+
+}  // namespace psk::bench

@@ -1,0 +1,539 @@
+// psk bench: sweeps context lengths, kinds, storage types and shapes, and records per configuration
+// the median, min and max GPU time of N runs after warm-up (Vulkan timestamp queries around the
+// attention dispatches), the effective TFLOP/s and the workspace. A configuration that fails is
+// recorded as skipped with its reason and the sweep goes on. Output: a table on stdout, JSON, CSV,
+// a plot (tools/bench_plot.py) and an optional PyTorch CPU peer (tools/torch_peer.py).
+#include <polysketch/polysketch.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "reference/storage_types.hpp"
+
+namespace {
+
+using namespace psk::bench;
+using psk::cli::MessageSink;
+
+void benchUsage(FILE* out) {
+    std::fprintf(out,
+        "usage: psk bench [--kinds LIST] [--n LIST] [--dtype LIST] [--batch LIST] [--heads LIST]\n"
+        "                 [--head-dim LIST] [--degree LIST] [--sketch-size LIST] [--block-size LIST]\n"
+        "                 [--local-exact] [--full] [--layout bhnd|bnhd] [--runs N] [--warmup N]\n"
+        "                 [--json FILE] [--csv FILE] [--plot FILE.png] [--peer torch] [--device SEL]\n"
+        "\n"
+        "Times every combination of the lists (comma-separated; 'k' multiplies by 1024: --n 1k,2k).\n"
+        "Per configuration: median, min and max GPU time of N runs after the warm-up runs (timestamp\n"
+        "queries around the attention dispatches; uploads and downloads excluded), ms per token,\n"
+        "effective TFLOP/s (formulas in docs/PERFORMANCE.md) and device workspace bytes. A\n"
+        "configuration that fails (unsupported, too large, out of memory) is recorded as skipped\n"
+        "with its reason; the sweep goes on. Random inputs are generated once per shape.\n"
+        "\n"
+        "  --kinds LIST        softmax, poly, polysketch (default: all three)\n"
+        "  --n LIST            context lengths (default 1024,2048,4096)\n"
+        "  --dtype LIST        f32, f16, bf16: storage type on the device (default f32)\n"
+        "  --batch LIST        batch sizes B (default 1)\n"
+        "  --heads LIST        query heads H = key/value heads (default 4)\n"
+        "  --head-dim LIST     head dim h = value dim (default 64)\n"
+        "  --degree LIST       p for poly and polysketch: 2, 4, 8 (default 4)\n"
+        "  --sketch-size LIST  polysketch r (default 32)\n"
+        "  --block-size LIST   polysketch b (default 256)\n"
+        "  --local-exact       polysketch: exact polynomial weights inside blocks\n"
+        "  --full              non-causal attention (default: causal)\n"
+        "  --layout L          device layout (default bhnd)\n"
+        "  --runs N            timed runs per configuration (default 5)\n"
+        "  --warmup N          untimed runs before them (default 1)\n"
+        "  --seed N            seed of the polysketch sketches (default 0)\n"
+        "  --json FILE         all results as JSON\n"
+        "  --csv FILE          one CSV row per configuration\n"
+        "  --plot FILE.png     ms/token vs n, log-log, every kind and the peer (needs matplotlib:\n"
+        "                      tools/install_bench_deps.sh); runs tools/bench_plot.py on the JSON\n"
+        "  --peer torch        also time torch.nn.functional.scaled_dot_product_attention on the CPU\n"
+        "                      (float32, all cores) at the same shapes, once for the whole sweep\n"
+        "                      (needs .venv-bench from tools/install_bench_deps.sh; otherwise the\n"
+        "                      peer is recorded as unavailable)\n"
+        "  --device SEL        device index or part of its name (default PSK_DEVICE or the best)\n"
+        "  --quiet             no table on stdout\n"
+        "\n"
+        "Environment: PSK_BENCH_PYTHON (Python for the plot; default /usr/bin/python3),\n"
+        "PSK_TORCH_PYTHON (Python for the peer; default .venv-bench/bin/python of the source tree),\n"
+        "PSK_TOOLS_DIR (where bench_plot.py and torch_peer.py are).\n");
+}
+
+struct BenchOptions {
+    std::vector<PskAttentionKind> kinds{PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL, PSK_ATTENTION_KIND_POLYSKETCH};
+    std::vector<uint32_t> n{1024, 2048, 4096}, batch{1}, heads{4}, headDim{64}, degree{4}, sketchSize{32}, blockSize{256};
+    std::vector<PskDataType> dtypes{PSK_DATA_TYPE_FLOAT32};
+    PskLayout layout = PSK_LAYOUT_BHND;
+    bool localExact = false, causal = true, quiet = false;
+    uint32_t runs = 5, warmup = 1;
+    uint64_t seed = 0;
+    std::string json, csv, plot, peer, device;
+};
+
+struct UsageError {
+    std::string message;
+};
+
+std::vector<uint32_t> uintList(const std::string& opt, const std::string& s, uint32_t lo, uint32_t hi) {
+    std::vector<uint32_t> out;
+    for (const std::string& item : psk::cli::splitList(s)) {
+        uint32_t v = 0;
+        if (!psk::cli::parseUint32(item, lo, hi, &v))
+            throw UsageError{opt + " takes integers from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got '" + item + "')"};
+        out.push_back(v);
+    }
+    return out;
+}
+
+BenchOptions parseOptions(int argc, char** argv, bool* help) {
+    BenchOptions o;
+    *help = false;
+    for (int i = 0; i < argc; ++i) {
+        std::string a = argv[i], value;
+        bool inlineValue = false;
+        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+            value = a.substr(a.find('=') + 1);
+            a = a.substr(0, a.find('='));
+            inlineValue = true;
+        }
+        auto next = [&]() -> std::string {
+            if (inlineValue) return value;
+            if (i + 1 >= argc) throw UsageError{a + " needs a value"};
+            return argv[++i];
+        };
+        auto flag = [&]() {
+            if (inlineValue) throw UsageError{a + " takes no value"};
+        };
+        if (a == "--help" || a == "-h") {
+            *help = true;
+            return o;
+        } else if (a == "--kinds" || a == "--kind") {
+            o.kinds.clear();
+            for (const std::string& item : psk::cli::splitList(next())) {
+                PskAttentionKind k;
+                if (!psk::cli::parseKind(item, &k)) throw UsageError{"--kinds takes softmax, poly, polysketch (got '" + item + "')"};
+                o.kinds.push_back(k);
+            }
+        } else if (a == "--n") {
+            o.n = uintList(a, next(), 1, 1u << 24);
+        } else if (a == "--dtype") {
+            o.dtypes.clear();
+            for (const std::string& item : psk::cli::splitList(next())) {
+                PskDataType t;
+                if (!psk::cli::parseDataType(item, &t)) throw UsageError{"--dtype takes f32, f16, bf16 (got '" + item + "')"};
+                o.dtypes.push_back(t);
+            }
+        } else if (a == "--batch") {
+            o.batch = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--heads") {
+            o.heads = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--head-dim") {
+            o.headDim = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--degree") {
+            o.degree = uintList(a, next(), 2, 8);
+            for (uint32_t p : o.degree)
+                if (p != 2 && p != 4 && p != 8) throw UsageError{"--degree takes 2, 4, 8 (got " + std::to_string(p) + ")"};
+        } else if (a == "--sketch-size") {
+            o.sketchSize = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--block-size") {
+            o.blockSize = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--local-exact") {
+            flag();
+            o.localExact = true;
+        } else if (a == "--full") {
+            flag();
+            o.causal = false;
+        } else if (a == "--causal") {
+            flag();
+            o.causal = true;
+        } else if (a == "--layout") {
+            const std::string s = next();
+            if (!psk::cli::parseLayout(s, &o.layout)) throw UsageError{"--layout takes bhnd or bnhd (got '" + s + "')"};
+        } else if (a == "--runs") {
+            o.runs = uintList(a, next(), 1, 100000).at(0);
+        } else if (a == "--warmup") {
+            o.warmup = uintList(a, next(), 0, 100000).at(0);
+        } else if (a == "--seed") {
+            const std::string s = next();
+            if (!psk::cli::parseUint(s, 0, ~0ull, &o.seed)) throw UsageError{"--seed needs a non-negative integer (got '" + s + "')"};
+        } else if (a == "--json") {
+            o.json = next();
+        } else if (a == "--csv") {
+            o.csv = next();
+        } else if (a == "--plot") {
+            o.plot = next();
+        } else if (a == "--peer") {
+            o.peer = next();
+            if (o.peer != "torch") throw UsageError{"--peer takes torch (got '" + o.peer + "')"};
+        } else if (a == "--device") {
+            o.device = next();
+        } else if (a == "--quiet") {
+            flag();
+            o.quiet = true;
+        } else {
+            throw UsageError{"unknown option '" + std::string(argv[i]) + "'"};
+        }
+    }
+    if (o.kinds.empty()) throw UsageError{"--kinds is empty"};
+    if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
+    return o;
+}
+
+// The sweep, shape-major so that one shape's random inputs are generated once and reused.
+std::vector<Config> makeConfigs(const BenchOptions& o) {
+    std::vector<Config> out;
+    for (uint32_t n : o.n)
+        for (uint32_t B : o.batch)
+            for (uint32_t H : o.heads)
+                for (uint32_t h : o.headDim)
+                    for (PskDataType t : o.dtypes)
+                        for (PskAttentionKind kind : o.kinds) {
+                            Config c;
+                            c.kind = kind;
+                            c.dtype = t;
+                            c.layout = o.layout;
+                            c.batch = B;
+                            c.heads = c.kvHeads = H;
+                            c.n = n;
+                            c.headDim = c.valueDim = h;
+                            c.causal = o.causal;
+                            if (kind == PSK_ATTENTION_KIND_SOFTMAX) {
+                                out.push_back(c);
+                                continue;
+                            }
+                            for (uint32_t p : o.degree) {
+                                c.degree = p;
+                                if (kind == PSK_ATTENTION_KIND_POLYNOMIAL) {
+                                    out.push_back(c);
+                                    continue;
+                                }
+                                c.localExact = o.localExact;
+                                for (uint32_t r : o.sketchSize)
+                                    for (uint32_t b : o.blockSize) {
+                                        c.sketchSize = r;
+                                        c.blockSize = b;
+                                        out.push_back(c);
+                                    }
+                            }
+                        }
+    return out;
+}
+
+// Random inputs of one shape: uniform on [-sqrt(3), sqrt(3)) (unit variance), from a cheap
+// generator; the timing does not depend on the values.
+struct Inputs {
+    uint32_t batch = 0, heads = 0, n = 0, headDim = 0;
+    std::vector<float> q, k, v;
+    PskDataType encodedAs = PSK_DATA_TYPE_FLOAT32;
+    bool encoded = false;
+    std::vector<uint8_t> qb, kb, vb, ob;
+};
+
+void fillRandom(std::vector<float>& x, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (float& f : x) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        f = float((double(s >> 11) * (1.0 / 9007199254740992.0) * 2 - 1) * 1.7320508075688772);
+    }
+}
+
+bool prepare(Inputs& in, const Config& c, std::string& error) {
+    try {
+        if (in.batch != c.batch || in.heads != c.heads || in.n != c.n || in.headDim != c.headDim) {
+            in = Inputs{};
+            const size_t count = size_t(c.batch) * c.heads * c.n * c.headDim;
+            in.q.resize(count);
+            in.k.resize(count);
+            in.v.resize(count);
+            fillRandom(in.q, 1);
+            fillRandom(in.k, 2);
+            fillRandom(in.v, 3);
+            in.batch = c.batch;
+            in.heads = c.heads;
+            in.n = c.n;
+            in.headDim = c.headDim;
+        }
+        if (!in.encoded || in.encodedAs != c.dtype) {
+            in.qb = psk::storage::encode(in.q, c.dtype);
+            in.kb = psk::storage::encode(in.k, c.dtype);
+            in.vb = psk::storage::encode(in.v, c.dtype);
+            in.ob.assign(in.qb.size(), 0);
+            in.encodedAs = c.dtype;
+            in.encoded = true;
+        }
+    } catch (const std::bad_alloc&) {
+        in = Inputs{};
+        error = "host memory: cannot allocate the inputs";
+        return false;
+    }
+    return true;
+}
+
+bool stderrIsTerminal() { return isatty(STDERR_FILENO) == 1; }
+
+std::string describe(const Config& c) {
+    std::string s = psk::cli::kindName(c.kind);
+    if (c.degree) s += " p=" + std::to_string(c.degree);
+    if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+        s += " r=" + std::to_string(c.sketchSize) + " b=" + std::to_string(c.blockSize);
+        if (c.localExact) s += " local";
+    }
+    s += std::string(" ") + psk::cli::dataTypeName(c.dtype) + " n=" + std::to_string(c.n) + " B=" + std::to_string(c.batch) +
+         " H=" + std::to_string(c.heads) + " h=" + std::to_string(c.headDim);
+    return s;
+}
+
+class Progress {
+public:
+    Progress(bool enabled, size_t total) : enabled_(enabled), total_(total), start_(std::chrono::steady_clock::now()) {}
+    void show(size_t done, const std::string& what, uint32_t run, uint32_t runs) {
+        if (!enabled_) return;
+        const int width = 24;
+        const int filled = total_ ? int(width * done / total_) : width;
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        std::string bar(size_t(filled), '#');
+        bar.append(size_t(width - filled), '.');
+        std::fprintf(stderr, "\r\033[K[%s] %zu/%zu %6.0fs  %s  run %u/%u", bar.c_str(), done, total_, elapsed, what.c_str(), run, runs);
+        std::fflush(stderr);
+    }
+    void clear() {
+        if (!enabled_) return;
+        std::fprintf(stderr, "\r\033[K");
+        std::fflush(stderr);
+    }
+
+private:
+    bool enabled_;
+    size_t total_;
+    std::chrono::steady_clock::time_point start_;
+};
+
+void printHeader() {
+    std::printf("%-34s %6s %10s %10s %10s %11s %9s %12s\n", "configuration", "n", "median ms", "min ms", "max ms", "ms/token",
+                "TFLOP/s", "workspace B");
+}
+
+void printRow(const Result& r) {
+    std::string what = describe(r.config);
+    what = what.substr(0, what.find(" n="));
+    if (!r.ok) {
+        std::printf("%-34s %6u skipped: %s\n", what.c_str(), r.config.n, r.reason.c_str());
+    } else {
+        std::printf("%-34s %6u %10.3f %10.3f %10.3f %11.3e %9.4f %12llu\n", what.c_str(), r.config.n, r.gpu.medianMs, r.gpu.minMs,
+                    r.gpu.maxMs, r.gpu.medianMs / (double(r.config.batch) * r.config.n),
+                    r.gpu.medianMs > 0 ? r.flops / (r.gpu.medianMs * 1e-3) / 1e12 : 0.0,
+                    static_cast<unsigned long long>(r.workspaceBytes));
+    }
+    std::fflush(stdout);
+}
+
+Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o, Progress& progress,
+              size_t index) {
+    Result res;
+    res.config = c;
+    res.flops = flops(c);
+    std::string error;
+    if (!prepare(in, c, error)) {
+        res.reason = error;
+        return res;
+    }
+    PskAttentionCreateInfo ai{};
+    ai.kind = c.kind;
+    ai.flags = (c.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+    ai.degree = c.degree;
+    ai.numQueryHeads = c.heads;
+    ai.numKeyValueHeads = c.kvHeads;
+    ai.headDim = c.headDim;
+    ai.valueDim = c.valueDim;
+    ai.dataType = c.dtype;
+    ai.layout = c.layout;
+    ai.sketchSize = c.sketchSize;
+    ai.blockSize = c.blockSize;
+    ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
+    ai.seed = o.seed;
+    PskAttention attn = nullptr;
+    PskResult r = pskCreateAttention(ctx, &ai, &attn);
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+        return res;
+    }
+    PskForwardStats stats{};
+    PskForwardHostInfo f{};
+    f.batchSize = c.batch;
+    f.seqLen = c.n;
+    f.q = in.qb.data();
+    f.k = in.kb.data();
+    f.v = in.vb.data();
+    f.out = in.ob.data();
+    f.qBytes = in.qb.size();
+    f.kBytes = in.kb.size();
+    f.vBytes = in.vb.size();
+    f.outBytes = in.ob.size();
+    f.stats = &stats;
+    const std::string what = describe(c);
+    const uint32_t total = o.warmup + o.runs;
+    for (uint32_t run = 0; run < total; ++run) {
+        progress.show(index, what, run + 1, total);
+        r = pskAttentionForwardHost(attn, &f);
+        if (r != PSK_SUCCESS) {
+            res.reason = sink.describe(r);
+            res.samplesMs.clear();
+            break;
+        }
+        if (run >= o.warmup) res.samplesMs.push_back(stats.gpuMilliseconds);
+        res.workspaceBytes = stats.workspaceBytes;
+    }
+    pskDestroyAttention(attn);
+    if (res.reason.empty()) {
+        res.ok = true;
+        res.gpu = summarize(res.samplesMs);
+    }
+    return res;
+}
+
+std::string utcNow() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+}  // namespace
+
+int runBench(int argc, char** argv) {
+    BenchOptions o;
+    try {
+        bool help = false;
+        o = parseOptions(argc, argv, &help);
+        if (help) {
+            benchUsage(stdout);
+            return 0;
+        }
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "psk bench: %s (see psk bench --help)\n", e.message.c_str());
+        return 2;
+    }
+
+    RunInfo info;
+    info.command = "psk bench";
+    for (int i = 0; i < argc; ++i) info.command += std::string(" ") + argv[i];
+    info.startedUtc = utcNow();
+    info.runs = int(o.runs);
+    info.warmup = int(o.warmup);
+    const uint32_t version = pskGetVersion();
+    info.libraryVersion = std::to_string(PSK_VERSION_MAJOR(version)) + "." + std::to_string(PSK_VERSION_MINOR(version)) + "." +
+                          std::to_string(PSK_VERSION_PATCH(version));
+
+    MessageSink sink;
+    PskContextCreateInfo ci{};
+    ci.device = o.device.empty() ? nullptr : o.device.c_str();
+    ci.messageCallback = MessageSink::callback;
+    ci.messageUserData = &sink;
+    PskContext ctx = nullptr;
+    const PskResult cr = pskCreateContext(&ci, &ctx);
+    if (cr != PSK_SUCCESS) {
+        std::fprintf(stderr, "psk bench: cannot create a context: %s\n", sink.describe(cr).c_str());
+        return 1;
+    }
+    PskDeviceInfo dev{};
+    pskGetDeviceInfo(ctx, &dev);
+    info.deviceName = dev.name;
+    info.driverName = dev.driverName;
+    info.driverInfo = dev.driverInfo;
+    info.deviceType = dev.deviceType;
+
+    const std::vector<Config> configs = makeConfigs(o);
+    if (!o.quiet) {
+        std::printf("device: %s (%s %s)\n", dev.name, dev.driverName, dev.driverInfo);
+        std::printf("%zu configuration(s), %s, %u warm-up + %u timed run(s) each; GPU times\n\n", configs.size(),
+                    o.causal ? "causal" : "full", o.warmup, o.runs);
+        printHeader();
+    }
+    Progress progress(stderrIsTerminal(), configs.size());
+    std::vector<Result> results;
+    Inputs inputs;
+    for (size_t i = 0; i < configs.size(); ++i) {
+        results.push_back(runOne(ctx, sink, configs[i], inputs, o, progress, i));
+        progress.clear();
+        if (!o.quiet) printRow(results.back());
+    }
+    inputs = Inputs{};
+    pskDestroyContext(ctx);
+
+    if (!o.peer.empty()) {
+        if (!o.quiet) std::fprintf(stderr, "running the torch peer (tools/torch_peer.py) on the sweep's shapes...\n");
+        runTorchPeer(results, int(o.runs), int(o.warmup), info.peer, stderrIsTerminal());
+        if (!info.peer.available) {
+            std::fprintf(stderr, "psk bench: peer torch unavailable: %s\n", info.peer.reason.c_str());
+        } else if (!o.quiet) {
+            std::printf("\npeer: torch %s scaled_dot_product_attention, CPU float32, %d thread(s), wall time\n",
+                        info.peer.version.c_str(), info.peer.threads);
+            std::printf("%-34s %6s %10s %12s %10s\n", "configuration", "n", "median ms", "torch ms", "speedup");
+            for (const Result& r : results) {
+                std::string what = describe(r.config);
+                what = what.substr(0, what.find(" n="));
+                if (!r.peerOk) {
+                    std::printf("%-34s %6u %10s peer skipped: %s\n", what.c_str(), r.config.n, "", r.peerReason.c_str());
+                } else if (!r.ok) {
+                    std::printf("%-34s %6u %10s %12.3f %10s\n", what.c_str(), r.config.n, "-", r.peer.medianMs, "-");
+                } else {
+                    std::printf("%-34s %6u %10.3f %12.3f %9.3fx\n", what.c_str(), r.config.n, r.gpu.medianMs, r.peer.medianMs,
+                                r.gpu.medianMs > 0 ? r.peer.medianMs / r.gpu.medianMs : 0.0);
+                }
+            }
+        }
+    }
+
+    int status = 0;
+    std::string error;
+    const std::string jsonText = toJson(info, results);
+    if (!o.json.empty() && !writeText(o.json, jsonText, error)) {
+        std::fprintf(stderr, "psk bench: %s\n", error.c_str());
+        status = 1;
+    }
+    if (!o.csv.empty() && !writeText(o.csv, toCsv(info, results), error)) {
+        std::fprintf(stderr, "psk bench: %s\n", error.c_str());
+        status = 1;
+    }
+    if (!o.plot.empty()) {
+        // The plot script reads the JSON: the --json file when there is one, else a temporary copy.
+        std::string jsonPath = o.json;
+        bool temporary = false;
+        if (jsonPath.empty() || status != 0) {
+            jsonPath = o.plot + ".json.tmp" + std::to_string(getpid());
+            temporary = true;
+            if (!writeText(jsonPath, jsonText, error)) {
+                std::fprintf(stderr, "psk bench: %s\n", error.c_str());
+                return 1;
+            }
+        }
+        const char* envPython = std::getenv("PSK_BENCH_PYTHON");
+        const std::string python = envPython && *envPython ? envPython : access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+        const int rc = runProcess({python, toolsDir() + "/bench_plot.py", jsonPath, o.plot}, error);
+        if (temporary) std::remove(jsonPath.c_str());
+        if (rc != 0) {
+            std::fprintf(stderr, "psk bench: no plot written: %s\n",
+                         rc < 0 ? error.c_str()
+                         : rc == 3 ? "matplotlib is missing (run tools/install_bench_deps.sh)"
+                                   : ("tools/bench_plot.py exited with status " + std::to_string(rc)).c_str());
+            status = 1;
+        }
+    }
+    return status;
+}

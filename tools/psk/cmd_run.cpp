@@ -1,0 +1,380 @@
+// psk run: one attention call on q, k, v read from .npy files, the output written to a .npy file.
+//
+// Everything that can be checked on the host (options, files, shapes) is checked before the device
+// is touched, and the output is written to a temporary name that is renamed only on success, so a
+// failed run never leaves an output file behind.
+#include <polysketch/polysketch.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "cli_util.hpp"
+#include "commands.hpp"
+#include "npy.hpp"
+#include "reference/storage_types.hpp"
+
+namespace {
+
+using psk::cli::MessageSink;
+
+void runUsage(FILE* out) {
+    std::fprintf(out,
+        "usage: psk run --kind softmax|poly|polysketch --q Q.npy --k K.npy --v V.npy --out O.npy\n"
+        "               [--causal | --full] [--degree P] [--scale S] [--layout bhnd|bnhd]\n"
+        "               [--dtype f32|f16|bf16] [--device SEL]\n"
+        "               polysketch only: [--sketch-size R] [--block-size B] [--local-exact]\n"
+        "               [--seed N | --sketch FILE.safetensors | --learned FILE.safetensors]\n"
+        "               [--reference-scaling] [--qk-norm FILE.safetensors]\n"
+        "\n"
+        "Computes attention on the device and writes the output as a float32 .npy file.\n"
+        "\n"
+        "Files (always [B, H, n, dim] order, little-endian float32 '<f4' or float16 '<f2', C order):\n"
+        "  --q Q.npy     [B, Hq, n, h]\n"
+        "  --k K.npy     [B, Hkv, n, h]   (Hq must be a multiple of Hkv: grouped-query heads)\n"
+        "  --v V.npy     [B, Hkv, n, dv]\n"
+        "  --out O.npy   [B, Hq, n, dv], float32; written only when the call succeeds\n"
+        "\n"
+        "Options:\n"
+        "  --causal            row i attends to j <= i (the DEFAULT: the language-model case)\n"
+        "  --full              every row attends to every j\n"
+        "  --degree P          2, 4 or 8 (poly and polysketch; default 4)\n"
+        "  --scale S           score scale s, finite and non-zero (default 1/sqrt(h) for softmax, 1 otherwise)\n"
+        "  --dtype T           storage type on the device (default f32); inputs are converted on the host\n"
+        "  --layout L          device layout (default bhnd); bnhd transposes on the host before the call\n"
+        "  --device SEL        device index or part of its name (see psk info); default PSK_DEVICE or the best\n"
+        "  --sketch-size R     polysketch sketch size r, 8 to 128 (default 32)\n"
+        "  --block-size B      polysketch block size b, 16 to 1024 (default 256)\n"
+        "  --local-exact       polysketch: exact polynomial weights inside each block (causal only)\n"
+        "  --seed N            polysketch: random sketch generated from seed N (the default source, seed 0)\n"
+        "  --sketch FILE       polysketch: random sketch matrices g{l}_{i}a/b from a .safetensors file\n"
+        "  --learned FILE      polysketch: learned sketch (degree 4) from a .safetensors file\n"
+        "  --reference-scaling polysketch, random sketch: the google-research scaling (G / sqrt(r))\n"
+        "  --qk-norm FILE      polysketch: q/k LayerNorm parameters from a .safetensors file\n"
+        "\n"
+        "Exit status: 0 on success, 2 for a bad command line, 1 for a bad file or a failed call.\n");
+}
+
+struct RunOptions {
+    PskAttentionKind kind = PSK_ATTENTION_KIND_NONE;
+    std::string q, k, v, out, device;
+    bool causal = true, sawCausal = false, sawFull = false;
+    uint32_t degree = 0, sketchSize = 0, blockSize = 0;
+    double scale = 0;
+    bool localExact = false, referenceScaling = false;
+    bool haveSeed = false;
+    uint64_t seed = 0;
+    std::string sketchFile, learnedFile, qkNormFile;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    PskDataType dtype = PSK_DATA_TYPE_FLOAT32;
+    std::vector<std::string> polysketchOnly;  // polysketch-only options seen, in order
+};
+
+struct UsageError {
+    std::string message;
+};
+
+// Parses the command line; throws UsageError with a one-line message.
+RunOptions parseOptions(int argc, char** argv, bool* help) {
+    RunOptions o;
+    *help = false;
+    for (int i = 0; i < argc; ++i) {
+        std::string a = argv[i], value;
+        bool inlineValue = false;
+        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+            value = a.substr(a.find('=') + 1);
+            a = a.substr(0, a.find('='));
+            inlineValue = true;
+        }
+        auto next = [&]() -> std::string {
+            if (inlineValue) return value;
+            if (i + 1 >= argc) throw UsageError{a + " needs a value"};
+            return argv[++i];
+        };
+        auto flag = [&]() {
+            if (inlineValue) throw UsageError{a + " takes no value"};
+        };
+        auto uintOpt = [&](uint32_t lo, uint32_t hi) {
+            const std::string s = next();
+            uint32_t v = 0;
+            if (!psk::cli::parseUint32(s, lo, hi, &v))
+                throw UsageError{a + " needs an integer from " + std::to_string(lo) + " to " + std::to_string(hi) + " (got '" + s + "')"};
+            return v;
+        };
+        if (a == "--help" || a == "-h") {
+            *help = true;
+            return o;
+        } else if (a == "--kind") {
+            const std::string s = next();
+            if (!psk::cli::parseKind(s, &o.kind)) throw UsageError{"--kind takes softmax, poly or polysketch (got '" + s + "')"};
+        } else if (a == "--q") {
+            o.q = next();
+        } else if (a == "--k") {
+            o.k = next();
+        } else if (a == "--v") {
+            o.v = next();
+        } else if (a == "--out") {
+            o.out = next();
+        } else if (a == "--causal") {
+            flag();
+            o.sawCausal = true;
+        } else if (a == "--full") {
+            flag();
+            o.sawFull = true;
+        } else if (a == "--degree") {
+            const std::string s = next();
+            if (s != "2" && s != "4" && s != "8") throw UsageError{"--degree must be 2, 4 or 8 (got '" + s + "')"};
+            o.degree = uint32_t(std::stoul(s));
+        } else if (a == "--scale") {
+            const std::string s = next();
+            if (!psk::cli::parseDouble(s, &o.scale) || o.scale == 0)
+                throw UsageError{"--scale needs a finite non-zero number (got '" + s + "')"};
+        } else if (a == "--sketch-size") {
+            o.sketchSize = uintOpt(1, 1u << 20);
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--block-size") {
+            o.blockSize = uintOpt(1, 1u << 20);
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--local-exact") {
+            flag();
+            o.localExact = true;
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--reference-scaling") {
+            flag();
+            o.referenceScaling = true;
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--seed") {
+            const std::string s = next();
+            if (!psk::cli::parseUint(s, 0, ~0ull, &o.seed)) throw UsageError{"--seed needs a non-negative integer (got '" + s + "')"};
+            o.haveSeed = true;
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--sketch") {
+            o.sketchFile = next();
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--learned") {
+            o.learnedFile = next();
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--qk-norm") {
+            o.qkNormFile = next();
+            o.polysketchOnly.push_back(a);
+        } else if (a == "--layout") {
+            const std::string s = next();
+            if (!psk::cli::parseLayout(s, &o.layout)) throw UsageError{"--layout takes bhnd or bnhd (got '" + s + "')"};
+        } else if (a == "--dtype") {
+            const std::string s = next();
+            if (!psk::cli::parseDataType(s, &o.dtype)) throw UsageError{"--dtype takes f32, f16 or bf16 (got '" + s + "')"};
+        } else if (a == "--device") {
+            o.device = next();
+        } else {
+            throw UsageError{"unknown option '" + std::string(argv[i]) + "'"};
+        }
+    }
+
+    // Required options, then combinations.
+    if (o.kind == PSK_ATTENTION_KIND_NONE) throw UsageError{"--kind is required (softmax, poly or polysketch)"};
+    for (const auto& [name, value] : {std::pair<const char*, const std::string*>{"--q", &o.q}, {"--k", &o.k}, {"--v", &o.v}, {"--out", &o.out}})
+        if (value->empty()) throw UsageError{std::string(name) + " is required"};
+    if (o.sawCausal && o.sawFull) throw UsageError{"--causal and --full conflict; give one"};
+    o.causal = !o.sawFull;
+    if (o.kind == PSK_ATTENTION_KIND_SOFTMAX && o.degree) throw UsageError{"--degree applies to poly and polysketch, not softmax"};
+    if (o.kind != PSK_ATTENTION_KIND_POLYSKETCH && !o.polysketchOnly.empty())
+        throw UsageError{o.polysketchOnly.front() + " applies only to --kind polysketch"};
+    const int sources = int(o.haveSeed) + int(!o.sketchFile.empty()) + int(!o.learnedFile.empty());
+    if (sources > 1) throw UsageError{"--seed, --sketch and --learned conflict; give one sketch source"};
+    if (!o.learnedFile.empty() && o.referenceScaling)
+        throw UsageError{"--reference-scaling applies to random sketches (--seed, --sketch), not --learned"};
+    if (!o.learnedFile.empty() && o.degree && o.degree != 4) throw UsageError{"--learned sketches have degree 4 (got --degree " + std::to_string(o.degree) + ")"};
+    if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
+    return o;
+}
+
+struct FileError {
+    std::string message;
+};
+
+struct Input {
+    psk::npy::Array array;
+    uint64_t B = 0, H = 0, n = 0, d = 0;
+};
+
+Input readInput(const std::string& path, const char* what, const char* dims) {
+    Input in;
+    try {
+        in.array = psk::npy::read(path);
+    } catch (const psk::npy::Error& e) {
+        throw FileError{path + ": " + e.what()};
+    }
+    const auto& s = in.array.shape;
+    if (s.size() != 4)
+        throw FileError{path + ": " + what + " must be a 4-D array " + dims + ", got " + std::to_string(s.size()) + "-D shape " +
+                        in.array.shapeString()};
+    for (uint64_t d : s)
+        if (d == 0) throw FileError{path + ": " + what + " is empty (shape " + in.array.shapeString() + ")"};
+    for (uint64_t d : s)
+        if (d > 0xFFFFFFFFull) throw FileError{path + ": a dimension of " + in.array.shapeString() + " exceeds 2^32 - 1"};
+    in.B = s[0];
+    in.H = s[1];
+    in.n = s[2];
+    in.d = s[3];
+    return in;
+}
+
+// [B, H, n, d] -> [B, n, H, d].
+std::vector<float> toBnhd(const std::vector<float>& x, size_t B, size_t H, size_t n, size_t d) {
+    std::vector<float> y(x.size());
+    for (size_t b = 0; b < B; ++b)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < n; ++t)
+                std::memcpy(&y[((b * n + t) * H + h) * d], &x[((b * H + h) * n + t) * d], d * sizeof(float));
+    return y;
+}
+
+// [B, n, H, d] -> [B, H, n, d].
+std::vector<float> fromBnhd(const std::vector<float>& y, size_t B, size_t H, size_t n, size_t d) {
+    std::vector<float> x(y.size());
+    for (size_t b = 0; b < B; ++b)
+        for (size_t h = 0; h < H; ++h)
+            for (size_t t = 0; t < n; ++t)
+                std::memcpy(&x[((b * H + h) * n + t) * d], &y[((b * n + t) * H + h) * d], d * sizeof(float));
+    return x;
+}
+
+}  // namespace
+
+int runRun(int argc, char** argv) {
+    RunOptions o;
+    try {
+        bool help = false;
+        o = parseOptions(argc, argv, &help);
+        if (help) {
+            runUsage(stdout);
+            return 0;
+        }
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "psk run: %s (see psk run --help)\n", e.message.c_str());
+        return 2;
+    }
+
+    Input q, k, v;
+    try {
+        q = readInput(o.q, "q", "[B, Hq, n, h]");
+        k = readInput(o.k, "k", "[B, Hkv, n, h]");
+        v = readInput(o.v, "v", "[B, Hkv, n, dv]");
+        auto sh = [](const Input& in) { return in.array.shapeString(); };
+        if (k.B != q.B || v.B != q.B)
+            throw FileError{"batch sizes differ: q " + sh(q) + ", k " + sh(k) + ", v " + sh(v)};
+        if (k.n != q.n || v.n != q.n)
+            throw FileError{"sequence lengths differ: q " + sh(q) + ", k " + sh(k) + ", v " + sh(v)};
+        if (k.d != q.d) throw FileError{"head dims differ: q " + sh(q) + " and k " + sh(k) + " must share h"};
+        if (v.H != k.H) throw FileError{"head-count mismatch: k has " + std::to_string(k.H) + " heads, v has " + std::to_string(v.H)};
+        if (q.H % k.H != 0)
+            throw FileError{"head-count mismatch: q has " + std::to_string(q.H) + " heads, k and v have " + std::to_string(k.H) +
+                            "; Hq must be a multiple of Hkv"};
+    } catch (const FileError& e) {
+        std::fprintf(stderr, "psk run: %s\n", e.message.c_str());
+        return 1;
+    }
+
+    const size_t B = q.B, Hq = q.H, Hkv = k.H, n = q.n, h = q.d, dv = v.d;
+    std::vector<float> qf = q.array.toFloat(), kf = k.array.toFloat(), vf = v.array.toFloat();
+    q.array.data.clear();
+    k.array.data.clear();
+    v.array.data.clear();
+    if (o.layout == PSK_LAYOUT_BNHD) {
+        qf = toBnhd(qf, B, Hq, n, h);
+        kf = toBnhd(kf, B, Hkv, n, h);
+        vf = toBnhd(vf, B, Hkv, n, dv);
+    }
+    const auto qb = psk::storage::encode(qf, o.dtype), kb = psk::storage::encode(kf, o.dtype), vb = psk::storage::encode(vf, o.dtype);
+    std::vector<uint8_t> ob(B * Hq * n * dv * psk::storage::elementBytes(o.dtype));
+
+    MessageSink sink;
+    PskContextCreateInfo ci{};
+    ci.device = o.device.empty() ? nullptr : o.device.c_str();
+    ci.messageCallback = MessageSink::callback;
+    ci.messageUserData = &sink;
+    PskContext ctx = nullptr;
+    PskResult r = pskCreateContext(&ci, &ctx);
+    if (r != PSK_SUCCESS) {
+        std::fprintf(stderr, "psk run: cannot create a context: %s\n", sink.describe(r).c_str());
+        return 1;
+    }
+
+    PskAttentionCreateInfo ai{};
+    ai.kind = o.kind;
+    ai.flags = (o.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (o.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0) |
+               (o.referenceScaling ? PSK_ATTENTION_REFERENCE_SCALING_BIT : 0);
+    ai.degree = o.degree;
+    ai.scale = static_cast<float>(o.scale);
+    ai.numQueryHeads = uint32_t(Hq);
+    ai.numKeyValueHeads = uint32_t(Hkv);
+    ai.headDim = uint32_t(h);
+    ai.valueDim = uint32_t(dv);
+    ai.dataType = o.dtype;
+    ai.layout = o.layout;
+    ai.sketchSize = o.sketchSize;
+    ai.blockSize = o.blockSize;
+    ai.seed = o.seed;
+    if (!o.sketchFile.empty()) {
+        ai.sketchSource = PSK_SKETCH_SOURCE_FILE;
+        ai.sketchFile = o.sketchFile.c_str();
+    } else if (!o.learnedFile.empty()) {
+        ai.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+        ai.sketchFile = o.learnedFile.c_str();
+    } else {
+        ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
+    }
+    ai.qkNormFile = o.qkNormFile.empty() ? nullptr : o.qkNormFile.c_str();
+
+    PskAttention attn = nullptr;
+    r = pskCreateAttention(ctx, &ai, &attn);
+    if (r != PSK_SUCCESS) {
+        std::fprintf(stderr, "psk run: cannot create the attention: %s\n", sink.describe(r).c_str());
+        pskDestroyContext(ctx);
+        return 1;
+    }
+    PskForwardStats stats{};
+    PskForwardHostInfo f{};
+    f.batchSize = uint32_t(B);
+    f.seqLen = uint32_t(n);
+    f.q = qb.data();
+    f.k = kb.data();
+    f.v = vb.data();
+    f.out = ob.data();
+    f.qBytes = qb.size();
+    f.kBytes = kb.size();
+    f.vBytes = vb.size();
+    f.outBytes = ob.size();
+    f.stats = &stats;
+    r = pskAttentionForwardHost(attn, &f);
+    PskDeviceInfo dev{};
+    pskGetDeviceInfo(ctx, &dev);
+    pskDestroyAttention(attn);
+    pskDestroyContext(ctx);
+    if (r != PSK_SUCCESS) {
+        std::fprintf(stderr, "psk run: the attention call failed: %s\n", sink.describe(r).c_str());
+        return 1;
+    }
+
+    std::vector<float> of = psk::storage::decode(ob, o.dtype);
+    if (o.layout == PSK_LAYOUT_BNHD) of = fromBnhd(of, B, Hq, n, dv);
+    const std::string tmp = o.out + ".tmp" + std::to_string(getpid());
+    try {
+        psk::npy::write(tmp, {B, Hq, n, dv}, of, psk::npy::DType::Float32);
+    } catch (const psk::npy::Error& e) {
+        std::fprintf(stderr, "psk run: %s\n", e.what());
+        return 1;
+    }
+    if (std::rename(tmp.c_str(), o.out.c_str()) != 0) {
+        std::fprintf(stderr, "psk run: cannot write %s: %s\n", o.out.c_str(), std::strerror(errno));
+        std::remove(tmp.c_str());
+        return 1;
+    }
+    std::printf("%s %s, B=%zu Hq=%zu Hkv=%zu n=%zu h=%zu dv=%zu, %s %s on %s: %.3f ms GPU, workspace %llu bytes -> %s\n",
+                psk::cli::kindName(o.kind), o.causal ? "causal" : "full", B, Hq, Hkv, n, h, dv, psk::cli::dataTypeName(o.dtype),
+                psk::cli::layoutName(o.layout), dev.name, stats.gpuMilliseconds, static_cast<unsigned long long>(stats.workspaceBytes),
+                o.out.c_str());
+    return 0;
+}
