@@ -1,13 +1,13 @@
 # Compiles GLSL compute shaders to SPIR-V with glslc at build time and embeds them in the library
 # (nothing is read from disk at run time). One source yields several variants through defines.
 
-set(PSK_SHADER_OUT "${CMAKE_BINARY_DIR}/shaders" CACHE INTERNAL "")
+set(PSK_SHADER_OUT "${PROJECT_BINARY_DIR}/shaders" CACHE INTERNAL "")
 file(MAKE_DIRECTORY "${PSK_SHADER_OUT}")
 
 # Probe which optional GLSL extensions this glslc accepts; only the variants it can compile are
 # built, and the library learns which exist from the generated registry.
 function(psk_probe_glsl_extension RESULT_VAR EXTENSION BODY)
-  set(src "${CMAKE_BINARY_DIR}/probe_${EXTENSION}.comp")
+  set(src "${PROJECT_BINARY_DIR}/probe_${EXTENSION}.comp")
   file(WRITE "${src}" "#version 450\n#extension ${EXTENSION} : require\n${BODY}\nlayout(local_size_x = 32) in;\nvoid main() {}\n")
   execute_process(COMMAND "${PSK_GLSLC}" -fshader-stage=comp --target-env=vulkan1.1 "${src}" -o "${src}.spv"
                   RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)

@@ -20,13 +20,32 @@
  * - On any error the function writes nothing to its outputs (output tensors, out-handles stay as
  *   they were) and, when a message callback is installed, calls it once with the reason.
  *
- * Threading (as in VMA)
- * ---------------------
- * - A PskContext may be used from several threads at once: creating and destroying attention
- *   objects and submitting work are internally synchronized (the queue is guarded by a mutex).
- * - A PskAttention is externally synchronized: one thread at a time may call functions taking it.
- *   Different attention objects may be used from different threads concurrently.
- * - A context must outlive every attention object created from it.
+ * Threading (as in Vulkan and VMA)
+ * --------------------------------
+ * "Externally synchronized" means the caller must make sure no two calls that use the object run
+ * at the same time (a mutex, or using it from one thread only); the library does not lock it.
+ * - No global state: pskGetVersion, pskResultToString, pskEnumerateDevices,
+ *   pskGetPhysicalDeviceInfo and pskCreateContext may be called from any thread at any time.
+ *   Contexts are independent of each other, so each thread may have its own.
+ * - A PskContext is internally synchronized: pskGetDeviceInfo and pskCreateAttention on one
+ *   context may be called from several threads at once, and concurrently with calls on attention
+ *   objects created from it (its pipeline cache, allocator and queue are guarded by mutexes; the
+ *   queue submission of concurrent forward calls is serialized, the rest of them runs in parallel).
+ * - pskDestroyContext is externally synchronized with every other use of the context: call it
+ *   after every attention object created from it has been destroyed (a context must outlive its
+ *   attention objects) and when no other call on the context is running.
+ * - A PskAttention is externally synchronized: pskAttentionForwardHost and pskDestroyAttention
+ *   on one attention object must not run at the same time as any other call taking that object.
+ *   Different attention objects, of the same context or not, may be used from different threads
+ *   concurrently: give each thread its own.
+ * - Arguments are only read during the call. Concurrent calls may share input arrays (q, k, v) and
+ *   create infos; their output arrays and stats must not overlap.
+ * - The message callback may be called from every thread that uses the context, concurrently,
+ *   on the thread of the call that produced the message, so it must be thread-safe. It may run
+ *   while the library holds a context lock: it must not call polysketch functions taking the same
+ *   context or its attention objects.
+ * - pskCreateContext reads the environment (PSK_DEVICE, PSK_VALIDATION) with getenv(); do not
+ *   change the environment while it runs.
  *
  * Mathematics
  * -----------
