@@ -23,6 +23,8 @@ public:
     const psk::AttentionConfig& config() const { return config_; }
 
     void forwardHost(const PskForwardHostInfo& info);
+    /** Workspace bytes of a call with this geometry (0 when the kinds needs none). */
+    VkDeviceSize workspaceBytes(const psk::ForwardGeometry& geometry) const;
 
 private:
     void releaseVulkanObjects();
@@ -35,6 +37,16 @@ private:
     psk::AttentionConfig config_;
     psk::TiledAttentionPlan tiledPlan_;
     VkPipeline tiledPipeline_ = VK_NULL_HANDLE;
+
+    // Polysketch: the packed sketch (host copy kept for its offsets), its device copy, the pair
+    // table of the self-tensoring, and the plan of the kernels.
+    void createPolysketch(const PskAttentionCreateInfo& info);
+    /** Creates a device-local buffer holding `bytes` of `data` (staged when not host-visible). */
+    psk::Buffer uploadConstant(const void* data, VkDeviceSize bytes);
+    psk::PackedSketch sketch_;
+    psk::PolysketchPlan polysketchPlan_;
+    psk::PolysketchResources polysketch_;
+    psk::Buffer sketchWeights_, pairTable_;
 
     VkCommandPool commandPool_ = VK_NULL_HANDLE;
     VkCommandBuffer commandBuffer_ = VK_NULL_HANDLE;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attention_config.hpp"
+#include "sketch_pack.hpp"
 #include "pipelines.hpp"
 #include "recorder.hpp"
 
@@ -46,7 +47,8 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
  * [sequences][blocks][elems] float32. One dispatch, whatever the number of blocks.
  */
 struct BlockScanPlan {
-    uint32_t threads = 1;  // power of two; a workgroup scans 2 * threads blocks per segment
+    uint32_t threads = 1;  // tree lanes per column, a power of two; a segment is 2 * threads blocks
+    uint32_t columns = 1;  // adjacent columns per workgroup
     std::vector<uint32_t> specConstants;
     uint32_t maxGroupsX = 65535;
     uint32_t maxGroupsY = 65535;
@@ -56,5 +58,70 @@ BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps);
 inline const char* blockScanShader() { return "block_scan.f32"; }
 void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
                      uint32_t sequences, uint32_t blocks, uint32_t elems);
+
+/** Sum over all blocks, written into block 0 in place (shaders/block_reduce.comp): full mode. */
+BlockScanPlan planBlockReduce(uint32_t blocks, const DeviceCaps& caps);
+inline const char* blockReduceShader() { return "block_reduce.f32"; }
+void recordBlockReduce(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                       uint32_t sequences, uint32_t blocks, uint32_t elems);
+
+// ---------------------------------------------------------------------------------------------
+// Polysketch (SPEC section 6): feature map -> block states -> scan (causal) or reduction (full)
+// -> output. Implemented in kernels_polysketch.cpp.
+// ---------------------------------------------------------------------------------------------
+
+struct PolysketchPlan {
+    uint32_t sketchLength = 0;  // R
+    uint32_t features = 0;      // F = R (R + 1) / 2
+    uint32_t blockSize = 256;
+    bool nodeScratch = false;  // degree 8: level-1 nodes pass through workspace memory
+
+    std::string featureShader;  // sketch_features.{random|learned}.<type>
+    std::vector<uint32_t> featureSpec;
+    uint32_t featureRows = 64;
+
+    std::string statesShader;  // block_states.<type>
+    std::vector<uint32_t> statesSpec;
+    uint32_t statesTileF = 64, statesTileC = 64;
+
+    std::string outputShader;  // polysketch_output.<type>
+    std::vector<uint32_t> outputSpec;
+    uint32_t outputRows = 64;
+
+    uint32_t maxGroups[3] = {65535, 65535, 65535};
+    VkDeviceSize maxRange = 0;         // maxStorageBufferRange
+    VkDeviceSize regionAlignment = 256;  // workspace regions start at multiples of this
+};
+
+PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
+
+/** Where each intermediate of one call lives in the workspace buffer (bytes). */
+struct PolysketchWorkspace {
+    struct Region {
+        VkDeviceSize offset = 0, size = 0;
+    };
+    Region qSketch, kSketch;  // S(q) rows [B * Hq][n][R], S(k) rows [B * Hkv][n][R]
+    Region qLocal, kLocal;    // local exact only: q' rows [B * Hq][n][h], k' rows [B * Hkv][n][h]
+    Region qNodes, kNodes;    // degree 8 only: level-1 sketch nodes of q and k rows, [rows][2][R]
+    Region states;            // [B * Hkv][t][F][dv + 1]: H_l, then Z_l (causal) or Z in block 0 (full)
+    uint32_t blocks = 0;      // t = ceil(n / b)
+    VkDeviceSize total = 0;
+};
+
+/** Workspace of a call; throws TOO_LARGE when a region exceeds what one binding can address. */
+PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const AttentionConfig& config,
+                                        const ForwardGeometry& geometry);
+
+/** Device objects owned by the attention object that every call uses. */
+struct PolysketchResources {
+    VkPipeline features = VK_NULL_HANDLE, states = VK_NULL_HANDLE, output = VK_NULL_HANDLE;
+    BufferRange weights;  // PackedSketch::data
+    BufferRange pairs;    // selfTensorPairs(R)
+};
+
+/** Records the whole polysketch forward; tensors.workspace must hold polysketchWorkspace().total. */
+void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
+                      const PolysketchResources& resources, const PackedSketch& sketch, const AttentionConfig& config,
+                      const BoundTensors& tensors);
 
 }  // namespace psk

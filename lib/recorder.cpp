@@ -37,12 +37,27 @@ VkDescriptorSet DescriptorArena::allocate(VkDescriptorSetLayout layout) {
     }
 }
 
+namespace {
+
+bool overlaps(const BufferRange& a, const BufferRange& b) {
+    if (a.buffer != b.buffer) return false;
+    const VkDeviceSize aEnd = a.size == VK_WHOLE_SIZE ? VK_WHOLE_SIZE : a.offset + a.size;
+    const VkDeviceSize bEnd = b.size == VK_WHOLE_SIZE ? VK_WHOLE_SIZE : b.offset + b.size;
+    return a.offset < bEnd && b.offset < aEnd;
+}
+
+bool overlapsAny(const BufferRange& r, const std::vector<BufferRange>& ranges) {
+    for (const BufferRange& other : ranges)
+        if (overlaps(r, other)) return true;
+    return false;
+}
+
+}  // namespace
+
 void Recorder::track(const Access* begin, const Access* end) {
     bool hazard = false;
-    for (const Access* a = begin; a != end && !hazard; ++a) {
-        const VkBuffer b = a->range.buffer;
-        if (written_.count(b) || (a->write && read_.count(b))) hazard = true;
-    }
+    for (const Access* a = begin; a != end && !hazard; ++a)
+        hazard = overlapsAny(a->range, written_) || (a->write && overlapsAny(a->range, read_));
     if (hazard) {
         VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
         barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -54,7 +69,7 @@ void Recorder::track(const Access* begin, const Access* end) {
         read_.clear();
         ++barriers_;
     }
-    for (const Access* a = begin; a != end; ++a) (a->write ? written_ : read_).insert(a->range.buffer);
+    for (const Access* a = begin; a != end; ++a) (a->write ? written_ : read_).push_back(a->range);
 }
 
 void Recorder::dispatch(VkPipeline pipeline, std::initializer_list<Access> accesses, const void* push,

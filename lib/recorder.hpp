@@ -1,10 +1,11 @@
 // Records compute work into one command buffer: binds pipelines and buffers, pushes constants,
-// and inserts a barrier only where a command touches a buffer that an earlier, unbarriered
-// command wrote (read-after-write, write-after-write) or writes one that it read (write-after-read).
+// and inserts a barrier only where a command touches a buffer range that overlaps one an earlier,
+// unbarriered command wrote (read-after-write, write-after-write) or writes a range overlapping
+// one it read (write-after-read). Ranges, not whole buffers: the kernels of one call share a
+// workspace buffer whose disjoint regions must not serialize each other.
 #pragma once
 
 #include <initializer_list>
-#include <set>
 #include <vector>
 
 #include "pipelines.hpp"
@@ -66,8 +67,8 @@ private:
     VkCommandBuffer cmd_;
     Pipelines& pipelines_;
     DescriptorArena* arena_;
-    std::set<VkBuffer> written_;  // written since the last barrier
-    std::set<VkBuffer> read_;     // read since the last barrier
+    std::vector<BufferRange> written_;  // written since the last barrier
+    std::vector<BufferRange> read_;     // read since the last barrier
     uint32_t barriers_ = 0;
     uint32_t dispatches_ = 0;
 };

@@ -927,6 +927,43 @@ LearnedSketchWeights loadLearnedSketch(const SafeTensors& file, uint32_t h, uint
     return weights;
 }
 
+QkNormWeights loadQkNorm(const SafeTensors& file, uint32_t h) {
+    const char* what = "q/k LayerNorm";
+    if (h == 0) fail(PSK_ERROR_INVALID_ARGUMENT, "loadQkNorm: the head dim must be non-zero");
+    QkNormWeights weights;
+    weights.scale = requireTensor(file, "ln.scale", {h}, "h", what);
+    weights.bias = requireTensor(file, "ln.bias", {h}, "h", what);
+    std::set<std::string> expected{"ln.scale", "ln.bias"};
+    const bool localScale = file.tensors.count("local_ln.scale") != 0;
+    const bool localBias = file.tensors.count("local_ln.bias") != 0;
+    if (localScale != localBias)
+        fail(PSK_ERROR_BAD_FILE, what, " file: \"local_ln.scale\" and \"local_ln.bias\" come as a pair; only \"",
+             localScale ? "local_ln.scale" : "local_ln.bias", "\" is present");
+    if (localScale) {
+        weights.localScale = requireTensor(file, "local_ln.scale", {h}, "h", what);
+        weights.localBias = requireTensor(file, "local_ln.bias", {h}, "h", what);
+        expected.insert({"local_ln.scale", "local_ln.bias"});
+    }
+    rejectExtraTensors(file, expected, what);
+    return weights;
+}
+
+SafeTensors qkNormToSafeTensors(const QkNormWeights& weights) {
+    SafeTensors file;
+    const uint32_t h = static_cast<uint32_t>(weights.scale.size());
+    if (h == 0 || weights.bias.size() != h || weights.localScale.size() != weights.localBias.size() ||
+        (weights.hasLocal() && weights.localScale.size() != h))
+        fail(PSK_ERROR_INVALID_ARGUMENT, "q/k LayerNorm: scale and bias must have the same non-zero length");
+    file.metadata["kind"] = "qk_norm";
+    file.tensors["ln.scale"] = Tensor{{h}, weights.scale};
+    file.tensors["ln.bias"] = Tensor{{h}, weights.bias};
+    if (weights.hasLocal()) {
+        file.tensors["local_ln.scale"] = Tensor{{h}, weights.localScale};
+        file.tensors["local_ln.bias"] = Tensor{{h}, weights.localBias};
+    }
+    return file;
+}
+
 SafeTensors randomSketchToSafeTensors(const RandomSketchWeights& weights) {
     SafeTensors file;
     file.metadata["kind"] = "random";

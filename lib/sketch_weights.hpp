@@ -204,6 +204,28 @@ RandomSketchWeights loadRandomSketch(const SafeTensors& file, uint32_t h, uint32
  */
 LearnedSketchWeights loadLearnedSketch(const SafeTensors& file, uint32_t h, uint32_t r);
 
+// ---------------------------------------------------------------------------------------------
+// q/k LayerNorm (SPEC 5)
+// ---------------------------------------------------------------------------------------------
+
+/** LayerNorm parameters shared by q and k (eps 1e-5), and optionally a separate pair for the
+ *  exact local part. */
+struct QkNormWeights {
+    std::vector<float> scale, bias;            // "ln.scale", "ln.bias": [h]
+    std::vector<float> localScale, localBias;  // "local_ln.scale", "local_ln.bias": [h] or empty
+    bool hasLocal() const { return !localScale.empty(); }
+};
+
+/**
+ * Validates a qkNormFile: tensors "ln.scale" and "ln.bias" of shape [h], optionally the pair
+ * "local_ln.scale" / "local_ln.bias" ([h]), finite, nothing else. Metadata is not required.
+ * Throws PSK_ERROR_BAD_FILE naming the problem.
+ */
+QkNormWeights loadQkNorm(const SafeTensors& file, uint32_t h);
+
+/** The file form of q/k LayerNorm parameters: loadQkNorm inverts it. */
+SafeTensors qkNormToSafeTensors(const QkNormWeights& weights);
+
 /** The file form of a random sketch (metadata included): loadRandomSketch inverts it. */
 SafeTensors randomSketchToSafeTensors(const RandomSketchWeights& weights);
 

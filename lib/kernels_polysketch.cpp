@@ -1,0 +1,247 @@
+#include <algorithm>
+
+#include "error.hpp"
+#include "kernels.hpp"
+
+namespace psk {
+
+namespace {
+
+// Mirrors the push constants of shaders/sketch_features.comp.
+struct FeaturePush {
+    uint32_t n;
+    uint32_t heads;
+    float scale;
+    uint32_t flags;
+    uint32_t strides[3];
+    float nodeScale;
+    uint32_t lnScale, lnBias, localLnScale, localLnBias;
+    uint32_t w[16];
+};
+constexpr uint32_t kFlagQkNorm = 1, kFlagWriteLocal = 2, kFlagLocalNorm = 4;
+
+// Mirrors shaders/block_states.comp.
+struct StatesPush {
+    uint32_t n;
+    uint32_t blockSize;
+    uint32_t blocks;
+    uint32_t features;
+    uint32_t kvHeads;
+    uint32_t featureTiles;
+    uint32_t v[3];
+};
+
+// Mirrors shaders/polysketch_output.comp.
+struct OutputPush {
+    uint32_t n;
+    uint32_t blockSize;
+    uint32_t blocks;
+    uint32_t features;
+    uint32_t headRatio;
+    uint32_t qHeads;
+    uint32_t kvHeads;
+    uint32_t tilesPerBlock;
+    uint32_t v[3];
+    uint32_t o[3];
+};
+
+static_assert(sizeof(FeaturePush) <= Pipelines::kPushConstantBytes, "push constants too large");
+static_assert(sizeof(StatesPush) <= Pipelines::kPushConstantBytes, "push constants too large");
+static_assert(sizeof(OutputPush) <= Pipelines::kPushConstantBytes, "push constants too large");
+
+void putStrides(uint32_t dst[3], const PskTensorStrides& s) {
+    dst[0] = static_cast<uint32_t>(s.batch);
+    dst[1] = static_cast<uint32_t>(s.head);
+    dst[2] = static_cast<uint32_t>(s.token);
+}
+
+uint32_t floorPow2(uint32_t x) {
+    uint32_t p = 1;
+    while (p * 2 <= x) p *= 2;
+    return p;
+}
+
+uint32_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+VkDeviceSize alignUp(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
+
+}  // namespace
+
+PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
+    PolysketchPlan plan;
+    const VkPhysicalDeviceLimits& limits = caps.limits();
+    const char* type = dataTypeSuffix(c.dataType);
+    plan.sketchLength = sketch.sketchLength;
+    plan.features = sketch.features();
+    plan.blockSize = c.blockSize;
+    plan.nodeScratch = !sketch.learned && sketch.levels == 2;
+    for (int i = 0; i < 3; ++i) plan.maxGroups[i] = limits.maxComputeWorkGroupCount[i];
+    plan.maxRange = limits.maxStorageBufferRange;
+    plan.regionAlignment = std::max<VkDeviceSize>(256, limits.minStorageBufferOffsetAlignment);
+    const uint32_t invocations = limits.maxComputeWorkGroupInvocations;  // >= 128 (Vulkan minimum)
+    const uint32_t shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, 32768);
+    const uint32_t R = plan.sketchLength, dv = c.valueDim;
+
+    // Feature map: one row per invocation.
+    plan.featureRows = std::min<uint32_t>(64, invocations);
+    plan.featureShader = cat("sketch_features.", sketch.learned ? "learned" : "random", ".", type);
+    plan.featureSpec = {plan.featureRows, c.headDim, R, sketch.levels, sketch.hidden};
+
+    // Block states: 16 feature groups x 4 column groups of invocations; each invocation holds
+    // 4 features x up to 16 value columns. Keys staged so that they fit in 16 KiB.
+    const uint32_t featGroups = 16, featsPerThread = 4, colGroups = 4;
+    const uint32_t colsPerThread = std::min<uint32_t>(16, ceilDiv(dv, colGroups));
+    plan.statesTileF = featGroups * featsPerThread;
+    plan.statesTileC = colGroups * colsPerThread;
+    const uint32_t statesBudget = std::min<uint32_t>(shared, 16384);
+    const uint32_t statesKeyTile = std::max<uint32_t>(1, std::min<uint32_t>(32, floorPow2(statesBudget / ((R + plan.statesTileC) * 4))));
+    if (statesKeyTile * (R + plan.statesTileC) * 4 > shared)
+        fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
+    plan.statesShader = cat("block_states.", type);
+    plan.statesSpec = {featGroups * colGroups, R, dv, featGroups, featsPerThread, colGroups, colsPerThread, statesKeyTile};
+
+    // Output: ROWS query rows per workgroup inside one block (fewer for small blocks, to waste
+    // fewer invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE at a time.
+    plan.outputRows = c.blockSize >= 64 ? 64 : c.blockSize >= 32 ? 32 : 16;
+    const uint32_t featTile = std::min<uint32_t>(16, plan.outputRows);
+    const bool local = c.causal;
+    const uint32_t keyWidth = c.localExact ? c.headDim : R;
+    const uint32_t budget = shared - featTile * 4;
+    uint32_t keyTile = std::min<uint32_t>(32, floorPow2(budget / ((keyWidth + dv) * 4)));
+    if (keyTile == 0 || featTile * (dv + 1) * 4 > budget)
+        fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
+    const uint32_t smemFloats = std::max(featTile * (dv + 1), local ? keyTile * (keyWidth + dv) : 1u);
+    plan.outputShader = cat("polysketch_output.", type);
+    plan.outputSpec = {plan.outputRows, R, c.headDim, dv, featTile, keyTile, c.degree, c.causal ? 1u : 0u,
+                       c.localExact ? 1u : 0u, smemFloats};
+    return plan;
+}
+
+PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const AttentionConfig& c, const ForwardGeometry& g) {
+    PolysketchWorkspace ws;
+    ws.blocks = ceilDiv(g.tokens, plan.blockSize);
+    const uint64_t n = g.tokens, B = g.batch;
+    const uint64_t limit32 = uint64_t(1) << 32;
+    VkDeviceSize cursor = 0;
+    auto region = [&](const char* name, uint64_t floats) {
+        PolysketchWorkspace::Region r;
+        if (floats == 0) return r;
+        if (floats >= limit32 || floats * 4 > plan.maxRange)
+            fail(PSK_ERROR_TOO_LARGE, "polysketch ", name, " needs ", floats * 4,
+                 " bytes, more than one storage buffer binding can address (", plan.maxRange,
+                 "); use a smaller batch or fewer tokens per call", name[0] == 's' ? ", or a larger block size" : "");
+        r.offset = cursor;
+        r.size = floats * 4;
+        cursor = alignUp(cursor + r.size, plan.regionAlignment);
+        return r;
+    };
+    const uint64_t R = plan.sketchLength;
+    ws.qSketch = region("q sketches", B * c.numQueryHeads * n * R);
+    ws.kSketch = region("k sketches", B * c.numKeyValueHeads * n * R);
+    if (c.causal && c.localExact) {
+        ws.qLocal = region("local q rows", B * c.numQueryHeads * n * c.headDim);
+        ws.kLocal = region("local k rows", B * c.numKeyValueHeads * n * c.headDim);
+    }
+    if (plan.nodeScratch) {
+        ws.qNodes = region("q sketch nodes", B * c.numQueryHeads * n * 2 * R);
+        ws.kNodes = region("k sketch nodes", B * c.numKeyValueHeads * n * 2 * R);
+    }
+    ws.states = region("states", B * c.numKeyValueHeads * ws.blocks * uint64_t(plan.features) * (c.valueDim + 1));
+    ws.total = cursor;
+    return ws;
+}
+
+void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
+                      const PolysketchResources& res, const PackedSketch& sketch, const AttentionConfig& c,
+                      const BoundTensors& t) {
+    const ForwardGeometry& g = t.geometry;
+    const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
+    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{t.workspace.buffer, t.workspace.offset + r.offset, r.size}; };
+    const BufferRange qSketch = sub(ws.qSketch), kSketch = sub(ws.kSketch), states = sub(ws.states);
+    const bool local = c.causal && c.localExact;
+    const BufferRange qLocal = local ? sub(ws.qLocal) : qSketch;
+    const BufferRange kLocal = local ? sub(ws.kLocal) : kSketch;
+    const BufferRange qNodes = plan.nodeScratch ? sub(ws.qNodes) : qSketch;
+    const BufferRange kNodes = plan.nodeScratch ? sub(ws.kNodes) : kSketch;
+
+    // Dispatch limits, checked before anything is recorded.
+    const uint32_t featureGroups = ceilDiv(g.tokens, plan.featureRows);
+    const uint32_t featureTiles = ceilDiv(plan.features, plan.statesTileF);
+    const uint32_t colTiles = ceilDiv(c.valueDim, plan.statesTileC);
+    const uint32_t tilesPerBlock = ceilDiv(plan.blockSize, plan.outputRows);
+    const uint64_t outputGroups = uint64_t(ws.blocks) * tilesPerBlock;
+    const uint32_t kvSequences = g.batch * c.numKeyValueHeads;
+    if (featureGroups > plan.maxGroups[0] || outputGroups > plan.maxGroups[0] ||
+        uint64_t(featureTiles) * colTiles > plan.maxGroups[0])
+        fail(PSK_ERROR_TOO_LARGE, "seqLen ", g.tokens, " needs more workgroups than the device allows (",
+             plan.maxGroups[0], " along x)");
+    if (ws.blocks > plan.maxGroups[1])
+        fail(PSK_ERROR_TOO_LARGE, "seqLen ", g.tokens, " makes ", ws.blocks, " blocks; the device allows ",
+             plan.maxGroups[1], "; use a larger block size");
+    if (kvSequences > plan.maxGroups[2])
+        fail(PSK_ERROR_TOO_LARGE, "batchSize x numKeyValueHeads = ", kvSequences, " exceeds the device's dispatch limit ",
+             plan.maxGroups[2]);
+
+    // 1. Feature map of q and of k (independent: no barrier between them).
+    FeaturePush fp{};
+    fp.n = g.tokens;
+    fp.nodeScale = sketch.nodeScale;
+    fp.flags = (sketch.qkNorm ? kFlagQkNorm : 0) | (local ? kFlagWriteLocal : 0) | (local && sketch.localNorm ? kFlagLocalNorm : 0);
+    fp.lnScale = sketch.lnScale;
+    fp.lnBias = sketch.lnBias;
+    fp.localLnScale = sketch.localLnScale;
+    fp.localLnBias = sketch.localLnBias;
+    std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
+    fp.heads = c.numQueryHeads;
+    fp.scale = c.scale;
+    putStrides(fp.strides, g.q.strides);
+    rec.dispatch(res.features, {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp),
+                 featureGroups, c.numQueryHeads, g.batch);
+    fp.heads = c.numKeyValueHeads;
+    fp.scale = 1.0f;  // k is never scaled
+    putStrides(fp.strides, g.k.strides);
+    rec.dispatch(res.features, {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp),
+                 featureGroups, c.numKeyValueHeads, g.batch);
+
+    // 2. Block states H_l = phi(K_l)^T [V_l | 1].
+    StatesPush sp{};
+    sp.n = g.tokens;
+    sp.blockSize = plan.blockSize;
+    sp.blocks = ws.blocks;
+    sp.features = plan.features;
+    sp.kvHeads = c.numKeyValueHeads;
+    sp.featureTiles = featureTiles;
+    putStrides(sp.v, g.v.strides);
+    rec.dispatch(res.states, {reads(kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
+                 featureTiles * colTiles, ws.blocks, kvSequences);
+
+    // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
+    const uint32_t elems = plan.features * (c.valueDim + 1);
+    if (c.causal) {
+        const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
+        recordBlockScan(rec, pipelines.get(blockScanShader(), scan.specConstants), scan, states, kvSequences, ws.blocks, elems);
+    } else {
+        const BlockScanPlan reduce = planBlockReduce(ws.blocks, caps);
+        recordBlockReduce(rec, pipelines.get(blockReduceShader(), reduce.specConstants), reduce, states, kvSequences,
+                          ws.blocks, elems);
+    }
+
+    // 4. Output: phi(q)^T Z + local part, normalized.
+    OutputPush op{};
+    op.n = g.tokens;
+    op.blockSize = plan.blockSize;
+    op.blocks = ws.blocks;
+    op.features = plan.features;
+    op.headRatio = c.numQueryHeads / c.numKeyValueHeads;
+    op.qHeads = c.numQueryHeads;
+    op.kvHeads = c.numKeyValueHeads;
+    op.tilesPerBlock = tilesPerBlock;
+    putStrides(op.v, g.v.strides);
+    putStrides(op.o, g.out.strides);
+    rec.dispatch(res.output,
+                 {reads(qSketch), reads(local ? kLocal : kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
+                  reads(qLocal)},
+                 &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
+}
+
+}  // namespace psk

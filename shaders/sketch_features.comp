@@ -1,0 +1,193 @@
+#version 450
+// Polysketch feature map, first half: the sketch S(x) of every row of q or k (SPEC sections 3-5).
+// One invocation owns one row: it loads the row, applies the optional LayerNorm and the score
+// scale, and evaluates the sketch with the row in registers while every invocation of the
+// workgroup reads the same weight row at a time (a broadcast). The self-tensoring phi = psi(S)
+// is not materialized here: the block-state and output kernels expand psi on the fly
+// (self_tensor.glsl), because psi has r(r+1)/2 entries per row against r for S.
+//
+//   SKETCH_RANDOM, LEVELS = 0:  S(x) = x                                     (degree 2)
+//                  LEVELS = 1:  S(x) = c (x @ G1_0a) * (x @ G1_0b)           (degree 4)
+//                  LEVELS = 2:  n_i = c (x @ G1_ia) * (x @ G1_ib), S = c (n_0 @ G2_0a) * (n_1 @ G2_0b)
+//                  c = node_scale: 1/sqrt(r) (unbiased) or 1/r (google-research "reference").
+//   SKETCH_LEARNED:             f_b = FF_b1(FF_b0(x)), FF(y) = gelu(LN(y) @ D1) @ D2,
+//                               S(x) = sqrt(r) tanh(f_1 * f_2 / sqrt(r))     (degree 4)
+//
+// Outputs (float32 whatever the storage type, rows in [batch][head][token] order):
+//   sketch_out: S(x) rows of SKETCH floats, x = LN_qk(row) * scale;
+//   local_out (when FLAG_WRITE_LOCAL): the rows the exact local part uses, HEAD_DIM floats:
+//             LN_local(row) * scale with FLAG_LOCAL_LN, else x itself.
+// Weights: matrices are stored transposed (one output column per contiguous row) so the inner
+// product over the input walks memory contiguously; offsets (in floats) arrive as push constants.
+//
+// Loop bounds: per invocation at most 2 r (random) or 4 * 8r (learned) iterations of loops that
+// are not unrolled; see the llvmpipe loop limit in docs/ARCHITECTURE.md.
+
+#extension GL_EXT_control_flow_attributes : require
+
+#include "storage.glsl"
+#include "tensor_strides.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint ROWS = 64;      // rows per workgroup = invocations
+layout(constant_id = 1) const uint HEAD_DIM = 64;  // h
+layout(constant_id = 2) const uint SKETCH = 32;    // length of S(x): r, or h for degree 2
+layout(constant_id = 3) const uint LEVELS = 1;     // random sketch: log2(p / 2)
+layout(constant_id = 4) const uint HIDDEN = 256;   // learned sketch: 8r
+
+layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
+layout(std430, binding = 1) readonly buffer Weights { float w_data[]; };
+layout(std430, binding = 2) writeonly buffer SketchOut { float sketch_out[]; };
+layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
+// LEVELS = 2: the two level-1 nodes of each row, [row][2][SKETCH]. They pass through memory (each
+// invocation reads back only what it wrote) and are reloaded with constant indices, so that no
+// register array is ever indexed dynamically: llvmpipe compiles such arrays extremely slowly.
+layout(std430, binding = 4) buffer NodeScratch { float node_scratch[]; };
+
+const uint FLAG_QK_LN = 1u;        // LayerNorm the row before sketching
+const uint FLAG_WRITE_LOCAL = 2u;  // write local_out
+const uint FLAG_LOCAL_LN = 4u;     // local_out uses its own LayerNorm
+
+layout(push_constant) uniform Params {
+    uint n;           // tokens per sequence
+    uint heads;       // heads of this tensor
+    float scale;      // score scale s (1 for k)
+    uint flags;
+    TensorStrides x_strides;
+    float node_scale;  // random sketch: factor per tree node
+    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets into w_data
+    // Random: G1_0a, G1_0b, G1_1a, G1_1b, G2_0a, G2_0b (transposed, SKETCH x in).
+    // Learned: per FF (b, l) at 4 (2b + l): LN scale, LN bias, D1^T (HIDDEN x in), D2 (HIDDEN x SKETCH).
+    uint w[16];
+} params;
+
+const float LN_EPS = 1e-5;
+
+// tanh from one exp of a non-positive argument: no overflow, no inf/inf.
+float stable_tanh(float x) {
+    const float t = exp(-2.0 * abs(x));
+    return sign(x) * (1.0 - t) / (1.0 + t);
+}
+
+float gelu_tanh(float x) {
+    const float k = 0.7978845608028654;  // sqrt(2 / pi)
+    return 0.5 * x * (1.0 + stable_tanh(k * (x + 0.044715 * x * x * x)));
+}
+
+// LayerNorm in place over a register array of LEN floats (population variance, eps inside).
+#define LAYER_NORM(v, LEN, scale_off, bias_off)                                              \
+    {                                                                                        \
+        float mean_ = 0.0;                                                                   \
+        [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_) mean_ += v[d_];                        \
+        mean_ /= float(LEN);                                                                 \
+        float var_ = 0.0;                                                                    \
+        [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_) var_ += (v[d_] - mean_) * (v[d_] - mean_); \
+        const float inv_ = inversesqrt(var_ / float(LEN) + LN_EPS);                          \
+        [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_)                                        \
+            v[d_] = (v[d_] - mean_) * inv_ * w_data[(scale_off) + d_] + w_data[(bias_off) + d_]; \
+    }
+
+#if defined(SKETCH_LEARNED)
+// One FF level with input length IN (HEAD_DIM or SKETCH): out = gelu(LN(in) @ D1) @ D2, streaming
+// over the HIDDEN units so the hidden activations never need storage.
+#define FEED_FORWARD(in_v, IN, out_v, ff)                                                    \
+    {                                                                                        \
+        const uint base_ = 4u * (ff);                                                        \
+        LAYER_NORM(in_v, IN, params.w[base_], params.w[base_ + 1u]);                         \
+        [[unroll]] for (uint c_ = 0u; c_ < SKETCH; ++c_) out_v[c_] = 0.0;                    \
+        const uint d1_ = params.w[base_ + 2u], d2_ = params.w[base_ + 3u];                   \
+        [[dont_unroll]] for (uint u_ = 0u; u_ < HIDDEN; ++u_) {                                              \
+            float a_ = 0.0;                                                                  \
+            [[unroll]] for (uint d_ = 0u; d_ < IN; ++d_) a_ += in_v[d_] * w_data[d1_ + u_ * IN + d_]; \
+            const float g_ = gelu_tanh(a_);                                                  \
+            [[unroll]] for (uint c_ = 0u; c_ < SKETCH; ++c_) out_v[c_] += g_ * w_data[d2_ + u_ * SKETCH + c_]; \
+        }                                                                                    \
+    }
+#endif
+
+// Inner product of a register array of LEN floats with the contiguous weight row at `off`.
+#define DOT_ROW(v, LEN, off, result)                                                         \
+    {                                                                                        \
+        result = 0.0;                                                                        \
+        [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_) result += v[d_] * w_data[(off) + d_];  \
+    }
+
+void main() {
+    const uint row = gl_WorkGroupID.x * ROWS + gl_LocalInvocationID.x;
+    if (row >= params.n) return;  // no barriers in this kernel
+    const uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
+    const uint out_row = (batch * params.heads + head) * params.n + row;
+
+    float raw[HEAD_DIM];
+    const uint x_base = tensor_row(params.x_strides, batch, head, row);
+    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) raw[d] = LOAD_ELEM(x_data[x_base + d]);
+
+    float x[HEAD_DIM];
+    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) x[d] = raw[d];
+    if ((params.flags & FLAG_QK_LN) != 0u) LAYER_NORM(x, HEAD_DIM, params.ln_scale, params.ln_bias);
+    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) x[d] *= params.scale;
+
+    if ((params.flags & FLAG_WRITE_LOCAL) != 0u) {
+        const uint l_base = out_row * HEAD_DIM;
+        if ((params.flags & FLAG_LOCAL_LN) != 0u) {
+            LAYER_NORM(raw, HEAD_DIM, params.local_ln_scale, params.local_ln_bias);
+            [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) local_out[l_base + d] = raw[d] * params.scale;
+        } else {
+            [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) local_out[l_base + d] = x[d];
+        }
+    }
+
+    const uint s_base = out_row * SKETCH;
+#if defined(SKETCH_RANDOM)
+    if (LEVELS == 0u) {
+        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) sketch_out[s_base + d] = x[d];
+    } else if (LEVELS == 1u) {
+        [[dont_unroll]] for (uint c = 0u; c < SKETCH; ++c) {
+            float a, b;
+            DOT_ROW(x, HEAD_DIM, params.w[0] + c * HEAD_DIM, a);
+            DOT_ROW(x, HEAD_DIM, params.w[1] + c * HEAD_DIM, b);
+            sketch_out[s_base + c] = params.node_scale * a * b;
+        }
+    } else {
+        const uint n_base = out_row * 2u * SKETCH;
+        [[dont_unroll]] for (uint c = 0u; c < SKETCH; ++c) {
+            float a, b, e, f;
+            DOT_ROW(x, HEAD_DIM, params.w[0] + c * HEAD_DIM, a);
+            DOT_ROW(x, HEAD_DIM, params.w[1] + c * HEAD_DIM, b);
+            DOT_ROW(x, HEAD_DIM, params.w[2] + c * HEAD_DIM, e);
+            DOT_ROW(x, HEAD_DIM, params.w[3] + c * HEAD_DIM, f);
+            node_scratch[n_base + c] = params.node_scale * a * b;
+            node_scratch[n_base + SKETCH + c] = params.node_scale * e * f;
+        }
+        float n0[SKETCH], n1[SKETCH];
+        [[unroll]] for (uint d = 0u; d < SKETCH; ++d) {
+            n0[d] = node_scratch[n_base + d];
+            n1[d] = node_scratch[n_base + SKETCH + d];
+        }
+        [[dont_unroll]] for (uint c = 0u; c < SKETCH; ++c) {
+            float a, b;
+            DOT_ROW(n0, SKETCH, params.w[4] + c * SKETCH, a);
+            DOT_ROW(n1, SKETCH, params.w[5] + c * SKETCH, b);
+            sketch_out[s_base + c] = params.node_scale * a * b;
+        }
+    }
+#elif defined(SKETCH_LEARNED)
+    float f1[SKETCH], f2[SKETCH], mid[SKETCH];
+    {
+        float in0[HEAD_DIM];
+        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) in0[d] = x[d];
+        FEED_FORWARD(in0, HEAD_DIM, mid, 0u);
+        FEED_FORWARD(mid, SKETCH, f1, 1u);
+    }
+    {
+        float in0[HEAD_DIM];
+        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) in0[d] = x[d];
+        FEED_FORWARD(in0, HEAD_DIM, mid, 2u);
+        FEED_FORWARD(mid, SKETCH, f2, 3u);
+    }
+    const float root_r = sqrt(float(SKETCH));
+    [[unroll]] for (uint c = 0u; c < SKETCH; ++c) sketch_out[s_base + c] = root_r * stable_tanh(f1[c] * f2[c] / root_r);
+#else
+#error "define SKETCH_RANDOM or SKETCH_LEARNED"
+#endif
+}

@@ -1,0 +1,304 @@
+// Conformance of the composed polysketch forward (feature map -> block states -> Blelloch scan or
+// reduction -> output) through the C API, against the float64 reference psk::ref::polysketchAttention
+// with the very same sketch weights.
+//
+// Metric: relativeMaxError = max |gpu - ref| / max |ref| over the whole output, the reference run on
+// the inputs rounded to the storage type. Thresholds: float32 2e-4 (the sketch, states and prefix
+// sums add float32 rounding of sums over up to a few hundred rows), float16 2e-3, bfloat16 1.2e-2
+// (the output rounding dominates: ulp 2^-11 and 2^-8).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "reference/reference.hpp"
+#include "reference/storage_types.hpp"
+#include "sketch_weights.hpp"
+#include "support/device_layout.hpp"
+#include "support/sketch_fixtures.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+
+enum class Source { Seed, File, Learned };
+
+struct Case {
+    uint32_t degree = 4, r = 16, b = 32;
+    bool causal = true, localExact = false, referenceScaling = false;
+    bool qkNorm = false, localNorm = false;
+    Source source = Source::Seed;
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    uint32_t B = 1, Hq = 2, Hkv = 1, n = 33, h = 32, dv = 32;
+    uint32_t tokenPad = 0;
+};
+
+const char* typeName(PskDataType t) {
+    return t == PSK_DATA_TYPE_FLOAT32 ? "f32" : t == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16";
+}
+
+std::string name(const Case& c) {
+    std::ostringstream s;
+    s << (c.source == Source::Learned ? "learned" : c.source == Source::File ? "file" : "seed") << "_p" << c.degree << "_r" << c.r
+      << "_b" << c.b << (c.causal ? "_causal" : "_full") << (c.localExact ? "_localexact" : "") << (c.referenceScaling ? "_refscale" : "")
+      << (c.qkNorm ? "_ln" : "") << (c.localNorm ? "_localln" : "") << "_" << typeName(c.type)
+      << (c.layout == PSK_LAYOUT_BNHD ? "_bnhd" : "_bhnd") << "_B" << c.B << "_Hq" << c.Hq << "_Hkv" << c.Hkv << "_n" << c.n << "_h"
+      << c.h << "_dv" << c.dv;
+    if (c.tokenPad) s << "_pad" << c.tokenPad;
+    return s.str();
+}
+
+double threshold(PskDataType type) {
+    switch (type) {
+        case PSK_DATA_TYPE_FLOAT16:
+            return 2e-3;
+        case PSK_DATA_TYPE_BFLOAT16:
+            return 1.2e-2;
+        default:
+            return 2e-4;
+    }
+}
+
+/** Runs the forward on the device; returns the dense BHND output (empty on failure). */
+std::vector<float> runDevice(PskContext ctx, const Case& c, const PskAttentionCreateInfo& info, const std::vector<float>& q,
+                             const std::vector<float>& k, const std::vector<float>& v, PskForwardStats* stats) {
+    PskAttention attn = nullptr;
+    EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+    if (!attn) return {};
+    const psk::test::DeviceLayout L{c.B, c.n, c.layout, c.tokenPad};
+    const auto qDev = psk::storage::encode(L.toDevice(q, c.Hq, c.h, 0.0f), c.type);
+    const auto kDev = psk::storage::encode(L.toDevice(k, c.Hkv, c.h, 0.0f), c.type);
+    const auto vDev = psk::storage::encode(L.toDevice(v, c.Hkv, c.dv, 0.0f), c.type);
+    auto oDev = psk::storage::encode(L.toDevice(std::vector<float>(size_t(c.B) * c.Hq * c.n * c.dv, NAN), c.Hq, c.dv, 7.0f), c.type);
+    const PskTensorStrides qs = L.strides(c.Hq, c.h), ks = L.strides(c.Hkv, c.h), vs = L.strides(c.Hkv, c.dv),
+                           os = L.strides(c.Hq, c.dv);
+    PskForwardHostInfo fwd{};
+    fwd.batchSize = c.B;
+    fwd.seqLen = c.n;
+    fwd.q = qDev.data();
+    fwd.k = kDev.data();
+    fwd.v = vDev.data();
+    fwd.out = oDev.data();
+    fwd.qBytes = qDev.size();
+    fwd.kBytes = kDev.size();
+    fwd.vBytes = vDev.size();
+    fwd.outBytes = oDev.size();
+    if (c.tokenPad) {
+        fwd.qStrides = &qs;
+        fwd.kStrides = &ks;
+        fwd.vStrides = &vs;
+        fwd.outStrides = &os;
+    }
+    fwd.stats = stats;
+    const PskResult r = pskAttentionForwardHost(attn, &fwd);
+    pskDestroyAttention(attn);
+    EXPECT_EQ(r, PSK_SUCCESS) << pskResultToString(r);
+    if (r != PSK_SUCCESS) return {};
+    return L.fromDevice(psk::storage::decode(oDev, c.type), c.Hq, c.dv);
+}
+
+class PolysketchConformance : public ContextTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(PolysketchConformance, MatchesFloat64Reference) {
+    const Case c = GetParam();
+    const uint64_t seed = std::hash<std::string>{}(name(c));
+    const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hq * c.n * c.h, seed + 1), c.type);
+    const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.h, seed + 2), c.type);
+    const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.dv, seed + 3), c.type);
+    const float scale = 1.0f / std::sqrt(float(c.h));
+
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = (c.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0) |
+                 (c.referenceScaling ? PSK_ATTENTION_REFERENCE_SCALING_BIT : 0);
+    info.degree = c.degree;
+    info.scale = scale;
+    info.numQueryHeads = c.Hq;
+    info.numKeyValueHeads = c.Hkv;
+    info.headDim = c.h;
+    info.valueDim = c.dv;
+    info.dataType = c.type;
+    info.layout = c.layout;
+    info.sketchSize = c.r;
+    info.blockSize = c.b;
+    info.seed = seed;
+
+    // The sketch, on the library's side (info) and the reference's.
+    psk::ref::PolysketchConfig config;
+    psk::test::TempFile sketchFile("psk_sketch"), normFile("psk_qknorm");
+    if (c.source == Source::Learned) {
+        const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(c.h, c.r, seed + 4);
+        psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
+        info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+        info.sketchFile = sketchFile.path().c_str();
+        config.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+    } else {
+        psk::RandomSketchWeights w = psk::generateRandomSketch(seed, c.degree, c.h, c.r);
+        w.referenceScaling = c.referenceScaling;
+        if (c.source == Source::File) {
+            psk::writeSafeTensors(sketchFile.path(), psk::randomSketchToSafeTensors(w));
+            info.sketchSource = PSK_SKETCH_SOURCE_FILE;
+            info.sketchFile = sketchFile.path().c_str();
+        }
+        config.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+    }
+    psk::ref::LayerNormParams qkNorm, localNorm;
+    if (c.qkNorm) {
+        const psk::QkNormWeights norm = psk::test::randomQkNorm(c.h, c.localNorm, seed + 5);
+        psk::writeSafeTensors(normFile.path(), psk::qkNormToSafeTensors(norm));
+        info.qkNormFile = normFile.path().c_str();
+        qkNorm = psk::test::toReference(norm.scale, norm.bias);
+        config.qkNorm = &qkNorm;
+        if (c.localNorm) {
+            localNorm = psk::test::toReference(norm.localScale, norm.localBias);
+            config.localNorm = &localNorm;
+        }
+    }
+    config.degree = int(c.degree);
+    config.scale = scale;
+    config.causal = c.causal;
+    config.localExact = c.localExact;
+    config.blockSize = int(c.b);
+
+    PskForwardStats stats{};
+    const std::vector<float> got = runDevice(ctx, c, info, q, k, v, &stats);
+    ASSERT_FALSE(got.empty());
+    EXPECT_GT(stats.workspaceBytes, 0u);
+
+    const psk::ref::Shape shape{int(c.B), int(c.Hq), int(c.Hkv), int(c.n), int(c.h), int(c.dv)};
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
+    psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
+    double maxRef = 0;
+    for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
+    ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
+    EXPECT_LE(psk::test::relativeMaxError(got, want), threshold(c.type)) << name(c);
+}
+
+std::vector<Case> sweep() {
+    std::vector<Case> cases;
+    // n around the block size: 1, b - 1, b, b + 1, 5b + 3; causal and full; local exact on and off.
+    for (uint32_t b : {16u, 48u}) {
+        for (uint32_t n : {1u, b - 1, b, b + 1, 5 * b + 3}) {
+            for (int mode = 0; mode < 3; ++mode) {
+                Case c;
+                c.b = b;
+                c.n = n;
+                c.causal = mode != 0;
+                c.localExact = mode == 2;
+                cases.push_back(c);
+            }
+        }
+    }
+    // Degrees and sketch sizes (r from 8 to 128; degree 2 is exact and ignores r).
+    for (uint32_t degree : {2u, 4u, 8u}) {
+        for (uint32_t r : {8u, 32u}) {
+            if (degree == 2 && r != 8) continue;
+            for (bool localExact : {false, true}) {
+                Case c;
+                c.degree = degree;
+                c.r = r;
+                c.localExact = localExact;
+                c.n = 70;
+                cases.push_back(c);
+            }
+        }
+    }
+    {
+        Case c;
+        c.r = 128;
+        c.h = 16;
+        c.dv = 16;
+        c.n = 40;
+        c.b = 16;
+        cases.push_back(c);
+        c.degree = 8;
+        c.r = 64;
+        c.causal = false;
+        cases.push_back(c);
+    }
+    // Sketch sources and scalings.
+    for (Source source : {Source::File, Source::Learned}) {
+        for (bool localExact : {false, true}) {
+            Case c;
+            c.source = source;
+            c.localExact = localExact;
+            c.n = 77;
+            cases.push_back(c);
+        }
+    }
+    for (uint32_t degree : {4u, 8u}) {
+        Case c;
+        c.degree = degree;
+        c.referenceScaling = true;
+        c.n = 50;
+        cases.push_back(c);
+        c.source = Source::File;
+        cases.push_back(c);
+    }
+    // Fused LayerNorm: q/k LN, and the separate local LN.
+    for (Source source : {Source::Seed, Source::Learned}) {
+        for (int norm = 0; norm < 3; ++norm) {
+            Case c;
+            c.source = source;
+            c.qkNorm = true;
+            c.localExact = norm >= 1;
+            c.localNorm = norm == 2;
+            c.n = 45;
+            c.b = 16;
+            cases.push_back(c);
+        }
+    }
+    {
+        Case c;
+        c.qkNorm = true;
+        c.causal = false;
+        c.n = 45;
+        cases.push_back(c);
+    }
+    // Grouped-query heads, batches, layouts, custom strides, odd value dims, every storage type.
+    for (PskDataType type : {PSK_DATA_TYPE_FLOAT32, PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
+        for (bool localExact : {false, true}) {
+            Case c;
+            c.type = type;
+            c.localExact = localExact;
+            c.B = 2;
+            c.Hq = 4;
+            c.Hkv = 2;
+            c.n = 53;
+            c.layout = PSK_LAYOUT_BNHD;
+            cases.push_back(c);
+        }
+        Case full;
+        full.type = type;
+        full.causal = false;
+        full.n = 53;
+        full.Hq = 3;
+        cases.push_back(full);
+    }
+    {
+        Case c;
+        c.h = 64;
+        c.dv = 40;
+        c.n = 130;
+        c.b = 64;
+        c.tokenPad = 3;
+        c.localExact = true;
+        cases.push_back(c);
+        c.h = 16;
+        c.dv = 100;
+        c.r = 8;
+        c.tokenPad = 0;
+        c.localExact = false;
+        c.b = 100;
+        c.n = 333;
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, PolysketchConformance, ::testing::ValuesIn(sweep()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
+
+}  // namespace
