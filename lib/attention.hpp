@@ -23,8 +23,14 @@ public:
     const psk::AttentionConfig& config() const { return config_; }
 
     void forwardHost(const PskForwardHostInfo& info);
-    /** Workspace bytes of a call with this geometry (0 when the kinds needs none). */
+    /** Workspace bytes of a call with this geometry (0 when the kind needs none). */
     VkDeviceSize workspaceBytes(const psk::ForwardGeometry& geometry) const;
+
+    // For tests of the individual kernels: the intermediates of the last host-array call stay in
+    // the workspace buffer (its layout: polysketchWorkspace()).
+    const psk::Buffer& workspaceBuffer() const { return workspace_; }
+    const psk::PolysketchPlan& polysketchPlan() const { return polysketchPlan_; }
+    const psk::PolysketchResources& polysketchResources() const { return polysketch_; }
 
 private:
     void releaseVulkanObjects();

@@ -119,6 +119,15 @@ struct PolysketchResources {
     BufferRange pairs;    // selfTensorPairs(R)
 };
 
+/**
+ * Materializes packed features phi = psi(S) of `rows` sketch rows of length R (self_tensor.comp):
+ * sketches [rows][R] float32 -> features [rows][R (R + 1) / 2] float32. Not part of the forward
+ * (which expands psi on the fly); for tests and tools.
+ */
+inline const char* selfTensorShader() { return "self_tensor.f32"; }
+void recordSelfTensor(Recorder& recorder, VkPipeline pipeline, const DeviceCaps& caps, BufferRange sketches,
+                      BufferRange pairs, BufferRange features, uint32_t rows, uint32_t sketchLength);
+
 /** Records the whole polysketch forward; tensors.workspace must hold polysketchWorkspace().total. */
 void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
                       const PolysketchResources& resources, const PackedSketch& sketch, const AttentionConfig& config,

@@ -151,6 +151,17 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
     return ws;
 }
 
+void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps, BufferRange sketches, BufferRange pairs,
+                      BufferRange features, uint32_t rows, uint32_t sketchLength) {
+    const uint32_t F = sketchLength * (sketchLength + 1) / 2;
+    const uint32_t maxY = caps.limits().maxComputeWorkGroupCount[1], maxZ = caps.limits().maxComputeWorkGroupCount[2];
+    const uint32_t rowsY = std::min(rows, maxY);
+    const uint32_t rowsZ = ceilDiv(rows, rowsY);
+    if (rowsZ > maxZ || uint64_t(rows) * F >= (uint64_t(1) << 32)) fail(PSK_ERROR_TOO_LARGE, "too many feature rows");
+    const uint32_t push[4] = {rows, sketchLength, F, rowsY};
+    rec.dispatch(pipeline, {reads(sketches), reads(pairs), writes(features)}, push, sizeof(push), ceilDiv(F, 64), rowsY, rowsZ);
+}
+
 void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
                       const PolysketchResources& res, const PackedSketch& sketch, const AttentionConfig& c,
                       const BoundTensors& t) {

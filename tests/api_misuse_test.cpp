@@ -521,6 +521,48 @@ const CreateCase kCreateCases[] = {
          i.sketchFile = nullptr;
      },
      PSK_ERROR_INVALID_ARGUMENT, "sketchFile"},
+    {"PolysketchLocalExactWithoutCausal",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.flags = PSK_ATTENTION_LOCAL_EXACT_BIT;
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "CAUSAL"},
+    {"PolysketchMissingSketchFile",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSource = PSK_SKETCH_SOURCE_FILE;
+         i.sketchFile = "/nonexistent/psk_sketch.safetensors";
+     },
+     PSK_ERROR_BAD_FILE, "psk_sketch.safetensors"},
+    {"PolysketchMissingLearnedFile",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+         i.sketchFile = "/nonexistent/psk_learned.safetensors";
+     },
+     PSK_ERROR_BAD_FILE, "psk_learned.safetensors"},
+    {"PolysketchLearnedDegree8",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.degree = 8;
+         i.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+         i.sketchFile = "/nonexistent/psk_learned.safetensors";
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "degree 4"},
+    {"PolysketchLearnedReferenceScaling",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.flags = PSK_ATTENTION_REFERENCE_SCALING_BIT;
+         i.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+         i.sketchFile = "/nonexistent/psk_learned.safetensors";
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING"},
+    {"PolysketchMissingQkNormFile",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.qkNormFile = "/nonexistent/psk_norm.safetensors";
+     },
+     PSK_ERROR_BAD_FILE, "psk_norm.safetensors"},
 };
 
 INSTANTIATE_TEST_SUITE_P(Fields, CreateAttentionInvalidField, ::testing::ValuesIn(kCreateCases),

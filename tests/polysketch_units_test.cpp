@@ -1,0 +1,439 @@
+// The polysketch kernels one by one against the float64 reference, by reading back the workspace
+// of a forward call (its layout: psk::polysketchWorkspace), plus the self-tensoring kernel alone and
+// two properties of the whole: the sketched-local output does not depend on the block size, and the
+// sketch approximates exact polynomial attention better as r grows, with non-negative weights.
+//
+// Metric everywhere: relativeMaxError = max |gpu - ref| / max |ref|. Thresholds: sketch rows and
+// local rows 2e-5 (float32 dot products of length h or 8r through at most two sketch levels or four
+// FF layers), features 1e-6 (two products), block states and their prefixes / sums 2e-5 (float32
+// sums of up to a few hundred products).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "attention.hpp"
+#include "context.hpp"
+#include "kernels.hpp"
+#include "reference/reference.hpp"
+#include "support/sketch_fixtures.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+using psk::test::relativeMaxError;
+
+struct Shape {
+    uint32_t degree = 4, r = 16, b = 32, h = 32, dv = 32, B = 1, Hq = 2, Hkv = 1, n = 70;
+    bool causal = true, localExact = false, learned = false, referenceScaling = false, qkNorm = false, localNorm = false;
+    uint32_t variant = 0;  // distinguishes otherwise equal setups (their seeds derive from the name)
+};
+
+std::string name(const Shape& s) {
+    std::ostringstream o;
+    o << (s.learned ? "learned" : "random") << "_p" << s.degree << "_r" << s.r << "_b" << s.b << "_h" << s.h << "_dv" << s.dv << "_n"
+      << s.n << (s.causal ? "_causal" : "_full") << (s.localExact ? "_localexact" : "") << (s.referenceScaling ? "_refscale" : "")
+      << (s.qkNorm ? "_ln" : "") << (s.localNorm ? "_localln" : "") << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_B" << s.B;
+    if (s.variant) o << "_v" << s.variant;
+    return o.str();
+}
+
+/** Copies a device buffer range into host floats (through a readback buffer: works on any device). */
+std::vector<float> readBack(PskContext ctx, const psk::Buffer& buffer, VkDeviceSize offset, VkDeviceSize bytes) {
+    psk::Buffer host(ctx->allocator(), bytes, VK_BUFFER_USAGE_TRANSFER_DST_BIT, psk::MemoryUsage::HostReadback);
+    ctx->execute([&](psk::Recorder& rec) { rec.copy({buffer.handle(), offset, bytes}, {host.handle(), 0, bytes}, bytes); });
+    std::vector<float> out(bytes / 4);
+    std::memcpy(out.data(), host.mapped(), bytes);
+    return out;
+}
+
+/** One forward call with everything the reference needs to check its intermediates. */
+struct Run {
+    Shape s;
+    std::vector<float> q, k, v, out;
+    psk::PolysketchWorkspace layout;
+    std::vector<float> workspace;
+    psk::ref::PolysketchConfig config;
+    psk::ref::LayerNormParams qkNorm, localNorm;
+    int features = 0;
+
+    std::vector<float> region(const psk::PolysketchWorkspace::Region& r) const {
+        return std::vector<float>(workspace.begin() + r.offset / 4, workspace.begin() + (r.offset + r.size) / 4);
+    }
+    /** Rows of q or k (BHND, batch b, head hd) as the sketch sees them. */
+    std::vector<double> prepared(const std::vector<float>& x, uint32_t heads, uint32_t b, uint32_t hd, bool isQ,
+                                 const psk::ref::LayerNormParams* ln) const {
+        const std::vector<double> raw(x.begin() + ((size_t(b) * heads + hd) * s.n) * s.h,
+                                      x.begin() + ((size_t(b) * heads + hd) * s.n + s.n) * s.h);
+        return psk::ref::prepareRows(raw.data(), int(s.n), int(s.h), ln, isQ ? config.scale : 1.0);
+    }
+};
+
+std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
+    auto run = std::make_unique<Run>();
+    run->s = s;
+    const uint64_t seed = std::hash<std::string>{}(name(s));
+    run->q = psk::test::randomNormal(size_t(s.B) * s.Hq * s.n * s.h, seed + 1);
+    run->k = psk::test::randomNormal(size_t(s.B) * s.Hkv * s.n * s.h, seed + 2);
+    run->v = psk::test::randomNormal(size_t(s.B) * s.Hkv * s.n * s.dv, seed + 3);
+    run->out.assign(size_t(s.B) * s.Hq * s.n * s.dv, 0.0f);
+
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = (s.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (s.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0) |
+                 (s.referenceScaling ? PSK_ATTENTION_REFERENCE_SCALING_BIT : 0);
+    info.degree = s.degree;
+    info.scale = 1.0f / std::sqrt(float(s.h));
+    info.numQueryHeads = s.Hq;
+    info.numKeyValueHeads = s.Hkv;
+    info.headDim = s.h;
+    info.valueDim = s.dv;
+    info.sketchSize = s.r;
+    info.blockSize = s.b;
+    info.seed = seed;
+    psk::test::TempFile sketchFile("psk_units_sketch"), normFile("psk_units_norm");
+    if (s.learned) {
+        const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(s.h, s.r, seed + 4);
+        psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
+        info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+        info.sketchFile = sketchFile.path().c_str();
+        run->config.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+    } else {
+        psk::RandomSketchWeights w = psk::generateRandomSketch(seed, s.degree, s.h, s.r);
+        w.referenceScaling = s.referenceScaling;
+        run->config.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+    }
+    if (s.qkNorm) {
+        const psk::QkNormWeights norm = psk::test::randomQkNorm(s.h, s.localNorm, seed + 5);
+        psk::writeSafeTensors(normFile.path(), psk::qkNormToSafeTensors(norm));
+        info.qkNormFile = normFile.path().c_str();
+        run->qkNorm = psk::test::toReference(norm.scale, norm.bias);
+        run->config.qkNorm = &run->qkNorm;
+        if (s.localNorm) {
+            run->localNorm = psk::test::toReference(norm.localScale, norm.localBias);
+            run->config.localNorm = &run->localNorm;
+        }
+    }
+    run->config.degree = int(s.degree);
+    run->config.scale = info.scale;
+    run->config.causal = s.causal;
+    run->config.localExact = s.localExact;
+    run->config.blockSize = int(s.b);
+
+    PskAttention attn = nullptr;
+    EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+    if (!attn) return nullptr;
+    PskForwardHostInfo fwd{};
+    fwd.batchSize = s.B;
+    fwd.seqLen = s.n;
+    fwd.q = run->q.data();
+    fwd.k = run->k.data();
+    fwd.v = run->v.data();
+    fwd.out = run->out.data();
+    fwd.qBytes = run->q.size() * 4;
+    fwd.kBytes = run->k.size() * 4;
+    fwd.vBytes = run->v.size() * 4;
+    fwd.outBytes = run->out.size() * 4;
+    PskForwardStats stats{};
+    fwd.stats = &stats;
+    EXPECT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
+    const psk::ForwardGeometry g =
+        psk::makeForwardGeometry(attn->config(), ctx->caps(), s.B, s.n, nullptr, nullptr, nullptr, nullptr);
+    run->layout = psk::polysketchWorkspace(attn->polysketchPlan(), attn->config(), g);
+    EXPECT_EQ(stats.workspaceBytes, run->layout.total);
+    run->workspace = readBack(ctx, attn->workspaceBuffer(), 0, run->layout.total);
+    run->features = int(attn->polysketchPlan().features);
+    pskDestroyAttention(attn);
+    return run;
+}
+
+/** H_l of every (batch, kv head) from the reference, [seq][block] -> F x (dv + 1). */
+std::vector<std::vector<std::vector<double>>> referenceStates(const Run& run) {
+    const Shape& s = run.s;
+    std::vector<std::vector<std::vector<double>>> all;
+    for (uint32_t b = 0; b < s.B; ++b) {
+        for (uint32_t hd = 0; hd < s.Hkv; ++hd) {
+            const std::vector<double> K = run.prepared(run.k, s.Hkv, b, hd, false, run.config.qkNorm);
+            int F = 0;
+            const std::vector<double> phiK = psk::ref::featureRows(run.config.sketch, K.data(), int(s.n), int(s.h), F);
+            const std::vector<double> V(run.v.begin() + ((size_t(b) * s.Hkv + hd) * s.n) * s.dv,
+                                        run.v.begin() + ((size_t(b) * s.Hkv + hd) * s.n + s.n) * s.dv);
+            all.push_back(psk::ref::blockStates(phiK, V, int(s.n), F, int(s.dv), int(s.b)));
+        }
+    }
+    return all;
+}
+
+// ---- feature map: sketch rows and local rows ----
+
+class FeatureMap : public ContextTest, public ::testing::WithParamInterface<Shape> {};
+
+TEST_P(FeatureMap, SketchRowsMatchReference) {
+    const Shape s = GetParam();
+    const auto run = runForward(ctx, s);
+    ASSERT_TRUE(run);
+    struct Side {
+        const std::vector<float>* x;
+        uint32_t heads;
+        bool isQ;
+        const psk::PolysketchWorkspace::Region* sketch;
+        const psk::PolysketchWorkspace::Region* local;
+    } sides[] = {{&run->q, s.Hq, true, &run->layout.qSketch, &run->layout.qLocal},
+                 {&run->k, s.Hkv, false, &run->layout.kSketch, &run->layout.kLocal}};
+    for (const Side& side : sides) {
+        std::vector<double> wantSketch, wantLocal;
+        for (uint32_t b = 0; b < s.B; ++b) {
+            for (uint32_t hd = 0; hd < side.heads; ++hd) {
+                const std::vector<double> x = run->prepared(*side.x, side.heads, b, hd, side.isQ, run->config.qkNorm);
+                for (uint32_t i = 0; i < s.n; ++i) {
+                    const std::vector<double> sk = run->config.sketch(&x[size_t(i) * s.h]);
+                    wantSketch.insert(wantSketch.end(), sk.begin(), sk.end());
+                }
+                if (s.localExact) {
+                    const auto* ln = run->config.localNorm ? run->config.localNorm : run->config.qkNorm;
+                    const std::vector<double> l = run->prepared(*side.x, side.heads, b, hd, side.isQ, ln);
+                    wantLocal.insert(wantLocal.end(), l.begin(), l.end());
+                }
+            }
+        }
+        const std::vector<float> got = run->region(*side.sketch);
+        ASSERT_EQ(got.size(), wantSketch.size());
+        EXPECT_LE(relativeMaxError(got, wantSketch), 2e-5) << (side.isQ ? "q" : "k") << " sketch rows";
+        if (s.localExact) {
+            const std::vector<float> gotLocal = run->region(*side.local);
+            ASSERT_EQ(gotLocal.size(), wantLocal.size());
+            EXPECT_LE(relativeMaxError(gotLocal, wantLocal), 2e-5) << (side.isQ ? "q" : "k") << " local rows";
+        }
+    }
+}
+
+std::vector<Shape> featureCases() {
+    std::vector<Shape> cases;
+    for (uint32_t degree : {2u, 4u, 8u}) {
+        Shape s;
+        s.degree = degree;
+        cases.push_back(s);
+        if (degree != 2) {
+            s.referenceScaling = true;
+            cases.push_back(s);
+        }
+    }
+    Shape s;
+    s.learned = true;
+    cases.push_back(s);
+    s.qkNorm = true;
+    cases.push_back(s);
+    s.learned = false;
+    s.localExact = true;
+    cases.push_back(s);
+    s.localNorm = true;
+    s.B = 2;
+    s.Hq = 4;
+    s.Hkv = 2;
+    cases.push_back(s);
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FeatureMap, ::testing::ValuesIn(featureCases()),
+                         [](const ::testing::TestParamInfo<Shape>& i) { return name(i.param); });
+
+// ---- block states, their Blelloch prefix (causal) and their sum (full) ----
+
+class BlockStates : public ContextTest, public ::testing::WithParamInterface<Shape> {};
+
+TEST_P(BlockStates, StatesMatchReference) {
+    const Shape s = GetParam();
+    const auto run = runForward(ctx, s);
+    ASSERT_TRUE(run);
+    const auto H = referenceStates(*run);
+    const size_t elems = size_t(run->features) * (s.dv + 1);
+    const std::vector<float> got = run->region(run->layout.states);
+    ASSERT_EQ(got.size(), H.size() * run->layout.blocks * elems);
+    std::vector<double> want;
+    std::vector<float> gotCompared;
+    for (size_t seq = 0; seq < H.size(); ++seq) {
+        ASSERT_EQ(H[seq].size(), run->layout.blocks);
+        if (s.causal) {
+            // After the scan: Z_l = sum_{j<l} H_j for every block.
+            for (const auto& z : psk::ref::exclusivePrefix(H[seq])) want.insert(want.end(), z.begin(), z.end());
+            gotCompared.insert(gotCompared.end(), got.begin() + seq * H[seq].size() * elems,
+                               got.begin() + (seq + 1) * H[seq].size() * elems);
+        } else {
+            // After the reduction: block 0 holds the sum of all blocks (= H_0 when there is one).
+            std::vector<double> sum(elems, 0.0);
+            for (const auto& h : H[seq])
+                for (size_t e = 0; e < elems; ++e) sum[e] += h[e];
+            want.insert(want.end(), sum.begin(), sum.end());
+            gotCompared.insert(gotCompared.end(), got.begin() + seq * H[seq].size() * elems,
+                               got.begin() + seq * H[seq].size() * elems + elems);
+        }
+    }
+    double maxRef = 0;
+    for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
+    ASSERT_GT(maxRef, 1e-3) << "degenerate states";
+    EXPECT_LE(relativeMaxError(gotCompared, want), 2e-5);
+}
+
+std::vector<Shape> stateCases() {
+    std::vector<Shape> cases;
+    // Full: one block (a single row, short, exact) is H_0 itself; more blocks are summed.
+    // Causal: the prefixes of 2 blocks, 3 with a short last one, 5 blocks plus 3 rows.
+    for (bool causal : {false, true}) {
+        for (uint32_t n : causal ? std::vector<uint32_t>{64, 65, 163} : std::vector<uint32_t>{1, 29, 32, 163}) {
+            Shape s;
+            s.causal = causal;
+            s.n = n;
+            cases.push_back(s);
+        }
+    }
+    Shape odd;  // F = 36 and 105 (partial feature tiles), dv = 40 and 100 (partial column tiles)
+    odd.r = 8;
+    odd.dv = 40;
+    odd.n = 100;
+    odd.causal = false;
+    cases.push_back(odd);
+    odd.r = 14;
+    odd.dv = 100;
+    odd.B = 2;
+    odd.Hq = 2;
+    odd.Hkv = 2;
+    odd.causal = true;
+    cases.push_back(odd);
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BlockStates, ::testing::ValuesIn(stateCases()),
+                         [](const ::testing::TestParamInfo<Shape>& i) { return name(i.param); });
+
+// ---- self-tensoring alone ----
+
+class SelfTensor : public ContextTest, public ::testing::WithParamInterface<uint32_t> {};
+
+TEST_P(SelfTensor, PackedFeaturesMatchReference) {
+    const uint32_t R = GetParam(), rows = 37, F = R * (R + 1) / 2;
+    const std::vector<float> sketches = psk::test::randomNormal(size_t(rows) * R, R);
+    const std::vector<uint32_t> pairs = psk::selfTensorPairs(R);
+    const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+    psk::Buffer in(ctx->allocator(), sketches.size() * 4, usage, psk::MemoryUsage::HostUpload);
+    psk::Buffer pairBuf(ctx->allocator(), pairs.size() * 4, usage, psk::MemoryUsage::HostUpload);
+    psk::Buffer out(ctx->allocator(), size_t(rows) * F * 4, usage, psk::MemoryUsage::DeviceLocal);
+    std::memcpy(in.mapped(), sketches.data(), sketches.size() * 4);
+    std::memcpy(pairBuf.mapped(), pairs.data(), pairs.size() * 4);
+    VkPipeline pipeline = ctx->pipelines().get(psk::selfTensorShader(), {});
+    ctx->execute([&](psk::Recorder& rec) {
+        psk::recordSelfTensor(rec, pipeline, ctx->caps(), {in.handle(), 0, in.size()}, {pairBuf.handle(), 0, pairBuf.size()},
+                              {out.handle(), 0, out.size()}, rows, R);
+    });
+    const std::vector<float> got = readBack(ctx, out, 0, size_t(rows) * F * 4);
+    std::vector<double> want;
+    for (uint32_t i = 0; i < rows; ++i) {
+        const std::vector<double> u(sketches.begin() + size_t(i) * R, sketches.begin() + size_t(i + 1) * R);
+        const std::vector<double> psi = psk::ref::selfTensorPacked(u);
+        want.insert(want.end(), psi.begin(), psi.end());
+    }
+    EXPECT_LE(relativeMaxError(got, want), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Lengths, SelfTensor, ::testing::Values(1u, 8u, 17u, 32u, 128u));
+
+// ---- properties of the whole ----
+
+class PolysketchProperties : public ContextTest {};
+
+TEST_F(PolysketchProperties, SketchedLocalOutputDoesNotDependOnBlockSize) {
+    // Sketched local weights are the same inner products as the prefix part, so the block size
+    // only changes the order of float32 sums.
+    std::vector<float> first;
+    // The same sketch (seed) and inputs for every b.
+    const uint32_t h = 32, dv = 32, n = 150, Hq = 2;
+    const std::vector<float> q = psk::test::randomNormal(size_t(Hq) * n * h, 11), k = psk::test::randomNormal(size_t(Hq) * n * h, 12),
+                             v = psk::test::randomNormal(size_t(Hq) * n * dv, 13);
+    for (uint32_t b : {16u, 32u, 48u, 128u}) {
+        PskAttentionCreateInfo info{};
+        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        info.flags = PSK_ATTENTION_CAUSAL_BIT;
+        info.scale = 1.0f / std::sqrt(float(h));
+        info.numQueryHeads = Hq;
+        info.headDim = h;
+        info.valueDim = dv;
+        info.sketchSize = 16;
+        info.blockSize = b;
+        info.seed = 99;
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        std::vector<float> out(size_t(Hq) * n * dv);
+        PskForwardHostInfo fwd{};
+        fwd.seqLen = n;
+        fwd.q = q.data();
+        fwd.k = k.data();
+        fwd.v = v.data();
+        fwd.out = out.data();
+        fwd.qBytes = q.size() * 4;
+        fwd.kBytes = k.size() * 4;
+        fwd.vBytes = v.size() * 4;
+        fwd.outBytes = out.size() * 4;
+        ASSERT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
+        pskDestroyAttention(attn);
+        if (first.empty()) {
+            first = out;
+            continue;
+        }
+        const std::vector<double> ref(first.begin(), first.end());
+        EXPECT_LE(relativeMaxError(out, ref), 1e-5) << "b = " << b << " against b = 16";
+    }
+}
+
+TEST_F(PolysketchProperties, SketchApproximatesPolynomialWeightsBetterAsRGrows) {
+    // Degree 4: w_ij = <phi(q_i), phi(k_j)> from the device's sketch rows, expanded to packed
+    // features by the self-tensoring kernel, against the exact (q_i . k_j)^4, over 6 seeds.
+    const uint32_t h = 16, n = 24;
+    double previous = 1e300;
+    for (uint32_t r : {16u, 32u, 64u, 128u}) {
+        double errorSum = 0;
+        for (uint64_t seed = 1; seed <= 6; ++seed) {
+            Shape s;
+            s.r = r;
+            s.h = h;
+            s.dv = 16;
+            s.n = n;
+            s.Hq = 1;
+            s.causal = false;
+            s.variant = uint32_t(seed);
+            const auto run = runForward(ctx, s);
+            ASSERT_TRUE(run);
+            // The forward's scale is 1/sqrt(h): the sketch saw s q and k.
+            const std::vector<float> sq = run->region(run->layout.qSketch), sk = run->region(run->layout.kSketch);
+            const uint32_t F = r * (r + 1) / 2;
+            std::vector<double> phiQ(size_t(n) * F), phiK(size_t(n) * F);
+            for (uint32_t i = 0; i < n; ++i) {
+                const auto a = psk::ref::selfTensorPacked(std::vector<double>(sq.begin() + i * r, sq.begin() + (i + 1) * r));
+                const auto b = psk::ref::selfTensorPacked(std::vector<double>(sk.begin() + i * r, sk.begin() + (i + 1) * r));
+                std::copy(a.begin(), a.end(), phiQ.begin() + size_t(i) * F);
+                std::copy(b.begin(), b.end(), phiK.begin() + size_t(i) * F);
+            }
+            double num = 0, den = 0, minW = 0, maxW = 0;
+            for (uint32_t i = 0; i < n; ++i) {
+                for (uint32_t j = 0; j < n; ++j) {
+                    double w = 0, dot = 0;
+                    for (uint32_t f = 0; f < F; ++f) w += phiQ[size_t(i) * F + f] * phiK[size_t(j) * F + f];
+                    for (uint32_t d = 0; d < h; ++d) dot += double(run->q[i * h + d]) * run->k[j * h + d];
+                    const double exact = std::pow(dot * run->config.scale, 4);
+                    num += (w - exact) * (w - exact);
+                    den += exact * exact;
+                    minW = std::min(minW, w);
+                    maxW = std::max(maxW, w);
+                }
+            }
+            EXPECT_GE(minW, -1e-9 * maxW) << "a sketched weight is negative (r = " << r << ")";
+            errorSum += std::sqrt(num / den);
+        }
+        const double error = errorSum / 6;
+        EXPECT_LT(error, previous) << "r = " << r;
+        previous = error;
+    }
+}
+
+}  // namespace
