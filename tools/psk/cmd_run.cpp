@@ -5,8 +5,10 @@
 // failed run never leaves an output file behind.
 #include <polysketch/polysketch.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -243,7 +245,22 @@ std::vector<float> fromBnhd(const std::vector<float>& y, size_t B, size_t H, siz
 
 }  // namespace
 
+namespace {
+int runChecked(int argc, char** argv);
+}  // namespace
+
 int runRun(int argc, char** argv) {
+    try {
+        return runChecked(argc, argv);
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "psk run: out of host memory\n");
+        return 1;
+    }
+}
+
+namespace {
+
+int runChecked(int argc, char** argv) {
     RunOptions o;
     try {
         bool help = false;
@@ -378,3 +395,5 @@ int runRun(int argc, char** argv) {
                 o.out.c_str());
     return 0;
 }
+
+}  // namespace
