@@ -142,4 +142,14 @@ PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostIn
     });
 }
 
+PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes) {
+    return guarded(attention ? attention->context() : nullptr, "pskGetWorkspaceSize", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!pBytes) fail(PSK_ERROR_INVALID_ARGUMENT, "pBytes must not be NULL");
+        const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), batchSize,
+                                                                seqLen, nullptr, nullptr, nullptr, nullptr);
+        *pBytes = attention->workspaceBytes(g);
+    });
+}
+
 }  // extern "C"

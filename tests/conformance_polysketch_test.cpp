@@ -93,6 +93,9 @@ std::vector<float> runDevice(PskContext ctx, const Case& c, const PskAttentionCr
     }
     fwd.stats = stats;
     const PskResult r = pskAttentionForwardHost(attn, &fwd);
+    uint64_t queried = 0;
+    EXPECT_EQ(pskGetWorkspaceSize(attn, c.B, c.n, &queried), PSK_SUCCESS);
+    if (stats) EXPECT_EQ(queried, stats->workspaceBytes) << "pskGetWorkspaceSize disagrees with the call";
     pskDestroyAttention(attn);
     EXPECT_EQ(r, PSK_SUCCESS) << pskResultToString(r);
     if (r != PSK_SUCCESS) return {};
@@ -296,6 +299,40 @@ std::vector<Case> sweep() {
         cases.push_back(c);
     }
     return cases;
+}
+
+// The workspace is linear in n: sketch rows (n r per head), local rows (n h), block states
+// (ceil(n/b) r(r+1)/2 (dv+1) per key/value head), each region aligned to at most 256 bytes.
+TEST_F(ContextTest, PolysketchWorkspaceIsLinearInN) {
+    const uint32_t h = 64, dv = 48, r = 32, b = 256, Hq = 4, Hkv = 2, B = 3, F = r * (r + 1) / 2;
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
+    info.numQueryHeads = Hq;
+    info.numKeyValueHeads = Hkv;
+    info.headDim = h;
+    info.valueDim = dv;
+    info.sketchSize = r;
+    info.blockSize = b;
+    PskAttention attn = nullptr;
+    ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+    for (uint32_t n : {1u, 255u, 256u, 257u, 4096u, 20000u}) {
+        const uint64_t blocks = (n + b - 1) / b;
+        const uint64_t floats = uint64_t(B) * n * (Hq + Hkv) * (r + h) + uint64_t(B) * Hkv * blocks * F * (dv + 1);
+        uint64_t bytes = 0;
+        ASSERT_EQ(pskGetWorkspaceSize(attn, B, n, &bytes), PSK_SUCCESS);
+        EXPECT_GE(bytes, floats * 4) << n;
+        EXPECT_LE(bytes, floats * 4 + 5 * 256) << n;
+    }
+    uint64_t bytes = 0;
+    // 2^20 tokens: the states alone exceed what one binding may address on most devices.
+    const PskResult big = pskGetWorkspaceSize(attn, B, 1u << 20, &bytes);
+    EXPECT_TRUE(big == PSK_ERROR_TOO_LARGE || (big == PSK_SUCCESS && bytes > (uint64_t(1) << 30))) << pskResultToString(big);
+    EXPECT_EQ(pskGetWorkspaceSize(attn, B, 0, &bytes), PSK_ERROR_INVALID_SHAPE);
+    EXPECT_EQ(pskGetWorkspaceSize(attn, B, 64, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(pskGetWorkspaceSize(nullptr, B, 64, &bytes), PSK_ERROR_INVALID_ARGUMENT);
+    pskDestroyAttention(attn);
+    psk::test::sharedLog().clear();  // the three refused calls above reported their errors
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, PolysketchConformance, ::testing::ValuesIn(sweep()),

@@ -55,6 +55,19 @@
  *   polysketch:  the polynomial form with w_ij = <phi(s q_i), phi(k_j)>, phi a non-negative sketch
  *                feature map, computed in time linear in n by blocks.
  * "causal" keeps j <= i, "full" keeps every j. All accumulation is float32 whatever the storage type.
+ *
+ * Polysketch in one paragraph
+ * ---------------------------
+ * A sketch S maps a row x (after the optional LayerNorm, and for q the scale s) to r numbers:
+ * random (degree 2: S(x) = x; degree 4 and 8: a tree of Gaussian matrices with Hadamard products,
+ * generated from `seed` or read from a file) or learned (degree 4, weights from a file). The
+ * features are phi(x) = psi(S(x)), the packed self-tensoring with r(r+1)/2 entries, so
+ * <phi(q), phi(k)> = <S(q), S(k)>^2 >= 0. Causal attention runs by blocks of b rows: per block the
+ * state H_l = phi(K_l)^T [V_l | 1], a parallel (Blelloch) exclusive scan gives Z_l = sum_{j<l} H_j,
+ * and row i of block l gets num_i = phi(q_i)^T Z_l + the lower-triangular part inside its block
+ * (sketched, or exact polynomial weights with PSK_ATTENTION_LOCAL_EXACT_BIT), then
+ * O_i = num_i[0:dv] / (1 + num_i[dv]). Full attention sums all block states instead. Cost is
+ * linear in n; the device workspace is O((n/b) r^2 dv) per head (pskGetWorkspaceSize).
  */
 #ifndef POLYSKETCH_POLYSKETCH_H
 #define POLYSKETCH_POLYSKETCH_H
@@ -254,7 +267,7 @@ typedef enum PskLayout {
 typedef enum PskAttentionCreateFlagBits {
     /** Causal mask: row i attends to j <= i. Without it every row attends to every j ("full"). */
     PSK_ATTENTION_CAUSAL_BIT = 0x1,
-    /** Polysketch: exact polynomial weights inside each block ("local exact"). */
+    /** Polysketch: exact polynomial weights inside each block ("local exact"). Needs CAUSAL. */
     PSK_ATTENTION_LOCAL_EXACT_BIT = 0x2,
     /**
      * Polysketch, random sketch: the google-research scaling (each G divided by sqrt(r)) instead
@@ -291,13 +304,32 @@ typedef struct PskAttentionCreateInfo {
     PskLayout layout;               /**< default strides of the tensors */
 
     /* Polysketch only (ignored by the other kinds). */
-    uint32_t sketchSize;            /**< r: 8 to 128; 0 means 32 */
-    uint32_t blockSize;             /**< b: 16 to 1024; 0 means 256 */
+    /**
+     * r: 8 to 128. 0 means 32 for a seeded sketch and "the file's sketch_size" for a sketch file
+     * (a non-zero value must then match the file). Degree 2 ignores it: S(x) = x has length h,
+     * so the features number h(h+1)/2.
+     */
+    uint32_t sketchSize;
+    /** b: 16 to 1024, any value (n need not be a multiple); 0 means 256. */
+    uint32_t blockSize;
     PskSketchSource sketchSource;
-    uint64_t seed;                  /**< PSK_SKETCH_SOURCE_SEED */
-    const char* sketchFile;         /**< PSK_SKETCH_SOURCE_FILE and _LEARNED_FILE */
-    /** Optional q/k LayerNorm file (.safetensors: "ln.scale", "ln.bias", and for local exact
-     *  optionally "local_ln.scale", "local_ln.bias"); NULL for none. */
+    /** PSK_SKETCH_SOURCE_SEED: the same seed gives bit-identical matrices on every device and OS. */
+    uint64_t seed;
+    /**
+     * PSK_SKETCH_SOURCE_FILE: a .safetensors file with tensors g{l}_{i}a, g{l}_{i}b (docs/MATH.md)
+     * and __metadata__ kind "random", degree, sketch_size, scaling "unbiased" | "reference"; the
+     * file's scaling is used (PSK_ATTENTION_REFERENCE_SCALING_BIT must agree if set).
+     * PSK_SKETCH_SOURCE_LEARNED_FILE: tensors f{1,2}.{0,1}.{ln.scale, ln.bias, dense1, dense2},
+     * __metadata__ kind "learned", degree "4", sketch_size; the degree must be 4 and
+     * REFERENCE_SCALING must be unset. Read once, at creation. Errors: PSK_ERROR_BAD_FILE.
+     */
+    const char* sketchFile;
+    /**
+     * Optional q/k LayerNorm (.safetensors: "ln.scale", "ln.bias" of shape [h], eps 1e-5) applied to
+     * q and k before the sketch, fused into the feature map. Optionally also "local_ln.scale",
+     * "local_ln.bias": a separate LayerNorm for the exact local part, which needs
+     * PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT. NULL for none.
+     */
     const char* qkNormFile;
 } PskAttentionCreateInfo;
 
@@ -356,6 +388,16 @@ typedef struct PskForwardHostInfo {
  * waits, downloads. Inputs are checked for NaN and infinity first.
  */
 PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostInfo* info);
+
+/**
+ * Bytes of device workspace a forward call of `batchSize` (0 means 1) sequences of `seqLen` tokens
+ * needs beyond q, k, v and the output, with the attention's default strides. Polysketch: the
+ * sketch rows of q and k (n r floats per head), in local-exact mode the prepared q and k rows
+ * (n h), and the block states ((n/b) r(r+1)/2 (dv+1) floats per key/value head), never O(n^2).
+ * Softmax and exact polynomial: 0 up to 8192 tokens, then a per-row state. Fails with
+ * PSK_ERROR_TOO_LARGE exactly when a call of that size would.
+ */
+PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
 
 #ifdef __cplusplus
 }
