@@ -11,6 +11,7 @@
 
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
+#include "support/host_forward.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -49,42 +50,6 @@ double threshold(PskDataType type) {
     }
 }
 
-/** Element offset of (b, h, t, 0) for the layout the device sees. */
-uint64_t offsetOf(const Case& c, const PskTensorStrides& s, uint32_t b, uint32_t h, uint32_t t) {
-    (void)c;
-    return b * s.batch + h * s.head + t * s.token;
-}
-
-PskTensorStrides stridesFor(const Case& c, uint32_t heads, uint32_t dim) {
-    const uint64_t row = dim + c.tokenPad;
-    if (c.layout == PSK_LAYOUT_BNHD) return {uint64_t(c.n) * heads * dim, dim, uint64_t(heads) * dim};
-    return {uint64_t(heads) * c.n * row, uint64_t(c.n) * row, row};
-}
-
-/** Scatters a dense BHND tensor into the device layout; gaps get a sentinel. */
-std::vector<float> toDevice(const Case& c, const std::vector<float>& dense, uint32_t heads, uint32_t dim, float gap) {
-    const PskTensorStrides s = stridesFor(c, heads, dim);
-    const uint64_t extent = (c.B - 1) * s.batch + (heads - 1) * s.head + (c.n - 1) * s.token + dim;
-    std::vector<float> out(extent, gap);
-    for (uint32_t b = 0; b < c.B; ++b)
-        for (uint32_t h = 0; h < heads; ++h)
-            for (uint32_t t = 0; t < c.n; ++t)
-                for (uint32_t d = 0; d < dim; ++d)
-                    out[offsetOf(c, s, b, h, t) + d] = dense[((uint64_t(b) * heads + h) * c.n + t) * dim + d];
-    return out;
-}
-
-std::vector<float> fromDevice(const Case& c, const std::vector<float>& dev, uint32_t heads, uint32_t dim) {
-    const PskTensorStrides s = stridesFor(c, heads, dim);
-    std::vector<float> dense(size_t(c.B) * heads * c.n * dim);
-    for (uint32_t b = 0; b < c.B; ++b)
-        for (uint32_t h = 0; h < heads; ++h)
-            for (uint32_t t = 0; t < c.n; ++t)
-                for (uint32_t d = 0; d < dim; ++d)
-                    dense[((uint64_t(b) * heads + h) * c.n + t) * dim + d] = dev[offsetOf(c, s, b, h, t) + d];
-    return dense;
-}
-
 class BaselineConformance : public ContextTest, public ::testing::WithParamInterface<Case> {};
 
 TEST_P(BaselineConformance, MatchesFloat64Reference) {
@@ -112,43 +77,29 @@ TEST_P(BaselineConformance, MatchesFloat64Reference) {
     ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
 
     const float sentinel = 12345.0f;
-    const auto qDev = psk::storage::encode(toDevice(c, q, c.Hq, c.h, 0.0f), c.type);
-    const auto kDev = psk::storage::encode(toDevice(c, k, c.Hkv, c.h, 0.0f), c.type);
-    const auto vDev = psk::storage::encode(toDevice(c, v, c.Hkv, c.dv, 0.0f), c.type);
-    auto oDev = psk::storage::encode(toDevice(c, std::vector<float>(size_t(c.B) * c.Hq * c.n * c.dv, NAN), c.Hq, c.dv, sentinel), c.type);
-    const PskTensorStrides qs = stridesFor(c, c.Hq, c.h), ks = stridesFor(c, c.Hkv, c.h), vs = stridesFor(c, c.Hkv, c.dv),
-                           os = stridesFor(c, c.Hq, c.dv);
-    PskForwardHostInfo fwd{};
-    fwd.batchSize = c.B;
-    fwd.seqLen = c.n;
-    fwd.q = qDev.data();
-    fwd.k = kDev.data();
-    fwd.v = vDev.data();
-    fwd.out = oDev.data();
-    fwd.qBytes = qDev.size();
-    fwd.kBytes = kDev.size();
-    fwd.vBytes = vDev.size();
-    fwd.outBytes = oDev.size();
-    if (c.tokenPad) {
-        fwd.qStrides = &qs;
-        fwd.kStrides = &ks;
-        fwd.vStrides = &vs;
-        fwd.outStrides = &os;
-    }
-    ASSERT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
+    psk::test::HostForward forward;
+    forward.layout = {c.B, c.n, c.layout, c.tokenPad};
+    forward.type = c.type;
+    forward.Hq = c.Hq;
+    forward.Hkv = c.Hkv;
+    forward.h = c.h;
+    forward.dv = c.dv;
+    forward.explicitStrides = c.tokenPad != 0;
+    forward.gap = sentinel;
+    std::vector<float> outAll;
+    const std::vector<float> got = forward.run(attn, q, k, v, nullptr, &outAll);
     pskDestroyAttention(attn);
-
-    const auto outAll = psk::storage::decode(oDev, c.type);
-    const auto got = fromDevice(c, outAll, c.Hq, c.dv);
+    ASSERT_FALSE(got.empty());
     if (c.tokenPad) {
         const float storedSentinel = psk::storage::quantize({sentinel}, c.type)[0];
+        const PskTensorStrides os = forward.layout.strides(c.Hq, c.dv);
         // Gaps between rows must be untouched.
         size_t touched = 0, gaps = 0;
         for (uint32_t b = 0; b < c.B; ++b)
             for (uint32_t hh = 0; hh < c.Hq; ++hh)
                 for (uint32_t t = 0; t + 1 < c.n; ++t)
                     for (uint32_t d = c.dv; d < c.dv + c.tokenPad; ++d, ++gaps)
-                        touched += outAll[offsetOf(c, os, b, hh, t) + d] != storedSentinel;
+                        touched += outAll[psk::test::DeviceLayout::offset(os, b, hh, t) + d] != storedSentinel;
         EXPECT_EQ(touched, 0u) << "of " << gaps << " gap elements";
     }
 
