@@ -1,0 +1,186 @@
+#version 450
+// Block states of polysketch (SPEC section 6) on cooperative matrices: the same result as
+// block_states.comp, H_l = phi(K_l)^T [V_l | 1] in the layout [seq][block][feature][VALUE_DIM + 1],
+// computed as a GEMM C = A B with
+//   A = psi(S(K_l))^T   (features x keys), expanded from the pair table (self_tensor.glsl),
+//   B = V_l             (keys x value columns),
+// float16 (or bfloat16) operands staged in shared memory, float32 accumulation. The normalizer
+// column (column VALUE_DIM, the feature sum over the block's keys) is not a GEMM column: the
+// workgroups of column tile 0 add up the staged A rows in float32, so that a value dimension that
+// is a multiple of CM_N wastes no matrix column.
+//
+// Tiling: a workgroup owns a TILE_M x TILE_N tile of C (TILE_M = SG_M * WM * CM_M features,
+// TILE_N = SG_N * WN * CM_N columns) with SG_M * SG_N subgroups; each subgroup accumulates
+// WM x WN matrices of CM_M x CM_N. Keys go KEY_TILE (a multiple of CM_K) at a time:
+//   1. stage the sketch rows S(k_j) (float32) and the tile's value columns (operand type),
+//   2. expand A = coef_f * S_a * S_b * feature_scale into shared memory, column-major,
+//   3. every subgroup runs KEY_TILE / CM_K steps of CM_MULADD.
+// Keys past the end of a short last block become zero rows and columns, which add nothing.
+// The accumulators go out through a per-subgroup shared scratch matrix, since the states' row
+// stride (VALUE_DIM + 1 floats) is not 16-byte aligned and the tiles may hang over F or dv.
+//
+// feature_scale (a power of two, 1 unless the host knows the features overflow float16) scales
+// A before rounding; the results are divided by it again, which is exact.
+//
+// One source for GL_NV_cooperative_matrix and GL_KHR_cooperative_matrix (coopmat.glsl); the
+// shape (CM_M, CM_N, CM_K) is chosen at run time from the device's enumerated properties
+// (lib/coopmat_selection.cpp). The workgroup must consist of exactly SG_M * SG_N subgroups: the
+// host sets THREADS = SG_M * SG_N * subgroup size and pins the subgroup size where it can vary.
+
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint THREADS = 128;  // SG_M * SG_N * subgroup size
+layout(constant_id = 1) const uint SKETCH = 32;    // length of S(k)
+layout(constant_id = 2) const uint VALUE_DIM = 64; // dv
+layout(constant_id = 3) const uint CM_M = 16;
+layout(constant_id = 4) const uint CM_N = 16;
+layout(constant_id = 5) const uint CM_K = 16;
+layout(constant_id = 6) const uint SG_M = 2;       // subgroups along features
+layout(constant_id = 7) const uint SG_N = 2;       // subgroups along value columns
+layout(constant_id = 8) const uint WM = 2;         // matrices per subgroup along features
+layout(constant_id = 9) const uint WN = 2;         // matrices per subgroup along value columns
+layout(constant_id = 10) const uint KEY_TILE = 32; // keys per step, a multiple of CM_K and of 8
+
+#include "coopmat.glsl"
+#include "self_tensor.glsl"
+#include "storage.glsl"
+#include "tensor_strides.glsl"
+
+const uint TILE_M = SG_M * WM * CM_M;
+const uint TILE_N = SG_N * WN * CM_N;
+// Shared-memory strides in operand elements: 8 of padding keeps rows 16-byte aligned and spreads
+// consecutive rows over the banks.
+const uint LDA = TILE_M + 8u;  // A column-major: element (f, j) at j * LDA + f
+const uint LDB = TILE_N + 8u;  // B row-major: element (j, c) at j * LDB + c
+const uint ONES_PER_THREAD = (TILE_M + THREADS - 1u) / THREADS;
+
+layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
+layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = 3) writeonly buffer States { float states[]; };
+
+// The scalar kernel's parameters, then feature_scale.
+layout(push_constant) uniform Params {
+    uint n;
+    uint block_size;
+    uint blocks;         // t = ceil(n / block_size)
+    uint features;       // F = SKETCH (SKETCH + 1) / 2
+    uint kv_heads;
+    uint feature_tiles;  // ceil(F / TILE_M)
+    TensorStrides v_strides;
+    float feature_scale;
+} params;
+
+shared float sk_tile[KEY_TILE * SKETCH];
+shared CM_OPERAND a_tile[KEY_TILE * LDA];
+shared CM_OPERAND b_tile[KEY_TILE * LDB];
+shared uint pair_tile[TILE_M];
+shared float c_scratch[SG_M * SG_N * CM_M * CM_N];
+
+void main() {
+    const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
+    const uint ctile = gl_WorkGroupID.x / params.feature_tiles;
+    const uint block = gl_WorkGroupID.y, seq = gl_WorkGroupID.z;
+    const uint batch = seq / params.kv_heads, head = seq % params.kv_heads;
+    const uint lid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID;
+    const uint sg_m = sg % SG_M, sg_n = sg / SG_M;
+    const uint f0 = ftile * TILE_M, c0 = ctile * TILE_N;
+    const bool keep_ones = ctile == 0u;
+
+    // Features past F get a zero coefficient through an out-of-range marker.
+    for (uint i = lid; i < TILE_M; i += THREADS) pair_tile[i] = f0 + i < params.features ? pairs[f0 + i] : 0xFFFFFFFFu;
+
+    CM_ACC acc[WM][WN];
+    [[unroll]] for (uint a = 0u; a < WM; ++a)
+        [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_ACC_ZERO;
+    float ones[ONES_PER_THREAD];
+    [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) ones[i] = 0.0;
+
+    const uint key_begin = block * params.block_size;
+    const uint key_end = min(params.n, key_begin + params.block_size);
+    const uint sk_base = seq * params.n * SKETCH;
+    const uint v_base = tensor_row(params.v_strides, batch, head, 0u);
+
+    for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
+        const uint tile_len = min(KEY_TILE, key_end - tile_start);
+        barrier();  // the previous step's tiles are no longer being read
+        [[unroll]] for (uint it = 0u; it < (KEY_TILE * SKETCH + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < KEY_TILE * SKETCH)
+                sk_tile[i] = i < tile_len * SKETCH ? k_sketch[sk_base + tile_start * SKETCH + i] : 0.0;
+        }
+        [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_N + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < KEY_TILE * TILE_N) {
+                const uint j = i / TILE_N, c = i % TILE_N;
+                float v = 0.0;
+                if (j < tile_len && c0 + c < VALUE_DIM)
+                    v = LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c0 + c]);
+                b_tile[j * LDB + c] = CM_OPERAND(v);
+            }
+        }
+        barrier();
+        // A column-major: consecutive invocations take consecutive features of one key.
+        [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_M + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < KEY_TILE * TILE_M) {
+                const uint j = i / TILE_M, f = i % TILE_M;
+                const uint entry = pair_tile[f];
+                float p = 0.0;
+                if (entry != 0xFFFFFFFFu)
+                    p = pair_coefficient(entry) * params.feature_scale * sk_tile[j * SKETCH + pair_first(entry)] *
+                        sk_tile[j * SKETCH + pair_second(entry)];
+                a_tile[j * LDA + f] = CM_OPERAND(p);
+            }
+        }
+        barrier();
+        if (keep_ones) {
+            [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
+                const uint f = i * THREADS + lid;
+                if (f < TILE_M)
+                    for (uint j = 0u; j < tile_len; ++j) ones[i] += float(a_tile[j * LDA + f]);
+            }
+        }
+        [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
+            CM_A ma[WM];
+            CM_B mb[WN];
+            [[unroll]] for (uint a = 0u; a < WM; ++a)
+                CM_LOAD_COL(ma[a], a_tile, kk * LDA + (sg_m * WM + a) * CM_M, LDA);
+            [[unroll]] for (uint b = 0u; b < WN; ++b)
+                CM_LOAD_ROW(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
+            [[unroll]] for (uint a = 0u; a < WM; ++a)
+                [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma[a], mb[b], acc[a][b]);
+        }
+    }
+
+    // Out through this subgroup's scratch matrix, one accumulator at a time.
+    const float inv_scale = 1.0 / params.feature_scale;
+    const uint row_stride = VALUE_DIM + 1u;
+    const uint state_base = (seq * params.blocks + block) * params.features * row_stride;
+    const uint scratch = sg * CM_M * CM_N;
+    [[unroll]] for (uint a = 0u; a < WM; ++a) {
+        [[unroll]] for (uint b = 0u; b < WN; ++b) {
+            CM_STORE_ROW(acc[a][b], c_scratch, scratch, CM_N);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            const uint fm = f0 + (sg_m * WM + a) * CM_M, cn = c0 + (sg_n * WN + b) * CM_N;
+            for (uint i = gl_SubgroupInvocationID; i < CM_M * CM_N; i += gl_SubgroupSize) {
+                const uint f = fm + i / CM_N, c = cn + i % CM_N;
+                if (f < params.features && c < VALUE_DIM)
+                    states[state_base + f * row_stride + c] = c_scratch[scratch + i] * inv_scale;
+            }
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();  // the scratch is free for the next accumulator
+        }
+    }
+    if (keep_ones) {
+        [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
+            const uint f = f0 + i * THREADS + lid;
+            if (i * THREADS + lid < TILE_M && f < params.features)
+                states[state_base + f * row_stride + VALUE_DIM] = ones[i] * inv_scale;
+        }
+    }
+}
