@@ -1,0 +1,105 @@
+// Which matrix-product path the polysketch GEMM kernels take on a device: the scalar/subgroup
+// kernels, GL_NV_cooperative_matrix or GL_KHR_cooperative_matrix, and with which M x N x K shape,
+// for float16 and for bfloat16 operands. The decision is a pure function of a capability
+// description (so that tests can feed it simulated NVIDIA, AMD, Intel and lavapipe devices) and of
+// the environment switch PSK_DISABLE_COOPMAT, which the caller reads and passes in.
+//
+// The forward does not call this yet: the cooperative-matrix block-state kernel
+// (shaders/block_states_coopmat.comp) is built and validated but not wired in; see
+// docs/ARCHITECTURE.md, "Cooperative-matrix path".
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace psk {
+
+struct DeviceCaps;
+
+enum class CoopMatPath { Scalar, NV, KHR };
+enum class CoopMatOperand { Float16, BFloat16 };
+enum class CoopMatComponent { Float16, BFloat16, Float32, Other };
+
+/** One enumerated VkCooperativeMatrixProperties{NV,KHR} entry. */
+struct CoopMatProperty {
+    uint32_t m = 0, n = 0, k = 0;
+    CoopMatComponent a = CoopMatComponent::Other, b = CoopMatComponent::Other;
+    CoopMatComponent c = CoopMatComponent::Other, result = CoopMatComponent::Other;
+    bool subgroupScope = true;
+};
+
+/** What the selection looks at: device features (as enabled on the device) and this build's shaders. */
+struct CoopMatCapabilities {
+    bool nvCooperativeMatrix = false;   // VK_NV_cooperative_matrix, cooperativeMatrix feature
+    bool khrCooperativeMatrix = false;  // VK_KHR_cooperative_matrix, cooperativeMatrix feature
+    bool shaderFloat16 = false;         // float16 in shared memory and arithmetic
+    bool storageBuffer16BitAccess = false;
+    bool vulkanMemoryModel = false;      // glslang emits coopmat code under the Vulkan memory model
+    bool bfloat16CooperativeMatrix = false;  // VK_KHR_shader_bfloat16: shaderBFloat16Type + ...CooperativeMatrix
+    std::vector<CoopMatProperty> nvProperties;
+    std::vector<CoopMatProperty> khrProperties;
+    // Shader variants this build contains (the glslc probes decide which are compiled).
+    bool nvShaders = false, khrShaders = false, khrBf16Shaders = false;
+};
+
+struct CoopMatShapeChoice {
+    uint32_t m = 0, n = 0, k = 0;
+};
+
+/** The decision for one operand type. */
+struct CoopMatChoice {
+    CoopMatPath path = CoopMatPath::Scalar;
+    CoopMatOperand operand = CoopMatOperand::Float16;  // meaningful when path != Scalar
+    CoopMatShapeChoice shape;
+    std::string reason;  // one line for `psk info` and logs
+};
+
+struct CoopMatSelection {
+    CoopMatChoice float16;   // data stored as float32 or float16: float16 operands
+    CoopMatChoice bfloat16;  // data stored as bfloat16: bfloat16 operands where possible
+    /** The choice for data of storage type `type`. */
+    const CoopMatChoice& forDataType(PskDataType type) const {
+        return type == PSK_DATA_TYPE_BFLOAT16 ? bfloat16 : float16;
+    }
+    std::string describe() const;  // two lines, "float16 operands: ..." and "bfloat16 operands: ..."
+};
+
+/** True when the value of PSK_DISABLE_COOPMAT (null when unset) asks to turn the path off. */
+bool coopMatDisabledBy(const char* environmentValue);
+
+/** The pure selection. Shapes must be multiples of 8 in M, N and K, at most 64 (the kernel's tiling). */
+CoopMatSelection selectCoopMat(const CoopMatCapabilities& caps, bool disabled);
+
+/**
+ * The capabilities of a device as DeviceCaps records them, plus this build's shader registry.
+ * DeviceCaps keeps only the float16 x float16 -> float32 subgroup shapes of one extension (NV when
+ * present, else KHR) and neither vulkanMemoryModel nor bfloat16 support, so until it records
+ * those this reports no Vulkan memory model and the selection stays scalar on every device.
+ */
+CoopMatCapabilities coopMatCapabilities(const DeviceCaps& caps);
+
+/** selectCoopMat(coopMatCapabilities(caps), coopMatDisabledBy(getenv("PSK_DISABLE_COOPMAT"))). */
+CoopMatSelection selectCoopMatForDevice(const DeviceCaps& caps);
+
+/** Shader variant name, e.g. "block_states_coopmat.nv_f16.bf16"; empty for the scalar path. */
+std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType storage);
+
+/**
+ * Specialization constants and grid of block_states_coopmat.comp for one choice, in constant_id
+ * order: THREADS, SKETCH, VALUE_DIM, CM_M, CM_N, CM_K, SG_M, SG_N, WM, WN, KEY_TILE. An initial
+ * tiling (2 x 2 subgroups, 64 features x up to 128 columns per workgroup), not yet tuned on a GPU.
+ */
+struct BlockStatesCoopMatPlan {
+    std::vector<uint32_t> specConstants;
+    uint32_t threads = 0;
+    uint32_t tileF = 0, tileC = 0;  // workgroup tile: features x value columns
+    uint32_t keyTile = 0;
+    uint32_t sharedBytes = 0;
+};
+BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
+                                              uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes);
+
+}  // namespace psk
