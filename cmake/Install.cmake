@@ -1,5 +1,5 @@
 # Install rules, included from lib/CMakeLists.txt when PSK_INSTALL is on. `cmake --install` puts:
-#   include/polysketch/polysketch.h
+#   include/polysketch/polysketch.h, polysketch_vulkan.h (needs the Vulkan headers when included)
 #   lib/libpolysketch.so.X.Y.Z (+ SONAME link libpolysketch.so.X and dev link libpolysketch.so)
 #   lib/libpolysketch.a
 #   lib/cmake/polysketch/  polysketchConfig.cmake, ...ConfigVersion.cmake, ...Targets*.cmake
@@ -14,6 +14,7 @@ set(PSK_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/polysketch" CACHE STRIN
 mark_as_advanced(PSK_CMAKE_INSTALL_DIR)
 
 install(FILES "${PROJECT_SOURCE_DIR}/include/polysketch/polysketch.h"
+              "${PROJECT_SOURCE_DIR}/include/polysketch/polysketch_vulkan.h"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/polysketch" COMPONENT Development)
 
 install(TARGETS polysketch polysketch_static EXPORT polysketchTargets

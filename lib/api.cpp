@@ -1,6 +1,7 @@
 // The C API boundary: argument checks that need no device, and the guard that turns every
 // exception into a PskResult plus a message. Nothing below this file is visible to callers.
 #include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
 
 #include <new>
 
@@ -86,6 +87,11 @@ PskResult pskCreateContext(const PskContextCreateInfo* createInfo, PskContext* p
             if (!pContext) fail(PSK_ERROR_INVALID_ARGUMENT, "pContext must not be NULL");
             const uint32_t known = PSK_CONTEXT_ENABLE_VALIDATION_BIT | PSK_CONTEXT_REQUIRE_VALIDATION_BIT;
             if (info.flags & ~known) fail(PSK_ERROR_INVALID_ARGUMENT, "unknown bits in flags");
+            if (info.externalVulkan && info.device && info.device[0])
+                fail(PSK_ERROR_INVALID_ARGUMENT, "device must be NULL with externalVulkan (the app chose its device)");
+            if (info.externalVulkan && info.flags)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "validation flags do not apply with externalVulkan: enable the validation "
+                     "layer on your own instance");
             *pContext = new PskContext_T(info);
         },
         [&](PskResult code, const char* what) {
@@ -133,6 +139,51 @@ PskResult pskCreateAttention(PskContext context, const PskAttentionCreateInfo* c
 }
 
 void pskDestroyAttention(PskAttention attention) { delete attention; }
+
+PskResult pskIsAttentionSupported(PskContext context, const PskAttentionCreateInfo* createInfo) {
+    return guarded(context, "pskIsAttentionSupported", [&] {
+        if (!context) fail(PSK_ERROR_INVALID_ARGUMENT, "context must not be NULL");
+        if (!createInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "createInfo must not be NULL");
+        const psk::AttentionConfig config = psk::makeAttentionConfig(*createInfo, context->caps());
+        if (config.kind != PSK_ATTENTION_KIND_POLYSKETCH) (void)psk::planTiledAttention(config, context->caps());
+    });
+}
+
+PskResult pskGetVulkanDeviceRequirements(PFN_vkGetInstanceProcAddr getInstanceProcAddr, VkInstance instance,
+                                         uint32_t instanceApiVersion, VkPhysicalDevice physicalDevice,
+                                         PskDeviceCapabilityFlags requested, PskVulkanDeviceRequirements* pRequirements) {
+    return guarded(nullptr, "pskGetVulkanDeviceRequirements", [&] {
+        if (!getInstanceProcAddr) fail(PSK_ERROR_INVALID_ARGUMENT, "getInstanceProcAddr must not be NULL");
+        if (!instance) fail(PSK_ERROR_INVALID_ARGUMENT, "instance must not be VK_NULL_HANDLE");
+        if (!physicalDevice) fail(PSK_ERROR_INVALID_ARGUMENT, "physicalDevice must not be VK_NULL_HANDLE");
+        if (!pRequirements) fail(PSK_ERROR_INVALID_ARGUMENT, "pRequirements must not be NULL");
+        if (requested & ~uint32_t(PSK_DEVICE_CAPABILITY_ALL)) fail(PSK_ERROR_INVALID_ARGUMENT, "unknown bits in requested");
+        const uint32_t apiVersion = instanceApiVersion ? instanceApiVersion : VK_API_VERSION_1_1;
+        if (apiVersion < VK_API_VERSION_1_1) fail(PSK_ERROR_UNSUPPORTED, "polysketch needs a Vulkan 1.1 instance");
+        psk::InstanceFunctions vki;
+        vki.load(getInstanceProcAddr, instance);
+        if (!vki.vkGetPhysicalDeviceProperties2 || !vki.vkGetPhysicalDeviceFeatures2)
+            fail(PSK_ERROR_UNSUPPORTED, "the instance has no vkGetPhysicalDeviceProperties2 (Vulkan 1.1 is needed)");
+        const psk::DeviceCaps caps = psk::queryDeviceCaps(vki, physicalDevice, apiVersion);
+        psk::fillDeviceRequirements(caps, apiVersion, requested, pRequirements);
+    });
+}
+
+PskResult pskCmdAttentionForward(PskAttention attention, VkCommandBuffer commandBuffer, const PskCmdForwardInfo* info) {
+    return guarded(attention ? attention->context() : nullptr, "pskCmdAttentionForward", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        attention->cmdForward(commandBuffer, *info);
+    });
+}
+
+PskResult pskResetCommandDescriptors(PskAttention attention) {
+    return guarded(attention ? attention->context() : nullptr, "pskResetCommandDescriptors", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        attention->resetCommandDescriptors();
+    });
+}
+
 
 PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostInfo* info) {
     return guarded(attention ? attention->context() : nullptr, "pskAttentionForwardHost", [&] {

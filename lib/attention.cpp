@@ -1,5 +1,6 @@
 #include "attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -54,19 +55,19 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
         VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
         poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
         poolInfo.queueFamilyIndex = context->queueFamily();
-        PSK_VK(vk.vkCreateCommandPool(context->device(), &poolInfo, nullptr, &commandPool_));
+        PSK_VK(vk.vkCreateCommandPool(context->device(), &poolInfo, vk.callbacks, &commandPool_));
         VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
         cbInfo.commandPool = commandPool_;
         cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
         cbInfo.commandBufferCount = 1;
         PSK_VK(vk.vkAllocateCommandBuffers(context->device(), &cbInfo, &commandBuffer_));
         VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-        PSK_VK(vk.vkCreateFence(context->device(), &fenceInfo, nullptr, &fence_));
+        PSK_VK(vk.vkCreateFence(context->device(), &fenceInfo, vk.callbacks, &fence_));
         if (caps.timestampValidBits > 0) {
             VkQueryPoolCreateInfo queryInfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
             queryInfo.queryType = VK_QUERY_TYPE_TIMESTAMP;
             queryInfo.queryCount = 2;
-            PSK_VK(vk.vkCreateQueryPool(context->device(), &queryInfo, nullptr, &queryPool_));
+            PSK_VK(vk.vkCreateQueryPool(context->device(), &queryInfo, vk.callbacks, &queryPool_));
         }
         if (!context->pipelines().usesPushDescriptors())
             descriptors_ = std::make_unique<DescriptorArena>(vk, context->device());
@@ -160,9 +161,10 @@ void PskAttention_T::releaseVulkanObjects() {
     const DeviceFunctions& vk = context_->vk();
     VkDevice device = context_->device();
     descriptors_.reset();
-    if (queryPool_) vk.vkDestroyQueryPool(device, queryPool_, nullptr);
-    if (fence_) vk.vkDestroyFence(device, fence_, nullptr);
-    if (commandPool_) vk.vkDestroyCommandPool(device, commandPool_, nullptr);
+    commandDescriptors_.reset();
+    if (queryPool_) vk.vkDestroyQueryPool(device, queryPool_, vk.callbacks);
+    if (fence_) vk.vkDestroyFence(device, fence_, vk.callbacks);
+    if (commandPool_) vk.vkDestroyCommandPool(device, commandPool_, vk.callbacks);
     queryPool_ = VK_NULL_HANDLE;
     fence_ = VK_NULL_HANDLE;
     commandPool_ = VK_NULL_HANDLE;
@@ -208,17 +210,25 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
     checkFinite("k", info.k, g.k, config_.dataType);
     checkFinite("v", info.v, g.v, config_.dataType);
 
-    ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
-    ensureBuffer(k_, kBytes, MemoryUsage::DeviceLocal);
-    ensureBuffer(v_, vBytes, MemoryUsage::DeviceLocal);
-    ensureBuffer(out_, oBytes, MemoryUsage::DeviceLocal);
     const VkDeviceSize workspaceBytes = this->workspaceBytes(g);
-    if (workspaceBytes) ensureBuffer(workspace_, workspaceBytes, MemoryUsage::DeviceLocal);
-    // Unified memory (integrated GPUs, lavapipe): write and read the tensors in place.
-    const bool direct = q_.mapped() && k_.mapped() && v_.mapped() && out_.mapped();
-    if (!direct) {
-        ensureBuffer(upload_, qBytes + kBytes + vBytes, MemoryUsage::HostUpload);
-        ensureBuffer(readback_, oBytes, MemoryUsage::HostReadback);
+    bool direct = false;
+    try {
+        ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
+        ensureBuffer(k_, kBytes, MemoryUsage::DeviceLocal);
+        ensureBuffer(v_, vBytes, MemoryUsage::DeviceLocal);
+        ensureBuffer(out_, oBytes, MemoryUsage::DeviceLocal);
+        if (workspaceBytes) ensureBuffer(workspace_, workspaceBytes, MemoryUsage::DeviceLocal);
+        // Unified memory (integrated GPUs, lavapipe): write and read the tensors in place.
+        direct = q_.mapped() && k_.mapped() && v_.mapped() && out_.mapped();
+        if (!direct) {
+            ensureBuffer(upload_, qBytes + kBytes + vBytes, MemoryUsage::HostUpload);
+            ensureBuffer(readback_, oBytes, MemoryUsage::HostReadback);
+        }
+    } catch (...) {
+        // Out of device memory (or TOO_LARGE) part way: give back what this call grew, and the
+        // rest of the cache, so a failed call leaves the device memory as a fresh object holds it.
+        releaseCachedTensors();
+        throw;
     }
     uint8_t* uploadBase = direct ? nullptr : upload_.mapped();
     std::memcpy(direct ? q_.mapped() : uploadBase, info.q, qBytes);
@@ -269,4 +279,60 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
         info.stats->gpuMilliseconds = gpuMs;
         info.stats->workspaceBytes = workspaceBytes;
     }
+}
+
+void PskAttention_T::releaseCachedTensors() {
+    for (Buffer* b : {&q_, &k_, &v_, &out_, &workspace_, &upload_, &readback_}) b->reset();
+}
+
+void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info) {
+    if (!commandBuffer) fail(PSK_ERROR_INVALID_ARGUMENT, "commandBuffer must not be VK_NULL_HANDLE");
+    const struct {
+        const char* name;
+        const PskVulkanTensor& t;
+    } tensors[] = {{"q", info.q}, {"k", info.k}, {"v", info.v}, {"out", info.out}};
+    for (const auto& x : tensors)
+        if (!x.t.buffer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".buffer must not be VK_NULL_HANDLE");
+    const DeviceCaps& caps = context_->caps();
+    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.q.strides,
+                                                  info.k.strides, info.v.strides, info.out.strides);
+    const VkDeviceSize align = std::max<VkDeviceSize>(caps.limits().minStorageBufferOffsetAlignment, 1);
+    const size_t eb = elementBytes(config_.dataType);
+    const VkDeviceSize needed[4] = {g.q.extentElements() * eb, g.k.extentElements() * eb, g.v.extentElements() * eb,
+                                    g.out.extentElements() * eb};
+    for (int i = 0; i < 4; ++i) {
+        const auto& x = tensors[i];
+        if (x.t.offset % align)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".offset ", x.t.offset,
+                 " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
+        if (x.t.size < needed[i])
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", x.name, ".size is ", x.t.size, " bytes; the shape and strides need ", needed[i]);
+    }
+    const VkDeviceSize workspaceBytes = this->workspaceBytes(g);
+    if (workspaceBytes) {
+        if (!info.workspace)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspace must not be VK_NULL_HANDLE: this call needs ", workspaceBytes,
+                 " bytes of workspace (pskGetWorkspaceSize)");
+        if (info.workspaceOffset % align)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspaceOffset ", info.workspaceOffset,
+                 " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
+        if (info.workspaceSize < workspaceBytes)
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->workspaceSize is ", info.workspaceSize, " bytes; this call needs ",
+                 workspaceBytes, " (pskGetWorkspaceSize)");
+    }
+
+    if (!context_->pipelines().usesPushDescriptors() && !commandDescriptors_)
+        commandDescriptors_ = std::make_unique<DescriptorArena>(context_->vk(), context_->device());
+    Recorder rec(context_->vk(), commandBuffer, context_->pipelines(), commandDescriptors_.get());
+    const BoundTensors bound{{info.q.buffer, info.q.offset, needed[0]},
+                             {info.k.buffer, info.k.offset, needed[1]},
+                             {info.v.buffer, info.v.offset, needed[2]},
+                             {info.out.buffer, info.out.offset, needed[3]},
+                             g,
+                             workspaceBytes ? BufferRange{info.workspace, info.workspaceOffset, workspaceBytes} : BufferRange{}};
+    recordForward(rec, bound);
+}
+
+void PskAttention_T::resetCommandDescriptors() {
+    if (commandDescriptors_) commandDescriptors_->reset();
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
 
 #include <memory>
 
@@ -23,6 +24,10 @@ public:
     const psk::AttentionConfig& config() const { return config_; }
 
     void forwardHost(const PskForwardHostInfo& info);
+    /** Records the forward into the app's command buffer on the app's buffers (pskCmdAttentionForward). */
+    void cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info);
+    /** Frees the descriptor sets of cmdForward calls (the app says their command buffers completed). */
+    void resetCommandDescriptors();
     /** Workspace bytes of a call with this geometry (0 when the kind needs none). */
     VkDeviceSize workspaceBytes(const psk::ForwardGeometry& geometry) const;
 
@@ -34,6 +39,8 @@ public:
 
 private:
     void releaseVulkanObjects();
+    /** Frees the cached device tensors of host-array calls (after an allocation failure). */
+    void releaseCachedTensors();
     /** Records the kernels for one call into `recorder`. */
     void recordForward(psk::Recorder& recorder, const psk::BoundTensors& tensors);
     /** Grows `buffer` to at least `bytes` (device-local, storage + transfer usage). */
@@ -59,6 +66,9 @@ private:
     VkFence fence_ = VK_NULL_HANDLE;
     VkQueryPool queryPool_ = VK_NULL_HANDLE;
     std::unique_ptr<psk::DescriptorArena> descriptors_;
+    // Descriptor sets of pskCmdAttentionForward (no push descriptors): kept until
+    // pskResetCommandDescriptors or destruction, since the app's command buffers may still run.
+    std::unique_ptr<psk::DescriptorArena> commandDescriptors_;
 
     // Cached device tensors for host-array calls, grown on demand.
     psk::Buffer q_, k_, v_, out_, workspace_;

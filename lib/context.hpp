@@ -3,6 +3,7 @@
 #pragma once
 
 #include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
 
 #include <atomic>
 #include <functional>
@@ -27,10 +28,13 @@ public:
     const psk::DeviceFunctions& vk() const { return vk_; }
     VkDevice device() const { return device_; }
     VkPhysicalDevice physicalDevice() const { return physicalDevice_; }
+    const psk::InstanceFunctions& vki() const;
     const psk::DeviceCaps& caps() const { return caps_; }
     psk::Allocator& allocator() { return *allocator_; }
     psk::Pipelines& pipelines() { return *pipelines_; }
     uint32_t queueFamily() const { return caps_.computeQueueFamily; }
+    /** True when the instance, device and queue are the app's (PskExternalVulkan). */
+    bool external() const { return external_; }
 
     /** Submits one command buffer and waits for `fence` (thread-safe). */
     void submitAndWait(VkCommandBuffer commandBuffer, VkFence fence);
@@ -47,10 +51,17 @@ public:
     uint64_t validationMessageCount() const { return validationMessages_.load(); }
 
 private:
+    /** Adopts the app's objects: loads the tables through its vkGetInstanceProcAddr, no loader. */
+    void adopt(const PskExternalVulkan& external);
+    /** Creates the device on the library's own instance. */
+    void createOwnDevice(const PskContextCreateInfo& info);
+
     PskMessageCallback callback_ = nullptr;
     void* userData_ = nullptr;
     std::atomic<uint64_t> validationMessages_{0};
-    std::unique_ptr<psk::Instance> instance_;
+    std::unique_ptr<psk::Instance> instance_;  // null when external_
+    bool external_ = false;
+    psk::InstanceFunctions externalVki_;
     VkPhysicalDevice physicalDevice_ = VK_NULL_HANDLE;
     psk::DeviceCaps caps_;
     VkDevice device_ = VK_NULL_HANDLE;

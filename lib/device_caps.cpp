@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ios>
+
+#include "error.hpp"
 
 namespace psk {
 namespace {
@@ -214,6 +217,69 @@ DeviceFeatureChain::DeviceFeatureChain(const DeviceCaps& caps) {
         tail = &coopMatKHR.pNext;
     }
 #endif
+}
+
+uint32_t supportedCapabilities(const DeviceCaps& caps) {
+    uint32_t flags = 0;
+    if (caps.shaderFloat16) flags |= PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT;
+    if (caps.storageBuffer16BitAccess) flags |= PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT;
+    if (caps.subgroupSizeControl) flags |= PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT;
+    if (caps.pushDescriptors) flags |= PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT;
+    if (caps.cooperativeMatrixNV || caps.cooperativeMatrixKHR) flags |= PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT;
+    return flags;
+}
+
+DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* what) {
+    const uint32_t missing = enabled & ~supportedCapabilities(caps);
+    if (missing)
+        fail(PSK_ERROR_UNSUPPORTED, what, "->enabledCapabilities names capabilities 0x", std::hex, missing, std::dec,
+             " that device \"", caps.properties.deviceName, "\" does not support");
+    if (!(enabled & PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT)) caps.shaderFloat16 = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT)) caps.storageBuffer16BitAccess = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT)) caps.subgroupSizeControl = caps.computeFullSubgroups = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT)) caps.pushDescriptors = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT)) {
+        caps.cooperativeMatrixNV = caps.cooperativeMatrixKHR = false;
+        caps.coopMatShapes.clear();
+    } else if (caps.cooperativeMatrixKHR) {
+        caps.cooperativeMatrixNV = false;  // the requirements name the KHR extension when both exist
+    }
+    // Subgroup sizes outside [min, max] of the control extension are not requestable without it.
+    if (!caps.subgroupSizeControl) caps.minSubgroupSize = caps.maxSubgroupSize = caps.subgroupSize;
+    caps.deviceExtensions.clear();  // the app created the device
+    return caps;
+}
+
+void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_t requested, PskVulkanDeviceRequirements* out) {
+    *out = PskVulkanDeviceRequirements{};
+    const uint32_t version = std::min(apiVersion, caps.properties.apiVersion);
+    const uint32_t flags = requested & supportedCapabilities(caps);
+    out->supportedCapabilities = flags;
+    out->computeQueueFamily = caps.computeQueueFamily;
+    auto add = [&](const char* name) { out->extensionNames[out->extensionCount++] = name; };
+    if (flags & PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT) {
+        out->shaderFloat16 = VK_TRUE;
+        if (version < VK_API_VERSION_1_2) add(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    }
+    if (flags & PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT) out->storageBuffer16BitAccess = VK_TRUE;
+    if (flags & PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT) {
+        out->subgroupSizeControl = VK_TRUE;
+        out->computeFullSubgroups = caps.computeFullSubgroups ? VK_TRUE : VK_FALSE;
+        if (version < VK_API_VERSION_1_3) add(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    }
+    if (flags & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) add(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    if (flags & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT) {
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+        if (caps.cooperativeMatrixKHR) {
+            out->cooperativeMatrixKHR = VK_TRUE;
+            add(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        } else
+#endif
+        {
+            out->cooperativeMatrixNV = VK_TRUE;
+            add(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        }
+    }
 }
 
 void DeviceCaps::fillInfo(PskDeviceInfo* info) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
 
 #include <array>
 #include <string>
@@ -48,6 +49,19 @@ struct DeviceCaps {
 /** Queries `physicalDevice`. `apiVersion` is the instance's API version. */
 DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice physicalDevice,
                            uint32_t apiVersion);
+
+/** The PskDeviceCapabilityFlags (polysketch_vulkan.h) that `caps` reports as supported. */
+uint32_t supportedCapabilities(const DeviceCaps& caps);
+
+/**
+ * `caps` with only the capabilities in `enabled` (an app's device enables what it chose). Throws
+ * UNSUPPORTED, naming `what`, when `enabled` names a capability the device does not support.
+ */
+DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* what);
+
+/** Extensions and features an app enables for `requested` (PskVulkanDeviceRequirements). */
+void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_t requested,
+                            PskVulkanDeviceRequirements* out);
 
 /** Ranks a device type for automatic selection: higher is better. */
 int deviceTypeRank(VkPhysicalDeviceType type);

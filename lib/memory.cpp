@@ -28,12 +28,13 @@ bool Allocator::carve(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceS
 }
 
 Allocator::Allocator(const DeviceFunctions& vk, VkDevice device, const VkPhysicalDeviceMemoryProperties& props,
-                     VkDeviceSize maxAllocationSize)
-    : vk_(vk), device_(device), props_(props), maxAllocationSize_(maxAllocationSize ? maxAllocationSize : ~VkDeviceSize(0)) {}
+                     VkDeviceSize maxAllocationSize, VkDeviceSize memoryLimit)
+    : vk_(vk), device_(device), props_(props), maxAllocationSize_(maxAllocationSize ? maxAllocationSize : ~VkDeviceSize(0)),
+      memoryLimit_(memoryLimit) {}
 
 Allocator::~Allocator() {
     for (auto& b : blocks_)
-        if (b) vk_.vkFreeMemory(device_, b->memory, nullptr);  // unmapped implicitly
+        if (b) vk_.vkFreeMemory(device_, b->memory, vk_.callbacks);  // unmapped implicitly
 }
 
 uint32_t Allocator::chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage) const {
@@ -71,8 +72,11 @@ size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedic
     VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     info.allocationSize = size;
     info.memoryTypeIndex = memoryType;
+    if (memoryLimit_ && bytesAllocated_ + size > memoryLimit_)
+        fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "out of device memory allocating ", size, " bytes: the context's deviceMemoryLimit (",
+             memoryLimit_, " bytes) has ", memoryLimit_ - bytesAllocated_, " left");
     auto block = std::make_unique<Block>();
-    const VkResult r = vk_.vkAllocateMemory(device_, &info, nullptr, &block->memory);
+    const VkResult r = vk_.vkAllocateMemory(device_, &info, vk_.callbacks, &block->memory);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
         fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "out of device memory allocating ", size, " bytes");
     checkVk(r, "vkAllocateMemory");
@@ -85,12 +89,13 @@ size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedic
         void* p = nullptr;
         const VkResult m = vk_.vkMapMemory(device_, block->memory, 0, VK_WHOLE_SIZE, 0, &p);
         if (m != VK_SUCCESS) {
-            vk_.vkFreeMemory(device_, block->memory, nullptr);
+            vk_.vkFreeMemory(device_, block->memory, vk_.callbacks);
             checkVk(m, "vkMapMemory");
         }
         block->mapped = static_cast<uint8_t*>(p);
     }
     block->freeRanges.emplace(0, size);
+    bytesAllocated_ += size;
     for (size_t i = 0; i < blocks_.size(); ++i) {
         if (!blocks_[i]) {
             blocks_[i] = std::move(block);
@@ -120,7 +125,9 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usag
         return a;
     };
 
-    const VkDeviceSize blockSize = std::min(kDefaultBlockSize, maxAllocationSize_);
+    VkDeviceSize blockSize = std::min(kDefaultBlockSize, maxAllocationSize_);
+    // Under a memory limit, blocks of at most an eighth of it leave room for dedicated allocations.
+    if (memoryLimit_) blockSize = std::min(blockSize, std::max<VkDeviceSize>(memoryLimit_ / 8, VkDeviceSize(1) << 20));
     const bool dedicated = req.size > blockSize / 2;
     if (!dedicated) {
         for (size_t i = 0; i < blocks_.size(); ++i) {
@@ -142,7 +149,8 @@ void Allocator::free(const Allocation& a) {
     bytesInUse_ -= a.size;
     auto& slot = blocks_[a.block];
     if (slot->dedicated) {
-        vk_.vkFreeMemory(device_, slot->memory, nullptr);
+        bytesAllocated_ -= slot->size;
+        vk_.vkFreeMemory(device_, slot->memory, vk_.callbacks);
         slot.reset();
         return;
     }
@@ -171,6 +179,11 @@ VkDeviceSize Allocator::bytesInUse() const {
     return bytesInUse_;
 }
 
+VkDeviceSize Allocator::bytesAllocated() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytesAllocated_;
+}
+
 size_t Allocator::blockCount() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return static_cast<size_t>(std::count_if(blocks_.begin(), blocks_.end(), [](const auto& b) { return b != nullptr; }));
@@ -183,7 +196,7 @@ Buffer::Buffer(Allocator& allocator, VkDeviceSize size, VkBufferUsageFlags usage
     info.size = std::max<VkDeviceSize>(size, 4);
     info.usage = usage;
     info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    VkResult r = vk.vkCreateBuffer(allocator.device(), &info, nullptr, &buffer_);
+    VkResult r = vk.vkCreateBuffer(allocator.device(), &info, vk.callbacks, &buffer_);
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY) fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "vkCreateBuffer: out of device memory");
     checkVk(r, "vkCreateBuffer");
     try {
@@ -214,7 +227,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 
 void Buffer::reset() {
     if (!allocator_) return;
-    if (buffer_) allocator_->vk().vkDestroyBuffer(allocator_->device(), buffer_, nullptr);
+    if (buffer_) allocator_->vk().vkDestroyBuffer(allocator_->device(), buffer_, allocator_->vk().callbacks);
     allocator_->free(allocation_);
     buffer_ = VK_NULL_HANDLE;
     allocation_ = Allocation{};

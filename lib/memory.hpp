@@ -29,8 +29,9 @@ struct Allocation {
 
 class Allocator {
 public:
+    /** memoryLimit: bound on the VkDeviceMemory bytes allocated at once (0: none), as VMA's heap size limit. */
     Allocator(const DeviceFunctions& vk, VkDevice device, const VkPhysicalDeviceMemoryProperties& props,
-              VkDeviceSize maxAllocationSize);
+              VkDeviceSize maxAllocationSize, VkDeviceSize memoryLimit = 0);
     ~Allocator();
     Allocator(const Allocator&) = delete;
     Allocator& operator=(const Allocator&) = delete;
@@ -44,6 +45,8 @@ public:
     /** Bytes currently handed out (for tests: nothing leaks). */
     VkDeviceSize bytesInUse() const;
     size_t blockCount() const;
+    /** VkDeviceMemory bytes allocated (blocks, dedicated or not). */
+    VkDeviceSize bytesAllocated() const;
 
     static constexpr VkDeviceSize kDefaultBlockSize = VkDeviceSize(64) << 20;
 
@@ -65,6 +68,8 @@ private:
     VkDevice device_;
     VkPhysicalDeviceMemoryProperties props_;
     VkDeviceSize maxAllocationSize_;
+    VkDeviceSize memoryLimit_ = 0;
+    VkDeviceSize bytesAllocated_ = 0;
     mutable std::mutex mutex_;
     std::vector<std::unique_ptr<Block>> blocks_;  // null entries are released dedicated blocks
     VkDeviceSize bytesInUse_ = 0;

@@ -25,7 +25,7 @@ Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCap
     if (pushDescriptors_) setInfo.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
     setInfo.bindingCount = kMaxBindings;
     setInfo.pBindings = bindings;
-    PSK_VK(vk_.vkCreateDescriptorSetLayout(device_, &setInfo, nullptr, &setLayout_));
+    PSK_VK(vk_.vkCreateDescriptorSetLayout(device_, &setInfo, vk_.callbacks, &setLayout_));
 
     VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
     VkPipelineLayoutCreateInfo layoutInfo{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
@@ -33,17 +33,17 @@ Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCap
     layoutInfo.pSetLayouts = &setLayout_;
     layoutInfo.pushConstantRangeCount = 1;
     layoutInfo.pPushConstantRanges = &range;
-    const VkResult r = vk_.vkCreatePipelineLayout(device_, &layoutInfo, nullptr, &layout_);
+    const VkResult r = vk_.vkCreatePipelineLayout(device_, &layoutInfo, vk_.callbacks, &layout_);
     if (r != VK_SUCCESS) {
-        vk_.vkDestroyDescriptorSetLayout(device_, setLayout_, nullptr);
+        vk_.vkDestroyDescriptorSetLayout(device_, setLayout_, vk_.callbacks);
         checkVk(r, "vkCreatePipelineLayout");
     }
 }
 
 Pipelines::~Pipelines() {
-    for (auto& entry : cache_) vk_.vkDestroyPipeline(device_, entry.second, nullptr);
-    vk_.vkDestroyPipelineLayout(device_, layout_, nullptr);
-    vk_.vkDestroyDescriptorSetLayout(device_, setLayout_, nullptr);
+    for (auto& entry : cache_) vk_.vkDestroyPipeline(device_, entry.second, vk_.callbacks);
+    vk_.vkDestroyPipelineLayout(device_, layout_, vk_.callbacks);
+    vk_.vkDestroyDescriptorSetLayout(device_, setLayout_, vk_.callbacks);
 }
 
 size_t Pipelines::size() const {
@@ -65,7 +65,7 @@ VkPipeline Pipelines::get(std::string_view shader, const std::vector<uint32_t>& 
     moduleInfo.codeSize = code->bytes;
     moduleInfo.pCode = code->code;
     VkShaderModule module = VK_NULL_HANDLE;
-    PSK_VK(vk_.vkCreateShaderModule(device_, &moduleInfo, nullptr, &module));
+    PSK_VK(vk_.vkCreateShaderModule(device_, &moduleInfo, vk_.callbacks, &module));
 
     std::vector<VkSpecializationMapEntry> entries(specConstants.size());
     for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4u};
@@ -83,8 +83,8 @@ VkPipeline Pipelines::get(std::string_view shader, const std::vector<uint32_t>& 
     info.stage.pSpecializationInfo = &spec;
     info.layout = layout_;
     VkPipeline pipeline = VK_NULL_HANDLE;
-    const VkResult r = vk_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, nullptr, &pipeline);
-    vk_.vkDestroyShaderModule(device_, module, nullptr);
+    const VkResult r = vk_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, vk_.callbacks, &pipeline);
+    vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
     checkVk(r, "vkCreateComputePipelines");
     cache_.emplace(std::move(key), pipeline);
     return pipeline;

@@ -5,7 +5,7 @@
 namespace psk {
 
 DescriptorArena::~DescriptorArena() {
-    for (VkDescriptorPool p : pools_) vk_.vkDestroyDescriptorPool(device_, p, nullptr);
+    for (VkDescriptorPool p : pools_) vk_.vkDestroyDescriptorPool(device_, p, vk_.callbacks);
 }
 
 void DescriptorArena::reset() {
@@ -23,7 +23,7 @@ VkDescriptorSet DescriptorArena::allocate(VkDescriptorSetLayout layout) {
             info.poolSizeCount = 1;
             info.pPoolSizes = &size;
             VkDescriptorPool pool = VK_NULL_HANDLE;
-            PSK_VK(vk_.vkCreateDescriptorPool(device_, &info, nullptr, &pool));
+            PSK_VK(vk_.vkCreateDescriptorPool(device_, &info, vk_.callbacks, &pool));
             pools_.push_back(pool);
         }
         VkDescriptorSetAllocateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};

@@ -109,6 +109,9 @@ struct InstanceFunctions {
 
 struct DeviceFunctions {
     PSK_VK_DEVICE_FUNCTIONS(PSK_VK_DECLARE_MEMBER)
+    /** The app's allocation callbacks (adopted devices) or NULL: passed to every create, destroy,
+     *  allocate and free call on the device. */
+    const VkAllocationCallbacks* callbacks = nullptr;
     void load(PFN_vkGetDeviceProcAddr getDeviceProcAddr, VkDevice device);
 };
 

@@ -192,6 +192,18 @@ typedef struct PskContextCreateInfo {
     /** Optional; see PskMessageCallback. */
     PskMessageCallback messageCallback;
     void* messageUserData;
+    /**
+     * NULL: the library loads Vulkan and creates its own instance and device. Otherwise the app's
+     * instance, device and queue to adopt (struct PskExternalVulkan in polysketch_vulkan.h, which
+     * documents the rules); `device` must then be NULL.
+     */
+    const struct PskExternalVulkan* externalVulkan;
+    /**
+     * Upper bound on the device memory (bytes of VkDeviceMemory) the context allocates, as VMA's
+     * heap size limit; 0 means none. An allocation that would exceed it fails with
+     * PSK_ERROR_OUT_OF_DEVICE_MEMORY, as a real out-of-memory does: for apps that budget memory.
+     */
+    uint64_t deviceMemoryLimit;
 } PskContextCreateInfo;
 
 /** Creates a context. `createInfo` may be NULL (all defaults). */
@@ -335,6 +347,15 @@ typedef struct PskAttentionCreateInfo {
 
 PSK_API PskResult pskCreateAttention(PskContext context, const PskAttentionCreateInfo* createInfo,
                                      PskAttention* pAttention);
+
+/**
+ * Whether pskCreateAttention(context, createInfo) would accept the configuration on this context's
+ * device (its enabled capabilities included): PSK_SUCCESS, or the code (and message) creation
+ * would fail with for the configuration itself. Creates no pipeline, allocates no device memory
+ * and reads no file: a sketch or LayerNorm file that is missing or malformed is reported only by
+ * pskCreateAttention.
+ */
+PSK_API PskResult pskIsAttentionSupported(PskContext context, const PskAttentionCreateInfo* createInfo);
 PSK_API void pskDestroyAttention(PskAttention attention);
 
 /* ---------------------------------------------------------------------------------------------

@@ -1,0 +1,196 @@
+/*
+ * polysketch_vulkan.h: embedding polysketch in an application that has its own Vulkan device.
+ *
+ * polysketch.h is self-contained and never includes Vulkan headers; this header adds the part of
+ * the API that takes Vulkan handles, so it includes <vulkan/vulkan.h> (define VK_NO_PROTOTYPES
+ * before including it if your app loads Vulkan itself; this header needs no prototypes). C99.
+ *
+ * Three pieces (docs/EMBEDDING.md walks through them; samples/app_device is a complete program):
+ *
+ * 1. Adopting the app's objects: PskExternalVulkan, pointed to by
+ *    PskContextCreateInfo::externalVulkan, makes pskCreateContext use the app's VkInstance,
+ *    VkPhysicalDevice, VkDevice and one of its compute queues instead of creating its own.
+ *    Entry points are loaded through the app's vkGetInstanceProcAddr into the context's own
+ *    tables (no global state; the Vulkan loader is never dlopen'ed in this mode, so the app may
+ *    link the loader, dlopen it, or use any other source of vkGetInstanceProcAddr).
+ *    pskDestroyContext destroys only what the library created (pipelines, memory, pools), never
+ *    the app's device, queue or instance; destroy the context before the device.
+ *    Since the library cannot read which features the app enabled, the app states it in
+ *    `enabledCapabilities`; pskGetVulkanDeviceRequirements lists the extensions and features each
+ *    capability needs, for the app to add to its VkDeviceCreateInfo.
+ *
+ * 2. Queries: pskGetVulkanDeviceRequirements (before the app creates its device) and
+ *    pskIsAttentionSupported (polysketch.h; before anything is created or recorded).
+ *
+ * 3. Recording into the app's command buffer: pskCmdAttentionForward records the same kernels
+ *    as pskAttentionForwardHost, reading and writing the app's buffers, and submits nothing.
+ */
+#ifndef POLYSKETCH_POLYSKETCH_VULKAN_H
+#define POLYSKETCH_POLYSKETCH_VULKAN_H
+
+#include <vulkan/vulkan.h>
+
+#include "polysketch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Optional device capabilities the kernels use when the device has them enabled. */
+typedef enum PskDeviceCapabilityFlagBits {
+    /** shaderFloat16 (VkPhysicalDeviceShaderFloat16Int8Features; VK_KHR_shader_float16_int8 before 1.2). */
+    PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT = 0x1,
+    /** storageBuffer16BitAccess (VkPhysicalDevice16BitStorageFeatures, core 1.1): needed by FLOAT16 and
+     *  BFLOAT16 attention objects (PSK_ERROR_UNSUPPORTED without it). */
+    PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT = 0x2,
+    /** subgroupSizeControl + computeFullSubgroups (VK_EXT_subgroup_size_control before 1.3). */
+    PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT = 0x4,
+    /** VK_KHR_push_descriptor. Without it pskCmdAttentionForward allocates descriptor sets (see there). */
+    PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT = 0x8,
+    /** cooperativeMatrix of VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix. */
+    PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT = 0x10,
+    PSK_DEVICE_CAPABILITY_ALL = 0x1F
+} PskDeviceCapabilityFlagBits;
+typedef uint32_t PskDeviceCapabilityFlags;
+
+/** What the app must enable on its VkDevice for a set of capabilities (all strings are static). */
+typedef struct PskVulkanDeviceRequirements {
+    /** The requested capabilities that this physical device supports; the rest are left out below. */
+    PskDeviceCapabilityFlags supportedCapabilities;
+    /** Device extensions to add to VkDeviceCreateInfo::ppEnabledExtensionNames. */
+    uint32_t extensionCount;
+    const char* extensionNames[8];
+    /** Feature fields to set to VK_TRUE in the VkDeviceCreateInfo::pNext chain (VK_FALSE: not needed). */
+    VkBool32 storageBuffer16BitAccess; /**< VkPhysicalDevice16BitStorageFeatures */
+    VkBool32 shaderFloat16;            /**< VkPhysicalDeviceShaderFloat16Int8Features */
+    VkBool32 subgroupSizeControl;      /**< VkPhysicalDeviceSubgroupSizeControlFeatures */
+    VkBool32 computeFullSubgroups;     /**< VkPhysicalDeviceSubgroupSizeControlFeatures */
+    VkBool32 cooperativeMatrixKHR;     /**< VkPhysicalDeviceCooperativeMatrixFeaturesKHR */
+    VkBool32 cooperativeMatrixNV;      /**< VkPhysicalDeviceCooperativeMatrixFeaturesNV */
+    /** A queue family with VK_QUEUE_COMPUTE_BIT (a compute-only one when present), or ~0u. */
+    uint32_t computeQueueFamily;
+} PskVulkanDeviceRequirements;
+
+/**
+ * Fills `pRequirements` for the capabilities in `requested` (PSK_DEVICE_CAPABILITY_ALL for
+ * everything the library can use) on `physicalDevice` of the app's `instance`, created with API
+ * version `instanceApiVersion` (at least 1.1). Calls only instance-level Vulkan functions
+ * obtained from `getInstanceProcAddr`; creates nothing.
+ */
+PSK_API PskResult pskGetVulkanDeviceRequirements(PFN_vkGetInstanceProcAddr getInstanceProcAddr, VkInstance instance,
+                                                 uint32_t instanceApiVersion, VkPhysicalDevice physicalDevice,
+                                                 PskDeviceCapabilityFlags requested,
+                                                 PskVulkanDeviceRequirements* pRequirements);
+
+/**
+ * The app's Vulkan objects for pskCreateContext (PskContextCreateInfo::externalVulkan). They must
+ * outlive the context. With it, PskContextCreateInfo::device must be NULL, and validation flags
+ * are rejected (enable the validation layer on your own instance; its messages go to your
+ * messenger, not to the context's callback).
+ *
+ * Queue: the library submits to `queue` (pskAttentionForwardHost, pskCreateAttention uploads)
+ * under the context's mutex, and waits for its own fences only. Vulkan requires submissions to a
+ * queue to be externally synchronized: the app must not call vkQueueSubmit (or vkQueueWaitIdle,
+ * vkQueuePresentKHR...) on this queue while a polysketch call taking this context or one of its
+ * attention objects runs (as with VMA's use of the app's device). pskCmdAttentionForward does
+ * not touch the queue.
+ */
+typedef struct PskExternalVulkan {
+    PFN_vkGetInstanceProcAddr getInstanceProcAddr; /**< required */
+    VkInstance instance;                           /**< required */
+    /** The API version the instance was created with (VkApplicationInfo::apiVersion), >= 1.1. 0 means 1.1. */
+    uint32_t instanceApiVersion;
+    VkPhysicalDevice physicalDevice; /**< required */
+    VkDevice device;                 /**< required, created with at least one queue of queueFamilyIndex */
+    uint32_t queueFamilyIndex;       /**< must support VK_QUEUE_COMPUTE_BIT */
+    VkQueue queue;                   /**< required: a queue of queueFamilyIndex */
+    /**
+     * Which capabilities (and so which extensions and features, pskGetVulkanDeviceRequirements)
+     * the app enabled on `device`. The library uses exactly these; naming one the device does not
+     * support fails with PSK_ERROR_UNSUPPORTED.
+     */
+    PskDeviceCapabilityFlags enabledCapabilities;
+    /** Optional: passed to every vkCreate / vkDestroy / vkAllocateMemory / vkFreeMemory call the library makes. */
+    const VkAllocationCallbacks* allocationCallbacks;
+} PskExternalVulkan;
+
+/** A tensor in one of the app's buffers. */
+typedef struct PskVulkanTensor {
+    /** Created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT on the context's device. */
+    VkBuffer buffer;
+    /** Bytes; a multiple of VkPhysicalDeviceLimits::minStorageBufferOffsetAlignment. */
+    VkDeviceSize offset;
+    /** Bytes available from `offset` (checked against the shape and strides). Required. */
+    VkDeviceSize size;
+    /** Optional element strides (NULL: the attention's layout), as in PskForwardHostInfo. */
+    const PskTensorStrides* strides;
+} PskVulkanTensor;
+
+typedef struct PskCmdForwardInfo {
+    uint32_t batchSize; /**< B; 0 means 1 */
+    uint32_t seqLen;    /**< n: required, >= 1 */
+    /** In the attention's dataType and layout, shapes as in PskForwardHostInfo. out must not overlap the inputs. */
+    PskVulkanTensor q, k, v, out;
+    /**
+     * Scratch of at least pskGetWorkspaceSize(attention, batchSize, seqLen) bytes (custom strides
+     * do not change it), usage STORAGE_BUFFER | TRANSFER_DST, offset aligned as the tensors', not
+     * overlapping them. Its contents need not be preserved between calls (it may be reused, e.g.
+     * aliased with other transient memory, once the recorded commands completed). May be
+     * VK_NULL_HANDLE when the workspace size is 0.
+     */
+    VkBuffer workspace;
+    VkDeviceSize workspaceOffset;
+    VkDeviceSize workspaceSize;
+} PskCmdForwardInfo;
+
+/**
+ * Records out = attention(q, k, v) into `commandBuffer` (a primary or secondary command buffer in
+ * the recording state, of the context's device, from a pool of a queue family with compute).
+ * Nothing is submitted, waited for, or read back: the app submits the command buffer when it
+ * wants, as often as it wants while the buffers stay valid.
+ *
+ * Synchronization contract:
+ * - Before: the app's writes of q, k and v (and earlier reads or writes of out and the workspace)
+ *   must be made available and visible to VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT with
+ *   VK_ACCESS_SHADER_READ_BIT (q, k, v) and VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT
+ *   (out, workspace), e.g. one vkCmdPipelineBarrier(srcStage = the stage that wrote them,
+ *   dstStage = COMPUTE_SHADER). The library records no barrier before its first dispatch.
+ * - The recorded commands: compute dispatches (VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT) that read
+ *   q, k and v (SHADER_READ), write out (SHADER_WRITE) and read and write the workspace; possibly
+ *   vkCmdFillBuffer on the workspace (TRANSFER_WRITE); memory barriers between its own dispatches
+ *   (COMPUTE_SHADER | TRANSFER to COMPUTE_SHADER | TRANSFER), which also order earlier commands.
+ * - After: the library adds no barrier after its last dispatch. Before reading out (or reusing the
+ *   workspace) the app records a barrier from COMPUTE_SHADER / SHADER_WRITE to its consumer.
+ * - State: the call replaces the bound compute pipeline, the compute descriptor set 0 and the
+ *   push constants; rebind your own compute state afterwards. Graphics state is untouched.
+ *
+ * Descriptors: with PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT enabled (and on contexts the library
+ * created itself when the device has the extension) descriptors are pushed into the command
+ * buffer and nothing is allocated. Otherwise each call allocates one descriptor set per dispatch
+ * (at most 8) from pools the attention object owns. They stay allocated, and valid, until
+ * pskResetCommandDescriptors(attention) or pskDestroyAttention: call it once every command buffer
+ * recorded with this attention has completed or been reset (e.g. once per frame after the
+ * frame's fence), or memory grows with every call.
+ *
+ * Checks as pskAttentionForwardHost (handles non-NULL, shapes, strides, sizes, workspace size,
+ * offset alignment) except NaN and infinity, which would need the device data. Errors:
+ * INVALID_ARGUMENT (NULL handle or command buffer, misaligned offset), INVALID_SHAPE,
+ * BUFFER_TOO_SMALL (a tensor's or the workspace's size), TOO_LARGE. On error nothing is recorded.
+ * The attention is externally synchronized as for pskAttentionForwardHost; the command buffer
+ * (and its pool) as Vulkan requires.
+ */
+PSK_API PskResult pskCmdAttentionForward(PskAttention attention, VkCommandBuffer commandBuffer,
+                                         const PskCmdForwardInfo* info);
+
+/**
+ * Frees (for reuse) the descriptor sets pskCmdAttentionForward allocated on a device without push
+ * descriptors. Every command buffer recorded with this attention must have completed execution
+ * (or have been reset or freed). A no-op with push descriptors.
+ */
+PSK_API PskResult pskResetCommandDescriptors(PskAttention attention);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLYSKETCH_POLYSKETCH_VULKAN_H */
