@@ -7,6 +7,7 @@
 
 #include "attention.hpp"
 #include "context.hpp"
+#include "decode.hpp"
 #include "error.hpp"
 #include "instance.hpp"
 
@@ -200,6 +201,74 @@ PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32
         const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), batchSize,
                                                                 seqLen, nullptr, nullptr, nullptr, nullptr);
         *pBytes = attention->workspaceBytes(g);
+    });
+}
+
+// ---- Incremental decoding (lib/decode.cpp) ----
+
+PskResult pskCreateDecodeState(PskAttention attention, const PskDecodeStateCreateInfo* createInfo, PskDecodeState* pState) {
+    return guarded(attention ? attention->context() : nullptr, "pskCreateDecodeState", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!createInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "createInfo must not be NULL");
+        if (!pState) fail(PSK_ERROR_INVALID_ARGUMENT, "pState must not be NULL");
+        *pState = new PskDecodeState_T(attention, *createInfo);
+    });
+}
+
+void pskDestroyDecodeState(PskDecodeState state) { delete state; }
+
+PskResult pskGetDecodeStateSize(PskDecodeState state, uint64_t* pBytes) {
+    return guarded(state ? state->context() : nullptr, "pskGetDecodeStateSize", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!pBytes) fail(PSK_ERROR_INVALID_ARGUMENT, "pBytes must not be NULL");
+        *pBytes = state->stateBytes();
+    });
+}
+
+PskResult pskGetDecodePosition(PskDecodeState state, uint32_t sequence, uint64_t* pPosition) {
+    return guarded(state ? state->context() : nullptr, "pskGetDecodePosition", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!pPosition) fail(PSK_ERROR_INVALID_ARGUMENT, "pPosition must not be NULL");
+        *pPosition = state->position(sequence);
+    });
+}
+
+PskResult pskDecodePrefillHost(PskDecodeState state, const PskDecodePrefillInfo* info) {
+    return guarded(state ? state->context() : nullptr, "pskDecodePrefillHost", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        state->prefill(*info);
+    });
+}
+
+PskResult pskDecodeStepHost(PskDecodeState state, const PskDecodeStepInfo* info) {
+    return guarded(state ? state->context() : nullptr, "pskDecodeStepHost", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        state->step(*info);
+    });
+}
+
+PskResult pskResetDecodeSequence(PskDecodeState state, uint32_t sequence) {
+    return guarded(state ? state->context() : nullptr, "pskResetDecodeSequence", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        state->reset(sequence);
+    });
+}
+
+PskResult pskSerializeDecodeState(PskDecodeState state, void* data, size_t* pSize) {
+    return guarded(state ? state->context() : nullptr, "pskSerializeDecodeState", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!pSize) fail(PSK_ERROR_INVALID_ARGUMENT, "pSize must not be NULL");
+        state->serialize(data, pSize);
+    });
+}
+
+PskResult pskRestoreDecodeState(PskDecodeState state, const void* data, size_t size) {
+    return guarded(state ? state->context() : nullptr, "pskRestoreDecodeState", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!data) fail(PSK_ERROR_INVALID_ARGUMENT, "data must not be NULL");
+        state->restore(data, size);
     });
 }
 

@@ -36,6 +36,8 @@ public:
     const psk::Buffer& workspaceBuffer() const { return workspace_; }
     const psk::PolysketchPlan& polysketchPlan() const { return polysketchPlan_; }
     const psk::PolysketchResources& polysketchResources() const { return polysketch_; }
+    /** The packed sketch (decode states hash it to recognize their attention in a blob). */
+    const psk::PackedSketch& packedSketch() const { return sketch_; }
 
 private:
     void releaseVulkanObjects();

@@ -420,6 +420,125 @@ PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwa
  */
 PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
 
+/* ---------------------------------------------------------------------------------------------
+ * Incremental decoding (docs/DECODING.md)
+ * -------------------------------------------------------------------------------------------
+ * A PskDecodeState holds what a causal attention needs to produce the output row of one more
+ * token per sequence, for a batch of B sequences, each at its own position:
+ *
+ * - POLYSKETCH (causal only): per (sequence, key/value head) the sum z of the block states
+ *   H_l = phi(K_l)^T [V_l | 1] of the tokens consumed (F x (dv + 1) float32, F = R(R+1)/2), and in
+ *   LOCAL_EXACT mode the rows of the current unfinished block (at most b rows of the sketch S(k),
+ *   the local key row and v). Without LOCAL_EXACT every consumed token is folded into z at once
+ *   (the sketched local part is the same inner product); with it a block enters z when it
+ *   completes. The size depends on r, b, h, dv, B and Hkv, never on the position: constant
+ *   memory for any context length. Row i produced by decoding equals row i of the causal forward
+ *   over the same tokens within float32 rounding (SPEC section 7).
+ * - SOFTMAX (causal only): the baseline, a KV cache of `capacity` tokens per sequence.
+ * - POLYNOMIAL and non-causal attention: PSK_ERROR_UNSUPPORTED.
+ *
+ * Only float32 attention objects decode (PSK_ERROR_UNSUPPORTED otherwise). The attention must
+ * outlive its decode states. A state is externally synchronized together with its attention: no
+ * call on the state may run at the same time as another call on the state or on the attention.
+ */
+typedef struct PskDecodeState_T* PskDecodeState;
+
+typedef struct PskDecodeStateCreateInfo {
+    uint32_t batchSize; /**< B, the number of sequences; 0 means 1 */
+    /**
+     * SOFTMAX: required, tokens per sequence the KV cache holds (prompt + steps), 1 to 2^24.
+     * POLYSKETCH: must be 0 (the state does not grow).
+     */
+    uint32_t capacity;
+} PskDecodeStateCreateInfo;
+
+/** Creates a decode state with every sequence at position 0 (nothing consumed). */
+PSK_API PskResult pskCreateDecodeState(PskAttention attention, const PskDecodeStateCreateInfo* createInfo,
+                                       PskDecodeState* pState);
+PSK_API void pskDestroyDecodeState(PskDecodeState state);
+
+/**
+ * Bytes of device memory the state itself holds: polysketch B Hkv F (dv + 1) 4 (plus, local exact,
+ * B Hkv b (R + h + dv) 4), softmax B Hkv capacity (h + dv) 4, plus 8 bytes per sequence of
+ * positions. The same at every position. (The per-step scratch, a forward over one token and the
+ * step tensors, is also fixed at creation and not counted.)
+ */
+PSK_API PskResult pskGetDecodeStateSize(PskDecodeState state, uint64_t* pBytes);
+
+/** Tokens sequence `sequence` has consumed so far (its next step produces row *pPosition). */
+PSK_API PskResult pskGetDecodePosition(PskDecodeState state, uint32_t sequence, uint64_t* pPosition);
+
+typedef struct PskDecodePrefillInfo {
+    uint32_t firstSequence; /**< the prompt goes to sequences firstSequence .. + batchSize - 1 */
+    uint32_t batchSize;     /**< sequences in this call; 0 means 1 */
+    uint32_t seqLen;        /**< prompt length n, >= 1 */
+    /** As PskForwardHostInfo, with the attention's default strides (its layout):
+     *  q [batchSize, Hq, n, h], k [batchSize, Hkv, n, h], v [batchSize, Hkv, n, dv],
+     *  out [batchSize, Hq, n, dv]; sizes in bytes required. */
+    const void* q;
+    const void* k;
+    const void* v;
+    void* out;
+    size_t qBytes;
+    size_t kBytes;
+    size_t vBytes;
+    size_t outBytes;
+} PskDecodePrefillInfo;
+
+/**
+ * Runs the causal forward over a prompt (out as pskAttentionForwardHost would write it) and
+ * leaves those sequences at position n, ready to step; whatever they held before is replaced.
+ * Sequences of one call share n: prefill prompts of other lengths with further calls.
+ * Softmax: n must not exceed the capacity (PSK_ERROR_BUFFER_TOO_SMALL).
+ */
+PSK_API PskResult pskDecodePrefillHost(PskDecodeState state, const PskDecodePrefillInfo* info);
+
+typedef struct PskDecodeStepInfo {
+    /** One token of every sequence (all B step), float32, dense:
+     *  q [B, Hq, h], k [B, Hkv, h], v [B, Hkv, dv]; out [B, Hq, dv] receives row `position` of
+     *  every sequence. Sizes in bytes required. */
+    const void* q;
+    const void* k;
+    const void* v;
+    void* out;
+    size_t qBytes;
+    size_t kBytes;
+    size_t vBytes;
+    size_t outBytes;
+    /** Optional, filled on success: gpuMilliseconds of the step's dispatches. */
+    PskForwardStats* stats;
+} PskDecodeStepInfo;
+
+/**
+ * Consumes one token per sequence and writes its output row; each sequence advances by one.
+ * Inputs are checked for NaN and infinity first. Softmax: a sequence whose cache is full fails
+ * the whole call with PSK_ERROR_BUFFER_TOO_SMALL (nothing is consumed).
+ */
+PSK_API PskResult pskDecodeStepHost(PskDecodeState state, const PskDecodeStepInfo* info);
+
+/** Returns sequence `sequence` to position 0 (empty), leaving the other sequences as they are. */
+PSK_API PskResult pskResetDecodeSequence(PskDecodeState state, uint32_t sequence);
+
+/**
+ * Serializes the state (as pskGetPipelineCacheData in Vulkan): with data NULL, *pSize receives
+ * the size; otherwise *pSize must be at least that size (else PSK_ERROR_BUFFER_TOO_SMALL, nothing
+ * written) and receives the bytes written. Format (little-endian): magic "PSKDECST", format
+ * version, the attention config (kind, degree, R, b, h, dv, Hq, Hkv, flags, scale, data type, a
+ * 64-bit hash of the sketch weights and LayerNorm parameters), B, capacity, the B positions, then
+ * the float32 data: polysketch z (and the unfinished-block rows), softmax the cached K and V rows
+ * up to each position. Softmax blobs grow with the positions; polysketch blobs do not.
+ */
+PSK_API PskResult pskSerializeDecodeState(PskDecodeState state, void* data, size_t* pSize);
+
+/**
+ * Replaces the state's contents by a blob from pskSerializeDecodeState, possibly made by another
+ * context or process. The state must belong to an attention with the same configuration and
+ * sketch and have the same B (softmax: a capacity holding every position). Otherwise, and for a
+ * truncated or corrupt blob, PSK_ERROR_BAD_FILE with a message naming the mismatch; the state is
+ * then unchanged.
+ */
+PSK_API PskResult pskRestoreDecodeState(PskDecodeState state, const void* data, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,65 @@
+#version 450
+// Incremental decoding (SPEC section 7): folds rows into the running state z of a decode state,
+//
+//   z[slot][f][c] += sum_{j < rows} psi(S(k_j))_f [v_j | 1]_c,
+//
+// the block-state formula of block_states.comp (psi expanded on the fly from the pair table, same
+// product order coef * S_a * S_b). Uses: a step's new token (rows = 1, sketched local), the rows of
+// a just completed block (local exact, rows per sequence from `meta`), the last block of a prefill.
+//
+// One invocation owns one entry (f, c) of one slot and walks the rows: at most b (<= 1024) loop
+// iterations per invocation, far inside llvmpipe's loop budget (docs/ARCHITECTURE.md).
+// Source rows: sketch rows at src_slot * s_slot_stride + (s_row_begin + j) * SKETCH, values at
+// src_slot * v_slot_stride + (v_row_begin + j) * VALUE_DIM, src_slot = gl_WorkGroupID.z;
+// destination slot dst_slot0 + src_slot.
+
+#extension GL_EXT_control_flow_attributes : require
+
+#include "self_tensor.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 1) const uint SKETCH = 32;     // R
+layout(constant_id = 2) const uint VALUE_DIM = 64;  // dv
+
+layout(std430, binding = 0) readonly buffer Sketches { float sk[]; };
+layout(std430, binding = 1) readonly buffer Values { float v_rows[]; };
+layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = 3) readonly buffer Meta { uint meta[]; };
+layout(std430, binding = 4) buffer State { float z[]; };
+
+layout(push_constant) uniform Params {
+    uint features;        // F
+    uint kv_heads;        // Hkv (sequence of a slot = slot / kv_heads)
+    uint dst_slot0;
+    uint rows;            // rows to fold, unless rows_from_meta
+    uint rows_from_meta;  // 1: rows = meta[meta_offset + sequence]
+    uint meta_offset;
+    uint s_slot_stride;
+    uint s_row_begin;
+    uint v_slot_stride;
+    uint v_row_begin;
+} params;
+
+void main() {
+    const uint Z_STRIDE = VALUE_DIM + 1u;
+    const uint e = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x;
+    if (e >= params.features * Z_STRIDE) return;  // no barriers in this kernel
+    const uint src = gl_WorkGroupID.z;
+    const uint dst = params.dst_slot0 + src;
+    const uint rows = params.rows_from_meta != 0u ? meta[params.meta_offset + dst / params.kv_heads] : params.rows;
+    if (rows == 0u) return;
+    const uint f = e / Z_STRIDE, c = e % Z_STRIDE;
+    const uint entry = pairs[f];
+    const float coef = pair_coefficient(entry);
+    const uint a = pair_first(entry), b = pair_second(entry);
+    const uint s_base = src * params.s_slot_stride + params.s_row_begin * SKETCH;
+    const uint v_base = src * params.v_slot_stride + params.v_row_begin * VALUE_DIM;
+    float acc = 0.0;
+    [[dont_unroll]] for (uint j = 0u; j < rows; ++j) {
+        const float p = coef * sk[s_base + j * SKETCH + a] * sk[s_base + j * SKETCH + b];
+        acc += p * (c < VALUE_DIM ? v_rows[v_base + j * VALUE_DIM + c] : 1.0);
+    }
+    const uint idx = dst * params.features * Z_STRIDE + e;
+    z[idx] = z[idx] + acc;
+}
