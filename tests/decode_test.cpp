@@ -1,0 +1,529 @@
+// Incremental decoding (SPEC section 7): a prompt, then steps across several block boundaries,
+// must produce the rows of one causal forward over the whole sequence; the state does not grow;
+// it survives serialization onto another context; the softmax KV-cache step matches the softmax
+// forward; bad inputs get their specific code.
+//
+// Metric: relativeMaxError = max |decoded - want| / max |want| over all rows of a sequence.
+// Against the library's own forward (float32 both sides, different summation order): 1e-5.
+// Against the float64 reference: 2e-4, the threshold of the float32 conformance tests.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "reference/reference.hpp"
+#include "sketch_weights.hpp"
+#include "support/sketch_fixtures.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+using psk::test::relativeMaxError;
+
+struct Config {
+    PskAttentionKind kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    bool learned = false, localExact = false;
+    uint32_t degree = 4, r = 8, b = 16, h = 16, dv = 16, Hq = 4, Hkv = 2;
+    uint64_t seed = 7;
+};
+
+/** An attention object plus the float64 reference config that computes the same function. */
+struct Attention {
+    Config c;
+    PskAttention handle = nullptr;
+    psk::ref::PolysketchConfig ref;
+    float scale = 0;
+    ~Attention() { pskDestroyAttention(handle); }
+};
+
+std::unique_ptr<Attention> makeAttention(PskContext ctx, const Config& c) {
+    auto a = std::make_unique<Attention>();
+    a->c = c;
+    PskAttentionCreateInfo info{};
+    info.kind = c.kind;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+    info.degree = c.degree;
+    a->scale = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 0.0f : 1.0f / std::sqrt(float(c.h));
+    info.scale = a->scale;
+    info.numQueryHeads = c.Hq;
+    info.numKeyValueHeads = c.Hkv;
+    info.headDim = c.h;
+    info.valueDim = c.dv;
+    info.sketchSize = c.r;
+    info.blockSize = c.b;
+    info.seed = c.seed;
+    psk::test::TempFile sketchFile("psk_decode_sketch");
+    if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+        if (c.learned) {
+            const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(c.h, c.r, c.seed + 4);
+            psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
+            info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+            info.sketchFile = sketchFile.path().c_str();
+            a->ref.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+        } else {
+            a->ref.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(c.seed, c.degree, c.h, c.r)));
+        }
+        a->ref.degree = int(c.degree);
+        a->ref.scale = a->scale;
+        a->ref.causal = true;
+        a->ref.localExact = c.localExact;
+        a->ref.blockSize = int(c.b);
+    }
+    EXPECT_EQ(pskCreateAttention(ctx, &info, &a->handle), PSK_SUCCESS);
+    if (!a->handle) return nullptr;
+    return a;
+}
+
+/** The tokens one sequence consumed since its last reset, token-major ([t][head][dim]), and the rows produced. */
+struct Sequence {
+    std::vector<float> q, k, v, out;
+    uint32_t tokens = 0;
+};
+
+/** Token-major [n][H][d] -> BHND [1][H][n][d]. */
+std::vector<float> toBhnd(const std::vector<float>& x, uint32_t n, uint32_t H, uint32_t d) {
+    std::vector<float> y(x.size());
+    for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t hd = 0; hd < H; ++hd)
+            std::memcpy(&y[(size_t(hd) * n + t) * d], &x[(size_t(t) * H + hd) * d], d * 4);
+    return y;
+}
+std::vector<float> fromBhnd(const std::vector<float>& y, uint32_t n, uint32_t H, uint32_t d) {
+    std::vector<float> x(y.size());
+    for (uint32_t t = 0; t < n; ++t)
+        for (uint32_t hd = 0; hd < H; ++hd)
+            std::memcpy(&x[(size_t(t) * H + hd) * d], &y[(size_t(hd) * n + t) * d], d * 4);
+    return x;
+}
+
+/** Drives a decode state over B sequences and keeps what each consumed and produced. */
+struct Driver {
+    const Attention& a;
+    PskDecodeState state = nullptr;
+    std::vector<Sequence> seqs;
+    uint64_t rng = 1000;
+
+    Driver(const Attention& attention, uint32_t B, uint32_t capacity = 0) : a(attention), seqs(B) {
+        PskDecodeStateCreateInfo info{};
+        info.batchSize = B;
+        info.capacity = capacity;
+        EXPECT_EQ(pskCreateDecodeState(a.handle, &info, &state), PSK_SUCCESS);
+    }
+    ~Driver() { pskDestroyDecodeState(state); }
+
+    void prefill(uint32_t s, uint32_t n) {
+        const Config& c = a.c;
+        Sequence& sq = seqs[s];
+        sq = Sequence{};
+        sq.q = psk::test::randomNormal(size_t(n) * c.Hq * c.h, ++rng);
+        sq.k = psk::test::randomNormal(size_t(n) * c.Hkv * c.h, ++rng);
+        sq.v = psk::test::randomNormal(size_t(n) * c.Hkv * c.dv, ++rng);
+        const std::vector<float> q = toBhnd(sq.q, n, c.Hq, c.h), k = toBhnd(sq.k, n, c.Hkv, c.h), v = toBhnd(sq.v, n, c.Hkv, c.dv);
+        std::vector<float> out(size_t(n) * c.Hq * c.dv, NAN);
+        PskDecodePrefillInfo info{};
+        info.firstSequence = s;
+        info.seqLen = n;
+        info.q = q.data();
+        info.k = k.data();
+        info.v = v.data();
+        info.out = out.data();
+        info.qBytes = q.size() * 4;
+        info.kBytes = k.size() * 4;
+        info.vBytes = v.size() * 4;
+        info.outBytes = out.size() * 4;
+        ASSERT_EQ(pskDecodePrefillHost(state, &info), PSK_SUCCESS);
+        sq.out = fromBhnd(out, n, c.Hq, c.dv);
+        sq.tokens = n;
+    }
+
+    void reset(uint32_t s) {
+        ASSERT_EQ(pskResetDecodeSequence(state, s), PSK_SUCCESS);
+        seqs[s] = Sequence{};
+    }
+
+    /** One step of every sequence; returns the output [B][Hq][dv]. */
+    std::vector<float> step() {
+        const Config& c = a.c;
+        const uint32_t B = uint32_t(seqs.size());
+        const std::vector<float> q = psk::test::randomNormal(size_t(B) * c.Hq * c.h, ++rng);
+        const std::vector<float> k = psk::test::randomNormal(size_t(B) * c.Hkv * c.h, ++rng);
+        const std::vector<float> v = psk::test::randomNormal(size_t(B) * c.Hkv * c.dv, ++rng);
+        std::vector<float> out(size_t(B) * c.Hq * c.dv, NAN);
+        PskDecodeStepInfo info{};
+        info.q = q.data();
+        info.k = k.data();
+        info.v = v.data();
+        info.out = out.data();
+        info.qBytes = q.size() * 4;
+        info.kBytes = k.size() * 4;
+        info.vBytes = v.size() * 4;
+        info.outBytes = out.size() * 4;
+        EXPECT_EQ(pskDecodeStepHost(state, &info), PSK_SUCCESS);
+        for (uint32_t s = 0; s < B; ++s) {
+            Sequence& sq = seqs[s];
+            auto append = [&](std::vector<float>& dst, const std::vector<float>& src, size_t per) {
+                dst.insert(dst.end(), src.begin() + s * per, src.begin() + (s + 1) * per);
+            };
+            append(sq.q, q, size_t(c.Hq) * c.h);
+            append(sq.k, k, size_t(c.Hkv) * c.h);
+            append(sq.v, v, size_t(c.Hkv) * c.dv);
+            append(sq.out, out, size_t(c.Hq) * c.dv);
+            ++sq.tokens;
+        }
+        return out;
+    }
+
+    /** Checks every row of every sequence against the library forward and the float64 reference. */
+    void check() const {
+        const Config& c = a.c;
+        for (size_t s = 0; s < seqs.size(); ++s) {
+            const Sequence& sq = seqs[s];
+            const uint32_t n = sq.tokens;
+            if (!n) continue;
+            const std::vector<float> q = toBhnd(sq.q, n, c.Hq, c.h), k = toBhnd(sq.k, n, c.Hkv, c.h), v = toBhnd(sq.v, n, c.Hkv, c.dv);
+            std::vector<float> out(size_t(n) * c.Hq * c.dv, NAN);
+            PskForwardHostInfo f{};
+            f.seqLen = n;
+            f.q = q.data();
+            f.k = k.data();
+            f.v = v.data();
+            f.out = out.data();
+            f.qBytes = q.size() * 4;
+            f.kBytes = k.size() * 4;
+            f.vBytes = v.size() * 4;
+            f.outBytes = out.size() * 4;
+            ASSERT_EQ(pskAttentionForwardHost(a.handle, &f), PSK_SUCCESS);
+            const std::vector<float> forward = fromBhnd(out, n, c.Hq, c.dv);
+            const std::vector<double> forward64(forward.begin(), forward.end());
+            const double eForward = relativeMaxError(sq.out, forward64);
+            EXPECT_LE(eForward, 1e-5) << "sequence " << s << " of " << n << " tokens vs the library forward";
+
+            psk::ref::Shape shape;
+            shape.Hq = int(c.Hq);
+            shape.Hkv = int(c.Hkv);
+            shape.n = int(n);
+            shape.h = int(c.h);
+            shape.dv = int(c.dv);
+            std::vector<double> want;
+            const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()), v64(v.begin(), v.end());
+            if (c.kind == PSK_ATTENTION_KIND_SOFTMAX)
+                psk::ref::softmaxAttention(shape, q64, k64, v64, 1.0 / std::sqrt(double(c.h)), true, want);
+            else
+                psk::ref::polysketchAttention(shape, q64, k64, v64, a.ref, want);
+            std::vector<double> want64(want.size());  // BHND -> token-major, exact doubles
+            for (uint32_t tk = 0; tk < n; ++tk)
+                for (uint32_t hd = 0; hd < c.Hq; ++hd)
+                    for (uint32_t e = 0; e < c.dv; ++e)
+                        want64[(size_t(tk) * c.Hq + hd) * c.dv + e] = want[(size_t(hd) * n + tk) * c.dv + e];
+            const double eRef = relativeMaxError(sq.out, want64);
+            EXPECT_LE(eRef, 2e-4) << "sequence " << s << " of " << n << " tokens vs the float64 reference";
+            std::printf("[ decode ] sequence %zu, %u tokens: error vs forward %.2e, vs reference %.2e\n", s, n, eForward, eRef);
+        }
+    }
+};
+
+// ---- polysketch: decoded rows equal the forward's ----
+
+class DecodeMatchesForward : public ContextTest, public ::testing::WithParamInterface<Config> {};
+
+TEST_P(DecodeMatchesForward, PromptThenStepsAcrossBlocks) {
+    const auto a = makeAttention(ctx, GetParam());
+    ASSERT_TRUE(a);
+    Driver d(*a, 2);
+    ASSERT_TRUE(d.state);
+    d.prefill(0, 21);  // one block and a part (b = 16)
+    d.prefill(1, 32);  // exactly two blocks
+    for (int t = 0; t < 37; ++t) d.step();  // 58 and 69 tokens: three more block boundaries each
+    uint64_t pos0 = 0, pos1 = 0;
+    EXPECT_EQ(pskGetDecodePosition(d.state, 0, &pos0), PSK_SUCCESS);
+    EXPECT_EQ(pskGetDecodePosition(d.state, 1, &pos1), PSK_SUCCESS);
+    EXPECT_EQ(pos0, 58u);
+    EXPECT_EQ(pos1, 69u);
+    d.check();
+    // A reset sequence starts over from scratch while the other continues.
+    d.reset(1);
+    for (int t = 0; t < 20; ++t) d.step();
+    d.check();
+}
+
+std::string configName(const ::testing::TestParamInfo<Config>& info) {
+    const Config& c = info.param;
+    return std::string(c.learned ? "learned" : "random") + "_p" + std::to_string(c.degree) + (c.localExact ? "_localexact" : "_sketched");
+}
+
+INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeMatchesForward,
+                         ::testing::Values(Config{PSK_ATTENTION_KIND_POLYSKETCH, false, false, 4},
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 4},
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, true, false, 4},
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, true, true, 4},
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 8}),
+                         configName);
+
+// ---- constant memory ----
+
+TEST_F(ContextTest, StateSizeDoesNotGrowWithPosition) {
+    Config c;
+    c.localExact = true;
+    c.b = 256;
+    c.Hq = c.Hkv = 1;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    Driver d(*a, 1);
+    d.prefill(0, 10);
+    uint64_t bytes10 = 0, bytesLong = 0;
+    size_t blob10 = 0, blobLong = 0;
+    ASSERT_EQ(pskGetDecodeStateSize(d.state, &bytes10), PSK_SUCCESS);
+    ASSERT_EQ(pskSerializeDecodeState(d.state, nullptr, &blob10), PSK_SUCCESS);
+    d.prefill(0, 100000);
+    d.step();
+    uint64_t pos = 0;
+    ASSERT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
+    EXPECT_EQ(pos, 100001u);
+    ASSERT_EQ(pskGetDecodeStateSize(d.state, &bytesLong), PSK_SUCCESS);
+    ASSERT_EQ(pskSerializeDecodeState(d.state, nullptr, &blobLong), PSK_SUCCESS);
+    EXPECT_EQ(bytes10, bytesLong);
+    EXPECT_EQ(blob10, blobLong);
+    // F (dv + 1) floats of z plus b (R + h + dv) floats of block rows plus one position.
+    const uint64_t F = c.r * (c.r + 1) / 2;
+    EXPECT_EQ(bytes10, F * (c.dv + 1) * 4 + uint64_t(c.b) * (c.r + c.h + c.dv) * 4 + 8);
+    std::printf("[ decode ] state bytes at position 10: %llu, at position 100001: %llu\n", (unsigned long long)bytes10,
+                (unsigned long long)bytesLong);
+}
+
+// ---- save, restore elsewhere, continue ----
+
+std::vector<uint8_t> serialize(PskDecodeState state) {
+    size_t size = 0;
+    EXPECT_EQ(pskSerializeDecodeState(state, nullptr, &size), PSK_SUCCESS);
+    std::vector<uint8_t> blob(size);
+    EXPECT_EQ(pskSerializeDecodeState(state, blob.data(), &size), PSK_SUCCESS);
+    EXPECT_EQ(size, blob.size());
+    return blob;
+}
+
+void saveRestoreContinue(PskContext ctx, const Config& c, uint32_t capacity) {
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    Driver d(*a, 2, capacity);
+    d.prefill(0, 19);
+    d.prefill(1, 5);
+    for (int t = 0; t < 6; ++t) d.step();
+    const std::vector<uint8_t> blob = serialize(d.state);
+
+    PskContextCreateInfo ci{};
+    ci.messageCallback = &psk::test::MessageLog::callback;
+    ci.messageUserData = &psk::test::sharedLog();
+    PskContext other = nullptr;
+    ASSERT_EQ(pskCreateContext(&ci, &other), PSK_SUCCESS);
+    {
+        const auto b = makeAttention(other, c);
+        ASSERT_TRUE(b);
+        Driver e(*b, 2, capacity);
+        ASSERT_EQ(pskRestoreDecodeState(e.state, blob.data(), blob.size()), PSK_SUCCESS);
+        EXPECT_EQ(serialize(e.state), blob);
+        e.rng = d.rng;  // the same tokens from here on
+        for (int t = 0; t < 20; ++t) {
+            const std::vector<float> x = d.step(), y = e.step();
+            ASSERT_EQ(std::memcmp(x.data(), y.data(), x.size() * 4), 0) << "step " << t << " after restoring differs";
+        }
+        d.check();
+    }
+    pskDestroyContext(other);
+}
+
+TEST_F(ContextTest, SaveRestoreOnAnotherContextPolysketch) {
+    Config c;
+    c.localExact = true;
+    saveRestoreContinue(ctx, c, 0);
+}
+
+TEST_F(ContextTest, SaveRestoreOnAnotherContextSoftmax) {
+    Config c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    saveRestoreContinue(ctx, c, 64);
+}
+
+TEST_F(ContextTest, RestoreRejectsMismatchedAndTruncatedBlobs) {
+    Config c;
+    c.localExact = true;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    Driver d(*a, 2);
+    d.prefill(0, 7);
+    d.step();
+    const std::vector<uint8_t> blob = serialize(d.state);
+    psk::test::MessageLog& log = psk::test::sharedLog();
+
+    struct Case {
+        const char* what;
+        Config c;
+        uint32_t B;
+        std::vector<uint8_t> blob;
+    };
+    Config otherSeed = c, otherBlock = c, sketched = c, softmax = c;
+    otherSeed.seed = 8;
+    otherBlock.b = 32;
+    sketched.localExact = false;
+    softmax.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    softmax.localExact = false;
+    std::vector<uint8_t> truncated(blob.begin(), blob.end() - 1), header(blob.begin(), blob.begin() + 40), longer = blob,
+        badMagic = blob;
+    longer.push_back(0);
+    badMagic[0] = 'X';
+    const Case cases[] = {{"truncated", c, 2, truncated},        {"header only", c, 2, header},
+                          {"trailing byte", c, 2, longer},      {"bad magic", c, 2, badMagic},
+                          {"other sketch seed", otherSeed, 2, blob}, {"other block size", otherBlock, 2, blob},
+                          {"sketched local", sketched, 2, blob}, {"other batch size", c, 3, blob},
+                          {"softmax", softmax, 2, blob}};
+    for (const Case& k : cases) {
+        const auto b = makeAttention(ctx, k.c);
+        ASSERT_TRUE(b);
+        Driver e(*b, k.B, k.c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 16 : 0);
+        e.prefill(0, 3);
+        const std::vector<uint8_t> before = serialize(e.state);
+        log.clear();
+        EXPECT_EQ(pskRestoreDecodeState(e.state, k.blob.data(), k.blob.size()), PSK_ERROR_BAD_FILE) << k.what;
+        EXPECT_EQ(log.errors.size(), 1u) << k.what;
+        if (!log.errors.empty()) std::printf("[ decode ] %s: %s\n", k.what, log.errors[0].c_str());
+        EXPECT_EQ(serialize(e.state), before) << k.what << ": a rejected blob changed the state";
+    }
+    // A too-small output buffer for serialization.
+    size_t small = blob.size() - 1;
+    std::vector<uint8_t> out(small, 0xAB);
+    log.clear();
+    EXPECT_EQ(pskSerializeDecodeState(d.state, out.data(), &small), PSK_ERROR_BUFFER_TOO_SMALL);
+    EXPECT_EQ(log.errors.size(), 1u);
+    EXPECT_EQ(out, std::vector<uint8_t>(blob.size() - 1, 0xAB));
+}
+
+// ---- softmax KV cache ----
+
+TEST_F(ContextTest, SoftmaxKvCacheStepMatchesForward) {
+    Config c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    Driver d(*a, 2, 1100);
+    d.prefill(0, 17);
+    d.prefill(1, 1020);  // crosses the 1024-key chunk of the split step
+    for (int t = 0; t < 8; ++t) d.step();
+    d.check();
+    d.reset(0);
+    for (int t = 0; t < 3; ++t) d.step();
+    d.check();
+}
+
+// ---- misuse ----
+
+TEST_F(ContextTest, DecodeMisuse) {
+    psk::test::MessageLog& log = psk::test::sharedLog();
+    auto expectError = [&](PskResult got, PskResult want, const char* what) {
+        EXPECT_EQ(got, want) << what;
+        EXPECT_EQ(log.errors.size(), 1u) << what;
+        log.clear();
+    };
+    PskDecodeStateCreateInfo info{};
+    PskDecodeState state = nullptr;
+    {
+        Config c;
+        c.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        log.clear();
+        expectError(pskCreateDecodeState(a->handle, &info, &state), PSK_ERROR_UNSUPPORTED, "polynomial");
+    }
+    {
+        PskAttentionCreateInfo ai{};
+        ai.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        ai.headDim = 16;
+        ai.sketchSize = 8;
+        PskAttention full = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &ai, &full), PSK_SUCCESS);
+        log.clear();
+        expectError(pskCreateDecodeState(full, &info, &state), PSK_ERROR_UNSUPPORTED, "non-causal");
+        pskDestroyAttention(full);
+    }
+    Config c;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    log.clear();
+    info.capacity = 5;
+    expectError(pskCreateDecodeState(a->handle, &info, &state), PSK_ERROR_INVALID_ARGUMENT, "polysketch with a capacity");
+    expectError(pskCreateDecodeState(a->handle, nullptr, &state), PSK_ERROR_INVALID_ARGUMENT, "NULL createInfo");
+    EXPECT_EQ(state, nullptr);
+    {
+        Config s;
+        s.kind = PSK_ATTENTION_KIND_SOFTMAX;
+        const auto sa = makeAttention(ctx, s);
+        ASSERT_TRUE(sa);
+        log.clear();
+        info.capacity = 0;
+        expectError(pskCreateDecodeState(sa->handle, &info, &state), PSK_ERROR_INVALID_ARGUMENT, "softmax without capacity");
+        Driver full(*sa, 1, 4);
+        full.prefill(0, 4);
+        log.clear();
+        std::vector<float> q(c.Hq * c.h, 0.5f), k(c.Hkv * c.h), v(c.Hkv * c.dv), out(c.Hq * c.dv, 3.0f);
+        PskDecodeStepInfo si{q.data(), k.data(), v.data(), out.data(), q.size() * 4, k.size() * 4, v.size() * 4, out.size() * 4, nullptr};
+        expectError(pskDecodeStepHost(full.state, &si), PSK_ERROR_BUFFER_TOO_SMALL, "full KV cache");
+        PskDecodePrefillInfo pi{};
+        pi.seqLen = 5;
+        pi.q = q.data();
+        pi.k = k.data();
+        pi.v = v.data();
+        pi.out = out.data();
+        expectError(pskDecodePrefillHost(full.state, &pi), PSK_ERROR_BUFFER_TOO_SMALL, "prompt longer than the capacity");
+    }
+
+    Driver d(*a, 2);
+    d.prefill(0, 3);
+    log.clear();
+    std::vector<float> q(2 * c.Hq * c.h, 0.5f), k(2 * c.Hkv * c.h, 0.5f), v(2 * c.Hkv * c.dv, 0.5f), out(2 * c.Hq * c.dv, 3.0f);
+    const std::vector<float> untouched = out;
+    PskDecodeStepInfo si{q.data(), k.data(), v.data(), out.data(), q.size() * 4, k.size() * 4, v.size() * 4, out.size() * 4, nullptr};
+    PskDecodeStepInfo bad = si;
+    bad.q = nullptr;
+    expectError(pskDecodeStepHost(d.state, &bad), PSK_ERROR_INVALID_ARGUMENT, "NULL q");
+    bad = si;
+    bad.vBytes -= 4;
+    expectError(pskDecodeStepHost(d.state, &bad), PSK_ERROR_BUFFER_TOO_SMALL, "short v");
+    bad = si;
+    bad.outBytes = 0;
+    expectError(pskDecodeStepHost(d.state, &bad), PSK_ERROR_BUFFER_TOO_SMALL, "short out");
+    k[3] = std::numeric_limits<float>::quiet_NaN();
+    expectError(pskDecodeStepHost(d.state, &si), PSK_ERROR_NON_FINITE_INPUT, "NaN in k");
+    k[3] = 0.5f;
+    expectError(pskDecodeStepHost(d.state, nullptr), PSK_ERROR_INVALID_ARGUMENT, "NULL info");
+    EXPECT_EQ(pskDecodeStepHost(nullptr, &si), PSK_ERROR_INVALID_ARGUMENT);  // no context to report through
+    log.clear();
+    EXPECT_EQ(out, untouched);
+    uint64_t pos = 0;
+    EXPECT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
+    EXPECT_EQ(pos, 3u) << "a failed step consumed a token";
+    expectError(pskGetDecodePosition(d.state, 2, &pos), PSK_ERROR_INVALID_ARGUMENT, "position of sequence 2 of 2");
+    expectError(pskResetDecodeSequence(d.state, 2), PSK_ERROR_INVALID_ARGUMENT, "reset sequence 2 of 2");
+    PskDecodePrefillInfo pi{};
+    pi.firstSequence = 1;
+    pi.batchSize = 2;
+    pi.seqLen = 1;
+    pi.q = q.data();
+    pi.k = k.data();
+    pi.v = v.data();
+    pi.out = out.data();
+    pi.qBytes = q.size() * 4;
+    pi.kBytes = k.size() * 4;
+    pi.vBytes = v.size() * 4;
+    pi.outBytes = out.size() * 4;
+    expectError(pskDecodePrefillHost(d.state, &pi), PSK_ERROR_INVALID_ARGUMENT, "prefill past the batch");
+    pi.firstSequence = 0;
+    pi.seqLen = 0;
+    expectError(pskDecodePrefillHost(d.state, &pi), PSK_ERROR_INVALID_SHAPE, "empty prompt");
+    EXPECT_EQ(out, untouched);
+    expectError(pskGetDecodeStateSize(d.state, nullptr), PSK_ERROR_INVALID_ARGUMENT, "NULL pBytes");
+    expectError(pskSerializeDecodeState(d.state, nullptr, nullptr), PSK_ERROR_INVALID_ARGUMENT, "NULL pSize");
+    expectError(pskRestoreDecodeState(d.state, nullptr, 10), PSK_ERROR_INVALID_ARGUMENT, "NULL data");
+}
+
+}  // namespace
