@@ -86,7 +86,8 @@ struct PolysketchPlan {
 
     std::string outputShader;  // polysketch_output.<type>
     std::vector<uint32_t> outputSpec;
-    uint32_t outputRows = 64;
+    uint32_t outputRows = 64;              // query rows per workgroup
+    uint32_t outputRowsPerInvocation = 1;  // RPI: rows each invocation keeps in registers
 
     uint32_t maxGroups[3] = {65535, 65535, 65535};
     VkDeviceSize maxRange = 0;         // maxStorageBufferRange

@@ -90,30 +90,41 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // Block states: 16 feature groups x 4 column groups of invocations; each invocation holds
     // 4 features x up to 16 value columns. Keys staged so that they fit in 16 KiB.
     const uint32_t featGroups = 16, featsPerThread = 4, colGroups = 4;
-    const uint32_t colsPerThread = std::min<uint32_t>(16, ceilDiv(dv, colGroups));
+    const uint32_t colsPerThread = std::min<uint32_t>(16, (ceilDiv(dv, colGroups) + 3) / 4 * 4);  // whole vec4s
     plan.statesTileF = featGroups * featsPerThread;
     plan.statesTileC = colGroups * colsPerThread;
     const uint32_t statesBudget = std::min<uint32_t>(shared, 16384);
-    const uint32_t statesKeyTile = std::max<uint32_t>(1, std::min<uint32_t>(32, floorPow2(statesBudget / ((R + plan.statesTileC) * 4))));
-    if (statesKeyTile * (R + plan.statesTileC) * 4 > shared)
+    const uint32_t statesKeyTile = std::max<uint32_t>(1, std::min<uint32_t>(32, floorPow2(statesBudget / ((plan.statesTileF + plan.statesTileC) * 4))));
+    if (statesKeyTile * (plan.statesTileF + plan.statesTileC) * 4 > shared)
         fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     plan.statesShader = cat("block_states.", type);
     plan.statesSpec = {featGroups * colGroups, R, dv, featGroups, featsPerThread, colGroups, colsPerThread, statesKeyTile};
 
     // Output: ROWS query rows per workgroup inside one block (fewer for small blocks, to waste
     // fewer invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE at a time.
+    // RPI rows per invocation (1, 2 or 4; the shader supports each) let one staged vec4 of Z or
+    // of a key/value row feed RPI x 4 multiply-adds. On llvmpipe RPI = 4 would halve the
+    // output's load count, but its compile time (values live across the barriers become a
+    // coroutine frame) is 20-30 s and RPI = 2 is 10 s, against ~2 s for RPI = 1; GPUs prefer 1
+    // anyway (register pressure). So 1 everywhere for now.
     plan.outputRows = c.blockSize >= 64 ? 64 : c.blockSize >= 32 ? 32 : 16;
-    const uint32_t featTile = std::min<uint32_t>(16, plan.outputRows);
+    plan.outputRows = std::min(plan.outputRows, floorPow2(std::max<uint32_t>(1, shared / 2 / (R * 4))));  // sq_tile <= half
+    plan.outputRowsPerInvocation = 1;
+    const uint32_t outputInvocations = plan.outputRows / plan.outputRowsPerInvocation;
+    const uint32_t featTile = 16;
     const bool local = c.causal;
     const uint32_t keyWidth = c.localExact ? c.headDim : R;
-    const uint32_t budget = shared - featTile * 4;
-    uint32_t keyTile = std::min<uint32_t>(32, floorPow2(budget / ((keyWidth + dv) * 4)));
-    if (keyTile == 0 || featTile * (dv + 1) * 4 > budget)
+    const uint32_t sqBytes = (R * plan.outputRows + 3) / 4 * 16;  // sq_tile
+    if (featTile * 4 + sqBytes >= shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
+    const uint32_t budget = shared - featTile * 4 - sqBytes;
+    const uint32_t keyRow = (keyWidth + 3) / 4 * 4 + (dv + 3) / 4 * 4, zRow = (dv + 4) / 4 * 4;  // padded to vec4s
+    uint32_t keyTile = std::min<uint32_t>(32, floorPow2(budget / (keyRow * 4)));
+    if (keyTile == 0 || featTile * zRow * 4 > budget)
         fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
-    const uint32_t smemFloats = std::max(featTile * (dv + 1), local ? keyTile * (keyWidth + dv) : 1u);
+    const uint32_t smemFloats = std::max(featTile * zRow, local ? keyTile * keyRow : 4u);
     plan.outputShader = cat("polysketch_output.", type);
-    plan.outputSpec = {plan.outputRows, R, c.headDim, dv, featTile, keyTile, c.degree, c.causal ? 1u : 0u,
-                       c.localExact ? 1u : 0u, smemFloats};
+    plan.outputSpec = {outputInvocations, R, c.headDim, dv, featTile, keyTile, c.degree, c.causal ? 1u : 0u,
+                       c.localExact ? 1u : 0u, smemFloats, plan.outputRowsPerInvocation};
     return plan;
 }
 

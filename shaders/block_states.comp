@@ -2,17 +2,19 @@
 // Block states of polysketch (SPEC section 6): H_l = phi(K_l)^T [V_l | 1] for every block l of
 // every (batch, key/value head), a (features) x (VALUE_DIM + 1) float32 matrix per block.
 //
-// A workgroup computes one TILE_F x TILE_C tile of one H_l: it stages KEY_TILE keys at a time
-// (their sketch rows S(k_j) and the tile's value columns) in shared memory, and each invocation
-// accumulates FEATS_PER_THREAD x COLS_PER_THREAD entries, expanding the packed features
-// psi(S(k_j))_f = coef_f S_a S_b on the fly from the pair table (self_tensor.glsl). The ones
-// column (the normalizer, column VALUE_DIM) is the plain feature sum, kept by the invocations of
-// column group 0 in the first column tile. Keys past the end of a short last block simply do not
-// exist; nothing is padded.
+// A workgroup computes one TILE_F x TILE_C tile of one H_l. Per step of KEY_TILE keys it stages
+// in shared memory the expanded features phi(S(k_j))_f = coef_f S_a S_b of the tile (each
+// invocation expands its own features from the pair table, self_tensor.glsl) and the tile's value
+// columns, both as vec4s; each invocation then accumulates FEATS_PER_THREAD x COLS_PER_THREAD
+// (consecutive features, consecutive columns) entries, reading 4 operands per load (on llvmpipe a
+// load costs about the same whatever its width). The ones column (the normalizer, column
+// VALUE_DIM) is the plain feature sum, kept by the invocations of column group 0 in the first
+// column tile. Keys past the end of a short last block simply do not exist; nothing is padded.
 //
 // Layouts: sketch rows [batch * kv_heads + head][n][SKETCH]; states
 // [batch * kv_heads + head][block][feature][VALUE_DIM + 1]. Per invocation the key loop runs at
-// most block_size times (<= 1024), well inside llvmpipe's loop budget.
+// most block_size times (<= 1024) in the expansion and as often in the accumulation (plus one
+// iteration per key tile), well inside llvmpipe's loop budget.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -25,9 +27,9 @@ layout(constant_id = 0) const uint THREADS = 64;          // FEAT_GROUPS * COL_G
 layout(constant_id = 1) const uint SKETCH = 32;           // length of S(k)
 layout(constant_id = 2) const uint VALUE_DIM = 64;        // dv
 layout(constant_id = 3) const uint FEAT_GROUPS = 16;
-layout(constant_id = 4) const uint FEATS_PER_THREAD = 4;
+layout(constant_id = 4) const uint FEATS_PER_THREAD = 4;  // a multiple of 4
 layout(constant_id = 5) const uint COL_GROUPS = 4;
-layout(constant_id = 6) const uint COLS_PER_THREAD = 16;
+layout(constant_id = 6) const uint COLS_PER_THREAD = 16;  // a multiple of 4
 layout(constant_id = 7) const uint KEY_TILE = 32;
 
 const uint TILE_F = FEAT_GROUPS * FEATS_PER_THREAD;
@@ -48,8 +50,11 @@ layout(push_constant) uniform Params {
     TensorStrides v_strides;
 } params;
 
-shared float sk_tile[KEY_TILE * SKETCH];
-shared float v_tile[KEY_TILE * TILE_C];
+const uint TILE_F4 = TILE_F / 4u, TILE_C4 = TILE_C / 4u, FPT4 = FEATS_PER_THREAD / 4u, CPT4 = COLS_PER_THREAD / 4u;
+// phi(S(k_j)) of the tile's features and the tile's value columns, as vec4s (one vec4 load
+// fetches four operands: on llvmpipe every load costs about the same whatever its width).
+shared vec4 phi_tile[KEY_TILE * TILE_F4];
+shared vec4 v_tile[KEY_TILE * TILE_C4];
 
 void main() {
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
@@ -60,15 +65,8 @@ void main() {
     const uint cg = lid % COL_GROUPS, fg = lid / COL_GROUPS;
     const uint c0 = ctile * TILE_C;
 
-    uint first[FEATS_PER_THREAD], second[FEATS_PER_THREAD];
-    float coef[FEATS_PER_THREAD];
-    [[unroll]] for (uint k = 0u; k < FEATS_PER_THREAD; ++k) {
-        const uint f = ftile * TILE_F + fg * FEATS_PER_THREAD + k;
-        const uint entry = f < params.features ? pairs[f] : 0u;
-        first[k] = pair_first(entry);
-        second[k] = pair_second(entry);
-        coef[k] = f < params.features ? pair_coefficient(entry) : 0.0;
-    }
+    // Staging: invocation lid expands features lid, lid + THREADS, ... of the tile for every key.
+    const uint feats_mine = (TILE_F + THREADS - 1u) / THREADS;
 
     float acc[FEATS_PER_THREAD][COLS_PER_THREAD];
     float ones[FEATS_PER_THREAD];
@@ -85,25 +83,39 @@ void main() {
     for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
         const uint tile_len = min(KEY_TILE, key_end - tile_start);
         barrier();  // the previous tile is no longer being read
-        [[unroll]] for (uint it = 0u; it < (KEY_TILE * SKETCH + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < tile_len * SKETCH) sk_tile[i] = k_sketch[sk_base + tile_start * SKETCH + i];
+        [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {
+            const uint fl = q * THREADS + lid;
+            const uint f = ftile * TILE_F + fl;
+            if (fl < TILE_F) {
+                const uint entry = f < params.features ? pairs[f] : 0u;
+                const uint a = pair_first(entry), b = pair_second(entry);
+                const float coef = f < params.features ? pair_coefficient(entry) : 0.0;
+                [[dont_unroll]] for (uint j = 0u; j < tile_len; ++j) {
+                    const uint r = sk_base + (tile_start + j) * SKETCH;
+                    phi_tile[j * TILE_F4 + fl / 4u][fl % 4u] = coef * k_sketch[r + a] * k_sketch[r + b];
+                }
+            }
         }
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
-            if (i < tile_len * TILE_C) {
-                const uint j = i / TILE_C, c = c0 + i % TILE_C;
-                v_tile[i] = c < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c]) : 0.0;
-            }
+            const uint j = i / TILE_C, c = c0 + i % TILE_C;
+            if (j < tile_len)
+                v_tile[i / 4u][i % 4u] = c < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c]) : 0.0;
         }
         barrier();
         for (uint j = 0u; j < tile_len; ++j) {
             float vv[COLS_PER_THREAD];
-            [[unroll]] for (uint m = 0u; m < COLS_PER_THREAD; ++m) vv[m] = v_tile[j * TILE_C + cg + m * COL_GROUPS];
-            [[unroll]] for (uint k = 0u; k < FEATS_PER_THREAD; ++k) {
-                const float p = coef[k] * sk_tile[j * SKETCH + first[k]] * sk_tile[j * SKETCH + second[k]];
-                ones[k] += p;
-                [[unroll]] for (uint m = 0u; m < COLS_PER_THREAD; ++m) acc[k][m] += p * vv[m];
+            [[unroll]] for (uint m4 = 0u; m4 < CPT4; ++m4) {
+                const vec4 v = v_tile[j * TILE_C4 + cg * CPT4 + m4];
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) vv[4u * m4 + e] = v[e];
+            }
+            [[unroll]] for (uint k4 = 0u; k4 < FPT4; ++k4) {
+                const vec4 p4 = phi_tile[j * TILE_F4 + fg * FPT4 + k4];
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint k = 4u * k4 + e;
+                    ones[k] += p4[e];
+                    [[unroll]] for (uint m = 0u; m < COLS_PER_THREAD; ++m) acc[k][m] += p4[e] * vv[m];
+                }
             }
         }
     }
@@ -115,7 +127,7 @@ void main() {
         if (f >= params.features) continue;
         const uint row_base = state_base + f * row_stride;
         [[unroll]] for (uint m = 0u; m < COLS_PER_THREAD; ++m) {
-            const uint c = c0 + cg + m * COL_GROUPS;
+            const uint c = c0 + cg * COLS_PER_THREAD + m;
             if (c < VALUE_DIM) states[row_base + c] = acc[k][m];
         }
         if (ctile == 0u && cg == 0u) states[row_base + VALUE_DIM] = ones[k];

@@ -7,12 +7,17 @@
 //   Z:       CAUSAL: Z_l, the exclusive prefix of the block states (block_scan.comp);
 //            full:   the sum of all block states, reduced into block 0 (block_reduce.comp).
 //            phi(q_i) is expanded on the fly from S(q_i) with the pair table; Z is staged
-//            FEAT_TILE feature rows at a time in shared memory.
+//            FEAT_TILE feature rows at a time in shared memory, rows padded to whole vec4s.
 //   local_i: CAUSAL only, keys j of block l with j <= i:
 //            sketched:    w_ij = <S(q_i), S(k_j)>^2  (= <phi(q_i), phi(k_j)>)
 //            LOCAL_EXACT: w_ij = (q'_i . k'_j)^DEGREE with the rows feature_map wrote for the
 //                         local part (scaled, own LayerNorm if any).
 //
+// Performance notes (llvmpipe): every load from shared or storage memory costs about the same
+// whatever its width (a per-lane loop), so operands are read as vec4s (4 per load), and S(q) is
+// kept transposed in shared memory (sq_tile) instead of a register array indexed by the pair
+// table's dynamic indices. RPI rows per invocation multiply the reuse of each loaded vec4; the
+// plan picks RPI (see planPolysketch for why 1).
 // Per invocation: ceil(F / FEAT_TILE) iterations over Z tiles (the tile itself is unrolled) plus
 // at most block_size keys: bounded, whatever n (llvmpipe loop limit, docs/ARCHITECTURE.md).
 // Rows: q-side rows [batch * q_heads + head][n][width], k-side [batch * kv_heads + head][n][width].
@@ -24,7 +29,7 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint ROWS = 64;        // query rows per workgroup = invocations
+layout(constant_id = 0) const uint ROWS = 64;        // invocations; a workgroup owns ROWS * RPI query rows
 layout(constant_id = 1) const uint SKETCH = 32;      // length of S(q)
 layout(constant_id = 2) const uint HEAD_DIM = 64;    // h (local exact rows)
 layout(constant_id = 3) const uint VALUE_DIM = 64;   // dv
@@ -33,7 +38,8 @@ layout(constant_id = 5) const uint KEY_TILE = 32;    // local keys staged per st
 layout(constant_id = 6) const uint DEGREE = 4;       // local exact weights (q.k)^DEGREE
 layout(constant_id = 7) const bool CAUSAL = true;
 layout(constant_id = 8) const bool LOCAL_EXACT = false;
-layout(constant_id = 9) const uint SMEM_FLOATS = 2048;  // max(FEAT_TILE (dv+1), KEY_TILE (KEY_WIDTH + dv))
+layout(constant_id = 9) const uint SMEM_FLOATS = 2048;  // max(FEAT_TILE ZS4, KEY_TILE (KW4 + VD4)) vec4s, in floats
+layout(constant_id = 10) const uint RPI = 1;         // query rows per invocation (register tile)
 
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 const uint Z_STRIDE = VALUE_DIM + 1u;
@@ -59,8 +65,13 @@ layout(push_constant) uniform Params {
     TensorStrides o_strides;
 } params;
 
-shared float smem[SMEM_FLOATS];
+shared vec4 smem4[SMEM_FLOATS / 4u];
+const uint ZS4 = (VALUE_DIM + 4u) / 4u;  // Z row in vec4s (dv + 1 padded)
+const uint KW4 = (KEY_WIDTH + 3u) / 4u;   // local key row in vec4s
+const uint VD4 = (VALUE_DIM + 3u) / 4u;   // local value row in vec4s
 shared uint pair_tile[FEAT_TILE];
+// S(q) rows as [a][invocation][r] floats (RPI in {1, 2, 4}): with RPI = 4, one vec4 per (a, invocation).
+shared vec4 sq_tile[(SKETCH * ROWS * RPI + 3u) / 4u];
 
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
@@ -79,17 +90,32 @@ void main() {
 
     const uint block_begin = block * params.block_size;
     const uint block_end = min(params.n, block_begin + params.block_size);
-    const uint tile_begin = block_begin + tile * ROWS;
-    const uint row = tile_begin + lid;
-    const bool row_valid = tile * ROWS + lid < params.block_size && row < params.n;
-    const uint crow = row_valid ? row : block_begin;  // a valid row to read for idle invocations
+    const uint tile_begin = block_begin + tile * ROWS * RPI;
+    // Row r of this invocation: tile_begin + lid + r ROWS (adjacent invocations, adjacent rows).
+    bool row_valid[RPI];
+    uint crow[RPI];
+    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+        const uint in_block = tile * ROWS * RPI + lid + r * ROWS;
+        row_valid[r] = in_block < params.block_size && block_begin + in_block < params.n;
+        crow[r] = row_valid[r] ? block_begin + in_block : block_begin;  // a valid row to read for idle rows
+    }
 
-    float sq[SKETCH];
-    [[unroll]] for (uint d = 0u; d < SKETCH; ++d) sq[d] = q_sketch[(q_seq * params.n + crow) * SKETCH + d];
+    // S(q) of the invocation's rows, transposed into shared memory so that entry a of all RPI rows
+    // is one vec4 (component r = row r): phi(q)_f = coef S_a S_b then costs two loads for all
+    // rows, and no register array is indexed dynamically (slow to compile on llvmpipe).
+    [[unroll]] for (uint d = 0u; d < SKETCH; ++d) {
+        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+            const uint fi = (d * ROWS + lid) * RPI + r;
+            sq_tile[fi / 4u][fi % 4u] = q_sketch[(q_seq * params.n + crow[r]) * SKETCH + d];
+        }
+    }
 
-    float acc[VALUE_DIM];
-    [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) acc[d] = 0.0;
-    float den = 0.0;
+    float acc[RPI][VALUE_DIM];
+    float den[RPI];
+    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+        den[r] = 0.0;
+        [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) acc[r][d] = 0.0;
+    }
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
     if (!CAUSAL || block > 0u) {
@@ -99,59 +125,110 @@ void main() {
             barrier();
             [[unroll]] for (uint it = 0u; it < (FEAT_TILE * Z_STRIDE + ROWS - 1u) / ROWS; ++it) {
                 const uint i = it * ROWS + lid;
-                if (i < flen * Z_STRIDE) smem[i] = states[z_base + f0 * Z_STRIDE + i];
+                const uint fr = i / Z_STRIDE, c = i % Z_STRIDE;
+                if (i < flen * Z_STRIDE) smem4[fr * ZS4 + c / 4u][c % 4u] = states[z_base + f0 * Z_STRIDE + i];
             }
-            if (lid < flen) pair_tile[lid] = pairs[f0 + lid];
+            [[unroll]] for (uint it = 0u; it < (FEAT_TILE + ROWS - 1u) / ROWS; ++it) {
+                const uint i = it * ROWS + lid;
+                if (i < flen) pair_tile[i] = pairs[f0 + i];
+            }
             barrier();
             [[dont_unroll]] for (uint k = 0u; k < flen; ++k) {
                 const uint entry = pair_tile[k];
-                const float p = pair_coefficient(entry) * sq[pair_first(entry)] * sq[pair_second(entry)];
-                [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) acc[d] += p * smem[k * Z_STRIDE + d];
-                den += p * smem[k * Z_STRIDE + VALUE_DIM];
+                const uint a = pair_first(entry), b = pair_second(entry);
+                const float coef = pair_coefficient(entry);
+                float p[RPI];
+                if (RPI == 4u) {
+                    const vec4 p4 = coef * sq_tile[a * ROWS + lid] * sq_tile[b * ROWS + lid];
+                    [[unroll]] for (uint r = 0u; r < RPI; ++r) p[r] = p4[r];
+                } else {
+                    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+                        const uint fa = (a * ROWS + lid) * RPI + r, fb = (b * ROWS + lid) * RPI + r;
+                        p[r] = coef * sq_tile[fa / 4u][fa % 4u] * sq_tile[fb / 4u][fb % 4u];
+                    }
+                }
+                [[unroll]] for (uint d4 = 0u; d4 < ZS4; ++d4) {
+                    const vec4 z = smem4[k * ZS4 + d4];  // one load, four operands, RPI rows
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                        const uint d = 4u * d4 + e;
+                        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+                            if (d < VALUE_DIM) acc[r][d] += p[r] * z[e];
+                            else if (d == VALUE_DIM) den[r] += p[r] * z[e];
+                        }
+                    }
+                }
             }
         }
     }
 
     // ---- local part: keys of this block up to the row ----
     if (CAUSAL) {
-        float query[KEY_WIDTH];
-        if (LOCAL_EXACT) {
-            [[unroll]] for (uint d = 0u; d < KEY_WIDTH; ++d) query[d] = q_local[(q_seq * params.n + crow) * HEAD_DIM + d];
-        } else {
-            [[unroll]] for (uint d = 0u; d < KEY_WIDTH; ++d) query[d] = sq[min(d, SKETCH - 1u)];  // KEY_WIDTH == SKETCH here
+        vec4 query4[RPI][KW4];
+        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+            [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint d = min(4u * d4 + e, KEY_WIDTH - 1u);
+                    const float x = LOCAL_EXACT ? q_local[(q_seq * params.n + crow[r]) * HEAD_DIM + d]
+                                                : q_sketch[(q_seq * params.n + crow[r]) * SKETCH + min(d, SKETCH - 1u)];  // KEY_WIDTH == SKETCH
+                    query4[r][d4][e] = 4u * d4 + e < KEY_WIDTH ? x : 0.0;
+                }
+            }
         }
-        const uint last = min(block_end, tile_begin + ROWS);  // keys past the tile's last row never count
+        const uint last = min(block_end, tile_begin + ROWS * RPI);  // keys past the tile's last row never count
         const uint k_base = kv_seq * params.n * KEY_WIDTH;
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
-        const uint v_off = KEY_TILE * KEY_WIDTH;  // values follow the keys in smem
+        const uint v_off4 = KEY_TILE * KW4;  // values follow the keys in smem4
+        // The invocation's last row that exists bounds its key loop; earlier rows mask later keys.
+        uint my_last = 0u;
+        bool any_valid = false;
+        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+            if (row_valid[r]) my_last = crow[r];
+            any_valid = any_valid || row_valid[r];
+        }
         for (uint tile_start = block_begin; tile_start < last; tile_start += KEY_TILE) {
             const uint tile_len = min(KEY_TILE, last - tile_start);
             barrier();
-            [[unroll]] for (uint it = 0u; it < (KEY_TILE * KEY_WIDTH + ROWS - 1u) / ROWS; ++it) {
+            [[unroll]] for (uint it = 0u; it < (KEY_TILE * KW4 * 4u + ROWS - 1u) / ROWS; ++it) {
                 const uint i = it * ROWS + lid;
-                if (i < tile_len * KEY_WIDTH) smem[i] = k_local[k_base + tile_start * KEY_WIDTH + i];
+                const uint j = i / (KW4 * 4u), c = i % (KW4 * 4u);
+                if (j < tile_len) smem4[i / 4u][i % 4u] = c < KEY_WIDTH ? k_local[k_base + (tile_start + j) * KEY_WIDTH + c] : 0.0;
             }
-            [[unroll]] for (uint it = 0u; it < (KEY_TILE * VALUE_DIM + ROWS - 1u) / ROWS; ++it) {
+            [[unroll]] for (uint it = 0u; it < (KEY_TILE * VD4 * 4u + ROWS - 1u) / ROWS; ++it) {
                 const uint i = it * ROWS + lid;
-                if (i < tile_len * VALUE_DIM) {
-                    const uint j = i / VALUE_DIM, d = i % VALUE_DIM;
-                    smem[v_off + i] = LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + d]);
-                }
+                const uint j = i / (VD4 * 4u), d = i % (VD4 * 4u);
+                if (j < tile_len)
+                    smem4[v_off4 + i / 4u][i % 4u] =
+                        d < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + d]) : 0.0;
             }
             barrier();
-            const uint visible = row_valid && row >= tile_start ? min(tile_len, row - tile_start + 1u) : 0u;
+            const uint visible = any_valid && my_last >= tile_start ? min(tile_len, my_last - tile_start + 1u) : 0u;
             for (uint j = 0u; j < visible; ++j) {
-                float s = 0.0;
-                [[unroll]] for (uint d = 0u; d < KEY_WIDTH; ++d) s += query[d] * smem[j * KEY_WIDTH + d];
-                const float w = LOCAL_EXACT ? weight_power(s) : s * s;
-                den += w;
-                [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) acc[d] += w * smem[v_off + j * VALUE_DIM + d];
+                float s[RPI];
+                [[unroll]] for (uint r = 0u; r < RPI; ++r) s[r] = 0.0;
+                [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
+                    const vec4 kv = smem4[j * KW4 + d4];
+                    [[unroll]] for (uint r = 0u; r < RPI; ++r) s[r] += dot(query4[r][d4], kv);
+                }
+                float w[RPI];
+                [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+                    const float x = LOCAL_EXACT ? weight_power(s[r]) : s[r] * s[r];
+                    w[r] = row_valid[r] && tile_start + j <= crow[r] ? x : 0.0;
+                    den[r] += w[r];
+                }
+                [[unroll]] for (uint d4 = 0u; d4 < VD4; ++d4) {
+                    const vec4 v = smem4[v_off4 + j * VD4 + d4];
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                        [[unroll]] for (uint r = 0u; r < RPI; ++r)
+                            if (4u * d4 + e < VALUE_DIM) acc[r][4u * d4 + e] += w[r] * v[e];
+                }
             }
         }
     }
 
-    if (!row_valid) return;
-    const float inv = 1.0 / (1.0 + den);
-    const uint o_base = tensor_row(params.o_strides, batch, q_head, row);
-    [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) o_data[o_base + d] = STORE_ELEM(acc[d] * inv);
+    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
+        if (!row_valid[r]) continue;
+        const float inv = 1.0 / (1.0 + den[r]);
+        const uint o_base = tensor_row(params.o_strides, batch, q_head, crow[r]);
+        [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) o_data[o_base + d] = STORE_ELEM(acc[r][d] * inv);
+    }
 }
