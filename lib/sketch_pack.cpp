@@ -8,8 +8,12 @@ namespace psk {
 
 namespace {
 
+/** Pads `data` with zeros to a multiple of 4 floats: every packed tensor starts on a vec4. */
+void alignVec4(std::vector<float>& data) { data.resize((data.size() + 3) / 4 * 4, 0.0f); }
+
 /** Appends `values` and returns their offset in floats. */
 uint32_t append(std::vector<float>& data, const std::vector<float>& values) {
+    alignVec4(data);
     const size_t offset = data.size();
     data.insert(data.end(), values.begin(), values.end());
     return static_cast<uint32_t>(offset);
@@ -18,6 +22,7 @@ uint32_t append(std::vector<float>& data, const std::vector<float>& values) {
 /** Appends the transpose of a rows x cols row-major matrix (so one column becomes one row). */
 uint32_t appendTransposed(std::vector<float>& data, const std::vector<float>& m, uint32_t rows, uint32_t cols) {
     if (m.size() != size_t(rows) * cols) fail(PSK_ERROR_INTERNAL, "sketch matrix of the wrong size");
+    alignVec4(data);
     const size_t offset = data.size();
     data.resize(offset + m.size());
     for (uint32_t r = 0; r < rows; ++r)
@@ -38,7 +43,8 @@ void appendNorm(PackedSketch& p, const QkNormWeights* norm) {
 }
 
 void finish(PackedSketch& p) {
-    if (p.data.empty()) p.data.push_back(0.0f);
+    alignVec4(p.data);
+    if (p.data.empty()) p.data.resize(4, 0.0f);
     if (p.data.size() >= (size_t(1) << 32)) fail(PSK_ERROR_TOO_LARGE, "sketch weights exceed 2^32 floats");
 }
 

@@ -26,7 +26,7 @@ struct PackedSketch {
      * (branch b, level l) at 4 (2b + l): LN scale, LN bias, dense1^T (8r x in), dense2 (8r x r).
      */
     std::array<uint32_t, 16> offsets{};
-    std::vector<float> data;  // never empty (a kernel binding needs a buffer)
+    std::vector<float> data;  // never empty (a kernel binding needs a buffer); every offset and the size are multiples of 4 (vec4 reads)
 
     /** Features of the packed self-tensoring: R (R + 1) / 2. */
     uint32_t features() const { return sketchLength * (sketchLength + 1) / 2; }

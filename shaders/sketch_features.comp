@@ -36,7 +36,11 @@ layout(constant_id = 3) const uint LEVELS = 1;     // random sketch: log2(p / 2)
 layout(constant_id = 4) const uint HIDDEN = 256;   // learned sketch: 8r
 
 layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
-layout(std430, binding = 1) readonly buffer Weights { float w_data[]; };
+// Every packed tensor starts on a vec4 (sketch_pack.cpp), so weight rows whose length is a
+// multiple of 4 are read 4 floats per load: on llvmpipe a load costs about the same whatever its
+// width, and these broadcast reads dominate the kernel.
+layout(std430, binding = 1) readonly buffer Weights { vec4 w_vec[]; };
+#define W(i) w_vec[(i) >> 2][(i) & 3u]
 layout(std430, binding = 2) writeonly buffer SketchOut { float sketch_out[]; };
 layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
 // LEVELS = 2: the two level-1 nodes of each row, [row][2][SKETCH]. They pass through memory (each
@@ -55,7 +59,7 @@ layout(push_constant) uniform Params {
     uint flags;
     TensorStrides x_strides;
     float node_scale;  // random sketch: factor per tree node
-    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets into w_data
+    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets (floats) into the weights
     // Random: G1_0a, G1_0b, G1_1a, G1_1b, G2_0a, G2_0b (transposed, SKETCH x in).
     // Learned: per FF (b, l) at 4 (2b + l): LN scale, LN bias, D1^T (HIDDEN x in), D2 (HIDDEN x SKETCH).
     uint w[16];
@@ -84,7 +88,7 @@ float gelu_tanh(float x) {
         [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_) var_ += (v[d_] - mean_) * (v[d_] - mean_); \
         const float inv_ = inversesqrt(var_ / float(LEN) + LN_EPS);                          \
         [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_)                                        \
-            v[d_] = (v[d_] - mean_) * inv_ * w_data[(scale_off) + d_] + w_data[(bias_off) + d_]; \
+            v[d_] = (v[d_] - mean_) * inv_ * W((scale_off) + d_) + W((bias_off) + d_); \
     }
 
 #if defined(SKETCH_LEARNED)
@@ -97,19 +101,33 @@ float gelu_tanh(float x) {
         [[unroll]] for (uint c_ = 0u; c_ < SKETCH; ++c_) out_v[c_] = 0.0;                    \
         const uint d1_ = params.w[base_ + 2u], d2_ = params.w[base_ + 3u];                   \
         [[dont_unroll]] for (uint u_ = 0u; u_ < HIDDEN; ++u_) {                                              \
-            float a_ = 0.0;                                                                  \
-            [[unroll]] for (uint d_ = 0u; d_ < IN; ++d_) a_ += in_v[d_] * w_data[d1_ + u_ * IN + d_]; \
+            float a_;                                                                        \
+            DOT_ROW(in_v, IN, d1_ + u_ * IN, a_);                                            \
             const float g_ = gelu_tanh(a_);                                                  \
-            [[unroll]] for (uint c_ = 0u; c_ < SKETCH; ++c_) out_v[c_] += g_ * w_data[d2_ + u_ * SKETCH + c_]; \
+            if (SKETCH % 4u == 0u) {                                                         \
+                [[unroll]] for (uint c4_ = 0u; c4_ < SKETCH / 4u; ++c4_) {                   \
+                    const vec4 w4_ = w_vec[((d2_ + u_ * SKETCH) >> 2) + c4_];                \
+                    [[unroll]] for (uint e_ = 0u; e_ < 4u; ++e_) out_v[4u * c4_ + e_] += g_ * w4_[e_]; \
+                }                                                                            \
+            } else {                                                                         \
+                [[unroll]] for (uint c_ = 0u; c_ < SKETCH; ++c_) out_v[c_] += g_ * W(d2_ + u_ * SKETCH + c_); \
+            }                                                                                \
         }                                                                                    \
     }
 #endif
 
-// Inner product of a register array of LEN floats with the contiguous weight row at `off`.
+// Inner product of a register array of LEN floats with the contiguous weight row at `off`
+// (a multiple of 4 whenever LEN is: rows of a packed tensor start on vec4s).
 #define DOT_ROW(v, LEN, off, result)                                                         \
     {                                                                                        \
         result = 0.0;                                                                        \
-        [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_) result += v[d_] * w_data[(off) + d_];  \
+        if ((LEN) % 4u == 0u) {                                                              \
+            const uint o4_ = (off) >> 2;                                                     \
+            [[unroll]] for (uint d4_ = 0u; d4_ < (LEN) / 4u; ++d4_)                          \
+                result += dot(vec4(v[4u * d4_], v[4u * d4_ + 1u], v[4u * d4_ + 2u], v[4u * d4_ + 3u]), w_vec[o4_ + d4_]); \
+        } else {                                                                             \
+            [[unroll]] for (uint d_ = 0u; d_ < LEN; ++d_) result += v[d_] * W((off) + d_);   \
+        }                                                                                    \
     }
 
 void main() {
