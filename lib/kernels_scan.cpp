@@ -43,8 +43,6 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
 BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps) {
     // Enough lanes that one segment (2 blocks per lane) covers every block, up to 128. Only a few
     // lane counts are used, so that the attention object can create every pipeline up front.
-    // Up to 256 blocks: one invocation per column walks them (bounded loop, no barriers).
-    if (blocks <= 256) return planColumns(1, caps);
     uint32_t threads = 2;
     while (threads < 128 && 2 * threads < blocks) threads *= 4;
     return planColumns(threads, caps);
