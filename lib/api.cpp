@@ -185,7 +185,6 @@ PskResult pskResetCommandDescriptors(PskAttention attention) {
     });
 }
 
-
 PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostInfo* info) {
     return guarded(attention ? attention->context() : nullptr, "pskAttentionForwardHost", [&] {
         if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
