@@ -40,11 +40,17 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
 
 }  // namespace
 
+// Lanes per column are capped so that a workgroup always spans at least 16 adjacent columns:
+// with one column per workgroup every load is a strided gather, which made the scan the largest
+// stage at n = 32k on llvmpipe. Longer scans take more segments (each one a Blelloch tree) with a
+// carry between them.
+constexpr uint32_t kMaxScanLanes = 8;
+
 BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps) {
-    // Enough lanes that one segment (2 blocks per lane) covers every block, up to 128. Only a few
+    // Enough lanes that one segment (2 blocks per lane) covers every block, up to 8. Only a few
     // lane counts are used, so that the attention object can create every pipeline up front.
     uint32_t threads = 2;
-    while (threads < 128 && 2 * threads < blocks) threads *= 4;
+    while (threads < kMaxScanLanes && 2 * threads < blocks) threads *= 4;
     return planColumns(threads, caps);
 }
 
