@@ -15,6 +15,53 @@
 
 namespace psk::cli {
 
+/** A bad command line: the one-line message psk prints before exiting with status 2. */
+struct UsageError {
+    std::string message;
+};
+
+/**
+ * Walks a command line option by option. "--name=value" and "--name value" both work: value()
+ * returns the inline value or consumes the next argument; flag() refuses an inline value.
+ */
+class ArgReader {
+public:
+    ArgReader(int argc, char** argv) : argc_(argc), argv_(argv) {}
+    /** Moves to the next argument; false at the end. */
+    bool next() {
+        if (++i_ >= argc_) return false;
+        raw_ = argv_[i_];
+        name_ = raw_;
+        inline_ = false;
+        const size_t eq = raw_.find('=');
+        if (raw_.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value_ = raw_.substr(eq + 1);
+            name_ = raw_.substr(0, eq);
+            inline_ = true;
+        }
+        return true;
+    }
+    /** The option's name, without any "=value". */
+    const std::string& name() const { return name_; }
+    /** The argument as written (for "unknown option" messages). */
+    const std::string& raw() const { return raw_; }
+    std::string value() {
+        if (inline_) return value_;
+        if (i_ + 1 >= argc_) throw UsageError{name_ + " needs a value"};
+        return argv_[++i_];
+    }
+    void flag() const {
+        if (inline_) throw UsageError{name_ + " takes no value"};
+    }
+
+private:
+    int argc_;
+    char** argv_;
+    int i_ = -1;
+    std::string raw_, name_, value_;
+    bool inline_ = false;
+};
+
 inline bool parseKind(const std::string& s, PskAttentionKind* out) {
     if (s == "softmax") *out = PSK_ATTENTION_KIND_SOFTMAX;
     else if (s == "poly" || s == "polynomial") *out = PSK_ATTENTION_KIND_POLYNOMIAL;

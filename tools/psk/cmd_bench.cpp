@@ -82,9 +82,7 @@ struct BenchOptions {
     std::string json, csv, plot, peer, device;
 };
 
-struct UsageError {
-    std::string message;
-};
+using psk::cli::UsageError;
 
 std::vector<uint32_t> uintList(const std::string& opt, const std::string& s, uint32_t lo, uint32_t hi) {
     std::vector<uint32_t> out;
@@ -100,22 +98,11 @@ std::vector<uint32_t> uintList(const std::string& opt, const std::string& s, uin
 BenchOptions parseOptions(int argc, char** argv, bool* help) {
     BenchOptions o;
     *help = false;
-    for (int i = 0; i < argc; ++i) {
-        std::string a = argv[i], value;
-        bool inlineValue = false;
-        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-            value = a.substr(a.find('=') + 1);
-            a = a.substr(0, a.find('='));
-            inlineValue = true;
-        }
-        auto next = [&]() -> std::string {
-            if (inlineValue) return value;
-            if (i + 1 >= argc) throw UsageError{a + " needs a value"};
-            return argv[++i];
-        };
-        auto flag = [&]() {
-            if (inlineValue) throw UsageError{a + " takes no value"};
-        };
+    psk::cli::ArgReader args(argc, argv);
+    while (args.next()) {
+        const std::string& a = args.name();
+        auto next = [&] { return args.value(); };
+        auto flag = [&] { args.flag(); };
         if (a == "--help" || a == "-h") {
             *help = true;
             return o;
@@ -183,7 +170,7 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             flag();
             o.quiet = true;
         } else {
-            throw UsageError{"unknown option '" + std::string(argv[i]) + "'"};
+            throw UsageError{"unknown option '" + args.raw() + "'"};
         }
     }
     if (o.kinds.empty()) throw UsageError{"--kinds is empty"};

@@ -74,30 +74,17 @@ struct RunOptions {
     std::vector<std::string> polysketchOnly;  // polysketch-only options seen, in order
 };
 
-struct UsageError {
-    std::string message;
-};
+using psk::cli::UsageError;
 
 // Parses the command line; throws UsageError with a one-line message.
 RunOptions parseOptions(int argc, char** argv, bool* help) {
     RunOptions o;
     *help = false;
-    for (int i = 0; i < argc; ++i) {
-        std::string a = argv[i], value;
-        bool inlineValue = false;
-        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-            value = a.substr(a.find('=') + 1);
-            a = a.substr(0, a.find('='));
-            inlineValue = true;
-        }
-        auto next = [&]() -> std::string {
-            if (inlineValue) return value;
-            if (i + 1 >= argc) throw UsageError{a + " needs a value"};
-            return argv[++i];
-        };
-        auto flag = [&]() {
-            if (inlineValue) throw UsageError{a + " takes no value"};
-        };
+    psk::cli::ArgReader args(argc, argv);
+    while (args.next()) {
+        const std::string& a = args.name();
+        auto next = [&] { return args.value(); };
+        auto flag = [&] { args.flag(); };
         auto uintOpt = [&](uint32_t lo, uint32_t hi) {
             const std::string s = next();
             uint32_t v = 0;
@@ -170,7 +157,7 @@ RunOptions parseOptions(int argc, char** argv, bool* help) {
         } else if (a == "--device") {
             o.device = next();
         } else {
-            throw UsageError{"unknown option '" + std::string(argv[i]) + "'"};
+            throw UsageError{"unknown option '" + args.raw() + "'"};
         }
     }
 
