@@ -39,17 +39,6 @@ std::string name(const Case& c) {
     return s.str();
 }
 
-double threshold(PskDataType type) {
-    switch (type) {
-        case PSK_DATA_TYPE_FLOAT16:
-            return 2e-3;
-        case PSK_DATA_TYPE_BFLOAT16:
-            return 1.2e-2;
-        default:
-            return 1e-4;
-    }
-}
-
 class BaselineConformance : public ContextTest, public ::testing::WithParamInterface<Case> {};
 
 TEST_P(BaselineConformance, MatchesFloat64Reference) {
@@ -114,7 +103,7 @@ TEST_P(BaselineConformance, MatchesFloat64Reference) {
     for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
     const double err = psk::test::relativeMaxError(got, want);
-    EXPECT_LE(err, threshold(c.type)) << name(c);
+    EXPECT_LE(err, psk::test::outputThreshold(c.type, 1e-4)) << name(c);
 }
 
 std::vector<Case> sweep() {

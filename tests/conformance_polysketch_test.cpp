@@ -50,17 +50,6 @@ std::string name(const Case& c) {
     return s.str();
 }
 
-double threshold(PskDataType type) {
-    switch (type) {
-        case PSK_DATA_TYPE_FLOAT16:
-            return 2e-3;
-        case PSK_DATA_TYPE_BFLOAT16:
-            return 1.2e-2;
-        default:
-            return 2e-4;
-    }
-}
-
 /** Runs the forward on the device; returns the dense BHND output (empty on failure). */
 std::vector<float> runDevice(PskContext ctx, const Case& c, const PskAttentionCreateInfo& info, const std::vector<float>& q,
                              const std::vector<float>& k, const std::vector<float>& v, PskForwardStats* stats) {
@@ -157,7 +146,7 @@ TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     double maxRef = 0;
     for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
-    EXPECT_LE(psk::test::relativeMaxError(got, want), threshold(c.type)) << name(c);
+    EXPECT_LE(psk::test::relativeMaxError(got, want), psk::test::outputThreshold(c.type, 2e-4)) << name(c);
 }
 
 std::vector<Case> sweep() {
