@@ -248,6 +248,21 @@ PskResult pskDecodeStepHost(PskDecodeState state, const PskDecodeStepInfo* info)
     });
 }
 
+PskResult pskCmdDecodeStep(PskDecodeState state, VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo* info) {
+    return guarded(state ? state->context() : nullptr, "pskCmdDecodeStep", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        state->cmdStep(commandBuffer, *info);
+    });
+}
+
+PskResult pskResetDecodeCommandDescriptors(PskDecodeState state) {
+    return guarded(state ? state->context() : nullptr, "pskResetDecodeCommandDescriptors", [&] {
+        if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");
+        state->resetCommandDescriptors();
+    });
+}
+
 PskResult pskResetDecodeSequence(PskDecodeState state, uint32_t sequence) {
     return guarded(state ? state->context() : nullptr, "pskResetDecodeSequence", [&] {
         if (!state) fail(PSK_ERROR_INVALID_ARGUMENT, "state must not be NULL");

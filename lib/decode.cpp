@@ -164,7 +164,7 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
     kIn_ = hostBuffer(slots * h_ * 4, MemoryUsage::HostUpload);
     vIn_ = hostBuffer(slots * dv_ * 4, MemoryUsage::HostUpload);
     out_ = hostBuffer(uint64_t(batch_) * Hq_ * dv_ * 4, MemoryUsage::HostReadback);
-    meta_ = hostBuffer(uint64_t(batch_) * 2 * 4, MemoryUsage::HostUpload);
+    meta_ = deviceBuffer(uint64_t(batch_) * 2 * 4);
 
     const DeviceFunctions& vk = context()->vk();
     VkDevice device = context()->device();
@@ -188,7 +188,13 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         }
         if (!context()->pipelines().usesPushDescriptors()) descriptors_ = std::make_unique<DescriptorArena>(vk, device);
         // A new state is empty: z = 0 (the caches need no clearing: positions bound what is read).
-        if (polysketch()) submit([&](Recorder& rec) { rec.fill({z_.handle(), 0, z_.size()}, z_.size(), 0); });
+        // The block rows are zeroed too, so that a serialized blob (which holds them in full)
+        // depends only on what the state consumed.
+        if (polysketch())
+            submit([&](Recorder& rec) {
+                for (const Buffer* b : {&z_, &blockS_, &blockK_, &blockV_})
+                    if (*b) rec.fill({b->handle(), 0, b->size()}, b->size(), 0);
+            });
     } catch (...) {
         releaseVulkanObjects();
         throw;
@@ -201,6 +207,7 @@ void PskDecodeState_T::releaseVulkanObjects() {
     const DeviceFunctions& vk = context()->vk();
     VkDevice device = context()->device();
     descriptors_.reset();
+    commandDescriptors_.reset();
     if (queryPool_) vk.vkDestroyQueryPool(device, queryPool_, vk.callbacks);
     if (fence_) vk.vkDestroyFence(device, fence_, vk.callbacks);
     if (commandPool_) vk.vkDestroyCommandPool(device, commandPool_, vk.callbacks);
@@ -270,6 +277,23 @@ uint64_t PskDecodeState_T::position(uint32_t sequence) const {
     return positions_[sequence];
 }
 
+void PskDecodeState_T::checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const {
+    const uint64_t n = info.seqLen;
+    const struct {
+        const char* name;
+        const void* pointer;
+        size_t given;
+        uint64_t needed;
+    } arrays[] = {{"q", info.q, info.qBytes, uint64_t(count) * Hq_ * n * h_ * 4},
+                  {"k", info.k, info.kBytes, uint64_t(count) * Hkv_ * n * h_ * 4},
+                  {"v", info.v, info.vBytes, uint64_t(count) * Hkv_ * n * dv_ * 4}};
+    for (const auto& a : arrays)
+        if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
+    for (const auto& a : arrays)
+        if (a.given < a.needed) fail(PSK_ERROR_BUFFER_TOO_SMALL, a.name, " holds ", a.given, " bytes; the shape needs ", a.needed);
+    for (const auto& a : arrays) checkFiniteFloats(a.name, a.pointer, a.needed / 4);
+}
+
 void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     const uint32_t count = info.batchSize ? info.batchSize : 1;
     if (uint64_t(info.firstSequence) + count > batch_)
@@ -291,8 +315,21 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     fwd.kBytes = info.kBytes;
     fwd.vBytes = info.vBytes;
     fwd.outBytes = info.outBytes;
-    // Checks every pointer, size and value and writes `out` only when it succeeds.
-    attention_->forwardHost(fwd);
+    if (info.out) {
+        // Checks every pointer, size and value and writes `out` only when it succeeds.
+        attention_->forwardHost(fwd);
+    } else {
+        // State only: the prompt's rows are not wanted. Softmax needs no forward at all (the KV
+        // cache is the prompt's k and v); polysketch runs its forward for Z, its output goes to a
+        // scratch array.
+        checkPromptInputs(info, count);
+        if (polysketch()) {
+            std::vector<uint8_t> scratch(size_t(count) * Hq_ * info.seqLen * dv_ * 4);
+            fwd.out = scratch.data();
+            fwd.outBytes = scratch.size();
+            attention_->forwardHost(fwd);
+        }
+    }
 
     const uint32_t n = info.seqLen, s0 = info.firstSequence * Hkv_, slots = count * Hkv_;
     const PskTensorStrides kStrides = defaultStrides(c.layout, Hkv_, n, h_);
@@ -327,11 +364,13 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
     const Buffer& work = attention_->workspaceBuffer();
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
+    const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
     submit([&](Recorder& rec) {
-        // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1).
+        // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1). The
+        // forward pads its state rows to plan.stateStride floats; z rows are dv + 1.
         for (uint32_t i = 0; i < slots; ++i)
-            rec.copy({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * zBytes, zBytes},
-                     {z_.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, zBytes);
+            rec.copyRows({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
+                         {z_.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
         if (keepRows) {
             // Local exact, unfinished last block: its rows stay raw (S(k), k', v).
             for (uint32_t i = 0; i < slots; ++i) {
@@ -357,127 +396,188 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = n;
 }
 
-void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
-    const struct {
-        const char* name;
-        const void* pointer;
-        size_t given;
-        uint64_t needed;
-    } arrays[] = {{"q", info.q, info.qBytes, uint64_t(batch_) * Hq_ * h_ * 4},
-                  {"k", info.k, info.kBytes, uint64_t(batch_) * Hkv_ * h_ * 4},
-                  {"v", info.v, info.vBytes, uint64_t(batch_) * Hkv_ * dv_ * 4},
-                  {"out", info.out, info.outBytes, uint64_t(batch_) * Hq_ * dv_ * 4}};
-    for (const auto& a : arrays)
-        if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
-    for (const auto& a : arrays)
-        if (a.given < a.needed)
-            fail(PSK_ERROR_BUFFER_TOO_SMALL, a.name, " holds ", a.given, " bytes; the shape needs ", a.needed);
-    for (int i = 0; i < 3; ++i) checkFiniteFloats(arrays[i].name, arrays[i].pointer, arrays[i].needed / 4);
+void PskDecodeState_T::stepBytes(uint64_t bytes[4]) const {
+    bytes[0] = uint64_t(batch_) * Hq_ * h_ * 4;
+    bytes[1] = uint64_t(batch_) * Hkv_ * h_ * 4;
+    bytes[2] = uint64_t(batch_) * Hkv_ * dv_ * 4;
+    bytes[3] = uint64_t(batch_) * Hq_ * dv_ * 4;
+}
+
+void PskDecodeState_T::checkRoomForStep() const {
     if (!polysketch())
         for (uint32_t s = 0; s < batch_; ++s)
             if (positions_[s] >= capacity_)
                 fail(PSK_ERROR_BUFFER_TOO_SMALL, "sequence ", s, " is full: its KV cache holds ", capacity_,
                      " tokens (the capacity given at creation)");
+}
 
-    std::memcpy(qIn_.mapped(), info.q, arrays[0].needed);
-    std::memcpy(kIn_.mapped(), info.k, arrays[1].needed);
-    std::memcpy(vIn_.mapped(), info.v, arrays[2].needed);
-    uint32_t* counts = reinterpret_cast<uint32_t*>(meta_.mapped());
+void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
+    uint64_t needed[4];
+    stepBytes(needed);
+    const struct {
+        const char* name;
+        const void* pointer;
+        size_t given;
+    } arrays[] = {{"q", info.q, info.qBytes}, {"k", info.k, info.kBytes}, {"v", info.v, info.vBytes}, {"out", info.out, info.outBytes}};
+    for (const auto& a : arrays)
+        if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
+    for (int i = 0; i < 4; ++i)
+        if (arrays[i].given < needed[i])
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, arrays[i].name, " holds ", arrays[i].given, " bytes; the shape needs ", needed[i]);
+    for (int i = 0; i < 3; ++i) checkFiniteFloats(arrays[i].name, arrays[i].pointer, needed[i] / 4);
+    checkRoomForStep();
+
+    std::memcpy(qIn_.mapped(), info.q, needed[0]);
+    std::memcpy(kIn_.mapped(), info.k, needed[1]);
+    std::memcpy(vIn_.mapped(), info.v, needed[2]);
+    const StepTensors t{{qIn_.handle(), 0, needed[0]}, {kIn_.handle(), 0, needed[1]}, {vIn_.handle(), 0, needed[2]},
+                        {out_.handle(), 0, needed[3]}};
+    double gpuMs = 0;
+    submit([&](Recorder& rec) { recordStep(rec, t); }, info.stats ? &gpuMs : nullptr);
+
+    std::memcpy(info.out, out_.mapped(), needed[3]);
+    for (uint64_t& p : positions_) ++p;
+    if (info.stats) {
+        info.stats->gpuMilliseconds = gpuMs;
+        info.stats->workspaceBytes = stepWorkspace_ ? stepWorkspace_.size() : partials_.size();
+    }
+}
+
+void PskDecodeState_T::cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo& info) {
+    if (!commandBuffer) fail(PSK_ERROR_INVALID_ARGUMENT, "commandBuffer must not be VK_NULL_HANDLE");
+    uint64_t needed[4];
+    stepBytes(needed);
+    const struct {
+        const char* name;
+        const PskVulkanTensor& t;
+    } tensors[] = {{"q", info.q}, {"k", info.k}, {"v", info.v}, {"out", info.out}};
+    const VkDeviceSize align = std::max<VkDeviceSize>(context()->caps().limits().minStorageBufferOffsetAlignment, 1);
+    for (const auto& x : tensors) {
+        if (!x.t.buffer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".buffer must not be VK_NULL_HANDLE");
+        if (x.t.strides)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".strides must be NULL: step tensors are dense [B, heads, dim]");
+        if (x.t.offset % align)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".offset ", x.t.offset,
+                 " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
+    }
+    for (int i = 0; i < 4; ++i)
+        if (tensors[i].t.size < needed[i])
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", tensors[i].name, ".size is ", tensors[i].t.size, " bytes; the shape needs ",
+                 needed[i]);
+    checkRoomForStep();
+
+    const DeviceFunctions& vk = context()->vk();
+    if (!context()->pipelines().usesPushDescriptors() && !commandDescriptors_)
+        commandDescriptors_ = std::make_unique<DescriptorArena>(vk, context()->device());
+    // Orders this step after everything recorded before it (an earlier step of this state in the
+    // same command buffer or one submitted before): they share meta_, the scratch and the state.
+    VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    barrier.dstAccessMask =
+        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vk.vkCmdPipelineBarrier(commandBuffer, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+    Recorder rec(vk, commandBuffer, context()->pipelines(), commandDescriptors_.get());
+    const StepTensors t{{info.q.buffer, info.q.offset, needed[0]},
+                        {info.k.buffer, info.k.offset, needed[1]},
+                        {info.v.buffer, info.v.offset, needed[2]},
+                        {info.out.buffer, info.out.offset, needed[3]}};
+    recordStep(rec, t);
+    for (uint64_t& p : positions_) ++p;
+}
+
+void PskDecodeState_T::resetCommandDescriptors() {
+    if (commandDescriptors_) commandDescriptors_->reset();
+}
+
+void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
+    // Per-sequence counts: [rows of the unfinished block | keys] then [rows to fold].
+    std::vector<uint32_t> counts(size_t(batch_) * 2, 0);
     bool anyFold = false;
     uint64_t longest = 0;
     for (uint32_t s = 0; s < batch_; ++s) {
         const uint64_t pos = positions_[s];
         if (polysketch()) {
-            counts[s] = local_ ? uint32_t(pos % b_) + 1 : 0;  // rows of the unfinished block, this token's included
+            counts[s] = local_ ? uint32_t(pos % b_) + 1 : 0;  // this token's row included
             counts[batch_ + s] = local_ && counts[s] == b_ ? b_ : 0;
             anyFold |= counts[batch_ + s] != 0;
         } else {
             counts[s] = uint32_t(pos + 1);  // keys this step attends to
-            counts[batch_ + s] = 0;
             longest = std::max(longest, pos + 1);
         }
     }
+    // Written by fills (one per run of equal values) inside the recording: a pending recorded step
+    // keeps its own counts whatever is recorded after it.
+    for (size_t i = 0; i < counts.size();) {
+        size_t j = i + 1;
+        while (j < counts.size() && counts[j] == counts[i]) ++j;
+        rec.fill({meta_.handle(), VkDeviceSize(i) * 4, VkDeviceSize(j - i) * 4}, VkDeviceSize(j - i) * 4, counts[i]);
+        i = j;
+    }
     const uint32_t slots = batch_ * Hkv_;
-    const BufferRange q{qIn_.handle(), 0, qIn_.size()}, k{kIn_.handle(), 0, kIn_.size()}, v{vIn_.handle(), 0, vIn_.size()},
-        out{out_.handle(), 0, out_.size()}, meta{meta_.handle(), 0, meta_.size()};
-    double gpuMs = 0;
+    const BufferRange meta{meta_.handle(), 0, VkDeviceSize(batch_) * 2 * 4};
 
     if (!polysketch()) {
         const SoftmaxPush push{Hq_, Hkv_, Hq_ / Hkv_, capacity_, maxChunks_, 0, attention_->config().scale};
-        submit(
-            [&](Recorder& rec) {
-                for (uint32_t i = 0; i < slots; ++i) {
-                    const VkDeviceSize row = VkDeviceSize(i) * capacity_ + positions_[i / Hkv_];
-                    rec.copy({kIn_.handle(), VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
-                             {kCache_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
-                    rec.copy({vIn_.handle(), VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
-                             {vCache_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
-                }
-                const BufferRange partials{partials_.handle(), 0, partials_.size()};
-                rec.dispatch(partial_,
-                             {reads(q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}),
-                              reads(meta), writes(partials)},
-                             &push, sizeof(push), ceilDiv(longest, chunk_), Hq_, batch_);
-                rec.dispatch(combine_, {reads(partials), reads(meta), writes(out)}, &push, sizeof(push), Hq_, batch_);
-            },
-            info.stats ? &gpuMs : nullptr);
-    } else {
-        const AttentionConfig& c = attention_->config();
-        const DeviceCaps& caps = context()->caps();
-        const PolysketchPlan& plan = attention_->polysketchPlan();
-        const PolysketchResources& res = attention_->polysketchResources();
-        const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
-        const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g1);
-        auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
-        const BufferRange z{z_.handle(), 0, z_.size()};
-        const uint32_t foldGroups = ceilDiv(uint64_t(F_) * (dv_ + 1), kWorkgroup);
-        submit(
-            [&](Recorder& rec) {
-                // 1. The one-token forward: S(q), S(k) (and q', k') of the new token.
-                const BoundTensors tensors{q, k, v, {stepOut_.handle(), 0, stepOut_.size()}, g1,
-                                           {stepWorkspace_.handle(), 0, stepWorkspace_.size()}};
-                recordPolysketch(rec, context()->pipelines(), caps, plan, res, attention_->packedSketch(), c, tensors);
-                // 2. The new token joins the state.
-                if (!local_) {
-                    const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0};
-                    rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(v), reads(res.pairs), reads(meta), writes(z)}, &push,
-                                 sizeof(push), foldGroups, 1, slots);
-                } else {
-                    for (uint32_t i = 0; i < slots; ++i) {
-                        const VkDeviceSize row = VkDeviceSize(i) * b_ + positions_[i / Hkv_] % b_;
-                        rec.copy({stepWorkspace_.handle(), ws.kSketch.offset + VkDeviceSize(i) * R_ * 4, VkDeviceSize(R_) * 4},
-                                 {blockS_.handle(), row * R_ * 4, VkDeviceSize(R_) * 4}, VkDeviceSize(R_) * 4);
-                        rec.copy({stepWorkspace_.handle(), ws.kLocal.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
-                                 {blockK_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
-                        rec.copy({vIn_.handle(), VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
-                                 {blockV_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
-                    }
-                }
-                // 3. The output rows.
-                const BufferRange qSketch = sub(ws.qSketch);
-                const BufferRange bk = local_ ? BufferRange{blockK_.handle(), 0, blockK_.size()} : z;
-                const BufferRange bv = local_ ? BufferRange{blockV_.handle(), 0, blockV_.size()} : z;
-                const OutputPush push{F_, Hq_, Hkv_, Hq_ / Hkv_, 0};
-                rec.dispatch(output_,
-                             {reads(qSketch), reads(local_ ? sub(ws.qLocal) : qSketch), reads(z), reads(res.pairs), reads(bk),
-                              reads(bv), reads(meta), writes(out)},
-                             &push, sizeof(push), Hq_, batch_);
-                // 4. Local exact: blocks completed by this token move into z.
-                if (anyFold) {
-                    const FoldPush fold{F_, Hkv_, 0, 0, 1, batch_, b_ * R_, 0, b_ * dv_, 0};
-                    rec.dispatch(fold_,
-                                 {reads({blockS_.handle(), 0, blockS_.size()}), reads(bv), reads(res.pairs), reads(meta), writes(z)},
-                                 &fold, sizeof(fold), foldGroups, 1, slots);
-                }
-            },
-            info.stats ? &gpuMs : nullptr);
+        for (uint32_t i = 0; i < slots; ++i) {
+            const VkDeviceSize row = VkDeviceSize(i) * capacity_ + positions_[i / Hkv_];
+            rec.copy({t.k.buffer, t.k.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
+                     {kCache_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
+            rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
+                     {vCache_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
+        }
+        const BufferRange partials{partials_.handle(), 0, partials_.size()};
+        rec.dispatch(partial_,
+                     {reads(t.q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}), reads(meta),
+                      writes(partials)},
+                     &push, sizeof(push), ceilDiv(longest, chunk_), Hq_, batch_);
+        rec.dispatch(combine_, {reads(partials), reads(meta), writes(t.out)}, &push, sizeof(push), Hq_, batch_);
+        return;
     }
 
-    std::memcpy(info.out, out_.mapped(), arrays[3].needed);
-    for (uint64_t& p : positions_) ++p;
-    if (info.stats) {
-        info.stats->gpuMilliseconds = gpuMs;
-        info.stats->workspaceBytes = stepWorkspace_ ? stepWorkspace_.size() : partials_.size();
+    const AttentionConfig& c = attention_->config();
+    const DeviceCaps& caps = context()->caps();
+    const PolysketchPlan& plan = attention_->polysketchPlan();
+    const PolysketchResources& res = attention_->polysketchResources();
+    const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
+    const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g1);
+    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
+    const BufferRange z{z_.handle(), 0, z_.size()};
+    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * (dv_ + 1), kWorkgroup);
+    // 1. The one-token forward: S(q), S(k) (and q', k') of the new token.
+    const BoundTensors tensors{t.q, t.k, t.v, {stepOut_.handle(), 0, stepOut_.size()}, g1,
+                               {stepWorkspace_.handle(), 0, stepWorkspace_.size()}};
+    recordPolysketch(rec, context()->pipelines(), caps, plan, res, attention_->packedSketch(), c, tensors);
+    // 2. The new token joins the state.
+    if (!local_) {
+        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0};
+        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(t.v), reads(res.pairs), reads(meta), writes(z)}, &push, sizeof(push),
+                     foldGroups, 1, slots);
+    } else {
+        for (uint32_t i = 0; i < slots; ++i) {
+            const VkDeviceSize row = VkDeviceSize(i) * b_ + positions_[i / Hkv_] % b_;
+            rec.copy({stepWorkspace_.handle(), ws.kSketch.offset + VkDeviceSize(i) * R_ * 4, VkDeviceSize(R_) * 4},
+                     {blockS_.handle(), row * R_ * 4, VkDeviceSize(R_) * 4}, VkDeviceSize(R_) * 4);
+            rec.copy({stepWorkspace_.handle(), ws.kLocal.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
+                     {blockK_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
+            rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
+                     {blockV_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
+        }
+    }
+    // 3. The output rows.
+    const BufferRange qSketch = sub(ws.qSketch);
+    const BufferRange bk = local_ ? BufferRange{blockK_.handle(), 0, blockK_.size()} : z;
+    const BufferRange bv = local_ ? BufferRange{blockV_.handle(), 0, blockV_.size()} : z;
+    const OutputPush push{F_, Hq_, Hkv_, Hq_ / Hkv_, 0};
+    rec.dispatch(output_,
+                 {reads(qSketch), reads(local_ ? sub(ws.qLocal) : qSketch), reads(z), reads(res.pairs), reads(bk), reads(bv), reads(meta),
+                  writes(t.out)},
+                 &push, sizeof(push), Hq_, batch_);
+    // 4. Local exact: blocks completed by this token move into z.
+    if (anyFold) {
+        const FoldPush fold{F_, Hkv_, 0, 0, 1, batch_, b_ * R_, 0, b_ * dv_, 0};
+        rec.dispatch(fold_, {reads({blockS_.handle(), 0, blockS_.size()}), reads(bv), reads(res.pairs), reads(meta), writes(z)}, &fold,
+                     sizeof(fold), foldGroups, 1, slots);
     }
 }
 

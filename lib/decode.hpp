@@ -4,6 +4,7 @@
 #pragma once
 
 #include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
 
 #include <functional>
 #include <memory>
@@ -26,6 +27,10 @@ public:
 
     void prefill(const PskDecodePrefillInfo& info);
     void step(const PskDecodeStepInfo& info);
+    /** Records one step into the app's command buffer on the app's buffers (pskCmdDecodeStep). */
+    void cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo& info);
+    /** Frees the descriptor sets of cmdStep calls (the app says their command buffers completed). */
+    void resetCommandDescriptors();
     void reset(uint32_t sequence);
     /** Size of the blob serialize() writes now. */
     size_t serializedSize() const;
@@ -34,6 +39,22 @@ public:
 
 private:
     bool polysketch() const { return kind_ == PSK_ATTENTION_KIND_POLYSKETCH; }
+    /** Step tensors of one call: q [B Hq h], k [B Hkv h], v [B Hkv dv], out [B Hq dv], dense float32. */
+    struct StepTensors {
+        psk::BufferRange q, k, v, out;
+    };
+    /** Bytes of q, k, v, out of one step. */
+    void stepBytes(uint64_t bytes[4]) const;
+    /** Fails (BUFFER_TOO_SMALL) when a softmax sequence's cache is full. */
+    void checkRoomForStep() const;
+    /**
+     * Records one step at the current positions (which the caller then advances): the per-sequence
+     * row counts are written into the device buffer meta_ by fills inside the recording, so every
+     * recorded step carries its own and several may be pending at once.
+     */
+    void recordStep(psk::Recorder& rec, const StepTensors& t);
+    /** Checks a prompt's arrays when prefill produces no output (out == NULL). */
+    void checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const;
     /** Records with `record` into the state's command buffer, submits and waits. */
     void submit(const std::function<void(psk::Recorder&)>& record, double* gpuMs = nullptr);
     psk::Buffer deviceBuffer(VkDeviceSize bytes);
@@ -58,8 +79,9 @@ private:
     uint32_t chunk_ = 1024, maxChunks_ = 1;
 
     // Per-step scratch, fixed at creation: the step's tensors (host-visible), the one-token
-    // forward's workspace and output (polysketch), the softmax partials, and `meta`, per sequence
-    // [rows of the unfinished block | key count] then [rows to fold].
+    // forward's workspace and output (polysketch), the softmax partials, and `meta` (device-local,
+    // written by fills in each recorded step), per sequence [rows of the unfinished block | key
+    // count] then [rows to fold].
     psk::Buffer qIn_, kIn_, vIn_, out_, meta_, stepWorkspace_, stepOut_, partials_;
     VkPipeline fold_ = VK_NULL_HANDLE, output_ = VK_NULL_HANDLE;
     VkPipeline partial_ = VK_NULL_HANDLE, combine_ = VK_NULL_HANDLE;
@@ -69,4 +91,7 @@ private:
     VkFence fence_ = VK_NULL_HANDLE;
     VkQueryPool queryPool_ = VK_NULL_HANDLE;
     std::unique_ptr<psk::DescriptorArena> descriptors_;
+    // Descriptor sets of pskCmdDecodeStep (no push descriptors): kept until
+    // pskResetDecodeCommandDescriptors or destruction, since the app's command buffers may still run.
+    std::unique_ptr<psk::DescriptorArena> commandDescriptors_;
 };

@@ -6,13 +6,19 @@
 // Metric: relativeMaxError = max |decoded - want| / max |want| over all rows of a sequence.
 // Against the library's own forward (float32 both sides, different summation order): 1e-5.
 // Against the float64 reference: 2e-4, the threshold of the float32 conformance tests.
+#include <polysketch/polysketch_vulkan.h>
+
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
 
+#include "context.hpp"  // internals: the context's device, allocator and queue for pskCmdDecodeStep
+#include "error.hpp"
+#include "memory.hpp"
 #include "reference/reference.hpp"
 #include "sketch_weights.hpp"
 #include "support/sketch_fixtures.hpp"
@@ -114,7 +120,8 @@ struct Driver {
     }
     ~Driver() { pskDestroyDecodeState(state); }
 
-    void prefill(uint32_t s, uint32_t n) {
+    /** withOutput false: out = NULL (state only); the sequence's rows are then not checked. */
+    void prefill(uint32_t s, uint32_t n, bool withOutput = true) {
         const Config& c = a.c;
         Sequence& sq = seqs[s];
         sq = Sequence{};
@@ -129,13 +136,13 @@ struct Driver {
         info.q = q.data();
         info.k = k.data();
         info.v = v.data();
-        info.out = out.data();
+        info.out = withOutput ? out.data() : nullptr;
         info.qBytes = q.size() * 4;
         info.kBytes = k.size() * 4;
         info.vBytes = v.size() * 4;
-        info.outBytes = out.size() * 4;
+        info.outBytes = withOutput ? out.size() * 4 : 0;
         ASSERT_EQ(pskDecodePrefillHost(state, &info), PSK_SUCCESS);
-        sq.out = fromBhnd(out, n, c.Hq, c.dv);
+        sq.out = fromBhnd(out, n, c.Hq, c.dv);  // NaN rows when !withOutput
         sq.tokens = n;
     }
 
@@ -144,13 +151,22 @@ struct Driver {
         seqs[s] = Sequence{};
     }
 
-    /** One step of every sequence; returns the output [B][Hq][dv]. */
-    std::vector<float> step() {
+    /** Random inputs of one step: q, k, v. */
+    std::vector<std::vector<float>> stepInputs() {
         const Config& c = a.c;
         const uint32_t B = uint32_t(seqs.size());
-        const std::vector<float> q = psk::test::randomNormal(size_t(B) * c.Hq * c.h, ++rng);
-        const std::vector<float> k = psk::test::randomNormal(size_t(B) * c.Hkv * c.h, ++rng);
-        const std::vector<float> v = psk::test::randomNormal(size_t(B) * c.Hkv * c.dv, ++rng);
+        return {psk::test::randomNormal(size_t(B) * c.Hq * c.h, ++rng), psk::test::randomNormal(size_t(B) * c.Hkv * c.h, ++rng),
+                psk::test::randomNormal(size_t(B) * c.Hkv * c.dv, ++rng)};
+    }
+
+    /** One step of every sequence; returns the output [B][Hq][dv]. */
+    std::vector<float> step() {
+        const std::vector<std::vector<float>> in = stepInputs();
+        return step(in[0], in[1], in[2]);
+    }
+    std::vector<float> step(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
+        const Config& c = a.c;
+        const uint32_t B = uint32_t(seqs.size());
         std::vector<float> out(size_t(B) * c.Hq * c.dv, NAN);
         PskDecodeStepInfo info{};
         info.q = q.data();
@@ -524,6 +540,316 @@ TEST_F(ContextTest, DecodeMisuse) {
     expectError(pskGetDecodeStateSize(d.state, nullptr), PSK_ERROR_INVALID_ARGUMENT, "NULL pBytes");
     expectError(pskSerializeDecodeState(d.state, nullptr, nullptr), PSK_ERROR_INVALID_ARGUMENT, "NULL pSize");
     expectError(pskRestoreDecodeState(d.state, nullptr, 10), PSK_ERROR_INVALID_ARGUMENT, "NULL data");
+}
+
+// ---- prefill without output rows ----
+
+Config kindConfig(int which) {
+    Config c;  // 0: polysketch sketched local, 1: polysketch local exact, 2: softmax
+    c.localExact = which == 1;
+    if (which == 2) c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    return c;
+}
+const char* const kKindNames[3] = {"polysketch sketched", "polysketch local exact", "softmax"};
+
+TEST_F(ContextTest, PrefillWithoutOutputGivesTheSameState) {
+    for (int which = 0; which < 3; ++which) {
+        SCOPED_TRACE(kKindNames[which]);
+        const Config c = kindConfig(which);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        const uint32_t capacity = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 64 : 0;
+        Driver x(*a, 2, capacity), y(*a, 2, capacity);
+        x.prefill(0, 21);
+        x.prefill(1, 32);
+        y.prefill(0, 21, false);  // same prompts (same generator), out = NULL
+        y.prefill(1, 32, false);
+        EXPECT_EQ(serialize(x.state), serialize(y.state));
+        for (int t = 0; t < 20; ++t) {  // across block boundaries (b = 16)
+            const auto in = x.stepInputs();
+            EXPECT_EQ(x.step(in[0], in[1], in[2]), y.step(in[0], in[1], in[2])) << "step " << t;
+        }
+        x.check();
+    }
+}
+
+TEST_F(ContextTest, SoftmaxPrefillWithoutOutputRunsNoForward) {
+    Config c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    c.Hq = c.Hkv = 1;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    const uint32_t n = 4096;
+    Driver d(*a, 1, n + 1);
+    psk::Allocator& allocator = ctx->allocator();
+    const VkDeviceSize before = allocator.bytesInUse();
+    const auto t0 = std::chrono::steady_clock::now();
+    d.prefill(0, n, false);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The forward would have cached its q, k, v and out tensors in the attention (device memory).
+    EXPECT_EQ(allocator.bytesInUse(), before) << "a state-only softmax prefill ran the forward";
+    std::printf("[ decode ] softmax state-only prefill of %u tokens: %.3f s\n", n, seconds);
+    // The cache holds the prompt: the next row equals the float64 softmax over all n + 1 keys.
+    const auto in = d.stepInputs();
+    const std::vector<float> out = d.step(in[0], in[1], in[2]);
+    const Sequence& sq = d.seqs[0];
+    const double scale = 1.0 / std::sqrt(double(c.h));
+    std::vector<double> logits(n + 1), want(c.dv, 0.0);
+    double top = -INFINITY, sum = 0;
+    for (uint32_t j = 0; j <= n; ++j) {
+        double dot = 0;
+        for (uint32_t e = 0; e < c.h; ++e) dot += double(in[0][e]) * sq.k[size_t(j) * c.h + e];
+        logits[j] = dot * scale;
+        top = std::max(top, logits[j]);
+    }
+    for (uint32_t j = 0; j <= n; ++j) {
+        const double w = std::exp(logits[j] - top);
+        sum += w;
+        for (uint32_t e = 0; e < c.dv; ++e) want[e] += w * sq.v[size_t(j) * c.dv + e];
+    }
+    for (double& w : want) w /= sum;
+    EXPECT_LE(relativeMaxError(out, want), 2e-4);
+    // A prefill with output rows does run it (so the check above can fail).
+    d.prefill(0, 64, true);
+    EXPECT_GT(allocator.bytesInUse(), before);
+}
+
+TEST_F(ContextTest, PrefillWithoutOutputMisuse) {
+    psk::test::MessageLog& log = psk::test::sharedLog();
+    for (int which = 0; which < 3; ++which) {
+        SCOPED_TRACE(kKindNames[which]);
+        const Config c = kindConfig(which);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        Driver d(*a, 1, c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 64 : 0);
+        d.prefill(0, 5);
+        log.clear();
+        const uint32_t n = 7;
+        std::vector<float> q(n * c.Hq * c.h, 0.5f), k(n * c.Hkv * c.h, 0.5f), v(n * c.Hkv * c.dv, 0.5f);
+        PskDecodePrefillInfo pi{};
+        pi.seqLen = n;
+        pi.q = q.data();
+        pi.k = k.data();
+        pi.v = v.data();
+        pi.qBytes = q.size() * 4;
+        pi.kBytes = k.size() * 4;
+        pi.vBytes = v.size() * 4;
+        auto expectError = [&](const PskDecodePrefillInfo& info, PskResult want, const char* what) {
+            EXPECT_EQ(pskDecodePrefillHost(d.state, &info), want) << what;
+            EXPECT_EQ(log.errors.size(), 1u) << what;
+            log.clear();
+            uint64_t pos = 0;
+            EXPECT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
+            EXPECT_EQ(pos, 5u) << what << ": a failed prefill changed the state";
+        };
+        PskDecodePrefillInfo bad = pi;
+        bad.q = nullptr;
+        expectError(bad, PSK_ERROR_INVALID_ARGUMENT, "NULL q");
+        bad = pi;
+        bad.kBytes -= 4;
+        expectError(bad, PSK_ERROR_BUFFER_TOO_SMALL, "short k");
+        v[9] = std::numeric_limits<float>::infinity();
+        expectError(pi, PSK_ERROR_NON_FINITE_INPUT, "infinity in v");
+        v[9] = 0.5f;
+        EXPECT_EQ(pskDecodePrefillHost(d.state, &pi), PSK_SUCCESS);
+        uint64_t pos = 0;
+        EXPECT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
+        EXPECT_EQ(pos, n);
+    }
+}
+
+// ---- pskCmdDecodeStep: recording into the app's command buffer ----
+
+/** The app's side on the context's own device: host-visible buffers, a command buffer, a fence. */
+struct CmdRig {
+    PskContext ctx;
+    const psk::DeviceFunctions& vk;
+    VkDevice device;
+    VkDeviceSize align;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+
+    explicit CmdRig(PskContext c)
+        : ctx(c), vk(c->vk()), device(c->device()),
+          align(std::max<VkDeviceSize>(c->caps().limits().minStorageBufferOffsetAlignment, 4)) {
+        VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+        poolInfo.queueFamilyIndex = ctx->queueFamily();
+        EXPECT_EQ(vk.vkCreateCommandPool(device, &poolInfo, vk.callbacks, &pool), VK_SUCCESS);
+        VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        cbInfo.commandPool = pool;
+        cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        cbInfo.commandBufferCount = 1;
+        EXPECT_EQ(vk.vkAllocateCommandBuffers(device, &cbInfo, &cmd), VK_SUCCESS);
+        VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        EXPECT_EQ(vk.vkCreateFence(device, &fenceInfo, vk.callbacks, &fence), VK_SUCCESS);
+    }
+    ~CmdRig() {
+        vk.vkDestroyFence(device, fence, vk.callbacks);
+        vk.vkDestroyCommandPool(device, pool, vk.callbacks);
+    }
+    psk::Buffer buffer(VkDeviceSize bytes, psk::MemoryUsage usage) {
+        return psk::Buffer(ctx->allocator(), bytes,
+                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, usage);
+    }
+    VkDeviceSize aligned(VkDeviceSize bytes) const { return (bytes + align - 1) / align * align; }
+    void begin() {
+        EXPECT_EQ(vk.vkResetCommandPool(device, pool, 0), VK_SUCCESS);
+        VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+        EXPECT_EQ(vk.vkBeginCommandBuffer(cmd, &info), VK_SUCCESS);
+    }
+    /** Ends with a barrier to the host, submits, waits. */
+    void submit() {
+        VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+        EXPECT_EQ(vk.vkEndCommandBuffer(cmd), VK_SUCCESS);
+        EXPECT_EQ(vk.vkResetFences(device, 1, &fence), VK_SUCCESS);
+        ctx->submitAndWait(cmd, fence);
+    }
+};
+
+/** q, k, v, out of `steps` steps in the app's buffers, each step's tensors at aligned offsets. */
+struct CmdTensors {
+    VkDeviceSize bytes[4], stride[4];
+    psk::Buffer buf[4];
+    CmdTensors(CmdRig& rig, const Config& c, uint32_t B, uint32_t steps) {
+        const uint64_t dims[4] = {uint64_t(B) * c.Hq * c.h, uint64_t(B) * c.Hkv * c.h, uint64_t(B) * c.Hkv * c.dv, uint64_t(B) * c.Hq * c.dv};
+        for (int i = 0; i < 4; ++i) {
+            bytes[i] = dims[i] * 4;
+            stride[i] = rig.aligned(bytes[i]);
+            // At a non-zero offset (one aligned stride in), to test offsets.
+            buf[i] = rig.buffer(stride[i] * (steps + 1), i == 3 ? psk::MemoryUsage::HostReadback : psk::MemoryUsage::HostUpload);
+            EXPECT_TRUE(buf[i].mapped());
+        }
+    }
+    PskVulkanTensor tensor(int i, uint32_t step) const {
+        PskVulkanTensor t{};
+        t.buffer = buf[i].handle();
+        t.offset = stride[i] * (step + 1);
+        t.size = bytes[i];
+        return t;
+    }
+    PskCmdDecodeStepInfo info(uint32_t step) const {
+        PskCmdDecodeStepInfo s{};
+        s.q = tensor(0, step);
+        s.k = tensor(1, step);
+        s.v = tensor(2, step);
+        s.out = tensor(3, step);
+        return s;
+    }
+    void write(uint32_t step, const std::vector<std::vector<float>>& in) {
+        for (int i = 0; i < 3; ++i) std::memcpy(buf[i].mapped() + stride[i] * (step + 1), in[i].data(), bytes[i]);
+    }
+    std::vector<float> out(uint32_t step) const {
+        std::vector<float> o(bytes[3] / 4);
+        std::memcpy(o.data(), buf[3].mapped() + stride[3] * (step + 1), bytes[3]);
+        return o;
+    }
+};
+
+TEST_F(ContextTest, CmdStepMatchesHostStep) {
+    for (int which = 0; which < 3; ++which) {
+        SCOPED_TRACE(kKindNames[which]);
+        const Config c = kindConfig(which);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        const uint32_t capacity = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 64 : 0;
+        Driver host(*a, 2, capacity), app(*a, 2, capacity);
+        host.prefill(0, 21);  // sequences at different positions, b = 16
+        host.prefill(1, 32);
+        app.prefill(0, 21, false);
+        app.prefill(1, 32, false);
+        CmdRig rig(ctx);
+        const uint32_t single = 3, batched = 17;
+        CmdTensors tensors(rig, c, 2, batched);
+        // Steps submitted one by one.
+        for (uint32_t t = 0; t < single; ++t) {
+            const auto in = host.stepInputs();
+            const std::vector<float> want = host.step(in[0], in[1], in[2]);
+            tensors.write(0, in);
+            rig.begin();
+            const PskCmdDecodeStepInfo info = tensors.info(0);
+            ASSERT_EQ(pskCmdDecodeStep(app.state, rig.cmd, &info), PSK_SUCCESS);
+            rig.submit();
+            EXPECT_EQ(tensors.out(0), want) << "step " << t;
+        }
+        // Several steps (two block boundaries) recorded into one command buffer, one submission.
+        std::vector<std::vector<float>> wants;
+        rig.begin();
+        for (uint32_t t = 0; t < batched; ++t) {
+            const auto in = host.stepInputs();
+            wants.push_back(host.step(in[0], in[1], in[2]));
+            tensors.write(t, in);
+            const PskCmdDecodeStepInfo info = tensors.info(t);
+            ASSERT_EQ(pskCmdDecodeStep(app.state, rig.cmd, &info), PSK_SUCCESS);
+        }
+        uint64_t pos = 0;
+        EXPECT_EQ(pskGetDecodePosition(app.state, 1, &pos), PSK_SUCCESS);
+        EXPECT_EQ(pos, 32u + single + batched) << "positions advance when a step is recorded";
+        rig.submit();
+        for (uint32_t t = 0; t < batched; ++t) EXPECT_EQ(tensors.out(t), wants[t]) << "recorded step " << t;
+        EXPECT_EQ(serialize(host.state), serialize(app.state));
+        EXPECT_EQ(pskResetDecodeCommandDescriptors(app.state), PSK_SUCCESS);
+        host.check();
+    }
+}
+
+TEST_F(ContextTest, CmdStepMisuse) {
+    psk::test::MessageLog& log = psk::test::sharedLog();
+    auto expectError = [&](PskResult got, PskResult want, const char* what, bool reported = true) {
+        EXPECT_EQ(got, want) << what;
+        EXPECT_EQ(log.errors.size(), reported ? 1u : 0u) << what;
+        log.clear();
+    };
+    for (int which = 0; which < 3; which += 2) {
+        SCOPED_TRACE(kKindNames[which]);
+        const Config c = kindConfig(which);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
+        Driver d(*a, 1, softmax ? 6 : 0);
+        d.prefill(0, softmax ? 6 : 5);  // softmax: the cache is full
+        log.clear();
+        CmdRig rig(ctx);
+        CmdTensors tensors(rig, c, 1, 1);
+        std::memset(tensors.buf[3].mapped(), 0x7F, tensors.buf[3].size());
+        const std::vector<uint8_t> sentinel(tensors.buf[3].mapped(), tensors.buf[3].mapped() + tensors.buf[3].size());
+        rig.begin();
+        const PskCmdDecodeStepInfo good = tensors.info(0);
+        if (softmax) {
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, &good), PSK_ERROR_BUFFER_TOO_SMALL, "full KV cache");
+        } else {
+            expectError(pskCmdDecodeStep(nullptr, rig.cmd, &good), PSK_ERROR_INVALID_ARGUMENT, "NULL state", false);
+            expectError(pskCmdDecodeStep(d.state, VK_NULL_HANDLE, &good), PSK_ERROR_INVALID_ARGUMENT, "NULL command buffer");
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, nullptr), PSK_ERROR_INVALID_ARGUMENT, "NULL info");
+            PskCmdDecodeStepInfo bad = good;
+            bad.v.buffer = VK_NULL_HANDLE;
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, &bad), PSK_ERROR_INVALID_ARGUMENT, "NULL v buffer");
+            const PskTensorStrides strides{1, 1, 1};
+            bad = good;
+            bad.q.strides = &strides;
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, &bad), PSK_ERROR_INVALID_ARGUMENT, "strides");
+            bad = good;
+            bad.out.offset += 2;
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, &bad), PSK_ERROR_INVALID_ARGUMENT, "misaligned out offset");
+            bad = good;
+            bad.out.size -= 4;
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, &bad), PSK_ERROR_BUFFER_TOO_SMALL, "short out");
+            bad = good;
+            bad.k.size = 0;
+            expectError(pskCmdDecodeStep(d.state, rig.cmd, &bad), PSK_ERROR_BUFFER_TOO_SMALL, "empty k");
+            expectError(pskResetDecodeCommandDescriptors(nullptr), PSK_ERROR_INVALID_ARGUMENT, "reset NULL state", false);
+        }
+        rig.submit();  // whatever was recorded (nothing) runs
+        EXPECT_TRUE(std::equal(sentinel.begin(), sentinel.end(), tensors.buf[3].mapped())) << "a failed call wrote out";
+        uint64_t pos = 0;
+        EXPECT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
+        EXPECT_EQ(pos, softmax ? 6u : 5u) << "a failed call consumed a token";
+    }
 }
 
 }  // namespace

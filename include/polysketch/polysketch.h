@@ -474,7 +474,12 @@ typedef struct PskDecodePrefillInfo {
     uint32_t seqLen;        /**< prompt length n, >= 1 */
     /** As PskForwardHostInfo, with the attention's default strides (its layout):
      *  q [batchSize, Hq, n, h], k [batchSize, Hkv, n, h], v [batchSize, Hkv, n, dv],
-     *  out [batchSize, Hq, n, dv]; sizes in bytes required. */
+     *  out [batchSize, Hq, n, dv]; sizes in bytes required.
+     *  out may be NULL (outBytes is then ignored): the call only fills the state and computes
+     *  no output rows where it can avoid them: SOFTMAX then runs no attention at all (the KV
+     *  cache is the prompt's k and v, so a 128k-token cache costs a copy, not a quadratic
+     *  forward); POLYSKETCH still runs its linear forward, whose block-state prefix is the state,
+     *  and discards the rows. q, k and v are checked (NULL, sizes, NaN) either way. */
     const void* q;
     const void* k;
     const void* v;
@@ -486,7 +491,8 @@ typedef struct PskDecodePrefillInfo {
 } PskDecodePrefillInfo;
 
 /**
- * Runs the causal forward over a prompt (out as pskAttentionForwardHost would write it) and
+ * Runs the causal forward over a prompt (out, when not NULL, as pskAttentionForwardHost would
+ * write it) and
  * leaves those sequences at position n, ready to step; whatever they held before is replaced.
  * Sequences of one call share n: prefill prompts of other lengths with further calls.
  * Softmax: n must not exceed the capacity (PSK_ERROR_BUFFER_TOO_SMALL).

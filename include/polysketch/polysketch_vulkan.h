@@ -23,7 +23,8 @@
  *    pskIsAttentionSupported (polysketch.h; before anything is created or recorded).
  *
  * 3. Recording into the app's command buffer: pskCmdAttentionForward records the same kernels
- *    as pskAttentionForwardHost, reading and writing the app's buffers, and submits nothing.
+ *    as pskAttentionForwardHost, reading and writing the app's buffers, and submits nothing;
+ *    pskCmdDecodeStep does the same for one incremental-decoding step (pskDecodeStepHost).
  */
 #ifndef POLYSKETCH_POLYSKETCH_VULKAN_H
 #define POLYSKETCH_POLYSKETCH_VULKAN_H
@@ -188,6 +189,56 @@ PSK_API PskResult pskCmdAttentionForward(PskAttention attention, VkCommandBuffer
  * (or have been reset or freed). A no-op with push descriptors.
  */
 PSK_API PskResult pskResetCommandDescriptors(PskAttention attention);
+
+/* ---------------------------------------------------------------------------------------------
+ * Incremental decoding: recording a step into the app's command buffer (docs/DECODING.md)
+ * ------------------------------------------------------------------------------------------- */
+
+/** One token of every sequence of a decode state, in the app's buffers. */
+typedef struct PskCmdDecodeStepInfo {
+    /**
+     * float32, dense (strides must be NULL): q [B, Hq, h], k [B, Hkv, h], v [B, Hkv, dv],
+     * out [B, Hq, dv] (B the state's batchSize). Usage STORAGE_BUFFER; k and v also TRANSFER_SRC
+     * (the step copies the new rows into the state). Offsets aligned as in PskVulkanTensor, sizes
+     * at least the shape's bytes. out must not overlap q, k or v.
+     */
+    PskVulkanTensor q, k, v, out;
+} PskCmdDecodeStepInfo;
+
+/**
+ * Records one decode step (what pskDecodeStepHost computes: every sequence consumes one token and
+ * out receives row `position` of each) into `commandBuffer`, reading and writing the app's
+ * buffers; nothing is submitted or waited for. The outputs equal pskDecodeStepHost's bit for bit.
+ *
+ * Positions advance when the call returns (pskGetDecodePosition then counts the recorded step),
+ * and what is recorded depends on them, so every recorded step must execute exactly once, in the
+ * order of recording, on one queue (several may be recorded into one command buffer or into
+ * several submitted in that order). Before any other call on the state (pskDecodeStepHost,
+ * prefill, reset, serialize, restore, destroy) every recorded step must have completed: those
+ * calls submit to the context's queue and wait for their own work only.
+ *
+ * Synchronization as pskCmdAttentionForward: the app makes its writes of q, k, v visible to
+ * COMPUTE_SHADER / SHADER_READ and TRANSFER / TRANSFER_READ before, and adds a barrier from
+ * COMPUTE_SHADER / SHADER_WRITE before reading out. The recorded commands start with a memory
+ * barrier (COMPUTE_SHADER | TRANSFER to COMPUTE_SHADER | TRANSFER) that orders them after earlier
+ * commands, then fills, copies and dispatches, with barriers between them. The bound compute
+ * pipeline, descriptor set 0 and push constants are replaced.
+ *
+ * Descriptors: as pskCmdAttentionForward; without push descriptors each call allocates descriptor
+ * sets from pools the state owns, freed by pskResetDecodeCommandDescriptors or destruction.
+ *
+ * No NaN checks (the data is on the device). Errors, with nothing recorded and the positions
+ * unchanged: INVALID_ARGUMENT (NULL state, command buffer, info or buffer; strides given; a
+ * misaligned offset), BUFFER_TOO_SMALL (a tensor's size; softmax: a sequence's cache is full).
+ */
+PSK_API PskResult pskCmdDecodeStep(PskDecodeState state, VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo* info);
+
+/**
+ * Frees (for reuse) the descriptor sets pskCmdDecodeStep allocated on a device without push
+ * descriptors; every command buffer recorded with this state must have completed (or been reset
+ * or freed). A no-op with push descriptors.
+ */
+PSK_API PskResult pskResetDecodeCommandDescriptors(PskDecodeState state);
 
 #ifdef __cplusplus
 }
