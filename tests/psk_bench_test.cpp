@@ -74,7 +74,9 @@ TEST(BenchStats, MedianMinMax) {
     EXPECT_EQ(odd.medianMs, 3);
     EXPECT_EQ(odd.minMs, 1);
     EXPECT_EQ(odd.maxMs, 5);
+    EXPECT_EQ(odd.meanMs, 3);
     EXPECT_EQ(psk::bench::summarize({4, 1, 3, 2}).medianMs, 2.5);
+    EXPECT_EQ(psk::bench::summarize({4, 1, 1, 2}).meanMs, 2);
     EXPECT_EQ(psk::bench::summarize({}).medianMs, 0);
 }
 
@@ -197,11 +199,96 @@ TEST(PskBenchOptions, BadOptionsExitTwo) {
              {{"bench", "--degree", "3"}, "--degree takes 2, 4, 8"},
              {{"bench", "--peer", "jax"}, "--peer takes torch"},
              {{"bench", "--local-exact", "--full"}, "--local-exact needs causal"},
-             {{"bench", "--bogus"}, "unknown option '--bogus'"}}) {
+             {{"bench", "--bogus"}, "unknown option '--bogus'"},
+             {{"bench", "--decode", "--kinds", "poly"}, "--decode takes the kinds softmax and polysketch"},
+             {{"bench", "--decode", "--runs", "3"}, "--runs does not apply to --decode (use --steps)"},
+             {{"bench", "--decode", "--full"}, "--decode is causal"},
+             {{"bench", "--decode", "--peer", "torch"}, "--peer does not apply to --decode"},
+             {{"bench", "--steps", "5"}, "--steps needs --decode"},
+             {{"bench", "--decode", "--context", "1k,x"}, "--context takes integers from 1"}}) {
         const Outcome r = runPsk(args);
         EXPECT_EQ(r.code, 2) << expect;
         EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
     }
+}
+
+// psk bench --decode: a tiny sweep of both kinds at two contexts; the default step count is one
+// block cycle; the state bytes follow the formulas (polysketch constant in the context, softmax
+// its capacity = context + warm-up + steps); JSON and CSV agree; the plot is drawn when
+// matplotlib is installed.
+TEST_F(PskBench, DecodeSweepWritesJsonCsvAndPlot) {
+    TempDir dir;
+    const uint32_t H = 2, h = 16, r = 8, b = 16, warmup = 1;
+    const Outcome out = runPsk({"bench", "--decode", "--context", "20,40", "--heads", "2", "--head-dim", "16", "--sketch-size", "8",
+                                "--block-size", "16", "--local-exact", "--warmup", "1", "--json", dir / "d.json", "--csv", dir / "d.csv",
+                                "--plot", dir / "d.png"},
+                               "PSK_VALIDATION=1 PSK_BENCH_PYTHON=/usr/bin/python3");
+    const bool matplotlib = std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
+    EXPECT_EQ(out.code, matplotlib ? 0 : 1) << out.err;
+    EXPECT_EQ(out.err.find("validation:"), std::string::npos) << out.err;
+    EXPECT_NE(out.out.find("state bytes"), std::string::npos) << out.out;
+
+    const psk::json::Value doc = psk::json::parse(psk::test::readText(dir / "d.json"));
+    EXPECT_EQ(doc.str("mode"), "decode");
+    EXPECT_EQ(doc.num("steps"), b) << "default: one block cycle";
+    const psk::json::Value* results = doc.find("results");
+    ASSERT_TRUE(results && results->array.size() == 4);  // context-major: polysketch, softmax
+    const uint64_t F = r * (r + 1) / 2;
+    for (const psk::json::Value& e : results->array) {
+        ASSERT_EQ(e.str("status"), "ok") << e.str("reason");
+        const uint32_t L = uint32_t(e.num("context"));
+        EXPECT_TRUE(L == 20 || L == 40);
+        ASSERT_EQ(e.find("samples_ms")->array.size(), b);
+        const double med = e.num("median_ms"), mean = e.num("mean_ms"), lo = e.num("min_ms"), hi = e.num("max_ms");
+        EXPECT_GT(lo, 0);
+        EXPECT_LE(lo, med);
+        EXPECT_LE(med, hi);
+        EXPECT_LE(lo, mean);
+        EXPECT_LE(mean, hi);
+        const uint64_t want = e.str("kind") == "polysketch" ? H * (F * (h + 1) + uint64_t(b) * (r + h + h)) * 4 + 8
+                                                            : uint64_t(H) * (L + warmup + b) * (h + h) * 4 + 8;
+        EXPECT_EQ(uint64_t(e.num("state_bytes")), want) << e.str("kind") << " at " << L;
+    }
+    EXPECT_EQ(results->array[0].str("kind"), "polysketch");
+    EXPECT_EQ(results->array[1].str("kind"), "softmax");
+
+    const auto rows = lines(psk::test::readText(dir / "d.csv"));
+    ASSERT_EQ(rows.size(), 5u);
+    const auto header = csvFields(rows[0]);
+    auto column = [&](const char* name) { return size_t(std::find(header.begin(), header.end(), name) - header.begin()); };
+    for (const char* name : {"kind", "context", "median_ms", "mean_ms", "state_bytes", "steps"}) ASSERT_LT(column(name), header.size()) << name;
+    for (size_t i = 1; i < rows.size(); ++i) {
+        const auto f = csvFields(rows[i]);
+        ASSERT_EQ(f.size(), header.size()) << rows[i];
+        const psk::json::Value& e = results->array[i - 1];
+        EXPECT_EQ(f[column("kind")], e.str("kind"));
+        EXPECT_EQ(std::stod(f[column("context")]), e.num("context"));
+        EXPECT_EQ(std::stod(f[column("state_bytes")]), e.num("state_bytes"));
+        EXPECT_EQ(std::stod(f[column("steps")]), b);
+    }
+    if (matplotlib) {
+        const std::string png = psk::test::readText(dir / "d.png");
+        ASSERT_GT(png.size(), 8u);
+        EXPECT_EQ(png.substr(1, 3), "PNG");
+    } else {
+        EXPECT_NE(out.err.find("no plot written"), std::string::npos) << out.err;
+    }
+}
+
+// An explicit step count, a kind the library cannot decode in that storage type (skipped with
+// the library's code, the sweep goes on).
+TEST_F(PskBench, DecodeStepsAndSkippedConfigurations) {
+    TempDir dir;
+    const Outcome out = runPsk({"bench", "--decode", "--kinds", "softmax", "--context", "8", "--dtype", "f32,f16", "--heads", "1",
+                                "--head-dim", "16", "--steps", "5", "--warmup", "0", "--json", dir / "d.json", "--quiet"});
+    ASSERT_EQ(out.code, 0) << out.err;
+    const psk::json::Value doc = psk::json::parse(psk::test::readText(dir / "d.json"));
+    const psk::json::Value* results = doc.find("results");
+    ASSERT_TRUE(results && results->array.size() == 2);
+    EXPECT_EQ(results->array[0].str("status"), "ok");
+    EXPECT_EQ(results->array[0].find("samples_ms")->array.size(), 5u);
+    EXPECT_EQ(results->array[1].str("status"), "skipped");
+    EXPECT_NE(results->array[1].str("reason").find("PSK_ERROR_UNSUPPORTED"), std::string::npos) << results->array[1].str("reason");
 }
 
 }  // namespace

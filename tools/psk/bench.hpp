@@ -22,12 +22,12 @@ struct Config {
     bool localExact = false;
 };
 
-/** Median, min and max of a set of times. */
+/** Median, min, max and mean of a set of times. */
 struct Timing {
-    double medianMs = 0, minMs = 0, maxMs = 0;
+    double medianMs = 0, minMs = 0, maxMs = 0, meanMs = 0;
 };
 
-/** The median (mean of the two middle values for an even count), min and max; zeros if empty. */
+/** The median (mean of the two middle values for an even count), min, max and mean; zeros if empty. */
 Timing summarize(std::vector<double> samplesMs);
 
 struct Result {
@@ -38,6 +38,11 @@ struct Result {
     std::vector<double> samplesMs;
     uint64_t workspaceBytes = 0;
     double flops = 0;
+    // Decode mode (psk bench --decode): config.n is the context length L the state was prefilled
+    // to; the samples are the GPU times of single steps; the state's bytes (pskGetDecodeStateSize)
+    // and the wall time of the state-only prefill. workspaceBytes is the step's scratch.
+    uint64_t stateBytes = 0;
+    double prefillWallMs = 0;
     // Filled when a peer ran at this shape.
     bool peerOk = false;
     Timing peer;
@@ -92,6 +97,8 @@ struct RunInfo {
     std::string startedUtc;
     int runs = 0, warmup = 0;
     PeerInfo peer;
+    // Decode mode: `runs` is the number of timed steps per context, `warmup` the untimed ones.
+    bool decode = false;
 };
 
 std::string toJson(const RunInfo&, const std::vector<Result>&);

@@ -28,9 +28,78 @@ std::string csvField(const std::string& s) {
     return out + "\"";
 }
 
+std::string configJson(const Config& c) {
+    const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
+    std::ostringstream o;
+    o << "\"kind\": " << quote(cli::kindName(c.kind)) << ", \"dtype\": " << quote(cli::dataTypeName(c.dtype)) << ", \"batch\": " << c.batch
+      << ", \"heads\": " << c.heads << ", \"kv_heads\": " << c.kvHeads << ", \"context\": " << c.n << ", \"n\": " << c.n
+      << ", \"head_dim\": " << c.headDim << ", \"value_dim\": " << c.valueDim << ", \"causal\": true"
+      << ", \"degree\": " << (c.degree ? u(c.degree) : "null") << ", \"sketch_size\": " << (ps ? u(c.sketchSize) : "null")
+      << ", \"block_size\": " << (ps ? u(c.blockSize) : "null") << ", \"local_exact\": " << (ps ? b(c.localExact) : "null");
+    return o.str();
+}
+
+/** psk bench --decode: one entry per (kind, shape, context). */
+std::string decodeJson(const RunInfo& info, const std::vector<Result>& results) {
+    std::ostringstream o;
+    o << "{\n";
+    o << "  \"tool\": \"psk bench\",\n";
+    o << "  \"mode\": \"decode\",\n";
+    o << "  \"library_version\": " << quote(info.libraryVersion) << ",\n";
+    o << "  \"command\": " << quote(info.command) << ",\n";
+    o << "  \"started_utc\": " << quote(info.startedUtc) << ",\n";
+    o << "  \"device\": {\"name\": " << quote(info.deviceName) << ", \"driver\": " << quote(info.driverName)
+      << ", \"driver_info\": " << quote(info.driverInfo) << ", \"type\": " << info.deviceType << "},\n";
+    o << "  \"steps\": " << info.runs << ",\n";
+    o << "  \"warmup\": " << info.warmup << ",\n";
+    o << "  \"time\": \"per step: GPU timestamps around the commands of one pskDecodeStepHost call (PskForwardStats.gpuMilliseconds; "
+         "host copies of the token in and the row out excluded); median, mean, min and max over the timed steps, which follow a "
+         "state-only prefill (out = NULL) to the context length\",\n";
+    o << "  \"results\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+        const Result& r = results[i];
+        o << (i ? ",\n" : "\n") << "    {" << configJson(r.config) << ",\n     ";
+        if (r.ok) {
+            o << "\"status\": \"ok\", \"median_ms\": " << number(r.gpu.medianMs) << ", \"mean_ms\": " << number(r.gpu.meanMs)
+              << ", \"min_ms\": " << number(r.gpu.minMs) << ", \"max_ms\": " << number(r.gpu.maxMs)
+              << ", \"state_bytes\": " << u(r.stateBytes) << ", \"step_scratch_bytes\": " << u(r.workspaceBytes)
+              << ", \"prefill_wall_ms\": " << number(r.prefillWallMs) << ", \"samples_ms\": [";
+            for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
+            o << "]";
+        } else {
+            o << "\"status\": \"skipped\", \"reason\": " << quote(r.reason);
+        }
+        o << "}";
+    }
+    o << "\n  ]\n}\n";
+    return o.str();
+}
+
+std::string decodeCsv(const std::vector<Result>& results) {
+    std::ostringstream o;
+    o << "kind,dtype,batch,heads,kv_heads,context,head_dim,value_dim,degree,sketch_size,block_size,local_exact,status,steps,"
+         "median_ms,mean_ms,min_ms,max_ms,state_bytes,step_scratch_bytes,prefill_wall_ms,reason\n";
+    for (const Result& r : results) {
+        const Config& c = r.config;
+        const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
+        o << cli::kindName(c.kind) << ',' << cli::dataTypeName(c.dtype) << ',' << c.batch << ',' << c.heads << ',' << c.kvHeads << ','
+          << c.n << ',' << c.headDim << ',' << c.valueDim << ',' << (c.degree ? u(c.degree) : "") << ',' << (ps ? u(c.sketchSize) : "")
+          << ',' << (ps ? u(c.blockSize) : "") << ',' << (ps ? (c.localExact ? "1" : "0") : "") << ',' << (r.ok ? "ok" : "skipped")
+          << ',';
+        if (r.ok)
+            o << r.samplesMs.size() << ',' << number(r.gpu.medianMs) << ',' << number(r.gpu.meanMs) << ',' << number(r.gpu.minMs) << ','
+              << number(r.gpu.maxMs) << ',' << u(r.stateBytes) << ',' << u(r.workspaceBytes) << ',' << number(r.prefillWallMs) << ',';
+        else
+            o << ",,,,,,,,";
+        o << csvField(r.ok ? "" : r.reason) << '\n';
+    }
+    return o.str();
+}
+
 }  // namespace
 
 std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
+    if (info.decode) return decodeJson(info, results);
     std::ostringstream o;
     o << "{\n";
     o << "  \"tool\": \"psk bench\",\n";
@@ -95,6 +164,7 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
 }
 
 std::string toCsv(const RunInfo& info, const std::vector<Result>& results) {
+    if (info.decode) return decodeCsv(results);
     std::ostringstream o;
     o << "kind,dtype,layout,batch,heads,kv_heads,n,head_dim,value_dim,causal,degree,sketch_size,block_size,local_exact,"
          "status,median_ms,min_ms,max_ms,ms_per_token,tflops,flop,workspace_bytes,peer,peer_median_ms,peer_min_ms,peer_max_ms,"

@@ -30,6 +30,9 @@ Timing summarize(std::vector<double> s) {
     t.medianMs = s.size() % 2 ? s[m] : 0.5 * (s[m - 1] + s[m]);
     t.minMs = s.front();
     t.maxMs = s.back();
+    double sum = 0;
+    for (double x : s) sum += x;
+    t.meanMs = sum / double(s.size());
     return t;
 }
 

@@ -3,10 +3,13 @@
 // attention dispatches), the effective TFLOP/s and the workspace. A configuration that fails is
 // recorded as skipped with its reason and the sweep goes on. Output: a table on stdout, JSON, CSV,
 // a plot (tools/bench_plot.py) and an optional PyTorch CPU peer (tools/torch_peer.py).
+// --decode times incremental decoding instead: per context length, a state-only prefill, then
+// single steps (median, mean, min, max GPU time per step) and the state's bytes.
 #include <polysketch/polysketch.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +35,8 @@ void benchUsage(FILE* out) {
         "                 [--head-dim LIST] [--degree LIST] [--sketch-size LIST] [--block-size LIST]\n"
         "                 [--local-exact] [--full] [--layout bhnd|bnhd] [--runs N] [--warmup N]\n"
         "                 [--json FILE] [--csv FILE] [--plot FILE.png] [--peer torch] [--device SEL]\n"
+        "       psk bench --decode [--kinds softmax,polysketch] [--context LIST] [--steps N] [--warmup N]\n"
+        "                 [shape options as above] [--json FILE] [--csv FILE] [--plot FILE.png]\n"
         "\n"
         "Times every combination of the lists (comma-separated; 'k' multiplies by 1024: --n 1k,2k).\n"
         "Per configuration: median, min and max GPU time of N runs after the warm-up runs (timestamp\n"
@@ -66,6 +71,22 @@ void benchUsage(FILE* out) {
         "  --device SEL        device index or part of its name (default PSK_DEVICE or the best)\n"
         "  --quiet             no table on stdout\n"
         "\n"
+        "Decode mode (--decode): incremental decoding (pskDecodeStepHost), one token per step.\n"
+        "For each context length L: a decode state is prefilled with L random tokens (state only:\n"
+        "out = NULL, so softmax fills its KV cache without the quadratic forward), then N steps are\n"
+        "timed after the warm-up steps, each by GPU timestamps around the step's commands\n"
+        "(PskForwardStats.gpuMilliseconds; the host copies of the token in and the row out\n"
+        "excluded). Recorded: median, mean, min and max step time, the state's bytes\n"
+        "(pskGetDecodeStateSize), the step scratch and the prefill's wall time. The sweep is\n"
+        "causal; --full, --runs, --peer and the kind poly do not apply.\n"
+        "  --decode            decode mode (kinds default to polysketch,softmax)\n"
+        "  --context LIST      context lengths L (the same list as --n; default 1k,4k,16k)\n"
+        "  --steps N           timed steps per context (default 0: one block cycle, the largest\n"
+        "                      --block-size, so the block folds at block boundaries are included)\n"
+        "  --warmup N          untimed steps before them (default 1)\n"
+        "  --plot FILE.png     decode: median step time vs L (log x) for every kind, and the state\n"
+        "                      bytes vs L in a second panel\n"
+        "\n"
         "Environment: PSK_BENCH_PYTHON (Python for the plot; default /usr/bin/python3),\n"
         "PSK_TORCH_PYTHON (Python for the peer; default .venv-bench/bin/python of the source tree),\n"
         "PSK_TOOLS_DIR (where bench_plot.py and torch_peer.py are).\n");
@@ -80,6 +101,8 @@ struct BenchOptions {
     uint32_t runs = 5, warmup = 1;
     uint64_t seed = 0;
     std::string json, csv, plot, peer, device;
+    bool decode = false;
+    uint32_t steps = 0;  // decode: timed steps per context; 0 = one block cycle
 };
 
 using psk::cli::UsageError;
@@ -98,6 +121,7 @@ std::vector<uint32_t> uintList(const std::string& opt, const std::string& s, uin
 BenchOptions parseOptions(int argc, char** argv, bool* help) {
     BenchOptions o;
     *help = false;
+    bool kindsGiven = false, nGiven = false, runsGiven = false, fullGiven = false;
     psk::cli::ArgReader args(argc, argv);
     while (args.next()) {
         const std::string& a = args.name();
@@ -107,14 +131,21 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             *help = true;
             return o;
         } else if (a == "--kinds" || a == "--kind") {
+            kindsGiven = true;
             o.kinds.clear();
             for (const std::string& item : psk::cli::splitList(next())) {
                 PskAttentionKind k;
                 if (!psk::cli::parseKind(item, &k)) throw UsageError{"--kinds takes softmax, poly, polysketch (got '" + item + "')"};
                 o.kinds.push_back(k);
             }
-        } else if (a == "--n") {
+        } else if (a == "--n" || a == "--context") {
+            nGiven = true;
             o.n = uintList(a, next(), 1, 1u << 24);
+        } else if (a == "--decode") {
+            flag();
+            o.decode = true;
+        } else if (a == "--steps") {
+            o.steps = uintList(a, next(), 0, 1000000).at(0);
         } else if (a == "--dtype") {
             o.dtypes.clear();
             for (const std::string& item : psk::cli::splitList(next())) {
@@ -141,6 +172,7 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             o.localExact = true;
         } else if (a == "--full") {
             flag();
+            fullGiven = true;
             o.causal = false;
         } else if (a == "--causal") {
             flag();
@@ -149,6 +181,7 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             const std::string s = next();
             if (!psk::cli::parseLayout(s, &o.layout)) throw UsageError{"--layout takes bhnd or bnhd (got '" + s + "')"};
         } else if (a == "--runs") {
+            runsGiven = true;
             o.runs = uintList(a, next(), 1, 100000).at(0);
         } else if (a == "--warmup") {
             o.warmup = uintList(a, next(), 0, 100000).at(0);
@@ -174,6 +207,21 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
         }
     }
     if (o.kinds.empty()) throw UsageError{"--kinds is empty"};
+    if (o.decode) {
+        if (!kindsGiven) o.kinds = {PSK_ATTENTION_KIND_POLYSKETCH, PSK_ATTENTION_KIND_SOFTMAX};
+        if (!nGiven) o.n = {1024, 4096, 16384};
+        for (PskAttentionKind k : o.kinds)
+            if (k == PSK_ATTENTION_KIND_POLYNOMIAL) throw UsageError{"--decode takes the kinds softmax and polysketch (not poly)"};
+        if (fullGiven) throw UsageError{"--decode is causal (drop --full)"};
+        if (runsGiven) throw UsageError{"--runs does not apply to --decode (use --steps)"};
+        if (!o.peer.empty()) throw UsageError{"--peer does not apply to --decode"};
+        if (o.steps == 0) {
+            o.steps = 0;
+            for (uint32_t b : o.blockSize) o.steps = std::max(o.steps, b);
+        }
+    } else if (o.steps) {
+        throw UsageError{"--steps needs --decode"};
+    }
     if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
     return o;
 }
@@ -392,6 +440,112 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     return res;
 }
 
+// Decode mode: prefill a state to L tokens (state only), then time single steps.
+Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o, Progress& progress,
+                    size_t index) {
+    Result res;
+    res.config = c;
+    std::string error;
+    if (!prepare(in, c, error)) {
+        res.reason = error;
+        return res;
+    }
+    PskAttentionCreateInfo ai{};
+    ai.kind = c.kind;
+    ai.flags = PSK_ATTENTION_CAUSAL_BIT | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+    ai.degree = c.degree;
+    ai.numQueryHeads = c.heads;
+    ai.numKeyValueHeads = c.kvHeads;
+    ai.headDim = c.headDim;
+    ai.valueDim = c.valueDim;
+    ai.dataType = c.dtype;
+    ai.layout = c.layout;
+    ai.sketchSize = c.sketchSize;
+    ai.blockSize = c.blockSize;
+    ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
+    ai.seed = o.seed;
+    PskAttention attn = nullptr;
+    PskResult r = pskCreateAttention(ctx, &ai, &attn);
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+        return res;
+    }
+    const uint32_t total = o.warmup + o.steps;
+    PskDecodeStateCreateInfo si{};
+    si.batchSize = c.batch;
+    si.capacity = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? c.n + total : 0;
+    PskDecodeState state = nullptr;
+    r = pskCreateDecodeState(attn, &si, &state);
+    const std::string what = describe(c);
+    if (r == PSK_SUCCESS) {
+        progress.show(index, what + " prefill", 0, total);
+        PskDecodePrefillInfo pi{};
+        pi.batchSize = c.batch;
+        pi.seqLen = c.n;
+        pi.q = in.qb.data();
+        pi.k = in.kb.data();
+        pi.v = in.vb.data();
+        pi.out = nullptr;  // state only
+        pi.qBytes = in.qb.size();
+        pi.kBytes = in.kb.size();
+        pi.vBytes = in.vb.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        r = pskDecodePrefillHost(state, &pi);
+        res.prefillWallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    if (r == PSK_SUCCESS) r = pskGetDecodeStateSize(state, &res.stateBytes);
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+    } else {
+        // A few distinct random tokens, cycled (the step time does not depend on the values).
+        const size_t qn = size_t(c.batch) * c.heads * c.headDim, kn = size_t(c.batch) * c.kvHeads * c.headDim,
+                     vn = size_t(c.batch) * c.kvHeads * c.valueDim, on = size_t(c.batch) * c.heads * c.valueDim;
+        const uint32_t distinct = 8;
+        std::vector<float> q(qn * distinct), k(kn * distinct), v(vn * distinct), out(on);
+        fillRandom(q, 11);
+        fillRandom(k, 12);
+        fillRandom(v, 13);
+        PskForwardStats stats{};
+        for (uint32_t step = 0; step < total; ++step) {
+            progress.show(index, what, step + 1, total);
+            const uint32_t t = step % distinct;
+            PskDecodeStepInfo di{q.data() + t * qn, k.data() + t * kn, v.data() + t * vn, out.data(), qn * 4, kn * 4, vn * 4, on * 4, &stats};
+            r = pskDecodeStepHost(state, &di);
+            if (r != PSK_SUCCESS) {
+                res.reason = sink.describe(r);
+                res.samplesMs.clear();
+                break;
+            }
+            if (step >= o.warmup) res.samplesMs.push_back(stats.gpuMilliseconds);
+            res.workspaceBytes = stats.workspaceBytes;
+        }
+    }
+    pskDestroyDecodeState(state);
+    pskDestroyAttention(attn);
+    if (res.reason.empty()) {
+        res.ok = true;
+        res.gpu = summarize(res.samplesMs);
+    }
+    return res;
+}
+
+void printDecodeHeader() {
+    std::printf("%-34s %7s %10s %10s %10s %10s %13s %12s\n", "configuration", "context", "median ms", "mean ms", "min ms", "max ms",
+                "state bytes", "prefill s");
+}
+
+void printDecodeRow(const Result& r) {
+    std::string what = describe(r.config);
+    what = what.substr(0, what.find(" n="));
+    if (!r.ok) {
+        std::printf("%-34s %7u skipped: %s\n", what.c_str(), r.config.n, r.reason.c_str());
+    } else {
+        std::printf("%-34s %7u %10.3f %10.3f %10.3f %10.3f %13llu %12.2f\n", what.c_str(), r.config.n, r.gpu.medianMs, r.gpu.meanMs,
+                    r.gpu.minMs, r.gpu.maxMs, static_cast<unsigned long long>(r.stateBytes), r.prefillWallMs * 1e-3);
+    }
+    std::fflush(stdout);
+}
+
 std::string utcNow() {
     const std::time_t t = std::time(nullptr);
     std::tm tm{};
@@ -421,8 +575,9 @@ int runBench(int argc, char** argv) {
     info.command = "psk bench";
     for (int i = 0; i < argc; ++i) info.command += std::string(" ") + argv[i];
     info.startedUtc = utcNow();
-    info.runs = int(o.runs);
+    info.runs = int(o.decode ? o.steps : o.runs);
     info.warmup = int(o.warmup);
+    info.decode = o.decode;
     const uint32_t version = pskGetVersion();
     info.libraryVersion = std::to_string(PSK_VERSION_MAJOR(version)) + "." + std::to_string(PSK_VERSION_MINOR(version)) + "." +
                           std::to_string(PSK_VERSION_PATCH(version));
@@ -448,17 +603,25 @@ int runBench(int argc, char** argv) {
     const std::vector<Config> configs = makeConfigs(o);
     if (!o.quiet) {
         std::printf("device: %s (%s %s)\n", dev.name, dev.driverName, dev.driverInfo);
-        std::printf("%zu configuration(s), %s, %u warm-up + %u timed run(s) each; GPU times\n\n", configs.size(),
-                    o.causal ? "causal" : "full", o.warmup, o.runs);
-        printHeader();
+        if (o.decode) {
+            std::printf("%zu configuration(s), decode: state-only prefill to each context, then %u warm-up + %u timed step(s); "
+                        "GPU times per step\n\n",
+                        configs.size(), o.warmup, o.steps);
+            printDecodeHeader();
+        } else {
+            std::printf("%zu configuration(s), %s, %u warm-up + %u timed run(s) each; GPU times\n\n", configs.size(),
+                        o.causal ? "causal" : "full", o.warmup, o.runs);
+            printHeader();
+        }
     }
     Progress progress(stderrIsTerminal(), configs.size());
     std::vector<Result> results;
     Inputs inputs;
     for (size_t i = 0; i < configs.size(); ++i) {
-        results.push_back(runOne(ctx, sink, configs[i], inputs, o, progress, i));
+        results.push_back(o.decode ? runDecodeOne(ctx, sink, configs[i], inputs, o, progress, i)
+                                   : runOne(ctx, sink, configs[i], inputs, o, progress, i));
         progress.clear();
-        if (!o.quiet) printRow(results.back());
+        if (!o.quiet) o.decode ? printDecodeRow(results.back()) : printRow(results.back());
     }
     inputs = Inputs{};
     pskDestroyContext(ctx);
