@@ -128,7 +128,7 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         F_ = plan.features;
         b_ = plan.blockSize;
         checkRange("z", slots * F_ * (dv_ + 1));
-        if (ceilDiv(uint64_t(F_) * (dv_ + 1), kWorkgroup) > limits.maxComputeWorkGroupCount[0])
+        if (ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup) > limits.maxComputeWorkGroupCount[0])
             fail(PSK_ERROR_TOO_LARGE, "the state z of one head needs more workgroups than the device allows");
         z_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
         if (local_) {
@@ -388,7 +388,7 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
                          {reads({work.handle(), ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
                           reads(attention_->polysketchResources().pairs), reads({meta_.handle(), 0, meta_.size()}),
                           writes({z_.handle(), 0, z_.size()})},
-                         &push, sizeof(push), ceilDiv(uint64_t(F_) * (dv_ + 1), kWorkgroup), 1, slots);
+                         &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
         }
     });
     for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = n;
@@ -541,7 +541,7 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
     const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g1);
     auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
     const BufferRange z{z_.handle(), 0, z_.size()};
-    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * (dv_ + 1), kWorkgroup);
+    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup);
     // 1. The one-token forward: S(q), S(k) (and q', k') of the new token.
     const BoundTensors tensors{t.q, t.k, t.v, {stepOut_.handle(), 0, stepOut_.size()}, g1,
                                {stepWorkspace_.handle(), 0, stepWorkspace_.size()}};

@@ -267,7 +267,8 @@ TEST_P(DecodeMatchesForward, PromptThenStepsAcrossBlocks) {
 
 std::string configName(const ::testing::TestParamInfo<Config>& info) {
     const Config& c = info.param;
-    return std::string(c.learned ? "learned" : "random") + "_p" + std::to_string(c.degree) + (c.localExact ? "_localexact" : "_sketched");
+    return std::string(c.learned ? "learned" : "random") + "_p" + std::to_string(c.degree) + (c.localExact ? "_localexact" : "_sketched") +
+           (c.dv != 16 ? "_dv" + std::to_string(c.dv) : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeMatchesForward,
@@ -275,7 +276,10 @@ INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeMatchesForward,
                                            Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 4},
                                            Config{PSK_ATTENTION_KIND_POLYSKETCH, true, false, 4},
                                            Config{PSK_ATTENTION_KIND_POLYSKETCH, true, true, 4},
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 8}),
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 8},
+                                           // dv not a multiple of 4: decode_fold's scalar path
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 4, 8, 16, 16, 13},
+                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, false, 4, 8, 16, 16, 13}),
                          configName);
 
 // ---- constant memory ----
