@@ -364,11 +364,13 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
     const Buffer& work = attention_->workspaceBuffer();
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
+    const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
     submit([&](Recorder& rec) {
-        // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1).
+        // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1). The
+        // forward pads its state rows to plan.stateStride floats; z rows are dv + 1.
         for (uint32_t i = 0; i < slots; ++i)
-            rec.copy({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * zBytes, zBytes},
-                     {z_.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, zBytes);
+            rec.copyRows({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
+                         {z_.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
         if (keepRows) {
             // Local exact, unfinished last block: its rows stay raw (S(k), k', v).
             for (uint32_t i = 0; i < slots; ++i) {

@@ -78,6 +78,7 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     }
     vki.vkGetPhysicalDeviceProperties2(pd, &props2);
     caps.subgroupSize = subgroup.subgroupSize;
+    caps.subgroupOperations = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? subgroup.supportedOperations : 0;
     caps.maxMemoryAllocationSize = maintenance3.maxMemoryAllocationSize;
     caps.minSubgroupSize = caps.maxSubgroupSize = subgroup.subgroupSize;
     if (hasSubgroupControlExt) {

@@ -24,6 +24,7 @@ struct DeviceCaps {
     uint32_t subgroupSize = 1;
     uint32_t minSubgroupSize = 1;
     uint32_t maxSubgroupSize = 1;
+    VkSubgroupFeatureFlags subgroupOperations = 0;  // supported in the compute stage (0 when it has none)
     uint64_t maxMemoryAllocationSize = 0;
     uint64_t deviceLocalBytes = 0;
     uint32_t computeQueueFamily = ~0u;

@@ -75,6 +75,14 @@ struct PolysketchPlan {
     uint32_t features = 0;      // F = R (R + 1) / 2
     uint32_t blockSize = 256;
     bool nodeScratch = false;  // degree 8: level-1 nodes pass through workspace memory
+    /**
+     * Floats per feature row of a block state: dv + 1 (value columns, then the normalizer column)
+     * rounded up to a multiple of 4, so that every row starts 16-byte aligned and kernels read it
+     * as vec4s. The padding columns are zero.
+     */
+    uint32_t stateStride = 0;
+    bool teamStates = false;  // block states use the lane-team variant (team_kernels.hpp)
+    bool teamOutput = false;  // the output uses the lane-team variant
 
     std::string featureShader;  // sketch_features.{random|learned}.<type>
     std::vector<uint32_t> featureSpec;
@@ -104,7 +112,7 @@ struct PolysketchWorkspace {
     Region qSketch, kSketch;  // S(q) rows [B * Hq][n][R], S(k) rows [B * Hkv][n][R]
     Region qLocal, kLocal;    // local exact only: q' rows [B * Hq][n][h], k' rows [B * Hkv][n][h]
     Region qNodes, kNodes;    // degree 8 only: level-1 sketch nodes of q and k rows, [rows][2][R]
-    Region states;            // [B * Hkv][t][F][dv + 1]: H_l, then Z_l (causal) or Z in block 0 (full)
+    Region states;            // [B * Hkv][t][F][stateStride]: H_l, then Z_l (causal) or Z in block 0 (full)
     uint32_t blocks = 0;      // t = ceil(n / b)
     VkDeviceSize total = 0;
 };

@@ -2,6 +2,8 @@
 
 #include "error.hpp"
 #include "kernels.hpp"
+#include "shader_registry.hpp"
+#include "team_kernels.hpp"
 
 namespace psk {
 
@@ -81,6 +83,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     const uint32_t invocations = limits.maxComputeWorkGroupInvocations;  // >= 128 (Vulkan minimum)
     const uint32_t shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, 32768);
     const uint32_t R = plan.sketchLength, dv = c.valueDim;
+    plan.stateStride = (dv + 1 + 3) / 4 * 4;
 
     // Feature map: one row per invocation.
     plan.featureRows = std::min<uint32_t>(64, invocations);
@@ -98,7 +101,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     if (statesKeyTile * (plan.statesTileF + plan.statesTileC) * 4 > shared)
         fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     plan.statesShader = cat("block_states.", type);
-    plan.statesSpec = {featGroups * colGroups, R, dv, featGroups, featsPerThread, colGroups, colsPerThread, statesKeyTile};
+    plan.statesSpec = {featGroups * colGroups, R, dv, featGroups, featsPerThread, colGroups, colsPerThread, statesKeyTile,
+                       plan.stateStride};
 
     // Output: ROWS query rows per workgroup inside one block (fewer for small blocks, to waste
     // fewer invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE at a time.
@@ -124,7 +128,28 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     const uint32_t smemFloats = std::max(featTile * zRow, local ? keyTile * keyRow : 4u);
     plan.outputShader = cat("polysketch_output.", type);
     plan.outputSpec = {outputInvocations, R, c.headDim, dv, featTile, keyTile, c.degree, c.causal ? 1u : 0u,
-                       c.localExact ? 1u : 0u, smemFloats, plan.outputRowsPerInvocation};
+                       c.localExact ? 1u : 0u, smemFloats, plan.outputRowsPerInvocation, plan.stateStride};
+
+    // Lane-team variants (team_kernels.hpp) on CPU devices: 8 teams of 8 lanes per workgroup; a
+    // lane owns C4 vec4s of value columns (C4 = ceil(dv / 32), so dv <= 128 keeps the 8 x 4 C4
+    // accumulators in registers); sketch rows are read as vec4s (R % 4 == 0).
+    const uint32_t c4 = (dv + 31) / 32;
+    const bool team = useTeamKernels(caps) && dv % 4 == 0 && c4 <= 4 && R % 4 == 0;
+    plan.teamStates = team && findShader(cat("block_states_team.", type)) != nullptr;
+    plan.teamOutput = team && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
+                      findShader(cat("polysketch_output_team.", type)) != nullptr;
+    if (plan.teamStates) {
+        plan.statesShader = cat("block_states_team.", type);
+        plan.statesSpec = {R, dv, plan.stateStride, c4};
+        plan.statesTileF = kTeamLanes * kTeamLanes;  // 8 teams x 8 features per workgroup
+        plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
+    }
+    if (plan.teamOutput) {
+        plan.outputShader = cat("polysketch_output_team.", type);
+        plan.outputSpec = {R, c.headDim, dv, c.degree, c.causal ? 1u : 0u, c.localExact ? 1u : 0u, plan.stateStride, c4};
+        plan.outputRows = kTeamLanes * kTeamLanes;  // 8 teams x 8 rows per workgroup
+        plan.outputRowsPerInvocation = 1;
+    }
     return plan;
 }
 
@@ -157,7 +182,7 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
         ws.qNodes = region("q sketch nodes", B * c.numQueryHeads * n * 2 * R);
         ws.kNodes = region("k sketch nodes", B * c.numKeyValueHeads * n * 2 * R);
     }
-    ws.states = region("states", B * c.numKeyValueHeads * ws.blocks * uint64_t(plan.features) * (c.valueDim + 1));
+    ws.states = region("states", B * c.numKeyValueHeads * ws.blocks * uint64_t(plan.features) * plan.stateStride);
     ws.total = cursor;
     return ws;
 }
@@ -238,7 +263,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
                  featureTiles * colTiles, ws.blocks, kvSequences);
 
     // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
-    const uint32_t elems = plan.features * (c.valueDim + 1);
+    const uint32_t elems = plan.features * plan.stateStride;
     if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
         recordBlockScan(rec, pipelines.get(blockScanShader(), scan.specConstants), scan, states, kvSequences, ws.blocks, elems);

@@ -114,6 +114,16 @@ void Recorder::copy(BufferRange src, BufferRange dst, VkDeviceSize bytes) {
     vk_.vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
 }
 
+void Recorder::copyRows(BufferRange src, VkDeviceSize srcStride, BufferRange dst, VkDeviceSize dstStride, VkDeviceSize rowBytes,
+                        uint32_t rows) {
+    if (rowBytes == 0 || rows == 0) return;
+    const Access a[2] = {reads(src), writes(dst)};
+    track(a, a + 2);
+    std::vector<VkBufferCopy> regions(rows);
+    for (uint32_t i = 0; i < rows; ++i) regions[i] = {src.offset + i * srcStride, dst.offset + i * dstStride, rowBytes};
+    vk_.vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, rows, regions.data());
+}
+
 void Recorder::fill(BufferRange dst, VkDeviceSize bytes, uint32_t value) {
     if (bytes == 0) return;
     const Access a = writes(dst);

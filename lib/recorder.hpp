@@ -53,6 +53,9 @@ public:
     void dispatch(VkPipeline pipeline, std::initializer_list<Access> accesses, const void* push, uint32_t pushBytes,
                   uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1);
     void copy(BufferRange src, BufferRange dst, VkDeviceSize bytes);
+    /** `rows` copies of rowBytes: row i from src.offset + i srcStride to dst.offset + i dstStride (one command). */
+    void copyRows(BufferRange src, VkDeviceSize srcStride, BufferRange dst, VkDeviceSize dstStride, VkDeviceSize rowBytes,
+                  uint32_t rows);
     void fill(BufferRange dst, VkDeviceSize bytes, uint32_t value);
     void timestamp(VkQueryPool pool, uint32_t query);
     /** Makes every write so far visible to the host (before the host reads mapped memory). */

@@ -12,7 +12,8 @@
 // column tile. Keys past the end of a short last block simply do not exist; nothing is padded.
 //
 // Layouts: sketch rows [batch * kv_heads + head][n][SKETCH]; states
-// [batch * kv_heads + head][block][feature][VALUE_DIM + 1]. Per invocation the key loop runs at
+// [batch * kv_heads + head][block][feature][Z_STRIDE] (VALUE_DIM values, the normalizer, zero
+// padding to a multiple of 4 floats). Per invocation the key loop runs at
 // most block_size times (<= 1024) in the expansion and as often in the accumulation (plus one
 // iteration per key tile), well inside llvmpipe's loop budget.
 
@@ -31,6 +32,7 @@ layout(constant_id = 4) const uint FEATS_PER_THREAD = 4;  // a multiple of 4
 layout(constant_id = 5) const uint COL_GROUPS = 4;
 layout(constant_id = 6) const uint COLS_PER_THREAD = 16;  // a multiple of 4
 layout(constant_id = 7) const uint KEY_TILE = 32;
+layout(constant_id = 8) const uint Z_STRIDE = 68;         // floats per state row: VALUE_DIM + 1 rounded up to 4
 
 const uint TILE_F = FEAT_GROUPS * FEATS_PER_THREAD;
 const uint TILE_C = COL_GROUPS * COLS_PER_THREAD;
@@ -120,7 +122,7 @@ void main() {
         }
     }
 
-    const uint row_stride = VALUE_DIM + 1u;
+    const uint row_stride = Z_STRIDE;
     const uint state_base = (seq * params.blocks + block) * params.features * row_stride;
     [[unroll]] for (uint k = 0u; k < FEATS_PER_THREAD; ++k) {
         const uint f = ftile * TILE_F + fg * FEATS_PER_THREAD + k;
@@ -130,6 +132,9 @@ void main() {
             const uint c = c0 + cg * COLS_PER_THREAD + m;
             if (c < VALUE_DIM) states[row_base + c] = acc[k][m];
         }
-        if (ctile == 0u && cg == 0u) states[row_base + VALUE_DIM] = ones[k];
+        if (ctile == 0u && cg == 0u) {
+            states[row_base + VALUE_DIM] = ones[k];
+            for (uint c = VALUE_DIM + 1u; c < Z_STRIDE; ++c) states[row_base + c] = 0.0;  // padding
+        }
     }
 }

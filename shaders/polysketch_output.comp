@@ -40,9 +40,9 @@ layout(constant_id = 7) const bool CAUSAL = true;
 layout(constant_id = 8) const bool LOCAL_EXACT = false;
 layout(constant_id = 9) const uint SMEM_FLOATS = 2048;  // max(FEAT_TILE ZS4, KEY_TILE (KW4 + VD4)) vec4s, in floats
 layout(constant_id = 10) const uint RPI = 1;         // query rows per invocation (register tile)
+layout(constant_id = 11) const uint Z_STRIDE = 68;   // floats per state row: VALUE_DIM + 1 rounded up to 4
 
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
-const uint Z_STRIDE = VALUE_DIM + 1u;
 
 layout(std430, binding = 0) readonly buffer QSketch { float q_sketch[]; };
 layout(std430, binding = 1) readonly buffer KLocal { float k_local[]; };  // S(k) rows, or k' rows
@@ -66,7 +66,7 @@ layout(push_constant) uniform Params {
 } params;
 
 shared vec4 smem4[SMEM_FLOATS / 4u];
-const uint ZS4 = (VALUE_DIM + 4u) / 4u;  // Z row in vec4s (dv + 1 padded)
+const uint ZS4 = Z_STRIDE / 4u;  // Z row in vec4s (dv + 1 padded)
 const uint KW4 = (KEY_WIDTH + 3u) / 4u;   // local key row in vec4s
 const uint VD4 = (VALUE_DIM + 3u) / 4u;   // local value row in vec4s
 shared uint pair_tile[FEAT_TILE];

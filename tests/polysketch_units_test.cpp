@@ -59,6 +59,7 @@ struct Run {
     psk::ref::PolysketchConfig config;
     psk::ref::LayerNormParams qkNorm, localNorm;
     int features = 0;
+    uint32_t stateStride = 0;  // floats per state row (dv + 1 padded to 4)
 
     std::vector<float> region(const psk::PolysketchWorkspace::Region& r) const {
         return std::vector<float>(workspace.begin() + r.offset / 4, workspace.begin() + (r.offset + r.size) / 4);
@@ -146,11 +147,12 @@ std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
     EXPECT_EQ(stats.workspaceBytes, run->layout.total);
     run->workspace = readBack(ctx, attn->workspaceBuffer(), 0, run->layout.total);
     run->features = int(attn->polysketchPlan().features);
+    run->stateStride = attn->polysketchPlan().stateStride;
     pskDestroyAttention(attn);
     return run;
 }
 
-/** H_l of every (batch, kv head) from the reference, [seq][block] -> F x (dv + 1). */
+/** H_l of every (batch, kv head) from the reference, [seq][block] -> F x (dv + 1) (unpadded). */
 std::vector<std::vector<std::vector<double>>> referenceStates(const Run& run) {
     const Shape& s = run.s;
     std::vector<std::vector<std::vector<double>>> all;
@@ -250,8 +252,19 @@ TEST_P(BlockStates, StatesMatchReference) {
     ASSERT_TRUE(run);
     const auto H = referenceStates(*run);
     const size_t elems = size_t(run->features) * (s.dv + 1);
-    const std::vector<float> got = run->region(run->layout.states);
-    ASSERT_EQ(got.size(), H.size() * run->layout.blocks * elems);
+    const std::vector<float> padded = run->region(run->layout.states);
+    // Rows are padded to stateStride floats (a multiple of 4, zero padding): drop the padding.
+    ASSERT_EQ(run->stateStride % 4, 0u);
+    ASSERT_GE(run->stateStride, s.dv + 1);
+    ASSERT_LT(run->stateStride, s.dv + 5);
+    ASSERT_EQ(padded.size(), H.size() * run->layout.blocks * run->features * run->stateStride);
+    std::vector<float> got;
+    size_t nonzeroPadding = 0;
+    for (size_t row = 0; row < padded.size() / run->stateStride; ++row) {
+        got.insert(got.end(), padded.begin() + row * run->stateStride, padded.begin() + row * run->stateStride + s.dv + 1);
+        for (size_t c = s.dv + 1; c < run->stateStride; ++c) nonzeroPadding += padded[row * run->stateStride + c] != 0.0f;
+    }
+    EXPECT_EQ(nonzeroPadding, 0u);
     std::vector<double> want;
     std::vector<float> gotCompared;
     for (size_t seq = 0; seq < H.size(); ++seq) {

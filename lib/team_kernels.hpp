@@ -1,0 +1,34 @@
+// Lane-team kernels: variants of the polysketch block states and output written for devices whose
+// "GPU" is a CPU running 8-wide SIMD (lavapipe / llvmpipe with AVX2, SwiftShader).
+//
+// Why a separate variant: a CPU Vulkan driver turns every storage- or shared-memory access of an
+// invocation into a loop over the SIMD lanes (about the same cost whatever the access width) and
+// every barrier() into a coroutine switch, while register arithmetic and subgroup broadcasts are
+// real SIMD instructions. The generic kernels stage operands in shared memory behind barriers and
+// read the same Z row or key row in every invocation, which is what a GPU wants and a CPU
+// driver's worst case. The team kernels treat a subgroup of 8 lanes as one SIMD register: each
+// lane loads only operands no other lane loads (its own 8 value columns as two vec4s, its own
+// row's sketch) and shares its row's values with subgroupBroadcast, so a loaded vec4 feeds 8 rows
+// of multiply-adds and no barrier is needed. Measured on llvmpipe (2-core Zen 5, AVX2 code): a
+// 4096 x 528 x 64 product runs at ~16 GFLOP/s this way against ~2-3 GFLOP/s in the one-row-per-
+// invocation, shared-memory style.
+#pragma once
+
+#include "device_caps.hpp"
+
+namespace psk {
+
+/** Lanes per team: the subgroup size the team kernels are written for. */
+constexpr uint32_t kTeamLanes = 8;
+
+/** The device can run the team kernels: 8-lane subgroups with basic, ballot (broadcast) and arithmetic operations in compute shaders. */
+bool teamKernelsSupported(const DeviceCaps& caps);
+
+/**
+ * The forward uses the team kernels: supported, the device is a CPU (VK_PHYSICAL_DEVICE_TYPE_CPU;
+ * GPUs keep the shared-memory kernels), and the environment variable PSK_DISABLE_TEAM_KERNELS is
+ * unset or "0" (tests set it to run the generic kernels on lavapipe too).
+ */
+bool useTeamKernels(const DeviceCaps& caps);
+
+}  // namespace psk

@@ -1,0 +1,234 @@
+#version 450
+// Polysketch output (SPEC section 6), lane-team variant for CPU Vulkan drivers (team_kernels.hpp
+// says why). Same result as polysketch_output.comp:
+//
+//   num_i = phi(q_i)^T Z + local_i,      O_i = num_i[0:dv] / (1 + num_i[dv])
+//
+// A workgroup is 8 teams (subgroups) of 8 lanes and owns 64 consecutive query rows of one block;
+// team t owns rows row0 + 8t + r, r = 0..7. Lane l of a team:
+//   - owns row row0 + 8t + l for everything row-wise (its S(q) or q' row, its share of the
+//     normalizer), and shares row values with the team by subgroupBroadcast;
+//   - owns value columns [4 C4 l, 4 C4 (l + 1)) of all 8 rows: acc[r][c] (8 x C4 vec4s).
+// No shared memory and no barriers: each lane only loads operands no other lane of its team loads
+// (its own Z columns, its own keys and value columns), so every vec4 loaded feeds 8 rows.
+//
+// phi(q)^T Z: features are visited as (a, b) with b in aligned groups of 4 (one vec4 of the
+// lane's S(q) row), coefficient 0 where b < a; feature index f(a, a) = a, f(a, b > a) =
+// R + a R - a (a + 1) / 2 + (b - a - 1) (the pair table's order, self_tensor.glsl). The
+// normalizer column of Z is read as a scalar by each lane for its own row.
+//
+// Local part (CAUSAL): tiles of 16 keys; lane l scores keys j0 + l and j0 + 8 + l against the 8
+// rows (q rows broadcast from their lanes, its keys' rows loaded as vec4s), weights (q.k)^DEGREE
+// (LOCAL_EXACT) or <S(q), S(k)>^2 masked to j <= row, then every lane adds w_rj v_j of its columns
+// with w broadcast from the key's lane. Normalizer parts are per-lane sums reduced by subgroupAdd.
+//
+// Loop bounds per invocation: R (R / 4 + 1) feature groups plus block_size / 16 key tiles (llvmpipe
+// ends all loops of an invocation after 65535 iterations). Layouts as polysketch_output.comp;
+// states [kv seq][block][F][Z_STRIDE].
+
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+
+#include "self_tensor.glsl"
+#include "storage.glsl"
+#include "tensor_strides.glsl"
+
+layout(local_size_x = 64) in;
+layout(constant_id = 0) const uint SKETCH = 32;     // R, a multiple of 4
+layout(constant_id = 1) const uint HEAD_DIM = 64;   // h (local exact rows), a multiple of 4
+layout(constant_id = 2) const uint VALUE_DIM = 64;  // dv, a multiple of 4
+layout(constant_id = 3) const uint DEGREE = 4;      // local exact weights (q.k)^DEGREE
+layout(constant_id = 4) const bool CAUSAL = true;
+layout(constant_id = 5) const bool LOCAL_EXACT = false;
+layout(constant_id = 6) const uint Z_STRIDE = 68;   // floats per state row (dv + 1 rounded up to 4)
+layout(constant_id = 7) const uint C4 = 2;          // vec4 value columns per lane: ceil(dv / 32)
+
+const uint TEAM = 8u;
+const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
+const uint KW4 = KEY_WIDTH / 4u;
+const uint R4 = SKETCH / 4u;
+const uint ZS4 = Z_STRIDE / 4u;
+
+layout(std430, binding = 0) readonly buffer QSketch { vec4 q_sketch4[]; };
+layout(std430, binding = 1) readonly buffer KLocal { vec4 k_local4[]; };  // S(k) rows, or k' rows
+layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
+layout(std430, binding = 4) readonly buffer States { vec4 states4[]; };
+layout(std430, binding = 4) readonly buffer StatesScalar { float states[]; };
+layout(std430, binding = 6) readonly buffer QLocal { vec4 q_local4[]; };  // q' rows (LOCAL_EXACT)
+#if defined(DATA_F32)
+layout(std430, binding = 2) readonly buffer VBuffer4 { vec4 v_data4[]; };
+#endif
+
+layout(push_constant) uniform Params {
+    uint n;
+    uint block_size;
+    uint blocks;
+    uint features;
+    uint head_ratio;  // Hq / Hkv
+    uint q_heads;
+    uint kv_heads;
+    uint tiles_per_block;  // ceil(block_size / 64)
+    TensorStrides v_strides;
+    TensorStrides o_strides;
+} params;
+
+float weight_power(float x) {
+    float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
+    [[unroll]] for (uint e = 1u; e < DEGREE; e *= 2u) w *= w;
+    return w;
+}
+
+// Value columns [4 c4, 4 c4 + 4) of key row `row` (element offset of the row's first value).
+vec4 load_values(uint row_offset, uint c4, bool aligned) {
+    const uint c = 4u * c4;
+    if (c >= VALUE_DIM) return vec4(0.0);
+#if defined(DATA_F32)
+    if (aligned) return v_data4[(row_offset + c) / 4u];
+#endif
+    return vec4(LOAD_ELEM(v_data[row_offset + c]), LOAD_ELEM(v_data[row_offset + c + 1u]),
+                LOAD_ELEM(v_data[row_offset + c + 2u]), LOAD_ELEM(v_data[row_offset + c + 3u]));
+}
+
+// Applies BODY(r) for the 8 rows of a team; r is a literal, as subgroupBroadcast needs.
+#define FOR_TEAM_ROWS(BODY) BODY(0u) BODY(1u) BODY(2u) BODY(3u) BODY(4u) BODY(5u) BODY(6u) BODY(7u)
+
+void main() {
+    const uint block = gl_WorkGroupID.x / params.tiles_per_block;
+    const uint tile = gl_WorkGroupID.x % params.tiles_per_block;
+    const uint q_head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
+    const uint kv_head = q_head / params.head_ratio;
+    const uint q_seq = batch * params.q_heads + q_head;
+    const uint kv_seq = batch * params.kv_heads + kv_head;
+    const uint lane = gl_SubgroupInvocationID;
+
+    const uint block_begin = block * params.block_size;
+    const uint block_end = min(params.n, block_begin + params.block_size);
+    const uint team_begin = block_begin + tile * 64u + gl_SubgroupID * TEAM;  // first row of the team
+    const uint my_row = team_begin + lane;
+    const bool my_valid = tile * 64u + gl_SubgroupID * TEAM + lane < params.block_size && my_row < params.n;
+    const uint crow = my_valid ? my_row : block_begin;  // a row that exists, for idle lanes' reads
+    const uint col4 = lane * C4;                         // the lane's first value vec4
+
+    vec4 acc[TEAM][C4];
+    [[unroll]] for (uint r = 0u; r < TEAM; ++r)
+        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] = vec4(0.0);
+    float den_mine = 0.0;  // inter-block normalizer of the lane's own row
+
+    // ---- phi(q_i)^T Z ----
+    if (!CAUSAL || block > 0u) {
+        const uint z_row0 = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features;  // in rows
+        const uint sq4 = (q_seq * params.n + crow) * R4;  // the lane's S(q) row, in vec4s
+        [[dont_unroll]] for (uint a = 0u; a < SKETCH; ++a) {
+            const float sa = q_sketch4[sq4 + a / 4u][a % 4u];
+            const uint f_pairs = SKETCH + a * SKETCH - a * (a + 1u) / 2u;  // f(a, a + 1)
+            [[dont_unroll]] for (uint b4 = a / 4u; b4 < R4; ++b4) {
+                const vec4 sb = q_sketch4[sq4 + b4];
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint b = 4u * b4 + e;
+                    const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);
+                    const uint f = b <= a ? a : f_pairs + (b - a - 1u);
+                    const float p = coef * sa * sb[e];
+                    const uint z = (z_row0 + f) * ZS4;
+                    den_mine += p * states[(z_row0 + f) * Z_STRIDE + VALUE_DIM];
+                    vec4 zc[C4];
+                    [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
+#define ACCUMULATE_Z(r)                                                    \
+                    {                                                      \
+                        const float x = subgroupBroadcast(p, r);           \
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c]; \
+                    }
+                    FOR_TEAM_ROWS(ACCUMULATE_Z)
+#undef ACCUMULATE_Z
+                }
+            }
+        }
+    }
+
+    // ---- local part: keys of this block up to each row ----
+    float den_local[TEAM];  // per-lane partial sums over the lane's keys, one per team row
+    [[unroll]] for (uint r = 0u; r < TEAM; ++r) den_local[r] = 0.0;
+    if (CAUSAL) {
+        // The lane's own query row (q' or S(q)) in registers, broadcast to the key lanes.
+        vec4 q_mine[KW4];
+        [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4)
+            q_mine[d4] = LOCAL_EXACT ? q_local4[(q_seq * params.n + crow) * KW4 + d4] : q_sketch4[(q_seq * params.n + crow) * R4 + d4];
+        const uint team_last = min(block_end, team_begin + TEAM);  // keys past the team's last row never count
+        const uint k_base4 = kv_seq * params.n * KW4;
+        const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
+        const bool v_aligned = ((params.v_strides.batch | params.v_strides.head | params.v_strides.token) & 3u) == 0u;
+        [[dont_unroll]] for (uint j0 = block_begin; j0 < team_last; j0 += 2u * TEAM) {
+            // Scores of keys j0 + lane (s_lo) and j0 + 8 + lane (s_hi) against the 8 rows.
+            const uint j_lo = j0 + lane, j_hi = j0 + TEAM + lane;
+            const uint kl = k_base4 + min(j_lo, team_last - 1u) * KW4, kh = k_base4 + min(j_hi, team_last - 1u) * KW4;
+            float s_lo[TEAM], s_hi[TEAM];
+            [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
+                s_lo[r] = 0.0;
+                s_hi[r] = 0.0;
+            }
+            [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
+                const vec4 k_lo = k_local4[kl + d4], k_hi = k_local4[kh + d4];
+#define SCORE(r)                                                   \
+                {                                                  \
+                    const vec4 q = subgroupBroadcast(q_mine[d4], r); \
+                    s_lo[r] += dot(q, k_lo);                       \
+                    s_hi[r] += dot(q, k_hi);                       \
+                }
+                FOR_TEAM_ROWS(SCORE)
+#undef SCORE
+            }
+            float w_lo[TEAM], w_hi[TEAM];
+            [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
+                const uint row = team_begin + r;  // valid rows only: row < team_last
+                const float x_lo = LOCAL_EXACT ? weight_power(s_lo[r]) : s_lo[r] * s_lo[r];
+                const float x_hi = LOCAL_EXACT ? weight_power(s_hi[r]) : s_hi[r] * s_hi[r];
+                w_lo[r] = row < team_last && j_lo <= row ? x_lo : 0.0;
+                w_hi[r] = row < team_last && j_hi <= row ? x_hi : 0.0;
+                den_local[r] += w_lo[r] + w_hi[r];
+            }
+            // acc[r] += w_rj v_j for the 16 keys; w of key m comes from lane m % 8.
+#define ADD_VALUES(m)                                                                      \
+            {                                                                              \
+                const uint j = min(j0 + m, team_last - 1u);                                \
+                vec4 vv[C4];                                                               \
+                [[unroll]] for (uint c = 0u; c < C4; ++c)                                  \
+                    vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c, v_aligned); \
+                [[unroll]] for (uint r = 0u; r < TEAM; ++r) {                              \
+                    const float x = subgroupBroadcast(w_lo[r], m);                         \
+                    [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];      \
+                }                                                                          \
+                if (j0 + TEAM < team_last) {                                               \
+                    const uint jh = min(j0 + TEAM + m, team_last - 1u);                    \
+                    [[unroll]] for (uint c = 0u; c < C4; ++c)                              \
+                        vv[c] = load_values(v_base + jh * params.v_strides.token, col4 + c, v_aligned); \
+                    [[unroll]] for (uint r = 0u; r < TEAM; ++r) {                          \
+                        const float x = subgroupBroadcast(w_hi[r], m);                     \
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];  \
+                    }                                                                      \
+                }                                                                          \
+            }
+            FOR_TEAM_ROWS(ADD_VALUES)
+#undef ADD_VALUES
+        }
+    }
+
+    // ---- normalize and store: lane writes its columns of the team's valid rows ----
+#define STORE_ROW(r)                                                                             \
+    {                                                                                            \
+        const uint row = team_begin + r;                                                         \
+        const float den = subgroupBroadcast(den_mine, r) + subgroupAdd(den_local[r]);            \
+        if (tile * 64u + gl_SubgroupID * TEAM + r < params.block_size && row < params.n) {       \
+            const float inv = 1.0 / (1.0 + den);                                                 \
+            const uint o_base = tensor_row(params.o_strides, batch, q_head, row);                \
+            [[unroll]] for (uint c = 0u; c < C4; ++c)                                            \
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                      \
+                    const uint d = 4u * (col4 + c) + e;                                          \
+                    if (d < VALUE_DIM) o_data[o_base + d] = STORE_ELEM(acc[r][c][e] * inv);      \
+                }                                                                                \
+        }                                                                                        \
+    }
+    FOR_TEAM_ROWS(STORE_ROW)
+#undef STORE_ROW
+}
