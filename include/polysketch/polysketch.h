@@ -414,7 +414,8 @@ PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwa
  * Bytes of device workspace a forward call of `batchSize` (0 means 1) sequences of `seqLen` tokens
  * needs beyond q, k, v and the output, with the attention's default strides. Polysketch: the
  * sketch rows of q and k (n r floats per head), in local-exact mode the prepared q and k rows
- * (n h), and the block states ((n/b) r(r+1)/2 (dv+1) floats per key/value head), never O(n^2).
+ * (n h), and the block states ((n/b) r(r+1)/2 rows of dv+1 floats rounded up to a multiple of 4,
+ * per key/value head), never O(n^2).
  * Softmax and exact polynomial: 0 up to 8192 tokens, then a per-row state. Fails with
  * PSK_ERROR_TOO_LARGE exactly when a call of that size would.
  */
