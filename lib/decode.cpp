@@ -1,8 +1,9 @@
 // Incremental decoding (SPEC section 7). See decode.hpp and docs/DECODING.md.
 //
 // Polysketch step, one command buffer:
-//   1. the forward over the one new token per sequence (recordPolysketch, n = 1): its workspace
-//      then holds S(q), S(k) and, in local-exact mode, the local rows q', k' of the new token;
+//   1. the forward's feature map (sketch_features.comp, the forward's own pipeline and push
+//      constants) over the one new token per sequence: S(q), S(k) and, in local-exact mode, the
+//      local rows q', k' (the forward's block states, scan and output are not run);
 //   2. sketched local: decode_fold adds phi(k)[v | 1] of the new token to z;
 //      local exact:    the new token's S(k), k', v rows are copied into the unfinished block;
 //   3. decode_output: phi(q)^T z (+ the exact local part over the unfinished block);
@@ -48,6 +49,21 @@ struct SoftmaxPush {
 };
 
 uint32_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// Mirrors the push constants of shaders/sketch_features.comp, as kernels_polysketch.cpp fills them
+// for the forward (the step runs that kernel alone: see recordStepFeatures). A layout drift would
+// make every decode test's rows differ from the forward's.
+struct FeaturePush {
+    uint32_t n;
+    uint32_t heads;
+    float scale;
+    uint32_t flags;
+    uint32_t strides[3];
+    float nodeScale;
+    uint32_t lnScale, lnBias, localLnScale, localLnBias;
+    uint32_t w[16];
+};
+constexpr uint32_t kFeatureQkNorm = 1, kFeatureWriteLocal = 2, kFeatureLocalNorm = 4;
 
 void checkFiniteFloats(const char* name, const void* data, size_t count) {
     const float* p = static_cast<const float*>(data);
@@ -138,8 +154,9 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
             blockV_ = deviceBuffer(slots * b_ * dv_ * 4);
         }
         const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
-        stepWorkspace_ = deviceBuffer(polysketchWorkspace(plan, c, g1).total);
-        stepOut_ = deviceBuffer(uint64_t(batch_) * Hq_ * dv_ * 4);
+        // The feature rows of the one-token forward's workspace layout; its block-state region
+        // (the last one) is not needed: the step runs the feature map alone.
+        stepWorkspace_ = deviceBuffer(polysketchWorkspace(plan, c, g1).states.offset);
         Pipelines& pipelines = context()->pipelines();
         fold_ = pipelines.get("decode_fold.f32", {kWorkgroup, R_, dv_});
         output_ = pipelines.get("decode_output.f32", {kWorkgroup, R_, h_, dv_, c.degree, local_ ? 1u : 0u, local_ ? b_ : 1u});
@@ -490,6 +507,46 @@ void PskDecodeState_T::resetCommandDescriptors() {
     if (commandDescriptors_) commandDescriptors_->reset();
 }
 
+void PskDecodeState_T::recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1,
+                                          const PolysketchWorkspace& ws) {
+    // The feature-map dispatches of recordPolysketch (kernels_polysketch.cpp) for n = 1, and
+    // nothing else: the forward's block states, scan and output over the one token are not
+    // needed (they were ~70% of a step's GPU time on lavapipe). Same kernel, pipeline and
+    // parameters, so S(q), S(k), q', k' are the forward's bit for bit.
+    const AttentionConfig& c = attention_->config();
+    const PolysketchPlan& plan = attention_->polysketchPlan();
+    const PolysketchResources& res = attention_->polysketchResources();
+    const PackedSketch& sketch = attention_->packedSketch();
+    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
+    const BufferRange qSketch = sub(ws.qSketch), kSketch = sub(ws.kSketch);
+    const BufferRange qLocal = local_ ? sub(ws.qLocal) : qSketch, kLocal = local_ ? sub(ws.kLocal) : kSketch;
+    const BufferRange qNodes = plan.nodeScratch ? sub(ws.qNodes) : qSketch, kNodes = plan.nodeScratch ? sub(ws.kNodes) : kSketch;
+    FeaturePush fp{};
+    fp.n = 1;
+    fp.nodeScale = sketch.nodeScale;
+    fp.flags = (sketch.qkNorm ? kFeatureQkNorm : 0) | (local_ ? kFeatureWriteLocal : 0) | (local_ && sketch.localNorm ? kFeatureLocalNorm : 0);
+    fp.lnScale = sketch.lnScale;
+    fp.lnBias = sketch.lnBias;
+    fp.localLnScale = sketch.localLnScale;
+    fp.localLnBias = sketch.localLnBias;
+    std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
+    auto strides = [&](const PskTensorStrides& st) {
+        fp.strides[0] = uint32_t(st.batch);
+        fp.strides[1] = uint32_t(st.head);
+        fp.strides[2] = uint32_t(st.token);
+    };
+    fp.heads = Hq_;
+    fp.scale = c.scale;
+    strides(g1.q.strides);
+    rec.dispatch(res.features, {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp), 1,
+                 Hq_, batch_);
+    fp.heads = Hkv_;
+    fp.scale = 1.0f;  // k is never scaled
+    strides(g1.k.strides);
+    rec.dispatch(res.features, {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp), 1,
+                 Hkv_, batch_);
+}
+
 void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
     // Per-sequence counts: [rows of the unfinished block | keys] then [rows to fold].
     std::vector<uint32_t> counts(size_t(batch_) * 2, 0);
@@ -544,10 +601,8 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
     auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
     const BufferRange z{z_.handle(), 0, z_.size()};
     const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup);
-    // 1. The one-token forward: S(q), S(k) (and q', k') of the new token.
-    const BoundTensors tensors{t.q, t.k, t.v, {stepOut_.handle(), 0, stepOut_.size()}, g1,
-                               {stepWorkspace_.handle(), 0, stepWorkspace_.size()}};
-    recordPolysketch(rec, context()->pipelines(), caps, plan, res, attention_->packedSketch(), c, tensors);
+    // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k').
+    recordStepFeatures(rec, t, g1, ws);
     // 2. The new token joins the state.
     if (!local_) {
         const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attention.hpp"
+#include "kernels.hpp"
 #include "memory.hpp"
 #include "recorder.hpp"
 
@@ -53,6 +54,9 @@ private:
      * recorded step carries its own and several may be pending at once.
      */
     void recordStep(psk::Recorder& rec, const StepTensors& t);
+    /** Polysketch: the forward's feature map over the step's token into the step workspace. */
+    void recordStepFeatures(psk::Recorder& rec, const StepTensors& t, const psk::ForwardGeometry& g1,
+                            const psk::PolysketchWorkspace& ws);
     /** Checks a prompt's arrays when prefill produces no output (out == NULL). */
     void checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const;
     /** Records with `record` into the state's command buffer, submits and waits. */
@@ -78,11 +82,11 @@ private:
     psk::Buffer kCache_, vCache_;
     uint32_t chunk_ = 1024, maxChunks_ = 1;
 
-    // Per-step scratch, fixed at creation: the step's tensors (host-visible), the one-token
-    // forward's workspace and output (polysketch), the softmax partials, and `meta` (device-local,
+    // Per-step scratch, fixed at creation: the step's tensors (host-visible), the feature rows of
+    // the one-token forward's workspace (polysketch), the softmax partials, and `meta` (device-local,
     // written by fills in each recorded step), per sequence [rows of the unfinished block | key
     // count] then [rows to fold].
-    psk::Buffer qIn_, kIn_, vIn_, out_, meta_, stepWorkspace_, stepOut_, partials_;
+    psk::Buffer qIn_, kIn_, vIn_, out_, meta_, stepWorkspace_, partials_;
     VkPipeline fold_ = VK_NULL_HANDLE, output_ = VK_NULL_HANDLE;
     VkPipeline partial_ = VK_NULL_HANDLE, combine_ = VK_NULL_HANDLE;
 
