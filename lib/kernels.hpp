@@ -44,11 +44,14 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
 
 /**
  * Exclusive prefix sum over blocks, in place (shaders/block_scan.comp): `states` holds
- * [sequences][blocks][elems] float32. One dispatch, whatever the number of blocks.
+ * [sequences][blocks][elems] float32. One dispatch, whatever the number of blocks (at most
+ * 65535 loop iterations per invocation: 2 * threads * 65535 blocks, 65535 * threads for the
+ * reduction). Columns are vec4 (4 adjacent floats) when elems % 4 == 0, else single floats. Needs
+ * basic and relative-shuffle subgroup operations in compute shaders (planning fails otherwise).
  */
 struct BlockScanPlan {
-    uint32_t threads = 1;  // tree lanes per column, a power of two; a segment is 2 * threads blocks
-    uint32_t columns = 1;  // adjacent columns per workgroup
+    uint32_t threads = 1;  // lanes per column (one subgroup cluster); a scan segment is 2 * threads blocks
+    uint32_t columns = 1;  // adjacent columns (vec4 or float) per workgroup
     std::vector<uint32_t> specConstants;
     uint32_t maxGroupsX = 65535;
     uint32_t maxGroupsY = 65535;
@@ -81,8 +84,9 @@ struct PolysketchPlan {
      * as vec4s. The padding columns are zero.
      */
     uint32_t stateStride = 0;
-    bool teamStates = false;  // block states use the lane-team variant (team_kernels.hpp)
-    bool teamOutput = false;  // the output uses the lane-team variant
+    bool teamFeatures = false;  // the feature map uses the lane-team variant (team_kernels.hpp)
+    bool teamStates = false;    // block states use the lane-team variant
+    bool teamOutput = false;    // the output uses the lane-team variant
 
     std::string featureShader;  // sketch_features.{random|learned}.<type>
     std::vector<uint32_t> featureSpec;

@@ -138,6 +138,13 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     plan.teamStates = team && findShader(cat("block_states_team.", type)) != nullptr;
     plan.teamOutput = team && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
                       findShader(cat("polysketch_output_team.", type)) != nullptr;
+    plan.teamFeatures = team && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
+                        findShader(cat("sketch_features_team.", type)) != nullptr;
+    if (plan.teamFeatures) {
+        plan.featureRows = kTeamLanes * kTeamLanes;  // 8 teams x 8 rows per workgroup
+        plan.featureShader = cat("sketch_features_team.", type);
+        plan.featureSpec = {c.headDim, R, (R + 31) / 32};
+    }
     if (plan.teamStates) {
         plan.statesShader = cat("block_states_team.", type);
         plan.statesSpec = {R, dv, plan.stateStride, c4};
