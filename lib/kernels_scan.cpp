@@ -10,53 +10,75 @@ namespace {
 // Mirrors the push constants of block_scan.comp and block_reduce.comp.
 struct ColumnPush {
     uint32_t blocks;
-    uint32_t elems;
+    uint32_t columns;  // in vec4 when vectorized, else in floats
     uint32_t groupsX;
+    uint32_t vectorized;
 };
 
-// Workgroups of about 128 invocations: lanes for the blocks, the rest spread over columns.
-BlockScanPlan planColumns(uint32_t threads, const DeviceCaps& caps) {
+// Invocations per workgroup: a multiple of every subgroup size up to 128. Without barriers the
+// workgroup size hardly matters on llvmpipe; larger ones only cut the number of workgroups.
+constexpr uint32_t kWorkgroup = 128;
+
+// Both shaders run a column on a cluster of `lanes` invocations of one subgroup, exchanging
+// values with subgroup shuffles (shared memory and its barriers were the scan's cost on
+// llvmpipe). The cluster must fit in the smallest subgroup the driver may pick.
+BlockScanPlan planColumns(uint32_t lanes, const DeviceCaps& caps, const char* what) {
+    constexpr VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT;
+    if ((caps.subgroupOperations & needed) != needed)
+        fail(PSK_ERROR_UNSUPPORTED, what, " needs relative subgroup shuffles in compute shaders");
+    const uint32_t workgroup = std::min<uint32_t>(kWorkgroup, caps.limits().maxComputeWorkGroupInvocations);
+    const uint32_t minSubgroup = std::max<uint32_t>(1, caps.minSubgroupSize);
+    if (workgroup % std::max<uint32_t>(1, caps.maxSubgroupSize) != 0)
+        fail(PSK_ERROR_UNSUPPORTED, what, ": subgroups of ", caps.maxSubgroupSize, " do not divide a workgroup of ", workgroup);
     BlockScanPlan plan;
-    const uint32_t invocations = std::min<uint32_t>(128, caps.limits().maxComputeWorkGroupInvocations);
-    plan.threads = std::min(threads, invocations);
-    plan.columns = std::max<uint32_t>(1, invocations / plan.threads);
-    plan.specConstants = {plan.threads, plan.columns};
+    plan.threads = std::min(lanes, minSubgroup);
+    plan.columns = workgroup / plan.threads;
+    plan.specConstants = {workgroup, plan.threads};
     plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
     plan.maxGroupsY = caps.limits().maxComputeWorkGroupCount[1];
     plan.maxGroupsZ = caps.limits().maxComputeWorkGroupCount[2];
     return plan;
 }
 
+constexpr uint32_t kMaxLoopIterations = 65535;
+
+// `blocksPerIteration`: blocks a cluster takes per iteration of the shader's loop.
 void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
-                     uint32_t sequences, uint32_t blocks, uint32_t elems, const char* what) {
-    const uint32_t groups = (elems + plan.columns - 1) / plan.columns;
+                     uint32_t sequences, uint32_t blocks, uint32_t elems, uint32_t blocksPerIteration, const char* what) {
+    // Four adjacent columns per invocation (one vec4 access) whenever they tile the state; the
+    // sequence stride blocks * elems is then a multiple of 16 bytes too.
+    const bool vectorized = elems % 4 == 0 && states.offset % 16 == 0;
+    const uint32_t columns = vectorized ? elems / 4 : elems;
+    const uint32_t groups = (columns + plan.columns - 1) / plan.columns;
     const uint32_t groupsX = std::min(groups, plan.maxGroupsX);
     const uint32_t groupsY = (groups + groupsX - 1) / groupsX;
     if (groupsY > plan.maxGroupsY || sequences > plan.maxGroupsZ)
         fail(PSK_ERROR_TOO_LARGE, what, " of ", elems, " x ", sequences, " columns exceeds the device's dispatch limits");
-    const ColumnPush push{blocks, elems, groupsX};
+    // llvmpipe silently ends an invocation's loops after 65535 iterations in all; the loop over
+    // segments (scan, 2 blocks per lane) or blocks (reduction) is the shaders' only loop.
+    if ((uint64_t(blocks) + blocksPerIteration - 1) / blocksPerIteration > kMaxLoopIterations)
+        fail(PSK_ERROR_TOO_LARGE, what, " of ", blocks, " blocks exceeds ", kMaxLoopIterations, " loop iterations");
+    const ColumnPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
     recorder.dispatch(pipeline, {writes(states)}, &push, sizeof(push), groupsX, groupsY, sequences);
 }
 
 }  // namespace
 
-// Lanes per column are capped so that a workgroup always spans at least 16 adjacent columns:
-// with one column per workgroup every load is a strided gather, which made the scan the largest
-// stage at n = 32k on llvmpipe. Longer scans take more segments (each one a Blelloch tree) with a
-// carry between them.
+// Tree lanes per column: 8 (a segment of 16 blocks, two per lane) so that a workgroup of 128
+// invocations spans 16 columns (64 with vec4) and its loads of a row of blocks are contiguous;
+// one-column workgroups of 128 lanes were strided gathers and made the scan the largest stage at
+// n = 32k. More lanes would also not fit llvmpipe's subgroup of 8. Longer scans take more
+// segments, each one a Blelloch tree, with a carry between them.
 constexpr uint32_t kMaxScanLanes = 8;
 
 BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps) {
-    // Enough lanes that one segment (2 blocks per lane) covers every block, up to 8. Only a few
-    // lane counts are used, so that the attention object can create every pipeline up front.
-    uint32_t threads = 2;
-    while (threads < kMaxScanLanes && 2 * threads < blocks) threads *= 4;
-    return planColumns(threads, caps);
+    // Two lane counts only (2 for t <= 4, else 8), so that the attention object can create every
+    // pipeline up front.
+    return planColumns(blocks <= 4 ? 2 : kMaxScanLanes, caps, "block scan");
 }
 
 BlockScanPlan planBlockReduce(uint32_t blocks, const DeviceCaps& caps) {
-    const uint32_t threads = blocks <= 4 ? 4 : 64;  // two variants, created up front
-    return planColumns(threads, caps);
+    return planColumns(blocks <= 4 ? 4 : 8, caps, "block reduction");  // two variants, created up front
 }
 
 void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
@@ -67,13 +89,13 @@ void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
         recorder.fill(states, uint64_t(sequences) * elems * 4, 0);
         return;
     }
-    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, "block scan");
+    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, 2 * plan.threads, "block scan");
 }
 
 void recordBlockReduce(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
                        uint32_t sequences, uint32_t blocks, uint32_t elems) {
     if (blocks <= 1 || elems == 0 || sequences == 0) return;  // one block is its own sum
-    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, "block reduction");
+    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, plan.threads, "block reduction");
 }
 
 }  // namespace psk

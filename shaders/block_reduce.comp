@@ -1,40 +1,58 @@
 #version 450
 // Full (non-causal) polysketch: Z = sum over all blocks of H_l, one tree reduction per column of
-// the [sequences][blocks][elems] float32 states, written in place into block 0. A workgroup
-// reduces COLUMNS adjacent columns (invocation (x, y) = (column, lane)): each lane first sums the
-// blocks lane, lane + THREADS, ... (ceil(t / THREADS) of them), then the lanes' partial sums are
-// combined by a tree in shared memory.
+// the [sequences][blocks][elems] float32 states, written in place into block 0. A column is
+// reduced by a cluster of LANES adjacent invocations of one subgroup: lane p first sums the blocks
+// p, p + LANES, ... (ceil(t / LANES) of them; consecutive lanes read consecutive blocks), then the
+// lanes' partial sums are combined by a tree of subgroup shuffles into lane 0.
+//
+// Same layout choices as block_scan.comp, for the same llvmpipe reasons: no shared memory or
+// barriers (each barrier is a coroutine switch per subgroup there), and one vec4 per invocation
+// (4 adjacent columns) when elems % 4 == 0, since a buffer access costs about the same whatever
+// its width. The mapping goes through gl_SubgroupID / gl_SubgroupInvocationID and assumes full
+// subgroups.
 
-#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle_relative : require
 
-layout(local_size_x_id = 1, local_size_y_id = 0) in;
-layout(constant_id = 0) const uint THREADS = 64;  // lanes per column, a power of two
-layout(constant_id = 1) const uint COLUMNS = 1;   // columns per workgroup
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP = 128;  // invocations, a multiple of the subgroup size
+layout(constant_id = 1) const uint LANES = 8;        // lanes per column, a power of two
 
 layout(std430, binding = 0) buffer States { float states[]; };
+layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
 
 layout(push_constant) uniform Params {
-    uint blocks;    // t
-    uint elems;     // entries of one block state
-    uint groups_x;  // workgroups along x (column groups are split over x and y)
+    uint blocks;      // t
+    uint columns;     // columns of one block state, in vec4 when vectorized, else in floats
+    uint groups_x;    // workgroups along x (column groups are split over x and y)
+    uint vectorized;  // 1: states4 with columns = elems / 4; 0: states with columns = elems
 } params;
 
-shared float partial[THREADS * COLUMNS];
+// Tree levels written out, as in block_scan.comp (llvmpipe keeps such loops and counts their
+// iterations against its 65535 limit); levels at or above LANES fold away. Lanes p < w read lane
+// p + w, inside the cluster; lane 0 ends with the column's total. Up to 32 lanes.
+#define REDUCE_LEVEL(w) \
+    if (LANES > w) sum += subgroupShuffleDown(sum, w);
+#define REDUCE(T, DATA)                                                                  \
+    {                                                                                    \
+        T sum = T(0.0);                                                                  \
+        if (inRange)                                                                      \
+            for (uint l = lane; l < params.blocks; l += LANES) sum += DATA[base + l * params.columns]; \
+        REDUCE_LEVEL(16u) REDUCE_LEVEL(8u) REDUCE_LEVEL(4u) REDUCE_LEVEL(2u) REDUCE_LEVEL(1u)   \
+        if (inRange && lane == 0u) DATA[base] = sum;                                      \
+    }
 
 void main() {
-    const uint col = gl_LocalInvocationID.x, lid = gl_LocalInvocationID.y;
-    const uint column = (gl_WorkGroupID.y * params.groups_x + gl_WorkGroupID.x) * COLUMNS + col;
-    const bool in_range = column < params.elems;  // idle lanes still take part in the barriers
-    const uint base = gl_WorkGroupID.z * params.blocks * params.elems + column;
+    const uint lane = gl_SubgroupInvocationID & (LANES - 1u);
+    const uint clustersPerSubgroup = gl_SubgroupSize / LANES;
+    const uint col = gl_SubgroupID * clustersPerSubgroup + gl_SubgroupInvocationID / LANES;
+    const uint columnsPerGroup = WORKGROUP / LANES;
+    const uint column = (gl_WorkGroupID.y * params.groups_x + gl_WorkGroupID.x) * columnsPerGroup + col;
+    const bool inRange = column < params.columns;  // lanes past it still take part in the shuffles
+    const uint base = gl_WorkGroupID.z * params.blocks * params.columns + column;
 
-    float sum = 0.0;
-    if (in_range)
-        for (uint l = lid; l < params.blocks; l += THREADS) sum += states[base + l * params.elems];
-    partial[lid * COLUMNS + col] = sum;
-    [[unroll]] for (uint width = THREADS / 2u; width > 0u; width >>= 1u) {
-        barrier();
-        if (lid < width) partial[lid * COLUMNS + col] += partial[(lid + width) * COLUMNS + col];
-    }
-    barrier();
-    if (in_range && lid == 0u) states[base] = partial[col];
+    if (params.vectorized != 0u)
+        REDUCE(vec4, states4)
+    else
+        REDUCE(float, states)
 }

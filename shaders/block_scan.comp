@@ -3,76 +3,106 @@
 // in place. States are [sequences][blocks][elems] float32; every element column (one entry of the
 // feature x (dv + 1) state matrix of one sequence-head) is an independent scan over the blocks.
 //
-// A workgroup scans COLUMNS adjacent columns at once (invocation (x, y) = (column, tree lane)), so
-// loads and stores of a row of blocks are contiguous. The blocks are taken in segments of
-// 2 * THREADS, each scanned in shared memory by an up-sweep (reduce) and a down-sweep, plus the
-// carry of the segments before. No invocation walks the blocks one by one (a requirement of the
-// design, so that the depth is logarithmic on a GPU); the loop over segments is
-// ceil(t / (2 * THREADS)) long. (A sequential walk per column was measured faster on llvmpipe for
-// t <= 256, 3 ms against 75 ms at n = 4k, because its barriers are costly; it is deliberately not
-// used.)
+// A column is scanned by a cluster of LANES invocations of one subgroup (LANES a power of two
+// dividing the subgroup size), in segments of 2 * LANES blocks: each lane holds two consecutive
+// blocks in registers (the two leaves of the classic formulation). The Blelloch up-sweep runs
+// inside the lane, then across the lanes of the cluster with subgroup shuffles, and the down-sweep
+// back. The down-sweep's root is seeded with the carry of the segments before instead of 0, so
+// the carry lives in the root lane only. No invocation walks the blocks one by one (a requirement
+// of the design, so that the depth is logarithmic on a GPU); the loop over segments is
+// ceil(t / (2 * LANES)) long: at most 4096 iterations for the 65535 blocks a dispatch allows,
+// well inside llvmpipe's limit of 65535 loop iterations per invocation.
+//
+// Why subgroups and no shared memory: on llvmpipe every barrier suspends and resumes each
+// subgroup of the workgroup (a coroutine switch), and the shared-memory tree needed ~12 of them per
+// segment, which made the scan cost ~0.5 s at n = 32k for 70 MB of states. Shuffles are register
+// operations there. Why vec4: llvmpipe scalarises every buffer access into a per-lane loop whose
+// cost hardly depends on the width, so when elems % 4 == 0 (push constant `vectorized`) one
+// invocation scans 4 adjacent columns with one vec4 load/store per block; otherwise the scalar
+// path scans one column. Both paths are in one module because the pipeline is chosen before the
+// number of columns is known (blockScanShader() takes no arguments).
+//
+// The mapping of invocations to (column, lane) goes through gl_SubgroupID and
+// gl_SubgroupInvocationID, so it holds whatever order a driver packs invocations into subgroups;
+// it assumes full subgroups (the workgroup size is a multiple of every subgroup size).
 
-#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle_relative : require
 
-layout(local_size_x_id = 1, local_size_y_id = 0) in;
-layout(constant_id = 0) const uint THREADS = 128;  // tree lanes per column, a power of two
-layout(constant_id = 1) const uint COLUMNS = 1;    // columns per workgroup
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WORKGROUP = 128;  // invocations, a multiple of the subgroup size
+layout(constant_id = 1) const uint LANES = 8;        // tree lanes per column, a power of two
+const uint SEGMENT = 2u * LANES;                     // blocks per segment, two per lane
 
+// The same buffer seen as floats (scalar path) and as vec4 (vectorized path).
 layout(std430, binding = 0) buffer States { float states[]; };
+layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
 
 layout(push_constant) uniform Params {
-    uint blocks;     // t: blocks per sequence-head
-    uint elems;      // entries of one block state
-    uint groups_x;   // workgroups along x (column groups are split over x and y)
+    uint blocks;      // t: blocks per sequence-head
+    uint columns;     // columns of one block state, in vec4 when vectorized, else in floats
+    uint groups_x;    // workgroups along x (column groups are split over x and y)
+    uint vectorized;  // 1: states4 with columns = elems / 4; 0: states with columns = elems
 } params;
 
-const uint SEGMENT = 2u * THREADS;
-shared float tree[SEGMENT * COLUMNS];
+// The tree is written out level by level, without loops: llvmpipe does not unroll these loops
+// (it kept them even with [[unroll]]), and its 65535-iteration limit counts every inner
+// iteration, which cut the scan short at ~55k blocks. Levels at or above LANES fold away at
+// specialisation. Up to 32 lanes.
+//
+// Up-sweep level w: the right child of each pair of subtrees of w lanes adds its left sibling.
+#define UP_LEVEL(T, w)                                                   \
+    if (LANES > w) {                                                     \
+        const T left = subgroupShuffleUp(s, w);                          \
+        if (((lane + 1u) & (2u * w - 1u)) == 0u) s += left;              \
+    }
+// Down-sweep level w: the left child takes its parent's prefix, the right child (which holds the
+// parent's prefix) adds the left child's subtree sum.
+#define DOWN_LEVEL(T, w)                                                 \
+    if (LANES > w) {                                                     \
+        const T fromLeft = subgroupShuffleUp(s, w);                      \
+        const T fromRight = subgroupShuffleDown(s, w);                   \
+        if (((lane + 1u) & (2u * w - 1u)) == 0u) s += fromLeft;          \
+        else if (((lane + 1u + w) & (2u * w - 1u)) == 0u) s = fromRight; \
+    }
+
+// Blelloch scan of one segment, T float or vec4 and DATA the matching view of the buffer. Lane
+// `lane` holds blocks l0 = seg + 2 lane and l0 + 1. `carry` (meaningful in the cluster's last lane,
+// the root, only) is the sum of the segments before; it is advanced by this segment's total.
+#define SCAN_SEGMENT(T, DATA)                                                                    \
+    {                                                                                            \
+        const uint l0 = seg + 2u * lane;                                                         \
+        const bool has0 = inRange && l0 < params.blocks, has1 = inRange && l0 + 1u < params.blocks; \
+        const T a = has0 ? DATA[base + l0 * params.columns] : T(0.0);                            \
+        const T b = has1 ? DATA[base + (l0 + 1u) * params.columns] : T(0.0);                     \
+        T s = a + b; /* up-sweep inside the lane */                                              \
+        UP_LEVEL(T, 1u) UP_LEVEL(T, 2u) UP_LEVEL(T, 4u) UP_LEVEL(T, 8u) UP_LEVEL(T, 16u)         \
+        if (lane == LANES - 1u) { /* root: total to the carry, carry as the root's prefix */    \
+            const T total = s;                                                                   \
+            s = carry;                                                                           \
+            carry += total;                                                                      \
+        }                                                                                        \
+        DOWN_LEVEL(T, 16u) DOWN_LEVEL(T, 8u) DOWN_LEVEL(T, 4u) DOWN_LEVEL(T, 2u) DOWN_LEVEL(T, 1u) \
+        /* down-sweep inside the lane: s is the prefix of block l0 */                            \
+        if (has0) DATA[base + l0 * params.columns] = s;                                          \
+        if (has1) DATA[base + (l0 + 1u) * params.columns] = s + a;                               \
+    }
 
 void main() {
-    const uint col = gl_LocalInvocationID.x, lid = gl_LocalInvocationID.y;
-    const uint column = (gl_WorkGroupID.y * params.groups_x + gl_WorkGroupID.x) * COLUMNS + col;
-    const bool in_range = column < params.elems;  // idle lanes still take part in the barriers
-    const uint base = gl_WorkGroupID.z * params.blocks * params.elems + column;
+    const uint lane = gl_SubgroupInvocationID & (LANES - 1u);
+    const uint clustersPerSubgroup = gl_SubgroupSize / LANES;
+    const uint col = gl_SubgroupID * clustersPerSubgroup + gl_SubgroupInvocationID / LANES;
+    const uint columnsPerGroup = WORKGROUP / LANES;
+    const uint column = (gl_WorkGroupID.y * params.groups_x + gl_WorkGroupID.x) * columnsPerGroup + col;
+    // Lanes past the last column still take part in the shuffles, which must see every lane active.
+    const bool inRange = column < params.columns;
+    const uint base = gl_WorkGroupID.z * params.blocks * params.columns + column;
 
-    float carry = 0.0;
-    for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) {
-        const uint i0 = seg + lid, i1 = seg + lid + THREADS;
-        tree[lid * COLUMNS + col] = in_range && i0 < params.blocks ? states[base + i0 * params.elems] : 0.0;
-        tree[(lid + THREADS) * COLUMNS + col] = in_range && i1 < params.blocks ? states[base + i1 * params.elems] : 0.0;
-
-        // Up-sweep: after level d, tree[k * 2^(d+1) - 1] holds the sum of its 2^(d+1) leaves.
-        uint offset = 1u;
-        [[unroll]] for (uint width = THREADS; width > 0u; width >>= 1u) {
-            barrier();
-            if (lid < width) {
-                const uint a = offset * (2u * lid + 1u) - 1u;
-                const uint b = offset * (2u * lid + 2u) - 1u;
-                tree[b * COLUMNS + col] += tree[a * COLUMNS + col];
-            }
-            offset <<= 1u;
-        }
-        barrier();
-        const float total = tree[(SEGMENT - 1u) * COLUMNS + col];
-        barrier();
-        if (lid == 0u) tree[(SEGMENT - 1u) * COLUMNS + col] = 0.0;
-
-        // Down-sweep: push prefix sums back down the tree.
-        [[unroll]] for (uint width = 1u; width < SEGMENT; width <<= 1u) {
-            offset >>= 1u;
-            barrier();
-            if (lid < width) {
-                const uint a = offset * (2u * lid + 1u) - 1u;
-                const uint b = offset * (2u * lid + 2u) - 1u;
-                const float left = tree[a * COLUMNS + col];
-                tree[a * COLUMNS + col] = tree[b * COLUMNS + col];
-                tree[b * COLUMNS + col] += left;
-            }
-        }
-        barrier();
-        if (in_range && i0 < params.blocks) states[base + i0 * params.elems] = tree[lid * COLUMNS + col] + carry;
-        if (in_range && i1 < params.blocks) states[base + i1 * params.elems] = tree[(lid + THREADS) * COLUMNS + col] + carry;
-        carry += total;
-        barrier();  // tree is rewritten by the next segment
+    if (params.vectorized != 0u) {
+        vec4 carry = vec4(0.0);
+        for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) SCAN_SEGMENT(vec4, states4)
+    } else {
+        float carry = 0.0;
+        for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) SCAN_SEGMENT(float, states)
     }
 }
