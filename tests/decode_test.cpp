@@ -297,8 +297,19 @@ TEST_F(ContextTest, StateSizeDoesNotGrowWithPosition) {
     size_t blob10 = 0, blobLong = 0;
     ASSERT_EQ(pskGetDecodeStateSize(d.state, &bytes10), PSK_SUCCESS);
     ASSERT_EQ(pskSerializeDecodeState(d.state, nullptr, &blob10), PSK_SUCCESS);
+    auto stepScratch = [&] {
+        const auto in = d.stepInputs();
+        std::vector<float> out(size_t(c.Hq) * c.dv);
+        PskForwardStats stats{};
+        PskDecodeStepInfo si{in[0].data(), in[1].data(), in[2].data(), out.data(), in[0].size() * 4, in[1].size() * 4,
+                             in[2].size() * 4, out.size() * 4, &stats};
+        EXPECT_EQ(pskDecodeStepHost(d.state, &si), PSK_SUCCESS);
+        return stats.workspaceBytes;
+    };
+    const uint64_t scratch10 = stepScratch();
+    EXPECT_GT(scratch10, 0u);
     d.prefill(0, 100000);
-    d.step();
+    EXPECT_EQ(stepScratch(), scratch10) << "the step's scratch grew with the position";
     uint64_t pos = 0;
     ASSERT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
     EXPECT_EQ(pos, 100001u);
