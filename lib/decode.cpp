@@ -28,7 +28,7 @@ using namespace psk;
 namespace {
 
 constexpr uint32_t kWorkgroup = 64;
-constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kFormatVersion = 2;  // 2: local exact keeps the running block sum h, not S(k) rows
 constexpr char kMagic[8] = {'P', 'S', 'K', 'D', 'E', 'C', 'S', 'T'};
 constexpr size_t kHeaderBytes = 8 + 4 + 11 * 4 + 8 + 2 * 4;
 constexpr uint32_t kMaxCapacity = 1u << 24;
@@ -37,6 +37,7 @@ constexpr uint32_t kMaxCapacity = 1u << 24;
 struct FoldPush {
     uint32_t features, kvHeads, dstSlot0, rows, rowsFromMeta, metaOffset;
     uint32_t sSlotStride, sRowBegin, vSlotStride, vRowBegin;
+    uint32_t add;  // 1: z[dst] += the state at binding 0 (merge a block sum), no rows
 };
 // Mirrors shaders/decode_output.comp.
 struct OutputPush {
@@ -149,7 +150,7 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         z_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
         if (local_) {
             checkRange("block rows", slots * b_ * std::max(std::max(R_, h_), dv_));
-            blockS_ = deviceBuffer(slots * b_ * R_ * 4);
+            blockH_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
             blockK_ = deviceBuffer(slots * b_ * h_ * 4);
             blockV_ = deviceBuffer(slots * b_ * dv_ * 4);
         }
@@ -209,7 +210,7 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         // depends only on what the state consumed.
         if (polysketch())
             submit([&](Recorder& rec) {
-                for (const Buffer* b : {&z_, &blockS_, &blockK_, &blockV_})
+                for (const Buffer* b : {&z_, &blockH_, &blockK_, &blockV_})
                     if (*b) rec.fill({b->handle(), 0, b->size()}, b->size(), 0);
             });
     } catch (...) {
@@ -282,7 +283,7 @@ uint64_t PskDecodeState_T::stateBytes() const {
     uint64_t bytes = uint64_t(batch_) * 8;
     if (polysketch()) {
         bytes += slots * F_ * (dv_ + 1) * 4;
-        if (local_) bytes += slots * b_ * (R_ + h_ + dv_) * 4;
+        if (local_) bytes += slots * (uint64_t(F_) * (dv_ + 1) + uint64_t(b_) * (h_ + dv_)) * 4;
     } else {
         bytes += slots * capacity_ * (h_ + dv_) * 4;
     }
@@ -388,27 +389,26 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
         for (uint32_t i = 0; i < slots; ++i)
             rec.copyRows({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
                          {z_.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
-        if (keepRows) {
-            // Local exact, unfinished last block: its rows stay raw (S(k), k', v).
+        // Local exact: the running sum h of the unfinished block starts from zero.
+        if (local_) rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
+        if (keepRows)
+            // Local exact, unfinished last block: its k' and v rows stay for the exact local part.
             for (uint32_t i = 0; i < slots; ++i) {
-                const VkDeviceSize sBytes = VkDeviceSize(lastRows) * R_ * 4, kBytes = VkDeviceSize(lastRows) * h_ * 4,
-                                   vBytes = VkDeviceSize(lastRows) * dv_ * 4;
-                rec.copy({work.handle(), ws.kSketch.offset + (VkDeviceSize(i) * n + lastBegin) * R_ * 4, sBytes},
-                         {blockS_.handle(), VkDeviceSize(s0 + i) * b_ * R_ * 4, sBytes}, sBytes);
+                const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4, vBytes = VkDeviceSize(lastRows) * dv_ * 4;
                 rec.copy({work.handle(), ws.kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
                          {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
                 rec.copy({staging.handle(), VkDeviceSize(i) * vBytes, vBytes},
                          {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes}, vBytes);
             }
-        } else {
-            // The last block (complete, or any block when the local part is sketched) joins z.
-            const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0};
-            rec.dispatch(fold_,
-                         {reads({work.handle(), ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
-                          reads(attention_->polysketchResources().pairs), reads({meta_.handle(), 0, meta_.size()}),
-                          writes({z_.handle(), 0, z_.size()})},
-                         &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
-        }
+        // The last block's phi(k)[v | 1] sum: into z (complete, or any block when the local part
+        // is sketched), or into h (local exact, unfinished).
+        const Buffer& dst = keepRows ? blockH_ : z_;
+        const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0};
+        rec.dispatch(fold_,
+                     {reads({work.handle(), ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
+                      reads(attention_->polysketchResources().pairs), reads({meta_.handle(), 0, meta_.size()}),
+                      writes({dst.handle(), 0, dst.size()})},
+                     &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
     });
     for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = n;
 }
@@ -603,22 +603,22 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
     const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup);
     // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k').
     recordStepFeatures(rec, t, g1, ws);
-    // 2. The new token joins the state.
-    if (!local_) {
-        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0};
-        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(t.v), reads(res.pairs), reads(meta), writes(z)}, &push, sizeof(push),
+    // 2. The new token joins the state: its phi(k)[v | 1] into z (sketched local) or into the
+    //    running sum h of the unfinished block (local exact), whose k' and v rows are also kept.
+    {
+        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0, 0};
+        const BufferRange dst = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
+        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(t.v), reads(res.pairs), reads(meta), writes(dst)}, &push, sizeof(push),
                      foldGroups, 1, slots);
-    } else {
+    }
+    if (local_)
         for (uint32_t i = 0; i < slots; ++i) {
             const VkDeviceSize row = VkDeviceSize(i) * b_ + positions_[i / Hkv_] % b_;
-            rec.copy({stepWorkspace_.handle(), ws.kSketch.offset + VkDeviceSize(i) * R_ * 4, VkDeviceSize(R_) * 4},
-                     {blockS_.handle(), row * R_ * 4, VkDeviceSize(R_) * 4}, VkDeviceSize(R_) * 4);
             rec.copy({stepWorkspace_.handle(), ws.kLocal.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
                      {blockK_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
             rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
                      {blockV_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
         }
-    }
     // 3. The output rows.
     const BufferRange qSketch = sub(ws.qSketch);
     const BufferRange bk = local_ ? BufferRange{blockK_.handle(), 0, blockK_.size()} : z;
@@ -628,11 +628,16 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
                  {reads(qSketch), reads(local_ ? sub(ws.qLocal) : qSketch), reads(z), reads(res.pairs), reads(bk), reads(bv), reads(meta),
                   writes(t.out)},
                  &push, sizeof(push), Hq_, batch_);
-    // 4. Local exact: blocks completed by this token move into z.
+    // 4. Local exact: the sums h of blocks this token completed move into z (z += h, then h = 0),
+    //    a cost of F (dv + 1) per head, the same as a step's own fold: no step of the block
+    //    cycle folds b rows at once.
     if (anyFold) {
-        const FoldPush fold{F_, Hkv_, 0, 0, 1, batch_, b_ * R_, 0, b_ * dv_, 0};
-        rec.dispatch(fold_, {reads({blockS_.handle(), 0, blockS_.size()}), reads(bv), reads(res.pairs), reads(meta), writes(z)}, &fold,
-                     sizeof(fold), foldGroups, 1, slots);
+        const FoldPush add{F_, Hkv_, 0, 0, 1, batch_, 0, 0, 0, 0, 1};
+        const BufferRange h{blockH_.handle(), 0, blockH_.size()};
+        rec.dispatch(fold_, {reads(h), reads(bv), reads(res.pairs), reads(meta), writes(z)}, &add, sizeof(add), foldGroups, 1, slots);
+        const VkDeviceSize hBytes = VkDeviceSize(Hkv_) * F_ * (dv_ + 1) * 4;
+        for (uint32_t s = 0; s < batch_; ++s)
+            if (counts[batch_ + s]) rec.fill({blockH_.handle(), s * hBytes, hBytes}, hBytes, 0);
     }
 }
 
@@ -640,7 +645,10 @@ void PskDecodeState_T::reset(uint32_t sequence) {
     if (sequence >= batch_) fail(PSK_ERROR_INVALID_ARGUMENT, "sequence ", sequence, " is out of range (batchSize ", batch_, ")");
     if (polysketch()) {
         const VkDeviceSize bytes = VkDeviceSize(Hkv_) * F_ * (dv_ + 1) * 4;
-        submit([&](Recorder& rec) { rec.fill({z_.handle(), sequence * bytes, bytes}, bytes, 0); });
+        submit([&](Recorder& rec) {
+            rec.fill({z_.handle(), sequence * bytes, bytes}, bytes, 0);
+            if (local_) rec.fill({blockH_.handle(), sequence * bytes, bytes}, bytes, 0);
+        });
     }
     positions_[sequence] = 0;
 }
@@ -708,7 +716,7 @@ void PskDecodeState_T::serialize(void* data, size_t* size) {
         if (polysketch()) {
             whole(z_, slots * F_ * (dv_ + 1) * 4);
             if (local_) {
-                whole(blockS_, slots * b_ * R_ * 4);
+                whole(blockH_, slots * F_ * (dv_ + 1) * 4);
                 whole(blockK_, slots * b_ * h_ * 4);
                 whole(blockV_, slots * b_ * dv_ * 4);
             }
@@ -780,7 +788,7 @@ void PskDecodeState_T::restore(const void* data, size_t size) {
             if (polysketch()) {
                 whole(z_, slots * F_ * (dv_ + 1) * 4);
                 if (local_) {
-                    whole(blockS_, slots * b_ * R_ * 4);
+                    whole(blockH_, slots * F_ * (dv_ + 1) * 4);
                     whole(blockK_, slots * b_ * h_ * 4);
                     whole(blockV_, slots * b_ * dv_ * 4);
                 }

@@ -76,8 +76,10 @@ private:
     bool local_ = false;
     std::vector<uint64_t> positions_;
 
-    // Polysketch state: z [B Hkv][F][dv + 1]; local exact: block rows [B Hkv][b][R | h | dv].
-    psk::Buffer z_, blockS_, blockK_, blockV_;
+    // Polysketch state: z [B Hkv][F][dv + 1] (local exact: completed blocks only); local exact
+    // also the unfinished block's running sum h [B Hkv][F][dv + 1] of phi(k_j)[v_j | 1] and its
+    // rows k' [B Hkv][b][h], v [B Hkv][b][dv] for the exact local part.
+    psk::Buffer z_, blockH_, blockK_, blockV_;
     // Softmax state: caches [B Hkv][capacity][h | dv].
     psk::Buffer kCache_, vCache_;
     uint32_t chunk_ = 1024, maxChunks_ = 1;

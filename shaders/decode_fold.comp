@@ -4,8 +4,10 @@
 //   z[slot][f][c] += sum_{j < rows} psi(S(k_j))_f [v_j | 1]_c,
 //
 // the block-state formula of block_states.comp (psi expanded on the fly from the pair table, same
-// product order coef * S_a * S_b). Uses: a step's new token (rows = 1, sketched local), the rows of
-// a just completed block (local exact, rows per sequence from `meta`), the last block of a prefill.
+// product order coef * S_a * S_b), into z or, in local-exact mode, into the running sum h of the
+// unfinished block. Uses: a step's new token (rows = 1), the last block of a prefill. With `add`
+// it instead adds a state of z's layout (h of a just completed block) into z, for the sequences
+// whose `meta` count is non-zero.
 //
 // One invocation owns one feature f and four adjacent columns c0..c0+3 of [v | 1] of one slot and
 // walks the rows: per row two scalar loads of S(k_j) (the pair's entries) and, when dv is a
@@ -45,6 +47,7 @@ layout(push_constant) uniform Params {
     uint s_row_begin;
     uint v_slot_stride;
     uint v_row_begin;
+    uint add;             // 1: z[dst] += the state at binding 0 (same layout as z), no rows
 } params;
 
 const uint Z_STRIDE = VALUE_DIM + 1u;
@@ -59,6 +62,13 @@ void main() {
     const uint rows = params.rows_from_meta != 0u ? meta[params.meta_offset + dst / params.kv_heads] : params.rows;
     if (rows == 0u) return;
     const uint f = e / GROUPS, c0 = (e % GROUPS) * 4u;
+    const uint base = dst * params.features * Z_STRIDE + f * Z_STRIDE;
+    if (params.add != 0u) {  // merge a block's running sum (binding 0) into z; the caller zeroes it
+        const uint from = src * params.features * Z_STRIDE + f * Z_STRIDE;
+        [[unroll]] for (uint m = 0u; m < 4u; ++m)
+            if (c0 + m < Z_STRIDE) z[base + c0 + m] = z[base + c0 + m] + sk[from + c0 + m];
+        return;
+    }
     const uint entry = pairs[f];
     const float coef = pair_coefficient(entry);
     const uint a = pair_first(entry), b = pair_second(entry);
@@ -81,7 +91,6 @@ void main() {
             acc += p * x;
         }
     }
-    const uint base = dst * params.features * Z_STRIDE + f * Z_STRIDE;
     [[unroll]] for (uint m = 0u; m < 4u; ++m)
         if (c0 + m < Z_STRIDE) z[base + c0 + m] = z[base + c0 + m] + acc[m];
 }

@@ -317,9 +317,10 @@ TEST_F(ContextTest, StateSizeDoesNotGrowWithPosition) {
     ASSERT_EQ(pskSerializeDecodeState(d.state, nullptr, &blobLong), PSK_SUCCESS);
     EXPECT_EQ(bytes10, bytesLong);
     EXPECT_EQ(blob10, blobLong);
-    // F (dv + 1) floats of z plus b (R + h + dv) floats of block rows plus one position.
+    // F (dv + 1) floats of z, as many of the block's running sum, b (h + dv) floats of block rows,
+    // one position.
     const uint64_t F = c.r * (c.r + 1) / 2;
-    EXPECT_EQ(bytes10, F * (c.dv + 1) * 4 + uint64_t(c.b) * (c.r + c.h + c.dv) * 4 + 8);
+    EXPECT_EQ(bytes10, 2 * F * (c.dv + 1) * 4 + uint64_t(c.b) * (c.h + c.dv) * 4 + 8);
     std::printf("[ decode ] state bytes at position 10: %llu, at position 100001: %llu\n", (unsigned long long)bytes10,
                 (unsigned long long)bytesLong);
 }

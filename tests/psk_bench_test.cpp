@@ -245,7 +245,7 @@ TEST_F(PskBench, DecodeSweepWritesJsonCsvAndPlot) {
         EXPECT_LE(med, hi);
         EXPECT_LE(lo, mean);
         EXPECT_LE(mean, hi);
-        const uint64_t want = e.str("kind") == "polysketch" ? H * (F * (h + 1) + uint64_t(b) * (r + h + h)) * 4 + 8
+        const uint64_t want = e.str("kind") == "polysketch" ? H * (2 * F * (h + 1) + uint64_t(b) * (h + h)) * 4 + 8
                                                             : uint64_t(H) * (L + warmup + b) * (h + h) * 4 + 8;
         EXPECT_EQ(uint64_t(e.num("state_bytes")), want) << e.str("kind") << " at " << L;
     }

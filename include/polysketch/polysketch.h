@@ -429,10 +429,10 @@ PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize
  *
  * - POLYSKETCH (causal only): per (sequence, key/value head) the sum z of the block states
  *   H_l = phi(K_l)^T [V_l | 1] of the tokens consumed (F x (dv + 1) float32, F = R(R+1)/2), and in
- *   LOCAL_EXACT mode the rows of the current unfinished block (at most b rows of the sketch S(k),
- *   the local key row and v). Without LOCAL_EXACT every consumed token is folded into z at once
- *   (the sketched local part is the same inner product); with it a block enters z when it
- *   completes. The size depends on r, b, h, dv, B and Hkv, never on the position: constant
+ *   LOCAL_EXACT mode the current unfinished block's running sum of phi(k_j) [v_j | 1] (another
+ *   F x (dv + 1)) and its rows (at most b local key rows and v rows). Without LOCAL_EXACT every
+ *   consumed token is folded into z at once (the sketched local part is the same inner product);
+ *   with it a block's sum enters z when the block completes. The size depends on r, b, h, dv, B and Hkv, never on the position: constant
  *   memory for any context length. Row i produced by decoding equals row i of the causal forward
  *   over the same tokens within float32 rounding (SPEC section 7).
  * - SOFTMAX (causal only): the baseline, a KV cache of `capacity` tokens per sequence.
@@ -460,7 +460,7 @@ PSK_API void pskDestroyDecodeState(PskDecodeState state);
 
 /**
  * Bytes of device memory the state itself holds: polysketch B Hkv F (dv + 1) 4 (plus, local exact,
- * B Hkv b (R + h + dv) 4), softmax B Hkv capacity (h + dv) 4, plus 8 bytes per sequence of
+ * B Hkv (F (dv + 1) + b (h + dv)) 4), softmax B Hkv capacity (h + dv) 4, plus 8 bytes per sequence of
  * positions. The same at every position. (The per-step scratch, a forward over one token and the
  * step tensors, is also fixed at creation and not counted.)
  */
@@ -532,7 +532,7 @@ PSK_API PskResult pskResetDecodeSequence(PskDecodeState state, uint32_t sequence
  * written) and receives the bytes written. Format (little-endian): magic "PSKDECST", format
  * version, the attention config (kind, degree, R, b, h, dv, Hq, Hkv, flags, scale, data type, a
  * 64-bit hash of the sketch weights and LayerNorm parameters), B, capacity, the B positions, then
- * the float32 data: polysketch z (and the unfinished-block rows), softmax the cached K and V rows
+ * the float32 data: polysketch z (and, local exact, the unfinished block's sum and rows), softmax the cached K and V rows
  * up to each position. Softmax blobs grow with the positions; polysketch blobs do not.
  */
 PSK_API PskResult pskSerializeDecodeState(PskDecodeState state, void* data, size_t* pSize);
