@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "context.hpp"
 #include "error.hpp"
@@ -47,6 +49,8 @@ struct OutputPush {
 struct SoftmaxPush {
     uint32_t qHeads, kvHeads, headRatio, capacity, chunks, metaOffset;
     float scale;
+    uint32_t kSlotStride, vSlotStride;       // floats between the caches of two slots
+    uint32_t seqBase, qHeadBase, slotBase;  // this dispatch's first sequence, query head, bound slot
 };
 
 uint32_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -82,6 +86,20 @@ std::vector<float> gatherRows(const void* data, const PskTensorStrides& s, uint3
         for (uint32_t hd = 0; hd < heads; ++hd)
             for (uint32_t t = t0; t < t0 + rows; ++t, o += dim)
                 std::memcpy(&out[o], src + b * s.batch + hd * s.head + uint64_t(t) * s.token, dim * sizeof(float));
+    return out;
+}
+
+/** Tokens [t0, t0 + rows) of every (b, head) of a host tensor, as a dense tensor of `rows` tokens in `layout`. */
+std::vector<float> gatherTokens(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0, uint32_t rows,
+                                uint32_t dim, PskLayout layout) {
+    const PskTensorStrides d = defaultStrides(layout, heads, rows, dim);
+    std::vector<float> out(size_t(batch) * heads * rows * dim);
+    const float* src = static_cast<const float*>(data);
+    for (uint32_t b = 0; b < batch; ++b)
+        for (uint32_t hd = 0; hd < heads; ++hd)
+            for (uint32_t t = 0; t < rows; ++t)
+                std::memcpy(&out[b * d.batch + hd * d.head + uint64_t(t) * d.token],
+                            src + b * s.batch + hd * s.head + uint64_t(t0 + t) * s.token, dim * sizeof(float));
     return out;
 }
 
@@ -166,9 +184,19 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         if (info.capacity > kMaxCapacity)
             fail(PSK_ERROR_TOO_LARGE, "capacity ", info.capacity, " exceeds the maximum ", kMaxCapacity);
         capacity_ = info.capacity;
-        checkRange("key cache", slots * capacity_ * std::max(h_, dv_));
-        kCache_ = deviceBuffer(slots * capacity_ * h_ * 4);
-        vCache_ = deviceBuffer(slots * capacity_ * dv_ * 4);
+        // One slot's cache must fit a binding; the whole cache may not (4 heads of 128k tokens at
+        // h = 64 are 128 MiB + 9 KiB, lavapipe's maxStorageBufferRange is 128 MiB): the step then
+        // binds and dispatches slot by slot. Slot strides are rounded up to the offset alignment.
+        checkRange("key cache of one sequence and head", uint64_t(capacity_) * std::max(h_, dv_));
+        const uint64_t align = std::max<uint64_t>(limits.minStorageBufferOffsetAlignment, 4) / 4;
+        kSlot_ = (uint64_t(capacity_) * h_ + align - 1) / align * align;
+        vSlot_ = (uint64_t(capacity_) * dv_ + align - 1) / align * align;
+        // PSK_DECODE_SPLIT_CACHE=1 forces the slot-by-slot path (for its tests on small caches).
+        const char* split = std::getenv("PSK_DECODE_SPLIT_CACHE");
+        wholeCache_ = slots * std::max(kSlot_, vSlot_) * 4 <= limits.maxStorageBufferRange &&
+                      slots * std::max(kSlot_, vSlot_) < (uint64_t(1) << 32) && !(split && std::string(split) == "1");
+        kCache_ = deviceBuffer(slots * kSlot_ * 4);
+        vCache_ = deviceBuffer(slots * vSlot_ * 4);
         maxChunks_ = ceilDiv(capacity_, chunk_);
         checkRange("partials", uint64_t(batch_) * Hq_ * maxChunks_ * (dv_ + 2));
         partials_ = deviceBuffer(uint64_t(batch_) * Hq_ * maxChunks_ * (dv_ + 2) * 4);
@@ -321,7 +349,6 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     if (!polysketch() && info.seqLen > capacity_)
         fail(PSK_ERROR_BUFFER_TOO_SMALL, "a prompt of ", info.seqLen, " tokens does not fit the KV cache (capacity ", capacity_, ")");
     const AttentionConfig& c = attention_->config();
-    const DeviceCaps& caps = context()->caps();
     PskForwardHostInfo fwd{};
     fwd.batchSize = count;
     fwd.seqLen = info.seqLen;
@@ -336,16 +363,19 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     if (info.out) {
         // Checks every pointer, size and value and writes `out` only when it succeeds.
         attention_->forwardHost(fwd);
+        if (polysketch()) {
+            absorbPolysketchPrompt(info.v, defaultStrides(c.layout, Hkv_, info.seqLen, dv_), count, info.seqLen,
+                                   info.firstSequence * Hkv_, false);
+            for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = info.seqLen;
+            return;
+        }
     } else {
         // State only: the prompt's rows are not wanted. Softmax needs no forward at all (the KV
-        // cache is the prompt's k and v); polysketch runs its forward for Z, its output goes to a
-        // scratch array.
+        // cache is the prompt's k and v).
         checkPromptInputs(info, count);
         if (polysketch()) {
-            std::vector<uint8_t> scratch(size_t(count) * Hq_ * info.seqLen * dv_ * 4);
-            fwd.out = scratch.data();
-            fwd.outBytes = scratch.size();
-            attention_->forwardHost(fwd);
+            prefillPolysketchStateOnly(info, count);
+            return;
         }
     }
 
@@ -361,10 +391,10 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
         submit([&](Recorder& rec) {
             for (uint32_t i = 0; i < slots; ++i) {
                 rec.copy({staging.handle(), VkDeviceSize(i) * n * h_ * 4, VkDeviceSize(n) * h_ * 4},
-                         {kCache_.handle(), (VkDeviceSize(s0 + i) * capacity_) * h_ * 4, VkDeviceSize(n) * h_ * 4},
+                         {kCache_.handle(), VkDeviceSize(s0 + i) * kSlot_ * 4, VkDeviceSize(n) * h_ * 4},
                          VkDeviceSize(n) * h_ * 4);
                 rec.copy({staging.handle(), K.size() * 4 + VkDeviceSize(i) * n * dv_ * 4, VkDeviceSize(n) * dv_ * 4},
-                         {vCache_.handle(), (VkDeviceSize(s0 + i) * capacity_) * dv_ * 4, VkDeviceSize(n) * dv_ * 4},
+                         {vCache_.handle(), VkDeviceSize(s0 + i) * vSlot_ * 4, VkDeviceSize(n) * dv_ * 4},
                          VkDeviceSize(n) * dv_ * 4);
             }
         });
@@ -372,23 +402,43 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
         return;
     }
 
+    fail(PSK_ERROR_INTERNAL, "decode prefill: unreachable");
+}
+
+void PskDecodeState_T::absorbPolysketchPrompt(const void* v, const PskTensorStrides& vStrides, uint32_t count, uint32_t n,
+                                              uint32_t s0, bool accumulate) {
+    const AttentionConfig& c = attention_->config();
+    const uint32_t slots = count * Hkv_;
     const PolysketchPlan& plan = attention_->polysketchPlan();
-    const ForwardGeometry g = makeForwardGeometry(c, caps, count, n, nullptr, nullptr, nullptr, nullptr);
+    const ForwardGeometry g = makeForwardGeometry(c, context()->caps(), count, n, nullptr, nullptr, nullptr, nullptr);
     const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
     const uint32_t t = ws.blocks, lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
     const bool keepRows = local_ && lastRows < b_;
-    const std::vector<float> vLast = gatherRows(info.v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
+    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
     Buffer staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
     std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
     const Buffer& work = attention_->workspaceBuffer();
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
     const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
+    // Accumulating (a later chunk of a state-only prefill): Z_{t-1} of this chunk goes through a
+    // scratch copy and is added into z (decode_fold's add mode).
+    Buffer prefix = accumulate ? deviceBuffer(VkDeviceSize(slots) * zBytes) : Buffer();
     submit([&](Recorder& rec) {
         // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1). The
         // forward pads its state rows to plan.stateStride floats; z rows are dv + 1.
+        const Buffer& zDst = accumulate ? prefix : z_;
+        const uint32_t zSlot0 = accumulate ? 0 : s0;
         for (uint32_t i = 0; i < slots; ++i)
             rec.copyRows({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
-                         {z_.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
+                         {zDst.handle(), VkDeviceSize(zSlot0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
+        if (accumulate) {
+            const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1};
+            rec.dispatch(fold_,
+                         {reads({prefix.handle(), 0, prefix.size()}), reads({prefix.handle(), 0, prefix.size()}),
+                          reads(attention_->polysketchResources().pairs), reads({meta_.handle(), 0, meta_.size()}),
+                          writes({z_.handle(), 0, z_.size()})},
+                         &add, sizeof(add), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
+        }
         // Local exact: the running sum h of the unfinished block starts from zero.
         if (local_) rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
         if (keepRows)
@@ -410,6 +460,61 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
                       writes({dst.handle(), 0, dst.size()})},
                      &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
     });
+}
+
+
+void PskDecodeState_T::prefillPolysketchStateOnly(const PskDecodePrefillInfo& info, uint32_t count) {
+    // The forward over the whole prompt when one call can hold it, else over chunks of whole
+    // blocks (a call's workspace must fit one storage-buffer binding: 64k tokens at b = 256,
+    // r = 32, dv = 64, 4 heads exceed lavapipe's 128 MiB), each chunk's block sums added into z.
+    const AttentionConfig& c = attention_->config();
+    const DeviceCaps& caps = context()->caps();
+    const uint32_t n = info.seqLen;
+    auto fits = [&](uint32_t len) {
+        try {
+            const ForwardGeometry g = makeForwardGeometry(c, caps, count, len, nullptr, nullptr, nullptr, nullptr);
+            (void)polysketchWorkspace(attention_->polysketchPlan(), c, g);
+            return true;
+        } catch (const Error& e) {
+            if (e.code() != PSK_ERROR_TOO_LARGE) throw;
+            return false;
+        }
+    };
+    uint32_t chunk = n;
+    // PSK_DECODE_PREFILL_CHUNK=N caps the chunk at N tokens (rounded down to whole blocks), for
+    // the tests of the chunked path on small prompts.
+    if (const char* cap = std::getenv("PSK_DECODE_PREFILL_CHUNK"))
+        if (const unsigned long tokens = std::strtoul(cap, nullptr, 10)) chunk = std::min<uint64_t>(chunk, std::max<uint64_t>(b_, tokens / b_ * b_));
+    while (chunk > b_ && !fits(chunk)) chunk = std::max(b_, (chunk / 2) / b_ * b_);
+    const PskTensorStrides qS = defaultStrides(c.layout, Hq_, n, h_), kS = defaultStrides(c.layout, Hkv_, n, h_),
+                           vS = defaultStrides(c.layout, Hkv_, n, dv_);
+    for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+        const uint32_t rows = std::min(chunk, n - t0);
+        std::vector<float> q, k, v;
+        PskForwardHostInfo fwd{};
+        fwd.batchSize = count;
+        fwd.seqLen = rows;
+        if (rows == n) {
+            fwd.q = info.q;
+            fwd.k = info.k;
+            fwd.v = info.v;
+        } else {
+            q = gatherTokens(info.q, qS, count, Hq_, t0, rows, h_, c.layout);
+            k = gatherTokens(info.k, kS, count, Hkv_, t0, rows, h_, c.layout);
+            v = gatherTokens(info.v, vS, count, Hkv_, t0, rows, dv_, c.layout);
+            fwd.q = q.data();
+            fwd.k = k.data();
+            fwd.v = v.data();
+        }
+        fwd.qBytes = size_t(count) * Hq_ * rows * h_ * 4;
+        fwd.kBytes = size_t(count) * Hkv_ * rows * h_ * 4;
+        fwd.vBytes = size_t(count) * Hkv_ * rows * dv_ * 4;
+        std::vector<uint8_t> scratch(size_t(count) * Hq_ * rows * dv_ * 4);  // rows not wanted
+        fwd.out = scratch.data();
+        fwd.outBytes = scratch.size();
+        attention_->forwardHost(fwd);
+        absorbPolysketchPrompt(fwd.v, defaultStrides(c.layout, Hkv_, rows, dv_), count, rows, info.firstSequence * Hkv_, t0 > 0);
+    }
     for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = n;
 }
 
@@ -575,19 +680,34 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
     const BufferRange meta{meta_.handle(), 0, VkDeviceSize(batch_) * 2 * 4};
 
     if (!polysketch()) {
-        const SoftmaxPush push{Hq_, Hkv_, Hq_ / Hkv_, capacity_, maxChunks_, 0, attention_->config().scale};
+        SoftmaxPush push{Hq_, Hkv_, Hq_ / Hkv_, capacity_, maxChunks_, 0, attention_->config().scale, uint32_t(kSlot_),
+                         uint32_t(vSlot_), 0, 0, 0};
         for (uint32_t i = 0; i < slots; ++i) {
-            const VkDeviceSize row = VkDeviceSize(i) * capacity_ + positions_[i / Hkv_];
+            const VkDeviceSize pos = positions_[i / Hkv_];
             rec.copy({t.k.buffer, t.k.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
-                     {kCache_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
+                     {kCache_.handle(), (i * kSlot_ + pos * h_) * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
             rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
-                     {vCache_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
+                     {vCache_.handle(), (i * vSlot_ + pos * dv_) * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
         }
         const BufferRange partials{partials_.handle(), 0, partials_.size()};
-        rec.dispatch(partial_,
-                     {reads(t.q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}), reads(meta),
-                      writes(partials)},
-                     &push, sizeof(push), ceilDiv(longest, chunk_), Hq_, batch_);
+        if (wholeCache_) {
+            rec.dispatch(partial_,
+                         {reads(t.q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}),
+                          reads(meta), writes(partials)},
+                         &push, sizeof(push), ceilDiv(longest, chunk_), Hq_, batch_);
+        } else {
+            // One dispatch per (sequence, kv head), binding that slot's caches only.
+            for (uint32_t i = 0; i < slots; ++i) {
+                push.seqBase = i / Hkv_;
+                push.qHeadBase = (i % Hkv_) * push.headRatio;
+                push.slotBase = i;
+                rec.dispatch(partial_,
+                             {reads(t.q), reads({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
+                              reads({vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4}), reads(meta), writes(partials)},
+                             &push, sizeof(push), ceilDiv(positions_[i / Hkv_] + 1, chunk_), push.headRatio, 1);
+            }
+            push.seqBase = push.qHeadBase = push.slotBase = 0;
+        }
         rec.dispatch(combine_, {reads(partials), reads(meta), writes(t.out)}, &push, sizeof(push), Hq_, batch_);
         return;
     }
@@ -724,9 +844,9 @@ void PskDecodeState_T::serialize(void* data, size_t* size) {
             for (uint64_t i = 0; i < slots; ++i) {
                 const uint64_t rows = positions_[i / Hkv_];
                 if (!rows) continue;
-                rec.copy({kCache_.handle(), i * capacity_ * h_ * 4, rows * h_ * 4}, {readback.handle(), at, rows * h_ * 4}, rows * h_ * 4);
+                rec.copy({kCache_.handle(), i * kSlot_ * 4, rows * h_ * 4}, {readback.handle(), at, rows * h_ * 4}, rows * h_ * 4);
                 at += rows * h_ * 4;
-                rec.copy({vCache_.handle(), i * capacity_ * dv_ * 4, rows * dv_ * 4}, {readback.handle(), at, rows * dv_ * 4},
+                rec.copy({vCache_.handle(), i * vSlot_ * 4, rows * dv_ * 4}, {readback.handle(), at, rows * dv_ * 4},
                          rows * dv_ * 4);
                 at += rows * dv_ * 4;
             }
@@ -796,10 +916,10 @@ void PskDecodeState_T::restore(const void* data, size_t size) {
                 for (uint64_t i = 0; i < slots; ++i) {
                     const uint64_t rows = positions[i / Hkv_];
                     if (!rows) continue;
-                    rec.copy({staging.handle(), at, rows * h_ * 4}, {kCache_.handle(), i * capacity_ * h_ * 4, rows * h_ * 4},
+                    rec.copy({staging.handle(), at, rows * h_ * 4}, {kCache_.handle(), i * kSlot_ * 4, rows * h_ * 4},
                              rows * h_ * 4);
                     at += rows * h_ * 4;
-                    rec.copy({staging.handle(), at, rows * dv_ * 4}, {vCache_.handle(), i * capacity_ * dv_ * 4, rows * dv_ * 4},
+                    rec.copy({staging.handle(), at, rows * dv_ * 4}, {vCache_.handle(), i * vSlot_ * 4, rows * dv_ * 4},
                              rows * dv_ * 4);
                     at += rows * dv_ * 4;
                 }

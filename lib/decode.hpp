@@ -57,6 +57,16 @@ private:
     /** Polysketch: the forward's feature map over the step's token into the step workspace. */
     void recordStepFeatures(psk::Recorder& rec, const StepTensors& t, const psk::ForwardGeometry& g1,
                             const psk::PolysketchWorkspace& ws);
+    /**
+     * Polysketch, after the attention's forward over `n` tokens of sequences' slots s0.. (its
+     * workspace holds Z_{t-1} and the S(k), k' rows): z = Z_{t-1} (accumulate: z += Z_{t-1}) plus
+     * the last block, folded into z or, local exact and unfinished, into h with its rows kept.
+     * `v` is the prompt's v (count sequences of n tokens, strides vStrides).
+     */
+    void absorbPolysketchPrompt(const void* v, const PskTensorStrides& vStrides, uint32_t count, uint32_t n, uint32_t s0,
+                                bool accumulate);
+    /** Polysketch prefill with out == NULL: the forward over the prompt, in chunks of whole blocks when needed. */
+    void prefillPolysketchStateOnly(const PskDecodePrefillInfo& info, uint32_t count);
     /** Checks a prompt's arrays when prefill produces no output (out == NULL). */
     void checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const;
     /** Records with `record` into the state's command buffer, submits and waits. */
@@ -80,8 +90,10 @@ private:
     // also the unfinished block's running sum h [B Hkv][F][dv + 1] of phi(k_j)[v_j | 1] and its
     // rows k' [B Hkv][b][h], v [B Hkv][b][dv] for the exact local part.
     psk::Buffer z_, blockH_, blockK_, blockV_;
-    // Softmax state: caches [B Hkv][capacity][h | dv].
+    // Softmax state: caches [B Hkv][capacity][h | dv], slots kSlot_ / vSlot_ floats apart.
     psk::Buffer kCache_, vCache_;
+    uint64_t kSlot_ = 0, vSlot_ = 0;  // floats per slot (capacity h, capacity dv, aligned)
+    bool wholeCache_ = true;          // the whole cache fits one binding: one dispatch per step
     uint32_t chunk_ = 1024, maxChunks_ = 1;
 
     // Per-step scratch, fixed at creation: the step's tensors (host-visible), the feature rows of

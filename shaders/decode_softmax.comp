@@ -9,7 +9,8 @@
 //   then CHUNK keys for its value columns.
 // PASS_COMBINE: workgroup (query head, sequence) merges its ceil(len / CHUNK) partials:
 //   M = max m_c, O = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c.
-// Layouts: q [B Hq][h], caches [B Hkv][capacity][h | dv], partials [B Hq][chunks][dv + 2],
+// Layouts: q [B Hq][h], caches [B Hkv][capacity][h | dv] (slot strides k_slot_stride,
+// v_slot_stride), partials [B Hq][chunks][dv + 2],
 // out [B Hq][dv]; meta[meta_offset + sequence] = len (keys including this step's).
 
 #extension GL_EXT_control_flow_attributes : require
@@ -31,6 +32,14 @@ layout(push_constant) uniform Params {
     uint chunks;  // partials per row (stride)
     uint meta_offset;
     float scale;
+    uint k_slot_stride;  // floats between two slots' key caches (capacity h, aligned)
+    uint v_slot_stride;
+    // PASS_PARTIAL: this dispatch covers sequences seq_base + gl_WorkGroupID.z and query heads
+    // q_head_base + gl_WorkGroupID.y; its cache bindings start at slot slot_base (0 when the whole
+    // cache is bound; the one bound slot when the step dispatches slot by slot).
+    uint seq_base;
+    uint q_head_base;
+    uint slot_base;
 } params;
 
 #if defined(PASS_PARTIAL)
@@ -46,18 +55,18 @@ shared float red[WG];
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    const uint chunk = gl_WorkGroupID.x, q_head = gl_WorkGroupID.y, seq = gl_WorkGroupID.z;
+    const uint chunk = gl_WorkGroupID.x, q_head = params.q_head_base + gl_WorkGroupID.y, seq = params.seq_base + gl_WorkGroupID.z;
     const uint len = meta[params.meta_offset + seq];
     const uint start = chunk * CHUNK;
     if (start >= len) return;  // the whole workgroup leaves: no barrier is skipped by only some
     const uint count = min(CHUNK, len - start);
     const uint row = seq * params.q_heads + q_head;
-    const uint slot = seq * params.kv_heads + q_head / params.head_ratio;
+    const uint slot = seq * params.kv_heads + q_head / params.head_ratio - params.slot_base;
 
     for (uint d = lid; d < HEAD_DIM; d += WG) qs[d] = q_data[row * HEAD_DIM + d] * params.scale;
     barrier();
 
-    const uint k_base = (slot * params.capacity + start) * HEAD_DIM;
+    const uint k_base = slot * params.k_slot_stride + start * HEAD_DIM;
     float m_local = -3.0e38;
     for (uint j = lid; j < count; j += WG) {
         float s = 0.0;
@@ -88,7 +97,7 @@ void main() {
 
     float acc[COLS];
     [[unroll]] for (uint c = 0u; c < COLS; ++c) acc[c] = 0.0;
-    const uint v_base = (slot * params.capacity + start) * VALUE_DIM;
+    const uint v_base = slot * params.v_slot_stride + start * VALUE_DIM;
     [[dont_unroll]] for (uint j = 0u; j < count; ++j) {
         const float p = scores[j];
         [[unroll]] for (uint c = 0u; c < COLS; ++c) {

@@ -448,6 +448,29 @@ TEST_F(ContextTest, SoftmaxKvCacheStepMatchesForward) {
     d.check();
 }
 
+// A cache larger than one storage-buffer binding (4 heads of 128k tokens on lavapipe) is bound and
+// dispatched slot by slot; PSK_DECODE_SPLIT_CACHE=1 forces that path on a small cache.
+TEST_F(ContextTest, SoftmaxKvCacheStepSlotBySlot) {
+    Config c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    setenv("PSK_DECODE_SPLIT_CACHE", "1", 1);
+    Driver split(*a, 2, 1100);
+    unsetenv("PSK_DECODE_SPLIT_CACHE");
+    Driver whole(*a, 2, 1100);
+    for (Driver* d : {&split, &whole}) {
+        d->prefill(0, 17);
+        d->prefill(1, 1030);  // two 1024-key chunks
+    }
+    for (int t = 0; t < 4; ++t) {
+        const auto in = whole.stepInputs();
+        EXPECT_EQ(split.step(in[0], in[1], in[2]), whole.step(in[0], in[1], in[2])) << "step " << t;
+    }
+    EXPECT_EQ(serialize(split.state), serialize(whole.state));
+    split.check();
+}
+
 // ---- misuse ----
 
 TEST_F(ContextTest, DecodeMisuse) {
@@ -584,6 +607,32 @@ TEST_F(ContextTest, PrefillWithoutOutputGivesTheSameState) {
         for (int t = 0; t < 20; ++t) {  // across block boundaries (b = 16)
             const auto in = x.stepInputs();
             EXPECT_EQ(x.step(in[0], in[1], in[2]), y.step(in[0], in[1], in[2])) << "step " << t;
+        }
+        x.check();
+    }
+}
+
+// A state-only polysketch prefill too long for one forward call (64k tokens at b = 256, r = 32,
+// dv = 64, 4 heads on lavapipe) runs the forward over chunks of whole blocks and adds their sums;
+// PSK_DECODE_PREFILL_CHUNK forces chunks of 16 tokens here. The state then continues as the
+// single-call prefill's does (same sums in another order: 1e-5).
+TEST_F(ContextTest, ChunkedStateOnlyPrefillContinuesLikeOneCall) {
+    for (int which = 0; which < 2; ++which) {
+        SCOPED_TRACE(kKindNames[which]);
+        const Config c = kindConfig(which);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        Driver x(*a, 2), y(*a, 2);
+        x.prefill(0, 53);  // 3 blocks and 5 rows (b = 16)
+        x.prefill(1, 48);  // exactly 3 blocks
+        setenv("PSK_DECODE_PREFILL_CHUNK", "20", 1);  // rounded down to 16
+        y.prefill(0, 53, false);
+        y.prefill(1, 48, false);
+        unsetenv("PSK_DECODE_PREFILL_CHUNK");
+        for (int t = 0; t < 20; ++t) {
+            const auto in = x.stepInputs();
+            const std::vector<float> want = x.step(in[0], in[1], in[2]), got = y.step(in[0], in[1], in[2]);
+            EXPECT_LE(relativeMaxError(got, std::vector<double>(want.begin(), want.end())), 1e-5) << "step " << t;
         }
         x.check();
     }
