@@ -480,7 +480,9 @@ typedef struct PskDecodePrefillInfo {
      *  no output rows where it can avoid them: SOFTMAX then runs no attention at all (the KV
      *  cache is the prompt's k and v, so a 128k-token cache costs a copy, not a quadratic
      *  forward); POLYSKETCH still runs its linear forward, whose block-state prefix is the state,
-     *  and discards the rows. q, k and v are checked (NULL, sizes, NaN) either way. */
+     *  and discards the rows, over chunks of whole blocks when the prompt is too long for one
+     *  forward call (so state-only prompts are not bounded by the forward's workspace limits).
+     *  q, k and v are checked (NULL, sizes, NaN) either way. */
     const void* q;
     const void* k;
     const void* v;
