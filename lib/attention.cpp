@@ -127,6 +127,10 @@ void PskAttention_T::createPolysketch(const PskAttentionCreateInfo& info) {
     polysketch_.features = pipelines.get(polysketchPlan_.featureShader, polysketchPlan_.featureSpec);
     polysketch_.states = pipelines.get(polysketchPlan_.statesShader, polysketchPlan_.statesSpec);
     polysketch_.output = pipelines.get(polysketchPlan_.outputShader, polysketchPlan_.outputSpec);
+    if (!polysketchPlan_.featureSpecVec4.empty())
+        polysketch_.featuresVec4 = pipelines.get(polysketchPlan_.featureShader, polysketchPlan_.featureSpecVec4);
+    if (!polysketchPlan_.outputSpecVec4.empty())
+        polysketch_.outputVec4 = pipelines.get(polysketchPlan_.outputShader, polysketchPlan_.outputSpecVec4);
     // Every scan (causal) or reduction (full) variant a call may pick, by number of blocks.
     for (uint32_t blocks : {2u, 8u, 32u, 128u, 1024u}) {
         const BlockScanPlan p = c.causal ? planBlockScan(blocks, caps) : planBlockReduce(blocks, caps);

@@ -88,8 +88,9 @@ struct PolysketchPlan {
     bool teamStates = false;    // block states use the lane-team variant
     bool teamOutput = false;    // the output uses the lane-team variant
 
-    std::string featureShader;  // sketch_features.{random|learned}.<type>
+    std::string featureShader;  // sketch_features.{random|learned}.<type>, or sketch_features_team.<type>
     std::vector<uint32_t> featureSpec;
+    std::vector<uint32_t> featureSpecVec4;  // team kernel, float32: the vec4-row variant (else empty)
     uint32_t featureRows = 64;
 
     std::string statesShader;  // block_states.<type>
@@ -98,6 +99,7 @@ struct PolysketchPlan {
 
     std::string outputShader;  // polysketch_output.<type>
     std::vector<uint32_t> outputSpec;
+    std::vector<uint32_t> outputSpecVec4;  // team kernel, float32: the vec4-row variant (else empty)
     uint32_t outputRows = 64;              // query rows per workgroup
     uint32_t outputRowsPerInvocation = 1;  // RPI: rows each invocation keeps in registers
 
@@ -128,6 +130,10 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
 /** Device objects owned by the attention object that every call uses. */
 struct PolysketchResources {
     VkPipeline features = VK_NULL_HANDLE, states = VK_NULL_HANDLE, output = VK_NULL_HANDLE;
+    // Team kernels only: the variants that read q/k (features) or v (output) rows as vec4s, for
+    // float32 tensors whose strides are multiples of 4; null otherwise. `features` and `output`
+    // handle any strides.
+    VkPipeline featuresVec4 = VK_NULL_HANDLE, outputVec4 = VK_NULL_HANDLE;
     BufferRange weights;  // PackedSketch::data
     BufferRange pairs;    // selfTensorPairs(R)
 };

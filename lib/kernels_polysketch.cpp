@@ -57,6 +57,9 @@ void putStrides(uint32_t dst[3], const PskTensorStrides& s) {
     dst[2] = static_cast<uint32_t>(s.token);
 }
 
+/** Rows of a tensor with these strides start 16-byte aligned (vec4 reads; float32 elements). */
+bool vec4Rows(const PskTensorStrides& s) { return (s.batch | s.head | s.token) % 4 == 0; }
+
 uint32_t floorPow2(uint32_t x) {
     uint32_t p = 1;
     while (p * 2 <= x) p *= 2;
@@ -143,7 +146,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     if (plan.teamFeatures) {
         plan.featureRows = kTeamLanes * kTeamLanes;  // 8 teams x 8 rows per workgroup
         plan.featureShader = cat("sketch_features_team.", type);
-        plan.featureSpec = {c.headDim, R, (R + 31) / 32};
+        plan.featureSpec = {c.headDim, R, (R + 31) / 32, 0u};
+        if (c.dataType == PSK_DATA_TYPE_FLOAT32) plan.featureSpecVec4 = {c.headDim, R, (R + 31) / 32, 1u};
     }
     if (plan.teamStates) {
         plan.statesShader = cat("block_states_team.", type);
@@ -153,7 +157,11 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     }
     if (plan.teamOutput) {
         plan.outputShader = cat("polysketch_output_team.", type);
-        plan.outputSpec = {R, c.headDim, dv, c.degree, c.causal ? 1u : 0u, c.localExact ? 1u : 0u, plan.stateStride, c4};
+        plan.outputSpec = {R, c.headDim, dv, c.degree, c.causal ? 1u : 0u, c.localExact ? 1u : 0u, plan.stateStride, c4, 0u};
+        if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
+            plan.outputSpecVec4 = plan.outputSpec;
+            plan.outputSpecVec4.back() = 1u;
+        }
         plan.outputRows = kTeamLanes * kTeamLanes;  // 8 teams x 8 rows per workgroup
         plan.outputRowsPerInvocation = 1;
     }
@@ -249,12 +257,12 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     fp.heads = c.numQueryHeads;
     fp.scale = c.scale;
     putStrides(fp.strides, g.q.strides);
-    rec.dispatch(res.features, {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp),
+    rec.dispatch(vec4Rows(g.q.strides) && res.featuresVec4 ? res.featuresVec4 : res.features, {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp),
                  featureGroups, c.numQueryHeads, g.batch);
     fp.heads = c.numKeyValueHeads;
     fp.scale = 1.0f;  // k is never scaled
     putStrides(fp.strides, g.k.strides);
-    rec.dispatch(res.features, {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp),
+    rec.dispatch(vec4Rows(g.k.strides) && res.featuresVec4 ? res.featuresVec4 : res.features, {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp),
                  featureGroups, c.numKeyValueHeads, g.batch);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
@@ -292,7 +300,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.tilesPerBlock = tilesPerBlock;
     putStrides(op.v, g.v.strides);
     putStrides(op.o, g.out.strides);
-    rec.dispatch(res.output,
+    rec.dispatch(vec4Rows(g.v.strides) && res.outputVec4 ? res.outputVec4 : res.output,
                  {reads(qSketch), reads(local ? kLocal : kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
                   reads(qLocal)},
                  &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);

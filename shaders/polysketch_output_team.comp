@@ -17,12 +17,12 @@
 // R + a R - a (a + 1) / 2 + (b - a - 1) (the pair table's order, self_tensor.glsl). The
 // normalizer column of Z is read as a scalar by each lane for its own row.
 //
-// Local part (CAUSAL): tiles of 16 keys; lane l scores keys j0 + l and j0 + 8 + l against the 8
+// Local part (CAUSAL): tiles of 8 KPL keys; lane l scores keys j0 + 8 kk + l (kk < KPL) against the 8
 // rows (q rows broadcast from their lanes, its keys' rows loaded as vec4s), weights (q.k)^DEGREE
 // (LOCAL_EXACT) or <S(q), S(k)>^2 masked to j <= row, then every lane adds w_rj v_j of its columns
 // with w broadcast from the key's lane. Normalizer parts are per-lane sums reduced by subgroupAdd.
 //
-// Loop bounds per invocation: R (R / 4 + 1) feature groups plus block_size / 16 key tiles (llvmpipe
+// Loop bounds per invocation: R (R / 4 + 1) feature groups plus block_size / (8 KPL) key tiles (llvmpipe
 // ends all loops of an invocation after 65535 iterations). Layouts as polysketch_output.comp;
 // states [kv seq][block][F][Z_STRIDE].
 
@@ -44,8 +44,12 @@ layout(constant_id = 4) const bool CAUSAL = true;
 layout(constant_id = 5) const bool LOCAL_EXACT = false;
 layout(constant_id = 6) const uint Z_STRIDE = 68;   // floats per state row (dv + 1 rounded up to 4)
 layout(constant_id = 7) const uint C4 = 2;          // vec4 value columns per lane: ceil(dv / 32)
+// v rows read as vec4s (float32 and every v stride a multiple of 4): a specialization constant,
+// not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask.
+layout(constant_id = 8) const bool V_VEC4 = false;
 
 const uint TEAM = 8u;
+const uint KPL = 4u;  // keys per lane in a local tile: a tile is KPL * 8 keys
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 const uint KW4 = KEY_WIDTH / 4u;
 const uint R4 = SKETCH / 4u;
@@ -82,11 +86,11 @@ float weight_power(float x) {
 }
 
 // Value columns [4 c4, 4 c4 + 4) of key row `row` (element offset of the row's first value).
-vec4 load_values(uint row_offset, uint c4, bool aligned) {
+vec4 load_values(uint row_offset, uint c4) {
     const uint c = 4u * c4;
     if (c >= VALUE_DIM) return vec4(0.0);
 #if defined(DATA_F32)
-    if (aligned) return v_data4[(row_offset + c) / 4u];
+    if (V_VEC4) return v_data4[(row_offset + c) / 4u];
 #endif
     return vec4(LOAD_ELEM(v_data[row_offset + c]), LOAD_ELEM(v_data[row_offset + c + 1u]),
                 LOAD_ELEM(v_data[row_offset + c + 2u]), LOAD_ELEM(v_data[row_offset + c + 3u]));
@@ -158,59 +162,52 @@ void main() {
         const uint team_last = min(block_end, team_begin + TEAM);  // keys past the team's last row never count
         const uint k_base4 = kv_seq * params.n * KW4;
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
-        const bool v_aligned = ((params.v_strides.batch | params.v_strides.head | params.v_strides.token) & 3u) == 0u;
-        [[dont_unroll]] for (uint j0 = block_begin; j0 < team_last; j0 += 2u * TEAM) {
-            // Scores of keys j0 + lane (s_lo) and j0 + 8 + lane (s_hi) against the 8 rows.
-            const uint j_lo = j0 + lane, j_hi = j0 + TEAM + lane;
-            const uint kl = k_base4 + min(j_lo, team_last - 1u) * KW4, kh = k_base4 + min(j_hi, team_last - 1u) * KW4;
-            float s_lo[TEAM], s_hi[TEAM];
-            [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
-                s_lo[r] = 0.0;
-                s_hi[r] = 0.0;
+        [[dont_unroll]] for (uint j0 = block_begin; j0 < team_last; j0 += KPL * TEAM) {
+            // Scores of keys j0 + 8 kk + lane (kk < KPL) against the 8 rows.
+            uint kb[KPL];
+            float s[KPL][TEAM];
+            [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
+                kb[kk] = k_base4 + min(j0 + kk * TEAM + lane, team_last - 1u) * KW4;
+                [[unroll]] for (uint r = 0u; r < TEAM; ++r) s[kk][r] = 0.0;
             }
             [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
-                const vec4 k_lo = k_local4[kl + d4], k_hi = k_local4[kh + d4];
-#define SCORE(r)                                                   \
-                {                                                  \
-                    const vec4 q = subgroupBroadcast(q_mine[d4], r); \
-                    s_lo[r] += dot(q, k_lo);                       \
-                    s_hi[r] += dot(q, k_hi);                       \
+                vec4 kv[KPL];
+                [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) kv[kk] = k_local4[kb[kk] + d4];
+#define SCORE(r)                                                             \
+                {                                                            \
+                    const vec4 q = subgroupBroadcast(q_mine[d4], r);         \
+                    [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) s[kk][r] += dot(q, kv[kk]); \
                 }
                 FOR_TEAM_ROWS(SCORE)
 #undef SCORE
             }
-            float w_lo[TEAM], w_hi[TEAM];
-            [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
-                const uint row = team_begin + r;  // valid rows only: row < team_last
-                const float x_lo = LOCAL_EXACT ? weight_power(s_lo[r]) : s_lo[r] * s_lo[r];
-                const float x_hi = LOCAL_EXACT ? weight_power(s_hi[r]) : s_hi[r] * s_hi[r];
-                w_lo[r] = row < team_last && j_lo <= row ? x_lo : 0.0;
-                w_hi[r] = row < team_last && j_hi <= row ? x_hi : 0.0;
-                den_local[r] += w_lo[r] + w_hi[r];
+            float w[KPL][TEAM];
+            [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
+                const uint j = j0 + kk * TEAM + lane;
+                [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
+                    const uint row = team_begin + r;  // valid rows only: row < team_last
+                    const float x = LOCAL_EXACT ? weight_power(s[kk][r]) : s[kk][r] * s[kk][r];
+                    w[kk][r] = row < team_last && j <= row ? x : 0.0;
+                    den_local[r] += w[kk][r];
+                }
             }
-            // acc[r] += w_rj v_j for the 16 keys; w of key m comes from lane m % 8.
+            // acc[r] += w_rj v_j for the tile's keys; w of key j0 + 8 kk + m comes from lane m.
+            [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
+                if (j0 + kk * TEAM >= team_last) break;  // uniform: no key of this group is visible
 #define ADD_VALUES(m)                                                                      \
-            {                                                                              \
-                const uint j = min(j0 + m, team_last - 1u);                                \
-                vec4 vv[C4];                                                               \
-                [[unroll]] for (uint c = 0u; c < C4; ++c)                                  \
-                    vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c, v_aligned); \
-                [[unroll]] for (uint r = 0u; r < TEAM; ++r) {                              \
-                    const float x = subgroupBroadcast(w_lo[r], m);                         \
-                    [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];      \
-                }                                                                          \
-                if (j0 + TEAM < team_last) {                                               \
-                    const uint jh = min(j0 + TEAM + m, team_last - 1u);                    \
+                {                                                                          \
+                    const uint j = min(j0 + kk * TEAM + m, team_last - 1u);                \
+                    vec4 vv[C4];                                                           \
                     [[unroll]] for (uint c = 0u; c < C4; ++c)                              \
-                        vv[c] = load_values(v_base + jh * params.v_strides.token, col4 + c, v_aligned); \
+                        vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c); \
                     [[unroll]] for (uint r = 0u; r < TEAM; ++r) {                          \
-                        const float x = subgroupBroadcast(w_hi[r], m);                     \
+                        const float x = subgroupBroadcast(w[kk][r], m);                    \
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];  \
                     }                                                                      \
-                }                                                                          \
-            }
-            FOR_TEAM_ROWS(ADD_VALUES)
+                }
+                FOR_TEAM_ROWS(ADD_VALUES)
 #undef ADD_VALUES
+            }
         }
     }
 

@@ -22,6 +22,9 @@ layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint HEAD_DIM = 64;  // h, a multiple of 4
 layout(constant_id = 1) const uint SKETCH = 32;    // r, a multiple of 4
 layout(constant_id = 2) const uint CPL4 = 1;       // vec4 sketch columns per lane: ceil(r / 32)
+// Rows read as vec4s (float32 and every stride a multiple of 4): a specialization constant, not a
+// run-time branch, because a CPU driver runs both sides of a branch under a lane mask.
+layout(constant_id = 3) const bool X_VEC4 = false;
 
 const uint TEAM = 8u;
 const uint H4 = HEAD_DIM / 4u;
@@ -79,14 +82,9 @@ void main() {
     // The lane's own row: load, LayerNorm, scale; the local-part row.
     vec4 raw[H4];
     const uint x_base = tensor_row(params.x_strides, batch, head, crow);
-#if defined(DATA_F32)
-    const bool x_aligned = ((params.x_strides.batch | params.x_strides.head | params.x_strides.token) & 3u) == 0u;
-#else
-    const bool x_aligned = false;
-#endif
     [[unroll]] for (uint d4 = 0u; d4 < H4; ++d4) {
 #if defined(DATA_F32)
-        if (x_aligned) {
+        if (X_VEC4) {
             raw[d4] = x_data4[x_base / 4u + d4];
             continue;
         }
