@@ -1,0 +1,169 @@
+// Lane-team kernels (lib/team_kernels.hpp) against the generic kernels on the same device: the
+// whole forward with the team variants, then with PSK_DISABLE_TEAM_KERNELS=1, same inputs and
+// sketch. The shapes are the team kernels' edges that the conformance sweep leaves out: value dims
+// 4 (one vec4 per lane, seven lanes idle), 100 and 128 (four vec4s per lane), feature counts that
+// are not a multiple of 64, fewer keys than lanes, and the element-wise value path (token strides
+// that are not a multiple of 4) in every storage type next to the vec4 path.
+//
+// Metric: relativeMaxError(team, generic); both are float32 arithmetic in another order, so 2e-5,
+// or the output rounding of a 16-bit storage type (outputThreshold).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "context.hpp"
+#include "reference/storage_types.hpp"
+#include "support/host_forward.hpp"
+#include "support/test_context.hpp"
+#include "team_kernels.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+
+struct Case {
+    uint32_t r = 16, b = 32, h = 32, dv = 32, B = 1, Hq = 2, Hkv = 1, n = 70;
+    bool causal = true, localExact = false;
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    uint32_t tokenPad = 0;
+};
+
+std::string name(const Case& c) {
+    std::ostringstream s;
+    s << (c.type == PSK_DATA_TYPE_FLOAT32 ? "f32" : c.type == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16") << "_r" << c.r << "_b" << c.b
+      << "_h" << c.h << "_dv" << c.dv << "_n" << c.n << (c.causal ? "_causal" : "_full") << (c.localExact ? "_localexact" : "")
+      << (c.layout == PSK_LAYOUT_BNHD ? "_bnhd" : "_bhnd") << "_B" << c.B << "_Hq" << c.Hq << "_Hkv" << c.Hkv;
+    if (c.tokenPad) s << "_pad" << c.tokenPad;
+    return s.str();
+}
+
+/** Sets PSK_DISABLE_TEAM_KERNELS for its lifetime, then restores the previous value. */
+class DisableTeamKernels {
+public:
+    explicit DisableTeamKernels(bool disable) {
+        if (const char* old = std::getenv(kName)) saved_ = old, hadValue_ = true;
+        setenv(kName, disable ? "1" : "0", 1);
+    }
+    ~DisableTeamKernels() {
+        if (hadValue_) setenv(kName, saved_.c_str(), 1);
+        else unsetenv(kName);
+    }
+
+private:
+    static constexpr const char* kName = "PSK_DISABLE_TEAM_KERNELS";
+    std::string saved_;
+    bool hadValue_ = false;
+};
+
+class TeamKernels : public ContextTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(TeamKernels, MatchGenericKernels) {
+    const Case c = GetParam();
+    {
+        DisableTeamKernels enable(false);
+        if (!psk::useTeamKernels(ctx->caps())) GTEST_SKIP() << "this device runs the generic kernels only";
+    }
+    const uint64_t seed = std::hash<std::string>{}(name(c));
+    const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hq * c.n * c.h, seed + 1), c.type);
+    const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.h, seed + 2), c.type);
+    const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.dv, seed + 3), c.type);
+
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = (c.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+    info.degree = 4;
+    info.scale = 1.0f / std::sqrt(float(c.h));
+    info.numQueryHeads = c.Hq;
+    info.numKeyValueHeads = c.Hkv;
+    info.headDim = c.h;
+    info.valueDim = c.dv;
+    info.dataType = c.type;
+    info.layout = c.layout;
+    info.sketchSize = c.r;
+    info.blockSize = c.b;
+    info.seed = seed;
+
+    psk::test::HostForward forward;
+    forward.layout = {c.B, c.n, c.layout, c.tokenPad};
+    forward.type = c.type;
+    forward.Hq = c.Hq;
+    forward.Hkv = c.Hkv;
+    forward.h = c.h;
+    forward.dv = c.dv;
+    forward.explicitStrides = c.tokenPad != 0;
+    auto run = [&](bool disableTeam) {
+        DisableTeamKernels env(disableTeam);  // read when the attention object plans its kernels
+        PskAttention attn = nullptr;
+        EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        if (!attn) return std::vector<float>{};
+        const std::vector<float> out = forward.run(attn, q, k, v);
+        pskDestroyAttention(attn);
+        return out;
+    };
+    const std::vector<float> team = run(false), generic = run(true);
+    ASSERT_FALSE(team.empty());
+    ASSERT_EQ(team.size(), generic.size());
+    double maxRef = 0;
+    for (float x : generic) maxRef = std::max(maxRef, std::fabs(double(x)));
+    ASSERT_GT(maxRef, 1e-3) << "degenerate output";
+    EXPECT_LE(psk::test::relativeMaxError(team, std::vector<double>(generic.begin(), generic.end())),
+              psk::test::outputThreshold(c.type, 2e-5));
+}
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    Case c;
+    c.dv = 4;  // C4 = 1, lanes 1..7 own no value column
+    out.push_back(c);
+    c = Case{};
+    c.dv = 128;  // C4 = 4, every lane full
+    c.r = 8;     // F = 36
+    c.n = 45;
+    c.b = 16;
+    out.push_back(c);
+    c = Case{};
+    c.dv = 100;  // C4 = 4, lane 6 partly and lane 7 wholly past the value columns
+    c.r = 12;    // F = 78: a full and a partial workgroup of features
+    c.n = 37;
+    c.causal = false;
+    out.push_back(c);
+    c = Case{};
+    c.r = 32;  // F = 528
+    c.dv = 64;
+    c.n = 7;  // fewer keys than lanes, one short block
+    c.type = PSK_DATA_TYPE_BFLOAT16;
+    c.tokenPad = 1;  // token stride 65: element-wise values
+    out.push_back(c);
+    c.type = PSK_DATA_TYPE_FLOAT16;
+    c.n = 19;
+    c.tokenPad = 2;  // token stride 66
+    c.dv = 64;
+    c.r = 8;  // F = 36
+    c.B = 2;
+    c.Hkv = 2;
+    out.push_back(c);
+    c.tokenPad = 0;  // vec4 values (two 16-bit pairs per load)
+    c.layout = PSK_LAYOUT_BNHD;
+    c.r = 16;
+    out.push_back(c);
+    c.type = PSK_DATA_TYPE_BFLOAT16;
+    c.dv = 36;  // C4 = 2
+    c.n = 33;
+    c.localExact = true;
+    out.push_back(c);
+    c.type = PSK_DATA_TYPE_FLOAT32;
+    c.layout = PSK_LAYOUT_BHND;
+    c.tokenPad = 3;  // odd token stride, head rows not on a vec4 either
+    c.localExact = false;
+    out.push_back(c);
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, TeamKernels, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) { return name(i.param); });
+
+}  // namespace
