@@ -15,7 +15,7 @@
 // phi(q)^T Z: features are visited as (a, b) with b in aligned groups of 4 (one vec4 of the
 // lane's S(q) row), coefficient 0 where b < a; feature index f(a, a) = a, f(a, b > a) =
 // R + a R - a (a + 1) / 2 + (b - a - 1) (the pair table's order, self_tensor.glsl). The
-// normalizer column of Z is read as a scalar by each lane for its own row.
+// normalizer column of Z is read by lane l for feature l % 4 of the group and shared by broadcast.
 //
 // Local part (CAUSAL): tiles of 8 KPL keys; lane l scores keys j0 + 8 kk + l (kk < KPL) against the 8
 // rows (q rows broadcast from their lanes, its keys' rows loaded as vec4s), weights (q.k)^DEGREE
@@ -130,23 +130,30 @@ void main() {
             const uint f_pairs = SKETCH + a * SKETCH - a * (a + 1u) / 2u;  // f(a, a + 1)
             [[dont_unroll]] for (uint b4 = a / 4u; b4 < R4; ++b4) {
                 const vec4 sb = q_sketch4[sq4 + b4];
-                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-                    const uint b = 4u * b4 + e;
-                    const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);
-                    const uint f = b <= a ? a : f_pairs + (b - a - 1u);
-                    const float p = coef * sa * sb[e];
-                    const uint z = (z_row0 + f) * ZS4;
-                    den_mine += p * states[(z_row0 + f) * Z_STRIDE + VALUE_DIM];
-                    vec4 zc[C4];
-                    [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
-#define ACCUMULATE_Z(r)                                                    \
-                    {                                                      \
-                        const float x = subgroupBroadcast(p, r);           \
+                // The normalizer column of the group's 4 features: lane l loads that of feature
+                // e = l % 4 (one scalar load per lane instead of four), the group shares it below.
+                const uint bl = 4u * b4 + (lane & 3u);
+                const float zden_mine = states[(z_row0 + (bl <= a ? a : f_pairs + (bl - a - 1u))) * Z_STRIDE + VALUE_DIM];
+#define Z_FEATURE(e)                                                                   \
+                {                                                                      \
+                    const uint b = 4u * b4 + e;                                        \
+                    const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);           \
+                    const uint f = b <= a ? a : f_pairs + (b - a - 1u);                \
+                    const float p = coef * sa * sb[e];                                 \
+                    den_mine += p * subgroupBroadcast(zden_mine, e);                   \
+                    const uint z = (z_row0 + f) * ZS4;                                 \
+                    vec4 zc[C4];                                                       \
+                    [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0); \
+                    FOR_TEAM_ROWS(ACCUMULATE_Z)                                        \
+                }
+#define ACCUMULATE_Z(r)                                                                \
+                    {                                                                  \
+                        const float x = subgroupBroadcast(p, r);                       \
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c]; \
                     }
-                    FOR_TEAM_ROWS(ACCUMULATE_Z)
+                Z_FEATURE(0u) Z_FEATURE(1u) Z_FEATURE(2u) Z_FEATURE(3u)
 #undef ACCUMULATE_Z
-                }
+#undef Z_FEATURE
             }
         }
     }
