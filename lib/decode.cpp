@@ -640,15 +640,19 @@ void PskDecodeState_T::recordStepFeatures(Recorder& rec, const StepTensors& t, c
         fp.strides[1] = uint32_t(st.head);
         fp.strides[2] = uint32_t(st.token);
     };
+    // As the forward: the team kernel's vec4-row variant when the strides allow it.
+    auto pipeline = [&](const PskTensorStrides& st) {
+        return res.featuresVec4 && (st.batch | st.head | st.token) % 4 == 0 ? res.featuresVec4 : res.features;
+    };
     fp.heads = Hq_;
     fp.scale = c.scale;
     strides(g1.q.strides);
-    rec.dispatch(res.features, {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp), 1,
+    rec.dispatch(pipeline(g1.q.strides), {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp), 1,
                  Hq_, batch_);
     fp.heads = Hkv_;
     fp.scale = 1.0f;  // k is never scaled
     strides(g1.k.strides);
-    rec.dispatch(res.features, {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp), 1,
+    rec.dispatch(pipeline(g1.k.strides), {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp), 1,
                  Hkv_, batch_);
 }
 
