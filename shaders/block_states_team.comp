@@ -86,6 +86,7 @@ void main() {
     const uint batch = seq / params.kv_heads, head = seq % params.kv_heads;
     const uint lane = gl_SubgroupInvocationID;
     const uint f0 = gl_WorkGroupID.x * (TEAM * TEAM) + gl_SubgroupID * TEAM;  // the team's first feature
+    if (f0 >= params.features) return;  // the whole team is past the last feature (uniform; no barriers here)
     const uint f = f0 + lane;                                                // this lane's feature
 
     const uint entry = f < params.features ? pairs[f] : 0u;

@@ -111,6 +111,9 @@ void main() {
     const uint block_begin = block * params.block_size;
     const uint block_end = min(params.n, block_begin + params.block_size);
     const uint team_begin = block_begin + tile * 64u + gl_SubgroupID * TEAM;  // first row of the team
+    // A team whose rows are all past the block or the sequence has nothing to write (uniform
+    // across the subgroup; the kernel has no barriers).
+    if (tile * 64u + gl_SubgroupID * TEAM >= params.block_size || team_begin >= params.n) return;
     const uint my_row = team_begin + lane;
     const bool my_valid = tile * 64u + gl_SubgroupID * TEAM + lane < params.block_size && my_row < params.n;
     const uint crow = my_valid ? my_row : block_begin;  // a row that exists, for idle lanes' reads

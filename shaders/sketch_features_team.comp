@@ -75,6 +75,7 @@ void main() {
     const uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
     const uint lane = gl_SubgroupInvocationID;
     const uint team_begin = gl_WorkGroupID.x * 64u + gl_SubgroupID * TEAM;
+    if (team_begin >= params.n) return;  // the whole team is past the end (uniform; no barriers here)
     const uint my_row = team_begin + lane;
     const bool my_valid = my_row < params.n;
     const uint crow = my_valid ? my_row : 0u;  // a row that exists, for idle lanes' reads
