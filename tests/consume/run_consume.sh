@@ -71,7 +71,7 @@ install_into() {
     [ -e "$lib/$f" ] || { echo "consume: $lib/$f was not installed" >&2; return 1; }
   done
   if command -v readelf >/dev/null; then
-    readelf -d "$lib/libpolysketch.so.0" | grep -q 'SONAME.*\[libpolysketch\.so\.0\]' \
+    grep -q 'SONAME.*\[libpolysketch\.so\.0\]' <<<"$(readelf -d "$lib/libpolysketch.so.0")" \
       || { echo "consume: libpolysketch.so.0 has no SONAME libpolysketch.so.0" >&2; return 1; }
   fi
   installed_libdir="$lib"
@@ -94,9 +94,12 @@ for mode in "${modes[@]}"; do
         -DCMAKE_BUILD_TYPE=Release "${compilers[@]}" >/dev/null
       cmake --build "$work/build" -j "$jobs" >/dev/null
       # The shared build must load the installed library (through CMake's RPATH), not another one.
+      # ldd's output is captured first: `ldd | grep -q` under pipefail fails at random when grep
+      # exits on its first match while ldd is still writing (SIGPIPE).
       if command -v ldd >/dev/null; then
-        ldd "$work/build/consume_shared" | grep -q "$work/prefix/.*libpolysketch.so.0" \
-          || { echo "consume: consume_shared does not load the installed libpolysketch.so.0" >&2; exit 1; }
+        linked="$(ldd "$work/build/consume_shared")"
+        grep -q "$work/prefix/.*libpolysketch.so.0" <<<"$linked" \
+          || { echo "consume: consume_shared does not load the installed libpolysketch.so.0:" >&2; echo "$linked" >&2; exit 1; }
       fi
       run "$work/build/consume_shared"
       run "$work/build/consume_static"
@@ -126,7 +129,7 @@ for mode in "${modes[@]}"; do
       # shellcheck disable=SC2046,SC2086
       "$cc" "${flags[@]}" "$here/consume.c" -o "$work/consume_static" $(pkg-config --cflags polysketch) \
         $static_libs -lm
-      if command -v ldd >/dev/null && ldd "$work/consume_static" | grep -q libpolysketch; then
+      if command -v ldd >/dev/null && grep -q libpolysketch <<<"$(ldd "$work/consume_static")"; then
         echo "consume: consume_static links libpolysketch dynamically" >&2
         exit 1
       fi
