@@ -55,21 +55,6 @@ struct SoftmaxPush {
 
 uint32_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
-// Mirrors the push constants of shaders/sketch_features.comp, as kernels_polysketch.cpp fills them
-// for the forward (the step runs that kernel alone: see recordStepFeatures). A layout drift would
-// make every decode test's rows differ from the forward's.
-struct FeaturePush {
-    uint32_t n;
-    uint32_t heads;
-    float scale;
-    uint32_t flags;
-    uint32_t strides[3];
-    float nodeScale;
-    uint32_t lnScale, lnBias, localLnScale, localLnBias;
-    uint32_t w[16];
-};
-constexpr uint32_t kFeatureQkNorm = 1, kFeatureWriteLocal = 2, kFeatureLocalNorm = 4;
-
 void checkFiniteFloats(const char* name, const void* data, size_t count) {
     const float* p = static_cast<const float*>(data);
     for (size_t i = 0; i < count; ++i)
@@ -618,42 +603,10 @@ void PskDecodeState_T::recordStepFeatures(Recorder& rec, const StepTensors& t, c
     // nothing else: the forward's block states, scan and output over the one token are not
     // needed (they were ~70% of a step's GPU time on lavapipe). Same kernel, pipeline and
     // parameters, so S(q), S(k), q', k' are the forward's bit for bit.
-    const AttentionConfig& c = attention_->config();
     const PolysketchPlan& plan = attention_->polysketchPlan();
-    const PolysketchResources& res = attention_->polysketchResources();
-    const PackedSketch& sketch = attention_->packedSketch();
-    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
-    const BufferRange qSketch = sub(ws.qSketch), kSketch = sub(ws.kSketch);
-    const BufferRange qLocal = local_ ? sub(ws.qLocal) : qSketch, kLocal = local_ ? sub(ws.kLocal) : kSketch;
-    const BufferRange qNodes = plan.nodeScratch ? sub(ws.qNodes) : qSketch, kNodes = plan.nodeScratch ? sub(ws.kNodes) : kSketch;
-    FeaturePush fp{};
-    fp.n = 1;
-    fp.nodeScale = sketch.nodeScale;
-    fp.flags = (sketch.qkNorm ? kFeatureQkNorm : 0) | (local_ ? kFeatureWriteLocal : 0) | (local_ && sketch.localNorm ? kFeatureLocalNorm : 0);
-    fp.lnScale = sketch.lnScale;
-    fp.lnBias = sketch.lnBias;
-    fp.localLnScale = sketch.localLnScale;
-    fp.localLnBias = sketch.localLnBias;
-    std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
-    auto strides = [&](const PskTensorStrides& st) {
-        fp.strides[0] = uint32_t(st.batch);
-        fp.strides[1] = uint32_t(st.head);
-        fp.strides[2] = uint32_t(st.token);
-    };
-    // As the forward: the team kernel's vec4-row variant when the strides allow it.
-    auto pipeline = [&](const PskTensorStrides& st) {
-        return res.featuresVec4 && (st.batch | st.head | st.token) % 4 == 0 ? res.featuresVec4 : res.features;
-    };
-    fp.heads = Hq_;
-    fp.scale = c.scale;
-    strides(g1.q.strides);
-    rec.dispatch(pipeline(g1.q.strides), {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp), 1,
-                 Hq_, batch_);
-    fp.heads = Hkv_;
-    fp.scale = 1.0f;  // k is never scaled
-    strides(g1.k.strides);
-    rec.dispatch(pipeline(g1.k.strides), {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp), 1,
-                 Hkv_, batch_);
+    const FeatureMapRanges ranges = featureMapRanges(plan, attention_->config(), ws, {stepWorkspace_.handle(), 0, VK_WHOLE_SIZE});
+    recordFeatureMaps(rec, plan, attention_->polysketchResources(), attention_->packedSketch(), attention_->config(), g1, t.q, t.k,
+                      ranges);
 }
 
 void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {

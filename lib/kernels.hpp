@@ -147,6 +147,21 @@ inline const char* selfTensorShader() { return "self_tensor.f32"; }
 void recordSelfTensor(Recorder& recorder, VkPipeline pipeline, const DeviceCaps& caps, BufferRange sketches,
                       BufferRange pairs, BufferRange features, uint32_t rows, uint32_t sketchLength);
 
+/** Workspace ranges the feature map writes; bindings a configuration does not use alias the sketch rows. */
+struct FeatureMapRanges {
+    BufferRange qSketch, kSketch, qLocal, kLocal, qNodes, kNodes;
+};
+FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& config, const PolysketchWorkspace& workspace,
+                                  BufferRange workspaceBuffer);
+
+/**
+ * Records the feature maps of q and of k (the forward's first step): S rows, the local-exact rows
+ * and, for degree 8, the node scratch. The decode step runs this alone on its one token.
+ */
+void recordFeatureMaps(Recorder& recorder, const PolysketchPlan& plan, const PolysketchResources& resources,
+                       const PackedSketch& sketch, const AttentionConfig& config, const ForwardGeometry& geometry, BufferRange q,
+                       BufferRange k, const FeatureMapRanges& ranges);
+
 /** Records the whole polysketch forward; tensors.workspace must hold polysketchWorkspace().total. */
 void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
                       const PolysketchResources& resources, const PackedSketch& sketch, const AttentionConfig& config,

@@ -213,18 +213,56 @@ void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps
     rec.dispatch(pipeline, {reads(sketches), reads(pairs), writes(features)}, push, sizeof(push), ceilDiv(F, 64), rowsY, rowsZ);
 }
 
+FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& c, const PolysketchWorkspace& ws,
+                                  BufferRange workspace) {
+    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{workspace.buffer, workspace.offset + r.offset, r.size}; };
+    FeatureMapRanges f;
+    f.qSketch = sub(ws.qSketch);
+    f.kSketch = sub(ws.kSketch);
+    // Bindings the kernel does not write still need a valid range: the sketch rows stand in.
+    const bool local = c.causal && c.localExact;
+    f.qLocal = local ? sub(ws.qLocal) : f.qSketch;
+    f.kLocal = local ? sub(ws.kLocal) : f.kSketch;
+    f.qNodes = plan.nodeScratch ? sub(ws.qNodes) : f.qSketch;
+    f.kNodes = plan.nodeScratch ? sub(ws.kNodes) : f.kSketch;
+    return f;
+}
+
+void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const PolysketchResources& res, const PackedSketch& sketch,
+                       const AttentionConfig& c, const ForwardGeometry& g, BufferRange q, BufferRange k, const FeatureMapRanges& f) {
+    const bool local = c.causal && c.localExact;
+    const uint32_t groups = ceilDiv(g.tokens, plan.featureRows);
+    FeaturePush fp{};
+    fp.n = g.tokens;
+    fp.nodeScale = sketch.nodeScale;
+    fp.flags = (sketch.qkNorm ? kFlagQkNorm : 0) | (local ? kFlagWriteLocal : 0) | (local && sketch.localNorm ? kFlagLocalNorm : 0);
+    fp.lnScale = sketch.lnScale;
+    fp.lnBias = sketch.lnBias;
+    fp.localLnScale = sketch.localLnScale;
+    fp.localLnBias = sketch.localLnBias;
+    std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
+    // The team kernel's vec4-row variant where the strides allow it.
+    auto pipeline = [&](const PskTensorStrides& st) { return vec4Rows(st) && res.featuresVec4 ? res.featuresVec4 : res.features; };
+    fp.heads = c.numQueryHeads;
+    fp.scale = c.scale;
+    putStrides(fp.strides, g.q.strides);
+    rec.dispatch(pipeline(g.q.strides), {reads(q), reads(res.weights), writes(f.qSketch), writes(f.qLocal), writes(f.qNodes)}, &fp,
+                 sizeof(fp), groups, c.numQueryHeads, g.batch);
+    fp.heads = c.numKeyValueHeads;
+    fp.scale = 1.0f;  // k is never scaled
+    putStrides(fp.strides, g.k.strides);
+    rec.dispatch(pipeline(g.k.strides), {reads(k), reads(res.weights), writes(f.kSketch), writes(f.kLocal), writes(f.kNodes)}, &fp,
+                 sizeof(fp), groups, c.numKeyValueHeads, g.batch);
+}
+
 void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
                       const PolysketchResources& res, const PackedSketch& sketch, const AttentionConfig& c,
                       const BoundTensors& t) {
     const ForwardGeometry& g = t.geometry;
     const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
-    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{t.workspace.buffer, t.workspace.offset + r.offset, r.size}; };
-    const BufferRange qSketch = sub(ws.qSketch), kSketch = sub(ws.kSketch), states = sub(ws.states);
+    const FeatureMapRanges f = featureMapRanges(plan, c, ws, t.workspace);
+    const BufferRange states{t.workspace.buffer, t.workspace.offset + ws.states.offset, ws.states.size};
     const bool local = c.causal && c.localExact;
-    const BufferRange qLocal = local ? sub(ws.qLocal) : qSketch;
-    const BufferRange kLocal = local ? sub(ws.kLocal) : kSketch;
-    const BufferRange qNodes = plan.nodeScratch ? sub(ws.qNodes) : qSketch;
-    const BufferRange kNodes = plan.nodeScratch ? sub(ws.kNodes) : kSketch;
 
     // Dispatch limits, checked before anything is recorded.
     const uint32_t featureGroups = ceilDiv(g.tokens, plan.featureRows);
@@ -245,25 +283,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
              plan.maxGroups[2]);
 
     // 1. Feature map of q and of k (independent: no barrier between them).
-    FeaturePush fp{};
-    fp.n = g.tokens;
-    fp.nodeScale = sketch.nodeScale;
-    fp.flags = (sketch.qkNorm ? kFlagQkNorm : 0) | (local ? kFlagWriteLocal : 0) | (local && sketch.localNorm ? kFlagLocalNorm : 0);
-    fp.lnScale = sketch.lnScale;
-    fp.lnBias = sketch.lnBias;
-    fp.localLnScale = sketch.localLnScale;
-    fp.localLnBias = sketch.localLnBias;
-    std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
-    fp.heads = c.numQueryHeads;
-    fp.scale = c.scale;
-    putStrides(fp.strides, g.q.strides);
-    rec.dispatch(vec4Rows(g.q.strides) && res.featuresVec4 ? res.featuresVec4 : res.features, {reads(t.q), reads(res.weights), writes(qSketch), writes(qLocal), writes(qNodes)}, &fp, sizeof(fp),
-                 featureGroups, c.numQueryHeads, g.batch);
-    fp.heads = c.numKeyValueHeads;
-    fp.scale = 1.0f;  // k is never scaled
-    putStrides(fp.strides, g.k.strides);
-    rec.dispatch(vec4Rows(g.k.strides) && res.featuresVec4 ? res.featuresVec4 : res.features, {reads(t.k), reads(res.weights), writes(kSketch), writes(kLocal), writes(kNodes)}, &fp, sizeof(fp),
-                 featureGroups, c.numKeyValueHeads, g.batch);
+    recordFeatureMaps(rec, plan, res, sketch, c, g, t.q, t.k, f);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
     StatesPush sp{};
@@ -274,7 +294,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     sp.kvHeads = c.numKeyValueHeads;
     sp.featureTiles = featureTiles;
     putStrides(sp.v, g.v.strides);
-    rec.dispatch(res.states, {reads(kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
+    rec.dispatch(res.states, {reads(f.kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
                  featureTiles * colTiles, ws.blocks, kvSequences);
 
     // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
@@ -301,8 +321,8 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     putStrides(op.v, g.v.strides);
     putStrides(op.o, g.out.strides);
     rec.dispatch(vec4Rows(g.v.strides) && res.outputVec4 ? res.outputVec4 : res.output,
-                 {reads(qSketch), reads(local ? kLocal : kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
-                  reads(qLocal)},
+                 {reads(f.qSketch), reads(local ? f.kLocal : f.kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
+                  reads(f.qLocal)},
                  &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
 }
 
