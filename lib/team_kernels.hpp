@@ -3,15 +3,17 @@
 //
 // Why a separate variant: a CPU Vulkan driver turns every storage- or shared-memory access of an
 // invocation into a loop over the SIMD lanes (about the same cost whatever the access width) and
-// every barrier() into a coroutine switch, while register arithmetic and subgroup broadcasts are
-// real SIMD instructions. The generic kernels stage operands in shared memory behind barriers and
+// every barrier() into a coroutine switch, while register arithmetic and subgroupShuffle are
+// real SIMD instructions (a shuffle is one vpermd with AVX2). The generic kernels stage operands in shared memory behind barriers and
 // read the same Z row or key row in every invocation, which is what a GPU wants and a CPU
 // driver's worst case. The team kernels treat a subgroup of 8 lanes as one SIMD register: each
 // lane loads only operands no other lane loads (its own 8 value columns as two vec4s, its own
-// row's sketch) and shares its row's values with subgroupBroadcast, so a loaded vec4 feeds 8 rows
-// of multiply-adds and no barrier is needed. Measured on llvmpipe (2-core Zen 5, AVX2 code): a
-// 4096 x 528 x 64 product runs at ~16 GFLOP/s this way against ~2-3 GFLOP/s in the one-row-per-
-// invocation, shared-memory style.
+// row's sketch) and shares its row's values with subgroupShuffle(x, r) (r a constant lane), so a
+// loaded vec4 feeds 8 rows of multiply-adds and no barrier is needed. Not subgroupBroadcast: on
+// llvmpipe 22.3 it costs about as much as 60 SIMD multiply-adds, the shuffle nearly nothing.
+// Measured on llvmpipe (2-core Zen 5, AVX2 code), a 4096 x 528 x 64 product: ~2-3 GFLOP/s in the
+// one-row-per-invocation, shared-memory style; 15.5 GFLOP/s as teams with subgroupBroadcast;
+// 18-21 with subgroupShuffle.
 #pragma once
 
 #include "device_caps.hpp"
@@ -21,7 +23,7 @@ namespace psk {
 /** Lanes per team: the subgroup size the team kernels are written for. */
 constexpr uint32_t kTeamLanes = 8;
 
-/** The device can run the team kernels: 8-lane subgroups with basic, ballot (broadcast) and arithmetic operations in compute shaders. */
+/** The device can run the team kernels: 8-lane subgroups with basic, shuffle and arithmetic operations in compute shaders. */
 bool teamKernelsSupported(const DeviceCaps& caps);
 
 /**

@@ -9,7 +9,7 @@
 // loaded from the row's last vec4 and never stored) and keeps the accumulators of its columns
 // for the 8 features of its team. Per key j a lane loads only what no other lane of its team
 // loads: two sketch entries of k_j (its feature's pair) and its C4 vec4s of v_j; the 8 features'
-// phi values reach every lane by subgroupBroadcast,
+// phi values reach every lane by subgroupShuffle (a constant lane: one SIMD permute),
 // so each loaded vec4 feeds 8 multiply-adds. No shared memory, no barriers.
 //
 // Layouts: sketch rows [batch * kv_heads + head][n][SKETCH] (float32); states
@@ -28,7 +28,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #include "self_tensor.glsl"
 #include "storage.glsl"
@@ -115,7 +115,7 @@ void main() {
 
 #define PSK_TEAM_STEP(r, p, v4)                                                                    \
         {                                                                                          \
-            const float x = subgroupBroadcast(p, r);                                               \
+            const float x = subgroupShuffle(p, r);                                               \
             [[unroll]] for (uint c = 0u; c < 4u; ++c)                                              \
                 if (c < C4) acc[r][c] += x * v4[c];                                                \
         }

@@ -7,7 +7,7 @@
 // A workgroup is 8 teams (subgroups) of 8 lanes and owns 64 consecutive query rows of one block;
 // team t owns rows row0 + 8t + r, r = 0..7. Lane l of a team:
 //   - owns row row0 + 8t + l for everything row-wise (its S(q) or q' row, its share of the
-//     normalizer), and shares row values with the team by subgroupBroadcast;
+//     normalizer), and shares row values with the team by subgroupShuffle from a constant lane;
 //   - owns value columns [4 C4 l, 4 C4 (l + 1)) of all 8 rows: acc[r][c] (8 x C4 vec4s).
 // No shared memory and no barriers: each lane only loads operands no other lane of its team loads
 // (its own Z columns, its own keys and value columns), so every vec4 loaded feeds 8 rows.
@@ -28,7 +28,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 
 #include "self_tensor.glsl"
@@ -96,7 +96,7 @@ vec4 load_values(uint row_offset, uint c4) {
                 LOAD_ELEM(v_data[row_offset + c + 2u]), LOAD_ELEM(v_data[row_offset + c + 3u]));
 }
 
-// Applies BODY(r) for the 8 rows of a team; r is a literal, as subgroupBroadcast needs.
+// Applies BODY(r) for the 8 rows of a team; r is a literal, (a constant lane index makes the shuffle one permute).
 #define FOR_TEAM_ROWS(BODY) BODY(0u) BODY(1u) BODY(2u) BODY(3u) BODY(4u) BODY(5u) BODY(6u) BODY(7u)
 
 void main() {
@@ -143,7 +143,7 @@ void main() {
                     const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);           \
                     const uint f = b <= a ? a : f_pairs + (b - a - 1u);                \
                     const float p = coef * sa * sb[e];                                 \
-                    den_mine += p * subgroupBroadcast(zden_mine, e);                   \
+                    den_mine += p * subgroupShuffle(zden_mine, e);                   \
                     const uint z = (z_row0 + f) * ZS4;                                 \
                     vec4 zc[C4];                                                       \
                     [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0); \
@@ -151,7 +151,7 @@ void main() {
                 }
 #define ACCUMULATE_Z(r)                                                                \
                     {                                                                  \
-                        const float x = subgroupBroadcast(p, r);                       \
+                        const float x = subgroupShuffle(p, r);                       \
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c]; \
                     }
                 Z_FEATURE(0u) Z_FEATURE(1u) Z_FEATURE(2u) Z_FEATURE(3u)
@@ -185,7 +185,7 @@ void main() {
                 [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) kv[kk] = k_local4[kb[kk] + d4];
 #define SCORE(r)                                                             \
                 {                                                            \
-                    const vec4 q = subgroupBroadcast(q_mine[d4], r);         \
+                    const vec4 q = subgroupShuffle(q_mine[d4], r);         \
                     [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) s[kk][r] += dot(q, kv[kk]); \
                 }
                 FOR_TEAM_ROWS(SCORE)
@@ -211,7 +211,7 @@ void main() {
                     [[unroll]] for (uint c = 0u; c < C4; ++c)                              \
                         vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c); \
                     [[unroll]] for (uint r = 0u; r < TEAM; ++r) {                          \
-                        const float x = subgroupBroadcast(w[kk][r], m);                    \
+                        const float x = subgroupShuffle(w[kk][r], m);                    \
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];  \
                     }                                                                      \
                 }
@@ -225,7 +225,7 @@ void main() {
 #define STORE_ROW(r)                                                                             \
     {                                                                                            \
         const uint row = team_begin + r;                                                         \
-        const float den = subgroupBroadcast(den_mine, r) + subgroupAdd(den_local[r]);            \
+        const float den = subgroupShuffle(den_mine, r) + subgroupAdd(den_local[r]);            \
         if (tile * 64u + gl_SubgroupID * TEAM + r < params.block_size && row < params.n) {       \
             const float inv = 1.0 / (1.0 + den);                                                 \
             const uint o_base = tensor_row(params.o_strides, batch, q_head, row);                \

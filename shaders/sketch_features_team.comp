@@ -9,11 +9,11 @@
 // sketch columns [4 CPL4 l, 4 CPL4 (l + 1)) of all 8 rows of its team. The products x @ G are
 // accumulated as 8 rows x 4 CPL4 columns per lane: per 4 input dims the lane loads 4 CPL4 vec4s of
 // each transposed weight matrix (its own columns) and receives the 8 rows' inputs by
-// subgroupBroadcast, so every loaded vec4 feeds 8 rows. No shared memory, no barriers.
+// subgroupShuffle from a constant lane, so every loaded vec4 feeds 8 rows. No shared memory, no barriers.
 
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 
 #include "storage.glsl"
 #include "tensor_strides.glsl"
@@ -131,7 +131,7 @@ void main() {
         [[unroll]] for (uint i = 1u; i < H4; ++i) xd = d4 == i ? x[i] : xd;
 #define ROW_PRODUCTS(r)                                                            \
         {                                                                          \
-            const vec4 xr = subgroupBroadcast(xd, r);                              \
+            const vec4 xr = subgroupShuffle(xd, r);                              \
             [[unroll]] for (uint c = 0u; c < CPL4; ++c) {                          \
                 pa[r][c] += vec4(dot(xr, wa[c][0]), dot(xr, wa[c][1]), dot(xr, wa[c][2]), dot(xr, wa[c][3])); \
                 pb[r][c] += vec4(dot(xr, wb[c][0]), dot(xr, wb[c][1]), dot(xr, wb[c][2]), dot(xr, wb[c][3])); \
