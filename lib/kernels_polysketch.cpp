@@ -162,7 +162,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
             plan.outputSpecVec4 = plan.outputSpec;
             plan.outputSpecVec4.back() = 1u;
         }
-        plan.outputRows = kTeamLanes * kTeamLanes;  // 8 teams x 8 rows per workgroup
+        plan.outputRows = 8 * 2 * kTeamLanes;  // 8 teams x 16 rows per workgroup
         plan.outputRowsPerInvocation = 1;
     }
     return plan;

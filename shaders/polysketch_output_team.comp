@@ -4,20 +4,24 @@
 //
 //   num_i = phi(q_i)^T Z + local_i,      O_i = num_i[0:dv] / (1 + num_i[dv])
 //
-// A workgroup is 8 teams (subgroups) of 8 lanes and owns 64 consecutive query rows of one block;
-// team t owns rows row0 + 8t + r, r = 0..7. Lane l of a team:
-//   - owns row row0 + 8t + l for everything row-wise (its S(q) or q' row, its share of the
-//     normalizer), and shares row values with the team by subgroupShuffle from a constant lane;
-//   - owns value columns [4 C4 l, 4 C4 (l + 1)) of all 8 rows: acc[r][c] (8 x C4 vec4s).
+// A workgroup is 8 teams (subgroups) of 8 lanes and owns 128 consecutive query rows of one block;
+// team t owns the ROWS = 16 rows row0 + 16 t + r, r = 0..15. Lane l of a team:
+//   - owns rows row0 + 16 t + l + 8 s (slot s = 0, 1) for everything row-wise (their S(q) or q'
+//     rows, their normalizers), and shares row values with the team by subgroupShuffle from a
+//     constant lane;
+//   - owns value columns [4 C4 l, 4 C4 (l + 1)) of all 16 rows: acc[r][c] (16 x C4 vec4s).
 // No shared memory and no barriers: each lane only loads operands no other lane of its team loads
-// (its own Z columns, its own keys and value columns), so every vec4 loaded feeds 8 rows.
+// (its own Z columns, its own keys and value columns), so every vec4 loaded feeds 16 rows. 16
+// rows rather than 8: on llvmpipe a load is a loop over the 8 lanes and costs far more than the
+// 16 x C4 multiply-adds it feeds (a 4096 x 528 x 64 product: 18-21 GFLOP/s with 8 rows per team,
+// 28-31 with 16).
 //
 // phi(q)^T Z: features are visited as (a, b) with b in aligned groups of 4 (one vec4 of the
 // lane's S(q) row), coefficient 0 where b < a; feature index f(a, a) = a, f(a, b > a) =
 // R + a R - a (a + 1) / 2 + (b - a - 1) (the pair table's order, self_tensor.glsl). The
 // normalizer column of Z is read by lane l for feature l % 4 of the group and shared by broadcast.
 //
-// Local part (CAUSAL): tiles of 8 KPL keys; lane l scores keys j0 + 8 kk + l (kk < KPL) against the 8
+// Local part (CAUSAL): tiles of 8 KPL keys; lane l scores keys j0 + 8 kk + l (kk < KPL) against the 16
 // rows (q rows broadcast from their lanes, its keys' rows loaded as vec4s), weights (q.k)^DEGREE
 // (LOCAL_EXACT) or <S(q), S(k)>^2 masked to j <= row, then every lane adds w_rj v_j of its columns
 // with w broadcast from the key's lane. Normalizer parts are per-lane sums reduced by subgroupAdd.
@@ -48,8 +52,11 @@ layout(constant_id = 7) const uint C4 = 2;          // vec4 value columns per la
 // not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask.
 layout(constant_id = 8) const bool V_VEC4 = false;
 
-const uint TEAM = 8u;
-const uint KPL = 4u;  // keys per lane in a local tile: a tile is KPL * 8 keys
+const uint TEAM = 8u;           // lanes per team
+const uint RPL = 2u;            // rows per lane (slots)
+const uint ROWS = TEAM * RPL;   // rows per team
+const uint GROUP_ROWS = 8u * ROWS;  // rows per workgroup (8 teams)
+const uint KPL = 2u;  // keys per lane in a local tile: a tile is KPL * 8 keys
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 const uint KW4 = KEY_WIDTH / 4u;
 const uint R4 = SKETCH / 4u;
@@ -74,7 +81,7 @@ layout(push_constant) uniform Params {
     uint head_ratio;  // Hq / Hkv
     uint q_heads;
     uint kv_heads;
-    uint tiles_per_block;  // ceil(block_size / 64)
+    uint tiles_per_block;  // ceil(block_size / 128)
     TensorStrides v_strides;
     TensorStrides o_strides;
 } params;
@@ -96,9 +103,6 @@ vec4 load_values(uint row_offset, uint c4) {
                 LOAD_ELEM(v_data[row_offset + c + 2u]), LOAD_ELEM(v_data[row_offset + c + 3u]));
 }
 
-// Applies BODY(r) for the 8 rows of a team; r is a literal, (a constant lane index makes the shuffle one permute).
-#define FOR_TEAM_ROWS(BODY) BODY(0u) BODY(1u) BODY(2u) BODY(3u) BODY(4u) BODY(5u) BODY(6u) BODY(7u)
-
 void main() {
     const uint block = gl_WorkGroupID.x / params.tiles_per_block;
     const uint tile = gl_WorkGroupID.x % params.tiles_per_block;
@@ -110,93 +114,99 @@ void main() {
 
     const uint block_begin = block * params.block_size;
     const uint block_end = min(params.n, block_begin + params.block_size);
-    const uint team_begin = block_begin + tile * 64u + gl_SubgroupID * TEAM;  // first row of the team
+    const uint team_offset = tile * GROUP_ROWS + gl_SubgroupID * ROWS;  // first row of the team, in the block
+    const uint team_begin = block_begin + team_offset;
     // A team whose rows are all past the block or the sequence has nothing to write (uniform
     // across the subgroup; the kernel has no barriers).
-    if (tile * 64u + gl_SubgroupID * TEAM >= params.block_size || team_begin >= params.n) return;
-    const uint my_row = team_begin + lane;
-    const bool my_valid = tile * 64u + gl_SubgroupID * TEAM + lane < params.block_size && my_row < params.n;
-    const uint crow = my_valid ? my_row : block_begin;  // a row that exists, for idle lanes' reads
-    const uint col4 = lane * C4;                         // the lane's first value vec4
+    if (team_offset >= params.block_size || team_begin >= params.n) return;
+    const uint team_last = min(block_end, team_begin + ROWS);  // one past the team's last valid row
+    const uint col4 = lane * C4;                               // the lane's first value vec4
 
-    vec4 acc[TEAM][C4];
-    [[unroll]] for (uint r = 0u; r < TEAM; ++r)
+    // The lane's rows: slot s is team row lane + 8 s; rows past the end read row block_begin.
+    uint crow[RPL];
+    [[unroll]] for (uint s = 0u; s < RPL; ++s) {
+        const uint row = team_begin + lane + TEAM * s;
+        crow[s] = row < team_last ? row : block_begin;
+    }
+
+    vec4 acc[ROWS][C4];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r)
         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] = vec4(0.0);
-    float den_mine = 0.0;  // inter-block normalizer of the lane's own row
+    float den_mine[RPL];  // inter-block normalizer of the lane's own rows
+    [[unroll]] for (uint s = 0u; s < RPL; ++s) den_mine[s] = 0.0;
 
     // ---- phi(q_i)^T Z ----
     if (!CAUSAL || block > 0u) {
         const uint z_row0 = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features;  // in rows
-        const uint sq4 = (q_seq * params.n + crow) * R4;  // the lane's S(q) row, in vec4s
+        uint sq4[RPL];  // the lane's S(q) rows, in vec4s
+        [[unroll]] for (uint s = 0u; s < RPL; ++s) sq4[s] = (q_seq * params.n + crow[s]) * R4;
         [[dont_unroll]] for (uint a = 0u; a < SKETCH; ++a) {
-            const float sa = q_sketch4[sq4 + a / 4u][a % 4u];
+            float sa[RPL];
+            [[unroll]] for (uint s = 0u; s < RPL; ++s) sa[s] = q_sketch4[sq4[s] + a / 4u][a % 4u];
             const uint f_pairs = SKETCH + a * SKETCH - a * (a + 1u) / 2u;  // f(a, a + 1)
             [[dont_unroll]] for (uint b4 = a / 4u; b4 < R4; ++b4) {
-                const vec4 sb = q_sketch4[sq4 + b4];
+                vec4 sb[RPL];
+                [[unroll]] for (uint s = 0u; s < RPL; ++s) sb[s] = q_sketch4[sq4[s] + b4];
                 // The normalizer column of the group's 4 features: lane l loads that of feature
                 // e = l % 4 (one scalar load per lane instead of four), the group shares it below.
                 const uint bl = 4u * b4 + (lane & 3u);
                 const float zden_mine = states[(z_row0 + (bl <= a ? a : f_pairs + (bl - a - 1u))) * Z_STRIDE + VALUE_DIM];
-#define Z_FEATURE(e)                                                                   \
-                {                                                                      \
-                    const uint b = 4u * b4 + e;                                        \
-                    const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);           \
-                    const uint f = b <= a ? a : f_pairs + (b - a - 1u);                \
-                    const float p = coef * sa * sb[e];                                 \
-                    den_mine += p * subgroupShuffle(zden_mine, e);                   \
-                    const uint z = (z_row0 + f) * ZS4;                                 \
-                    vec4 zc[C4];                                                       \
-                    [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0); \
-                    FOR_TEAM_ROWS(ACCUMULATE_Z)                                        \
-                }
-#define ACCUMULATE_Z(r)                                                                \
-                    {                                                                  \
-                        const float x = subgroupShuffle(p, r);                       \
-                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c]; \
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint b = 4u * b4 + e;
+                    const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);
+                    const uint f = b <= a ? a : f_pairs + (b - a - 1u);
+                    const float zden = subgroupShuffle(zden_mine, e);
+                    float p[RPL];
+                    [[unroll]] for (uint s = 0u; s < RPL; ++s) {
+                        p[s] = coef * sa[s] * sb[s][e];
+                        den_mine[s] += p[s] * zden;
                     }
-                Z_FEATURE(0u) Z_FEATURE(1u) Z_FEATURE(2u) Z_FEATURE(3u)
-#undef ACCUMULATE_Z
-#undef Z_FEATURE
+                    const uint z = (z_row0 + f) * ZS4;
+                    vec4 zc[C4];
+                    [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
+                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                        const float x = subgroupShuffle(p[r / TEAM], r % TEAM);
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c];
+                    }
+                }
             }
         }
     }
 
     // ---- local part: keys of this block up to each row ----
-    float den_local[TEAM];  // per-lane partial sums over the lane's keys, one per team row
-    [[unroll]] for (uint r = 0u; r < TEAM; ++r) den_local[r] = 0.0;
+    float den_local[ROWS];  // per-lane partial sums over the lane's keys, one per team row
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) den_local[r] = 0.0;
     if (CAUSAL) {
-        // The lane's own query row (q' or S(q)) in registers, broadcast to the key lanes.
-        vec4 q_mine[KW4];
-        [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4)
-            q_mine[d4] = LOCAL_EXACT ? q_local4[(q_seq * params.n + crow) * KW4 + d4] : q_sketch4[(q_seq * params.n + crow) * R4 + d4];
-        const uint team_last = min(block_end, team_begin + TEAM);  // keys past the team's last row never count
+        // The lane's own query rows (q' or S(q)) in registers, shuffled to the key lanes.
+        vec4 q_mine[RPL][KW4];
+        [[unroll]] for (uint s = 0u; s < RPL; ++s)
+            [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4)
+                q_mine[s][d4] = LOCAL_EXACT ? q_local4[(q_seq * params.n + crow[s]) * KW4 + d4]
+                                            : q_sketch4[(q_seq * params.n + crow[s]) * R4 + d4];
         const uint k_base4 = kv_seq * params.n * KW4;
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
         [[dont_unroll]] for (uint j0 = block_begin; j0 < team_last; j0 += KPL * TEAM) {
-            // Scores of keys j0 + 8 kk + lane (kk < KPL) against the 8 rows.
+            // Scores of keys j0 + 8 kk + lane (kk < KPL) against the 16 rows.
             uint kb[KPL];
-            float s[KPL][TEAM];
+            float sc[KPL][ROWS];
             [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
                 kb[kk] = k_base4 + min(j0 + kk * TEAM + lane, team_last - 1u) * KW4;
-                [[unroll]] for (uint r = 0u; r < TEAM; ++r) s[kk][r] = 0.0;
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) sc[kk][r] = 0.0;
             }
             [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
                 vec4 kv[KPL];
                 [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) kv[kk] = k_local4[kb[kk] + d4];
-#define SCORE(r)                                                             \
-                {                                                            \
-                    const vec4 q = subgroupShuffle(q_mine[d4], r);         \
-                    [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) s[kk][r] += dot(q, kv[kk]); \
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                    const vec4 q = subgroupShuffle(q_mine[r / TEAM][d4], r % TEAM);
+                    [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) sc[kk][r] += dot(q, kv[kk]);
                 }
-                FOR_TEAM_ROWS(SCORE)
-#undef SCORE
             }
-            float w[KPL][TEAM];
+            float w[KPL][ROWS];
             [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
                 const uint j = j0 + kk * TEAM + lane;
-                [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
-                    const uint row = team_begin + r;  // valid rows only: row < team_last
-                    const float x = LOCAL_EXACT ? weight_power(s[kk][r]) : s[kk][r] * s[kk][r];
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                    const uint row = team_begin + r;
+                    const float x = LOCAL_EXACT ? weight_power(sc[kk][r]) : sc[kk][r] * sc[kk][r];
                     w[kk][r] = row < team_last && j <= row ? x : 0.0;
                     den_local[r] += w[kk][r];
                 }
@@ -204,38 +214,31 @@ void main() {
             // acc[r] += w_rj v_j for the tile's keys; w of key j0 + 8 kk + m comes from lane m.
             [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
                 if (j0 + kk * TEAM >= team_last) break;  // uniform: no key of this group is visible
-#define ADD_VALUES(m)                                                                      \
-                {                                                                          \
-                    const uint j = min(j0 + kk * TEAM + m, team_last - 1u);                \
-                    vec4 vv[C4];                                                           \
-                    [[unroll]] for (uint c = 0u; c < C4; ++c)                              \
-                        vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c); \
-                    [[unroll]] for (uint r = 0u; r < TEAM; ++r) {                          \
-                        const float x = subgroupShuffle(w[kk][r], m);                    \
-                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];  \
-                    }                                                                      \
+                [[unroll]] for (uint m = 0u; m < TEAM; ++m) {
+                    const uint j = min(j0 + kk * TEAM + m, team_last - 1u);
+                    vec4 vv[C4];
+                    [[unroll]] for (uint c = 0u; c < C4; ++c) vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c);
+                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                        const float x = subgroupShuffle(w[kk][r], m);
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];
+                    }
                 }
-                FOR_TEAM_ROWS(ADD_VALUES)
-#undef ADD_VALUES
             }
         }
     }
 
     // ---- normalize and store: lane writes its columns of the team's valid rows ----
-#define STORE_ROW(r)                                                                             \
-    {                                                                                            \
-        const uint row = team_begin + r;                                                         \
-        const float den = subgroupShuffle(den_mine, r) + subgroupAdd(den_local[r]);            \
-        if (tile * 64u + gl_SubgroupID * TEAM + r < params.block_size && row < params.n) {       \
-            const float inv = 1.0 / (1.0 + den);                                                 \
-            const uint o_base = tensor_row(params.o_strides, batch, q_head, row);                \
-            [[unroll]] for (uint c = 0u; c < C4; ++c)                                            \
-                [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                      \
-                    const uint d = 4u * (col4 + c) + e;                                          \
-                    if (d < VALUE_DIM) o_data[o_base + d] = STORE_ELEM(acc[r][c][e] * inv);      \
-                }                                                                                \
-        }                                                                                        \
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        const uint row = team_begin + r;
+        const float den = subgroupShuffle(den_mine[r / TEAM], r % TEAM) + subgroupAdd(den_local[r]);
+        if (row < team_last) {
+            const float inv = 1.0 / (1.0 + den);
+            const uint o_base = tensor_row(params.o_strides, batch, q_head, row);
+            [[unroll]] for (uint c = 0u; c < C4; ++c)
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint d = 4u * (col4 + c) + e;
+                    if (d < VALUE_DIM) o_data[o_base + d] = STORE_ELEM(acc[r][c][e] * inv);
+                }
+        }
     }
-    FOR_TEAM_ROWS(STORE_ROW)
-#undef STORE_ROW
 }
