@@ -152,7 +152,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     if (plan.teamStates) {
         plan.statesShader = cat("block_states_team.", type);
         plan.statesSpec = {R, dv, plan.stateStride, c4};
-        plan.statesTileF = kTeamLanes * kTeamLanes;  // 8 teams x 8 features per workgroup
+        plan.statesTileF = 8 * 2 * kTeamLanes;  // 8 teams x 16 features per workgroup
         plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
     }
     if (plan.teamOutput) {

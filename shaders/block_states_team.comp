@@ -3,14 +3,15 @@
 // block_states.comp, H_l = phi(K_l)^T [V_l | 1] for every block l of every (batch, key/value
 // head), written for CPU drivers (llvmpipe) where a subgroup of 8 lanes is one SIMD register.
 //
-// A workgroup is 8 teams (subgroups) of 8 lanes and owns 64 consecutive features of one block;
-// team t owns features 64 w + 8 t + 0..7 and lane i of the team expands feature 64 w + 8 t + i.
-// Lane i also owns the value columns [4 C4 i, 4 C4 (i + 1)) (C4 vec4s; those >= VALUE_DIM are
-// loaded from the row's last vec4 and never stored) and keeps the accumulators of its columns
-// for the 8 features of its team. Per key j a lane loads only what no other lane of its team
-// loads: two sketch entries of k_j (its feature's pair) and its C4 vec4s of v_j; the 8 features'
-// phi values reach every lane by subgroupShuffle (a constant lane: one SIMD permute),
-// so each loaded vec4 feeds 8 multiply-adds. No shared memory, no barriers.
+// A workgroup is 8 teams (subgroups) of 8 lanes and owns 128 consecutive features of one block;
+// team t owns the 16 features 128 w + 16 t + 0..15 and lane i of the team expands features
+// 128 w + 16 t + i + 8 s (slot s = 0, 1). Lane i also owns the value columns [4 C4 i, 4 C4 (i + 1))
+// (C4 vec4s; those >= VALUE_DIM are loaded from the row's last vec4 and never stored) and keeps
+// the accumulators of its columns for the 16 features of its team. Per key j a lane loads only
+// what no other lane of its team loads: the sketch entries of its two features' pairs and its C4
+// vec4s of v_j; the 16 features' phi values reach every lane by subgroupShuffle from a constant
+// lane (one SIMD permute on llvmpipe), so each loaded vec4 feeds 16 multiply-adds. No shared
+// memory, no barriers.
 //
 // Layouts: sketch rows [batch * kv_heads + head][n][SKETCH] (float32); states
 // [batch * kv_heads + head][block][feature][Z_STRIDE]: VALUE_DIM values, the normalizer (the
@@ -22,7 +23,8 @@
 // inside llvmpipe's loop budget.
 //
 // Measured on llvmpipe (2 cores, AVX2): the states of n = 32k, r = 32 (F = 528), dv = 64, 4 heads
-// (9 GFLOP) take ~0.4-0.6 s against ~1.5 s for block_states.comp. Tried and dropped: the team
+// (9 GFLOP) took ~0.66 s with 8 features per team and subgroupBroadcast, 0.53 s with
+// subgroupShuffle, against ~1.5 s for block_states.comp. Tried and dropped: the team
 // loading the sketch row once (a vec4 per lane) and picking a and b with subgroupShuffle (slower:
 // shuffles are per-lane loops too), two keys per loop iteration (no gain).
 
@@ -40,7 +42,9 @@ layout(constant_id = 1) const uint VALUE_DIM = 64; // dv, a multiple of 4, <= 12
 layout(constant_id = 2) const uint Z_STRIDE = 68;  // floats per state row: VALUE_DIM + 1 rounded up to 4
 layout(constant_id = 3) const uint C4 = 2;         // vec4s of value columns per lane: ceil(VALUE_DIM / 32), 1..4
 
-const uint TEAM = 8u;  // lanes per team = features per team
+const uint TEAM = 8u;           // lanes per team
+const uint FPL = 2u;            // features per lane (slots)
+const uint FEATS = TEAM * FPL;  // features per team
 
 layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
 layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
@@ -59,7 +63,7 @@ layout(push_constant) uniform Params {
     uint blocks;         // t = ceil(n / block_size)
     uint features;       // F = SKETCH (SKETCH + 1) / 2
     uint kv_heads;
-    uint feature_tiles;  // ceil(F / 64)
+    uint feature_tiles;  // ceil(F / 128)
     TensorStrides v_strides;
 } params;
 
@@ -85,22 +89,28 @@ void main() {
     const uint block = gl_WorkGroupID.y, seq = gl_WorkGroupID.z;
     const uint batch = seq / params.kv_heads, head = seq % params.kv_heads;
     const uint lane = gl_SubgroupInvocationID;
-    const uint f0 = gl_WorkGroupID.x * (TEAM * TEAM) + gl_SubgroupID * TEAM;  // the team's first feature
+    const uint f0 = gl_WorkGroupID.x * (8u * FEATS) + gl_SubgroupID * FEATS;  // the team's first feature
     if (f0 >= params.features) return;  // the whole team is past the last feature (uniform; no barriers here)
-    const uint f = f0 + lane;                                                // this lane's feature
 
-    const uint entry = f < params.features ? pairs[f] : 0u;
-    const uint a = pair_first(entry), b = pair_second(entry);
-    const float coef = f < params.features ? pair_coefficient(entry) : 0.0;
+    uint pa[FPL], pb[FPL];  // the pair (a, b) of the lane's features f0 + lane + 8 s
+    float coef[FPL];
+    [[unroll]] for (uint s = 0u; s < FPL; ++s) {
+        const uint f = f0 + lane + TEAM * s;
+        const uint entry = f < params.features ? pairs[f] : 0u;
+        pa[s] = pair_first(entry);
+        pb[s] = pair_second(entry);
+        coef[s] = f < params.features ? pair_coefficient(entry) : 0.0;
+    }
 
     const uint col0 = lane * 4u * C4;  // this lane's first value column
     bool col_ok[4];
     [[unroll]] for (uint c = 0u; c < 4u; ++c) col_ok[c] = c < C4 && col0 + 4u * c < VALUE_DIM;
 
-    vec4 acc[TEAM][4];
-    [[unroll]] for (uint r = 0u; r < TEAM; ++r)
+    vec4 acc[FEATS][4];
+    [[unroll]] for (uint r = 0u; r < FEATS; ++r)
         [[unroll]] for (uint c = 0u; c < 4u; ++c) acc[r][c] = vec4(0.0);
-    float norm = 0.0;
+    float norm[FPL];
+    [[unroll]] for (uint s = 0u; s < FPL; ++s) norm[s] = 0.0;
 
     const uint key_begin = block * params.block_size;
     const uint key_end = min(params.n, key_begin + params.block_size);
@@ -113,49 +123,44 @@ void main() {
     uint col[4];
     [[unroll]] for (uint c = 0u; c < 4u; ++c) col[c] = min(col0 + 4u * c, VALUE_DIM - 4u);
 
-#define PSK_TEAM_STEP(r, p, v4)                                                                    \
-        {                                                                                          \
-            const float x = subgroupShuffle(p, r);                                               \
-            [[unroll]] for (uint c = 0u; c < 4u; ++c)                                              \
-                if (c < C4) acc[r][c] += x * v4[c];                                                \
-        }
-    // One key at rows s_row, v_row: this lane's phi, its value columns, 8 broadcasts x C4 vec4
-    // multiply-adds.
-#define PSK_TEAM_KEY(LOAD_V, s_row, v_row, p, v4)                                                  \
-        const float p = coef * k_sketch[s_row + a] * k_sketch[s_row + b];                          \
-        norm += p;                                                                                 \
-        vec4 v4[4];                                                                                \
-        [[unroll]] for (uint c = 0u; c < 4u; ++c)                                                  \
-            v4[c] = c < C4 ? LOAD_V(v_row + col[c]) : vec4(0.0);
-#define PSK_TEAM_STEPS(p, v4)                                                                      \
-        PSK_TEAM_STEP(0u, p, v4) PSK_TEAM_STEP(1u, p, v4) PSK_TEAM_STEP(2u, p, v4)                \
-        PSK_TEAM_STEP(3u, p, v4) PSK_TEAM_STEP(4u, p, v4) PSK_TEAM_STEP(5u, p, v4)                \
-        PSK_TEAM_STEP(6u, p, v4) PSK_TEAM_STEP(7u, p, v4)
+    // One key at rows s_row, v_row: this lane's two phi values and its value columns, then 16
+    // shuffles x C4 vec4 multiply-adds.
 #define PSK_TEAM_KEY_LOOP(LOAD_V)                                                                  \
     {                                                                                              \
         uint s_row = (seq * params.n + key_begin) * SKETCH;                                        \
         uint v_row = v_base + key_begin * v_token;                                                 \
         [[dont_unroll]] for (uint j = key_begin; j < key_end; ++j) {                               \
-            PSK_TEAM_KEY(LOAD_V, s_row, v_row, p, v4)                                              \
-            PSK_TEAM_STEPS(p, v4)                                                                  \
+            float p[FPL];                                                                          \
+            [[unroll]] for (uint s = 0u; s < FPL; ++s) {                                           \
+                p[s] = coef[s] * k_sketch[s_row + pa[s]] * k_sketch[s_row + pb[s]];                \
+                norm[s] += p[s];                                                                   \
+            }                                                                                      \
+            vec4 v4[4];                                                                            \
+            [[unroll]] for (uint c = 0u; c < 4u; ++c)                                              \
+                v4[c] = c < C4 ? LOAD_V(v_row + col[c]) : vec4(0.0);                               \
+            [[unroll]] for (uint r = 0u; r < FEATS; ++r) {                                         \
+                const float x = subgroupShuffle(p[r / TEAM], r % TEAM);                            \
+                [[unroll]] for (uint c = 0u; c < 4u; ++c)                                          \
+                    if (c < C4) acc[r][c] += x * v4[c];                                            \
+            }                                                                                      \
             s_row += SKETCH;                                                                       \
             v_row += v_token;                                                                      \
         }                                                                                          \
     }
     if (v_vec4) PSK_TEAM_KEY_LOOP(load_v4) else PSK_TEAM_KEY_LOOP(load_v1)
 #undef PSK_TEAM_KEY_LOOP
-#undef PSK_TEAM_STEP
-#undef PSK_TEAM_KEY
-#undef PSK_TEAM_STEPS
 
-    // Row f0 + r: every lane writes its columns; lane r adds the normalizer and the zero padding.
+    // Row f0 + r: every lane writes its columns; lane r % 8 adds the normalizer and the zero padding.
     const uint state_base = (seq * params.blocks + block) * params.features * Z_STRIDE;
-    [[unroll]] for (uint r = 0u; r < TEAM; ++r) {
+    [[unroll]] for (uint r = 0u; r < FEATS; ++r) {
         if (f0 + r < params.features) {
             const uint row4 = (state_base + (f0 + r) * Z_STRIDE) >> 2;
             [[unroll]] for (uint c = 0u; c < 4u; ++c)
                 if (col_ok[c]) states4[row4 + (col0 >> 2) + c] = acc[r][c];
         }
     }
-    if (f < params.features) states4[(state_base + f * Z_STRIDE + VALUE_DIM) >> 2] = vec4(norm, 0.0, 0.0, 0.0);
+    [[unroll]] for (uint s = 0u; s < FPL; ++s) {
+        const uint f = f0 + lane + TEAM * s;
+        if (f < params.features) states4[(state_base + f * Z_STRIDE + VALUE_DIM) >> 2] = vec4(norm[s], 0.0, 0.0, 0.0);
+    }
 }
