@@ -120,6 +120,7 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
 #endif
     vki.vkGetPhysicalDeviceFeatures2(pd, &features2);
     caps.storageBuffer16BitAccess = storage16.storageBuffer16BitAccess == VK_TRUE;
+    caps.shaderInt64 = features2.features.shaderInt64 == VK_TRUE;
     caps.shaderFloat16 = hasFloat16Ext && float16.shaderFloat16 == VK_TRUE;
     caps.subgroupSizeControl = hasSubgroupControlExt && subgroupFeatures.subgroupSizeControl == VK_TRUE;
     caps.computeFullSubgroups = hasSubgroupControlExt && subgroupFeatures.computeFullSubgroups == VK_TRUE;
@@ -193,6 +194,7 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
 DeviceFeatureChain::DeviceFeatureChain(const DeviceCaps& caps) {
     // Enable exactly what was detected; every struct stays in the chain (all-false is harmless).
     features2.pNext = &storage16;
+    features2.features.shaderInt64 = caps.shaderInt64;
     storage16.storageBuffer16BitAccess = caps.storageBuffer16BitAccess;
     void** tail = &storage16.pNext;
     if (caps.shaderFloat16) {
@@ -227,6 +229,7 @@ uint32_t supportedCapabilities(const DeviceCaps& caps) {
     if (caps.subgroupSizeControl) flags |= PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT;
     if (caps.pushDescriptors) flags |= PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT;
     if (caps.cooperativeMatrixNV || caps.cooperativeMatrixKHR) flags |= PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT;
+    if (caps.shaderInt64) flags |= PSK_DEVICE_CAPABILITY_INT64_BIT;
     return flags;
 }
 
@@ -239,6 +242,7 @@ DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* wha
     if (!(enabled & PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT)) caps.storageBuffer16BitAccess = false;
     if (!(enabled & PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT)) caps.subgroupSizeControl = caps.computeFullSubgroups = false;
     if (!(enabled & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT)) caps.pushDescriptors = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_INT64_BIT)) caps.shaderInt64 = false;
     if (!(enabled & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT)) {
         caps.cooperativeMatrixNV = caps.cooperativeMatrixKHR = false;
         caps.coopMatShapes.clear();
@@ -269,6 +273,7 @@ void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_
         if (version < VK_API_VERSION_1_3) add(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     }
     if (flags & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) add(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    if (flags & PSK_DEVICE_CAPABILITY_INT64_BIT) out->shaderInt64 = VK_TRUE;
     if (flags & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT) {
 #if PSK_HAVE_KHR_COOPMAT_HEADERS
         if (caps.cooperativeMatrixKHR) {

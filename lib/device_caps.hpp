@@ -38,6 +38,8 @@ struct DeviceCaps {
     bool pushDescriptors = false;
     bool cooperativeMatrixNV = false;
     bool cooperativeMatrixKHR = false;
+    // 64-bit integers in shaders: the lane-team kernels load 8 floats at a time as a u64vec4.
+    bool shaderInt64 = false;
     std::vector<CoopMatShape> coopMatShapes;  // float16 x float16 -> float32, subgroup scope
 
     // Extensions to enable at device creation (subset of the above).

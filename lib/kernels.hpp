@@ -100,6 +100,7 @@ struct PolysketchPlan {
     std::string outputShader;  // polysketch_output.<type>
     std::vector<uint32_t> outputSpec;
     std::vector<uint32_t> outputSpecVec4;  // team kernel, float32: the vec4-row variant (else empty)
+    uint32_t outputVecRowFloats = 4;       // ... used when every v stride is a multiple of this (4 or 8)
     uint32_t outputRows = 64;              // query rows per workgroup
     uint32_t outputRowsPerInvocation = 1;  // RPI: rows each invocation keeps in registers
 

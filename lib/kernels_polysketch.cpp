@@ -57,8 +57,9 @@ void putStrides(uint32_t dst[3], const PskTensorStrides& s) {
     dst[2] = static_cast<uint32_t>(s.token);
 }
 
-/** Rows of a tensor with these strides start 16-byte aligned (vec4 reads; float32 elements). */
-bool vec4Rows(const PskTensorStrides& s) { return (s.batch | s.head | s.token) % 4 == 0; }
+/** Rows of a tensor with these strides start on a multiple of `floats` elements (vec4 or 8-float reads). */
+bool alignedRows(const PskTensorStrides& s, uint32_t floats) { return (s.batch | s.head | s.token) % floats == 0; }
+bool vec4Rows(const PskTensorStrides& s) { return alignedRows(s, 4); }
 
 uint32_t floorPow2(uint32_t x) {
     uint32_t p = 1;
@@ -156,11 +157,18 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
     }
     if (plan.teamOutput) {
+        // State rows padded to 8 floats: the team output reads Z 8 floats (one u64vec4) at a time.
+        plan.stateStride = (dv + 1 + 7) / 8 * 8;
+        if (plan.teamStates) plan.statesSpec = {R, dv, plan.stateStride, c4};
+        else plan.statesSpec.back() = plan.stateStride;
         plan.outputShader = cat("polysketch_output_team.", type);
         plan.outputSpec = {R, c.headDim, dv, c.degree, c.causal ? 1u : 0u, c.localExact ? 1u : 0u, plan.stateStride, c4, 0u};
         if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
+            // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
+            const bool pairs = c4 % 2 == 0 && dv % 8 == 0;
+            plan.outputVecRowFloats = pairs ? 8 : 4;
             plan.outputSpecVec4 = plan.outputSpec;
-            plan.outputSpecVec4.back() = 1u;
+            plan.outputSpecVec4.back() = pairs ? 2u : 1u;
         }
         plan.outputRows = 8 * 2 * kTeamLanes;  // 8 teams x 16 rows per workgroup
         plan.outputRowsPerInvocation = 1;
@@ -320,7 +328,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.tilesPerBlock = tilesPerBlock;
     putStrides(op.v, g.v.strides);
     putStrides(op.o, g.out.strides);
-    rec.dispatch(vec4Rows(g.v.strides) && res.outputVec4 ? res.outputVec4 : res.output,
+    rec.dispatch(alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec4 ? res.outputVec4 : res.output,
                  {reads(f.qSketch), reads(local ? f.kLocal : f.kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
                   reads(f.qLocal)},
                  &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);

@@ -7,7 +7,7 @@ namespace psk {
 
 bool teamKernelsSupported(const DeviceCaps& caps) {
     const VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
-    return caps.subgroupSize == kTeamLanes && (caps.subgroupOperations & needed) == needed &&
+    return caps.subgroupSize == kTeamLanes && (caps.subgroupOperations & needed) == needed && caps.shaderInt64 &&
            caps.minSubgroupSize == caps.maxSubgroupSize;  // no varying subgroup size: teams are whole subgroups
 }
 

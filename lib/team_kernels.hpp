@@ -23,7 +23,7 @@ namespace psk {
 /** Lanes per team: the subgroup size the team kernels are written for. */
 constexpr uint32_t kTeamLanes = 8;
 
-/** The device can run the team kernels: 8-lane subgroups with basic, shuffle and arithmetic operations in compute shaders. */
+/** The device can run the team kernels: 8-lane subgroups with basic, shuffle and arithmetic operations in compute shaders, and shaderInt64 enabled (8-float loads as u64vec4). */
 bool teamKernelsSupported(const DeviceCaps& caps);
 
 /**

@@ -31,6 +31,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
 #include "self_tensor.glsl"
 #include "storage.glsl"
@@ -39,7 +40,7 @@
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint SKETCH = 32;    // length of S(k), a multiple of 4
 layout(constant_id = 1) const uint VALUE_DIM = 64; // dv, a multiple of 4, <= 128
-layout(constant_id = 2) const uint Z_STRIDE = 68;  // floats per state row: VALUE_DIM + 1 rounded up to 4
+layout(constant_id = 2) const uint Z_STRIDE = 72;  // floats per state row: VALUE_DIM + 1 rounded up to 4 or 8
 layout(constant_id = 3) const uint C4 = 2;         // vec4s of value columns per lane: ceil(VALUE_DIM / 32), 1..4
 
 const uint TEAM = 8u;           // lanes per team
@@ -51,6 +52,9 @@ layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
 // The same values four at a time (aliases binding 1).
 #if defined(DATA_F32)
 layout(std430, binding = 1) readonly buffer VBuffer4 { vec4 v_data4[]; };
+// 8 floats per load (pairs of vec4s): on llvmpipe a load is a loop over the lanes whose cost
+// hardly depends on its width.
+layout(std430, binding = 1) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
 #else
 layout(std430, binding = 1) readonly buffer VBuffer4 { uvec2 v_data4[]; };
 #endif
@@ -78,6 +82,18 @@ vec4 load_v4(uint e) {
     const uvec2 u = v_data4[e >> 2];
     return vec4(uintBitsToFloat(u.x << 16), uintBitsToFloat(u.x & 0xFFFF0000u), uintBitsToFloat(u.y << 16),
                 uintBitsToFloat(u.y & 0xFFFF0000u));
+#endif
+}
+
+// Value elements [e, e + 8) (e a multiple of 8) as two vec4s.
+void load_v8(uint e, out vec4 lo, out vec4 hi) {
+#if defined(DATA_F32)
+    const u64vec4 u = v_data8[e >> 3];
+    lo = uintBitsToFloat(uvec4(unpack32(u.x), unpack32(u.y)));
+    hi = uintBitsToFloat(uvec4(unpack32(u.z), unpack32(u.w)));
+#else
+    lo = load_v4(e);
+    hi = load_v4(e + 4u);
 #endif
 }
 
@@ -117,11 +133,28 @@ void main() {
     const uint v_base = tensor_row(params.v_strides, batch, head, 0u);
     const uint v_token = params.v_strides.token;
     const bool v_vec4 = (v_base & 3u) == 0u && (v_token & 3u) == 0u;
+    // Pairs of vec4s in one load: float32, even C4, whole pairs in a row, 8-float aligned rows.
+#if defined(DATA_F32)
+    const bool v_vec8 = C4 % 2u == 0u && VALUE_DIM % 8u == 0u && (v_base & 7u) == 0u && (v_token & 7u) == 0u;
+#else
+    const bool v_vec8 = false;
+#endif
 
     // Columns past VALUE_DIM (only in the last lanes when VALUE_DIM < 32 C4) read the row's last
     // vec4 instead: in bounds, never stored, and no divergent branch in the key loop.
     uint col[4];
     [[unroll]] for (uint c = 0u; c < 4u; ++c) col[c] = min(col0 + 4u * c, VALUE_DIM - 4u);
+    uint col8[2];  // the same for pairs (v_vec8: VALUE_DIM % 8 == 0)
+    [[unroll]] for (uint c = 0u; c < 2u; ++c) col8[c] = min(col0 + 8u * c, VALUE_DIM - 8u);
+
+    // Loaders for PSK_TEAM_KEY_LOOP: the lane's C4 value vec4s of the row at element v_row.
+#define PSK_LOAD_BY4(load)                                                                         \
+    [[unroll]] for (uint c = 0u; c < 4u; ++c) v4[c] = c < C4 ? load(v_row + col[c]) : vec4(0.0);
+#define PSK_LOAD_V4 PSK_LOAD_BY4(load_v4)
+#define PSK_LOAD_V1 PSK_LOAD_BY4(load_v1)
+#define PSK_LOAD_V8                                                                                \
+    [[unroll]] for (uint c = 0u; c < 4u; c += 2u)                                                  \
+        if (c < C4) load_v8(v_row + col8[c / 2u], v4[c], v4[c + 1u]); else { v4[c] = vec4(0.0); v4[c + 1u] = vec4(0.0); }
 
     // One key at rows s_row, v_row: this lane's two phi values and its value columns, then 16
     // shuffles x C4 vec4 multiply-adds.
@@ -136,8 +169,7 @@ void main() {
                 norm[s] += p[s];                                                                   \
             }                                                                                      \
             vec4 v4[4];                                                                            \
-            [[unroll]] for (uint c = 0u; c < 4u; ++c)                                              \
-                v4[c] = c < C4 ? LOAD_V(v_row + col[c]) : vec4(0.0);                               \
+            LOAD_V                                                                                 \
             [[unroll]] for (uint r = 0u; r < FEATS; ++r) {                                         \
                 const float x = subgroupShuffle(p[r / TEAM], r % TEAM);                            \
                 [[unroll]] for (uint c = 0u; c < 4u; ++c)                                          \
@@ -147,8 +179,12 @@ void main() {
             v_row += v_token;                                                                      \
         }                                                                                          \
     }
-    if (v_vec4) PSK_TEAM_KEY_LOOP(load_v4) else PSK_TEAM_KEY_LOOP(load_v1)
+    if (v_vec8) PSK_TEAM_KEY_LOOP(PSK_LOAD_V8) else if (v_vec4) PSK_TEAM_KEY_LOOP(PSK_LOAD_V4) else PSK_TEAM_KEY_LOOP(PSK_LOAD_V1)
 #undef PSK_TEAM_KEY_LOOP
+#undef PSK_LOAD_BY4
+#undef PSK_LOAD_V4
+#undef PSK_LOAD_V1
+#undef PSK_LOAD_V8
 
     // Row f0 + r: every lane writes its columns; lane r % 8 adds the normalizer and the zero padding.
     const uint state_base = (seq * params.blocks + block) * params.features * Z_STRIDE;
@@ -161,6 +197,9 @@ void main() {
     }
     [[unroll]] for (uint s = 0u; s < FPL; ++s) {
         const uint f = f0 + lane + TEAM * s;
-        if (f < params.features) states4[(state_base + f * Z_STRIDE + VALUE_DIM) >> 2] = vec4(norm[s], 0.0, 0.0, 0.0);
+        if (f < params.features) {
+            states4[(state_base + f * Z_STRIDE + VALUE_DIM) >> 2] = vec4(norm[s], 0.0, 0.0, 0.0);
+            [[unroll]] for (uint c = VALUE_DIM + 4u; c < Z_STRIDE; c += 4u) states4[(state_base + f * Z_STRIDE + c) >> 2] = vec4(0.0);
+        }
     }
 }

@@ -34,6 +34,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
 #include "self_tensor.glsl"
 #include "storage.glsl"
@@ -46,11 +47,13 @@ layout(constant_id = 2) const uint VALUE_DIM = 64;  // dv, a multiple of 4
 layout(constant_id = 3) const uint DEGREE = 4;      // local exact weights (q.k)^DEGREE
 layout(constant_id = 4) const bool CAUSAL = true;
 layout(constant_id = 5) const bool LOCAL_EXACT = false;
-layout(constant_id = 6) const uint Z_STRIDE = 68;   // floats per state row (dv + 1 rounded up to 4)
+layout(constant_id = 6) const uint Z_STRIDE = 72;   // floats per state row (dv + 1 rounded up to 8)
 layout(constant_id = 7) const uint C4 = 2;          // vec4 value columns per lane: ceil(dv / 32)
-// v rows read as vec4s (float32 and every v stride a multiple of 4): a specialization constant,
-// not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask.
-layout(constant_id = 8) const bool V_VEC4 = false;
+// How v rows are read: 0 element by element, 1 as vec4s (float32, every v stride a multiple of 4),
+// 2 as 8 floats per u64vec4 load (float32, strides and dv multiples of 8, C4 even). A
+// specialization constant, not a run-time branch, because a CPU driver runs both sides of a
+// branch under a lane mask.
+layout(constant_id = 8) const uint V_LOAD = 0;
 
 const uint TEAM = 8u;           // lanes per team
 const uint RPL = 2u;            // rows per lane (slots)
@@ -61,6 +64,11 @@ const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 const uint KW4 = KEY_WIDTH / 4u;
 const uint R4 = SKETCH / 4u;
 const uint ZS4 = Z_STRIDE / 4u;
+// Operands in pairs of vec4s, one u64vec4 load each: on llvmpipe a load is a loop over the 8
+// lanes whose cost hardly depends on its width, and 32 bytes is the widest a load can be.
+const bool Z_PAIRS = C4 % 2u == 0u && Z_STRIDE % 8u == 0u;
+const bool K_PAIRS = KW4 % 2u == 0u;
+const uint K_STEP = K_PAIRS ? 2u : 1u;
 
 layout(std430, binding = 0) readonly buffer QSketch { vec4 q_sketch4[]; };
 layout(std430, binding = 1) readonly buffer KLocal { vec4 k_local4[]; };  // S(k) rows, or k' rows
@@ -69,8 +77,12 @@ layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
 layout(std430, binding = 4) readonly buffer States { vec4 states4[]; };
 layout(std430, binding = 4) readonly buffer StatesScalar { float states[]; };
 layout(std430, binding = 6) readonly buffer QLocal { vec4 q_local4[]; };  // q' rows (LOCAL_EXACT)
+// The same buffers 8 floats at a time.
+layout(std430, binding = 1) readonly buffer KLocal8 { u64vec4 k_local8[]; };
+layout(std430, binding = 4) readonly buffer States8 { u64vec4 states8[]; };
 #if defined(DATA_F32)
 layout(std430, binding = 2) readonly buffer VBuffer4 { vec4 v_data4[]; };
+layout(std430, binding = 2) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
 #endif
 
 layout(push_constant) uniform Params {
@@ -92,12 +104,15 @@ float weight_power(float x) {
     return w;
 }
 
+vec4 low4(u64vec4 u) { return uintBitsToFloat(uvec4(unpack32(u.x), unpack32(u.y))); }
+vec4 high4(u64vec4 u) { return uintBitsToFloat(uvec4(unpack32(u.z), unpack32(u.w))); }
+
 // Value columns [4 c4, 4 c4 + 4) of key row `row` (element offset of the row's first value).
 vec4 load_values(uint row_offset, uint c4) {
     const uint c = 4u * c4;
     if (c >= VALUE_DIM) return vec4(0.0);
 #if defined(DATA_F32)
-    if (V_VEC4) return v_data4[(row_offset + c) / 4u];
+    if (V_LOAD == 1u) return v_data4[(row_offset + c) / 4u];
 #endif
     return vec4(LOAD_ELEM(v_data[row_offset + c]), LOAD_ELEM(v_data[row_offset + c + 1u]),
                 LOAD_ELEM(v_data[row_offset + c + 2u]), LOAD_ELEM(v_data[row_offset + c + 3u]));
@@ -161,9 +176,20 @@ void main() {
                         p[s] = coef * sa[s] * sb[s][e];
                         den_mine[s] += p[s] * zden;
                     }
-                    const uint z = (z_row0 + f) * ZS4;
                     vec4 zc[C4];
-                    [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
+                    if (Z_PAIRS) {
+                        // The lane's columns as C4 / 2 pairs; a pair past the row reads the row's
+                        // last pair instead (columns >= VALUE_DIM are never stored).
+                        const uint z8 = (z_row0 + f) * (Z_STRIDE / 8u);
+                        [[unroll]] for (uint c = 0u; c < C4; c += 2u) {
+                            const u64vec4 u = states8[z8 + min((col4 + c) / 2u, Z_STRIDE / 8u - 1u)];
+                            zc[c] = low4(u);
+                            zc[c + 1u] = high4(u);
+                        }
+                    } else {
+                        const uint z = (z_row0 + f) * ZS4;
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
+                    }
                     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                         const float x = subgroupShuffle(p[r / TEAM], r % TEAM);
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c];
@@ -193,13 +219,22 @@ void main() {
                 kb[kk] = k_base4 + min(j0 + kk * TEAM + lane, team_last - 1u) * KW4;
                 [[unroll]] for (uint r = 0u; r < ROWS; ++r) sc[kk][r] = 0.0;
             }
-            [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
-                vec4 kv[KPL];
-                [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) kv[kk] = k_local4[kb[kk] + d4];
-                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                    const vec4 q = subgroupShuffle(q_mine[r / TEAM][d4], r % TEAM);
-                    [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) sc[kk][r] += dot(q, kv[kk]);
+            [[unroll]] for (uint d4 = 0u; d4 < KW4; d4 += K_STEP) {
+                vec4 kv[KPL][2];
+                [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
+                    if (K_PAIRS) {
+                        const u64vec4 u = k_local8[(kb[kk] + d4) / 2u];  // rows of KW4 (even) vec4s
+                        kv[kk][0] = low4(u);
+                        kv[kk][1] = high4(u);
+                    } else {
+                        kv[kk][0] = k_local4[kb[kk] + d4];
+                    }
                 }
+                [[unroll]] for (uint h = 0u; h < K_STEP; ++h)
+                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                        const vec4 q = subgroupShuffle(q_mine[r / TEAM][d4 + h], r % TEAM);
+                        [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) sc[kk][r] += dot(q, kv[kk][h]);
+                    }
             }
             float w[KPL][ROWS];
             [[unroll]] for (uint kk = 0u; kk < KPL; ++kk) {
@@ -217,7 +252,20 @@ void main() {
                 [[unroll]] for (uint m = 0u; m < TEAM; ++m) {
                     const uint j = min(j0 + kk * TEAM + m, team_last - 1u);
                     vec4 vv[C4];
-                    [[unroll]] for (uint c = 0u; c < C4; ++c) vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c);
+#if defined(DATA_F32)
+                    if (V_LOAD == 2u) {
+                        // Pairs past the row (dv < 32 C4) read the row's last pair; never stored.
+                        const uint v8 = (v_base + j * params.v_strides.token) / 8u;
+                        [[unroll]] for (uint c = 0u; c < C4; c += 2u) {
+                            const u64vec4 u = v_data8[v8 + min((col4 + c) / 2u, VALUE_DIM / 8u - 1u)];
+                            vv[c] = low4(u);
+                            vv[c + 1u] = high4(u);
+                        }
+                    } else
+#endif
+                    {
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c);
+                    }
                     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                         const float x = subgroupShuffle(w[kk][r], m);
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];

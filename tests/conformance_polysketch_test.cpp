@@ -13,7 +13,9 @@
 
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
+#include "context.hpp"
 #include "sketch_weights.hpp"
+#include "team_kernels.hpp"
 #include "support/host_forward.hpp"
 #include "support/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
@@ -272,11 +274,10 @@ std::vector<Case> sweep() {
 }
 
 // The workspace is linear in n: sketch rows (n r per head), local rows (n h), block states
-// (ceil(n/b) r(r+1)/2 rows of dv + 1 floats rounded up to a multiple of 4, per key/value head),
-// each region aligned to at most 256 bytes.
+// (ceil(n/b) r(r+1)/2 rows of dv + 1 floats rounded up to a multiple of 4, or of 8 where the
+// lane-team kernels run, per key/value head), each region aligned to at most 256 bytes.
 TEST_F(ContextTest, PolysketchWorkspaceIsLinearInN) {
     const uint32_t h = 64, dv = 48, r = 32, b = 256, Hq = 4, Hkv = 2, B = 3, F = r * (r + 1) / 2;
-    const uint32_t stateRow = 52;  // dv + 1 = 49 floats, padded to 52 (16-byte aligned rows)
     PskAttentionCreateInfo info{};
     info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
     info.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
@@ -288,6 +289,8 @@ TEST_F(ContextTest, PolysketchWorkspaceIsLinearInN) {
     info.blockSize = b;
     PskAttention attn = nullptr;
     ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+    // dv + 1 = 49 floats, padded to 52 (16-byte aligned rows) or 56 (32-byte, team kernels).
+    const uint32_t stateRow = psk::useTeamKernels(ctx->caps()) ? 56 : 52;
     for (uint32_t n : {1u, 255u, 256u, 257u, 4096u, 20000u}) {
         const uint64_t blocks = (n + b - 1) / b;
         const uint64_t floats = uint64_t(B) * n * (Hq + Hkv) * (r + h) + uint64_t(B) * Hkv * blocks * F * stateRow;

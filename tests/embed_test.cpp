@@ -119,8 +119,11 @@ struct AppVulkan {
         qi.queueFamilyIndex = family;
         qi.queueCount = 1;
         qi.pQueuePriorities = &priority;
+        VkPhysicalDeviceFeatures core{};
+        core.shaderInt64 = req.shaderInt64;
         VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
         di.pNext = &storage16;
+        di.pEnabledFeatures = &core;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;
         di.enabledExtensionCount = req.extensionCount;

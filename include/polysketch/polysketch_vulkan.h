@@ -50,7 +50,10 @@ typedef enum PskDeviceCapabilityFlagBits {
     PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT = 0x8,
     /** cooperativeMatrix of VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix. */
     PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT = 0x10,
-    PSK_DEVICE_CAPABILITY_ALL = 0x1F
+    /** shaderInt64 (VkPhysicalDeviceFeatures): the kernels for CPU drivers (lavapipe) load 8 floats
+     *  at a time as 64-bit vectors; without it they use the generic kernels, several times slower there. */
+    PSK_DEVICE_CAPABILITY_INT64_BIT = 0x20,
+    PSK_DEVICE_CAPABILITY_ALL = 0x3F
 } PskDeviceCapabilityFlagBits;
 typedef uint32_t PskDeviceCapabilityFlags;
 
@@ -70,6 +73,7 @@ typedef struct PskVulkanDeviceRequirements {
     VkBool32 cooperativeMatrixNV;      /**< VkPhysicalDeviceCooperativeMatrixFeaturesNV */
     /** A queue family with VK_QUEUE_COMPUTE_BIT (a compute-only one when present), or ~0u. */
     uint32_t computeQueueFamily;
+    VkBool32 shaderInt64;              /**< VkPhysicalDeviceFeatures (VkDeviceCreateInfo::pEnabledFeatures or VkPhysicalDeviceFeatures2) */
 } PskVulkanDeviceRequirements;
 
 /**

@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
     VkPhysicalDeviceProperties props;
     PskVulkanDeviceRequirements req;
     VkPhysicalDevice16BitStorageFeatures storage16;
+    VkPhysicalDeviceFeatures core;
     VkPhysicalDeviceShaderFloat16Int8Features float16;
     VkDeviceQueueCreateInfo qi;
     VkDeviceCreateInfo di;
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
     /* What polysketch would like; the device supports a subset, which we enable and report. */
     CHECK_PSK(pskGetVulkanDeviceRequirements(vkGetInstanceProcAddr, instance, app.apiVersion, pd,
                                              PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT | PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT |
-                                                 PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT,
+                                                 PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT | PSK_DEVICE_CAPABILITY_INT64_BIT,
                                              &req));
     if (req.computeQueueFamily == ~0u) {
         fprintf(stderr, "app_device: no compute queue\n");
@@ -203,6 +204,8 @@ int main(int argc, char** argv) {
     float16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
     float16.shaderFloat16 = req.shaderFloat16;
     if (req.shaderFloat16) storage16.pNext = &float16;
+    memset(&core, 0, sizeof core);
+    core.shaderInt64 = req.shaderInt64;
     memset(&qi, 0, sizeof qi);
     qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
     qi.queueFamilyIndex = req.computeQueueFamily;
@@ -211,6 +214,7 @@ int main(int argc, char** argv) {
     memset(&di, 0, sizeof di);
     di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     di.pNext = &storage16;
+    di.pEnabledFeatures = &core;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
     di.enabledExtensionCount = req.extensionCount;
