@@ -91,6 +91,7 @@ struct PolysketchPlan {
     std::string featureShader;  // sketch_features.{random|learned}.<type>, or sketch_features_team.<type>
     std::vector<uint32_t> featureSpec;
     std::vector<uint32_t> featureSpecVec4;  // team kernel, float32: the vec4-row variant (else empty)
+    uint32_t featureVecRowFloats = 4;       // ... used when every q/k stride is a multiple of this (4 or 8)
     uint32_t featureRows = 64;
 
     std::string statesShader;  // block_states.<type>

@@ -59,7 +59,6 @@ void putStrides(uint32_t dst[3], const PskTensorStrides& s) {
 
 /** Rows of a tensor with these strides start on a multiple of `floats` elements (vec4 or 8-float reads). */
 bool alignedRows(const PskTensorStrides& s, uint32_t floats) { return (s.batch | s.head | s.token) % floats == 0; }
-bool vec4Rows(const PskTensorStrides& s) { return alignedRows(s, 4); }
 
 uint32_t floorPow2(uint32_t x) {
     uint32_t p = 1;
@@ -145,10 +144,14 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     plan.teamFeatures = team && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
                         findShader(cat("sketch_features_team.", type)) != nullptr;
     if (plan.teamFeatures) {
-        plan.featureRows = kTeamLanes * kTeamLanes;  // 8 teams x 8 rows per workgroup
+        plan.featureRows = 8 * 2 * kTeamLanes;  // 8 teams x 16 rows per workgroup
         plan.featureShader = cat("sketch_features_team.", type);
         plan.featureSpec = {c.headDim, R, (R + 31) / 32, 0u};
-        if (c.dataType == PSK_DATA_TYPE_FLOAT32) plan.featureSpecVec4 = {c.headDim, R, (R + 31) / 32, 1u};
+        if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
+            // Rows 8 floats per load where h allows it, else vec4s.
+            plan.featureVecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
+            plan.featureSpecVec4 = {c.headDim, R, (R + 31) / 32, c.headDim % 8 == 0 ? 2u : 1u};
+        }
     }
     if (plan.teamStates) {
         plan.statesShader = cat("block_states_team.", type);
@@ -250,7 +253,9 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
     fp.localLnBias = sketch.localLnBias;
     std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
     // The team kernel's vec4-row variant where the strides allow it.
-    auto pipeline = [&](const PskTensorStrides& st) { return vec4Rows(st) && res.featuresVec4 ? res.featuresVec4 : res.features; };
+    auto pipeline = [&](const PskTensorStrides& st) {
+        return alignedRows(st, plan.featureVecRowFloats) && res.featuresVec4 ? res.featuresVec4 : res.features;
+    };
     fp.heads = c.numQueryHeads;
     fp.scale = c.scale;
     putStrides(fp.strides, g.q.strides);

@@ -8,8 +8,9 @@ namespace psk {
 
 namespace {
 
-/** Pads `data` with zeros to a multiple of 4 floats: every packed tensor starts on a vec4. */
-void alignVec4(std::vector<float>& data) { data.resize((data.size() + 3) / 4 * 4, 0.0f); }
+/** Pads `data` with zeros to a multiple of 8 floats: every packed tensor starts on a vec4 (the
+ *  generic kernels read vec4s) and on 32 bytes (the lane-team kernels read 8 floats at a time). */
+void alignVec4(std::vector<float>& data) { data.resize((data.size() + 7) / 8 * 8, 0.0f); }
 
 /** Appends `values` and returns their offset in floats. */
 uint32_t append(std::vector<float>& data, const std::vector<float>& values) {
