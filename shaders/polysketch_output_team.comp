@@ -166,34 +166,39 @@ void main() {
                 // e = l % 4 (one scalar load per lane instead of four), the group shares it below.
                 const uint bl = 4u * b4 + (lane & 3u);
                 const float zden_mine = states[(z_row0 + (bl <= a ? a : f_pairs + (bl - a - 1u))) * Z_STRIDE + VALUE_DIM];
+                // The group's 4 features: their phi values (p) and the lane's Z columns (zc),
+                // then every accumulator takes its 4 multiply-adds in a row (it is loaded and
+                // stored once per group where it does not fit in registers).
+                float p[4][RPL];
+                vec4 zc[4][C4];
                 [[unroll]] for (uint e = 0u; e < 4u; ++e) {
                     const uint b = 4u * b4 + e;
                     const float coef = b < a ? 0.0 : (b == a ? 1.0 : SQRT2);
                     const uint f = b <= a ? a : f_pairs + (b - a - 1u);
                     const float zden = subgroupShuffle(zden_mine, e);
-                    float p[RPL];
                     [[unroll]] for (uint s = 0u; s < RPL; ++s) {
-                        p[s] = coef * sa[s] * sb[s][e];
-                        den_mine[s] += p[s] * zden;
+                        p[e][s] = coef * sa[s] * sb[s][e];
+                        den_mine[s] += p[e][s] * zden;
                     }
-                    vec4 zc[C4];
                     if (Z_PAIRS) {
                         // The lane's columns as C4 / 2 pairs; a pair past the row reads the row's
                         // last pair instead (columns >= VALUE_DIM are never stored).
                         const uint z8 = (z_row0 + f) * (Z_STRIDE / 8u);
                         [[unroll]] for (uint c = 0u; c < C4; c += 2u) {
                             const u64vec4 u = states8[z8 + min((col4 + c) / 2u, Z_STRIDE / 8u - 1u)];
-                            zc[c] = low4(u);
-                            zc[c + 1u] = high4(u);
+                            zc[e][c] = low4(u);
+                            zc[e][c + 1u] = high4(u);
                         }
                     } else {
                         const uint z = (z_row0 + f) * ZS4;
-                        [[unroll]] for (uint c = 0u; c < C4; ++c) zc[c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
+                        [[unroll]] for (uint c = 0u; c < C4; ++c) zc[e][c] = col4 + c < ZS4 ? states4[z + col4 + c] : vec4(0.0);
                     }
-                    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-                        const float x = subgroupShuffle(p[r / TEAM], r % TEAM);
-                        [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * zc[c];
-                    }
+                }
+                [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+                    vec4 x;  // the row's phi values of the 4 features
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e) x[e] = subgroupShuffle(p[e][r / TEAM], r % TEAM);
+                    [[unroll]] for (uint c = 0u; c < C4; ++c)
+                        acc[r][c] += x[0] * zc[0][c] + x[1] * zc[1][c] + x[2] * zc[2][c] + x[3] * zc[3][c];
                 }
             }
         }
