@@ -160,6 +160,24 @@ std::vector<Case> cases() {
     c.tokenPad = 3;  // odd token stride, head rows not on a vec4 either
     c.localExact = false;
     out.push_back(c);
+    // 8-float loads (u64vec4) and their fallbacks:
+    c = Case{};
+    c.r = 40;  // F = 820; S(k) rows longer than 32: the states read sketch entries one by one
+    c.h = 64;  // q, k rows 8 floats per load in the feature map, k' rows in the output
+    c.dv = 64;  // v rows 8 floats per load (states and output), Z rows too
+    c.n = 75;
+    c.localExact = true;
+    out.push_back(c);
+    c.tokenPad = 4;  // token stride 68: rows on a vec4 but not on 8 floats (vec4 loads)
+    c.r = 32;
+    out.push_back(c);
+    c = Case{};
+    c.h = 36;  // 9 vec4s per row: no 8-float pairs for q, k, k'
+    c.dv = 40;  // C4 = 2, but value pairs of lanes 5..7 past the row: the row's last pair
+    c.r = 20;
+    c.n = 50;
+    c.localExact = true;
+    out.push_back(c);
     return out;
 }
 
