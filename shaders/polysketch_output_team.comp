@@ -153,15 +153,27 @@ void main() {
     // ---- phi(q_i)^T Z ----
     if (!CAUSAL || block > 0u) {
         const uint z_row0 = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features;  // in rows
-        uint sq4[RPL];  // the lane's S(q) rows, in vec4s
-        [[unroll]] for (uint s = 0u; s < RPL; ++s) sq4[s] = (q_seq * params.n + crow[s]) * R4;
+        // The lane's S(q) rows in registers, read back by the loop indices a and b4 through
+        // constant-index select chains: cheaper on llvmpipe than reloading them (a load is a loop
+        // over the lanes) and than dynamic register indexing.
+        vec4 sq[RPL][R4];
+        [[unroll]] for (uint s = 0u; s < RPL; ++s)
+            [[unroll]] for (uint i = 0u; i < R4; ++i) sq[s][i] = q_sketch4[(q_seq * params.n + crow[s]) * R4 + i];
         [[dont_unroll]] for (uint a = 0u; a < SKETCH; ++a) {
             float sa[RPL];
-            [[unroll]] for (uint s = 0u; s < RPL; ++s) sa[s] = q_sketch4[sq4[s] + a / 4u][a % 4u];
+            [[unroll]] for (uint s = 0u; s < RPL; ++s) {
+                vec4 t = sq[s][0];
+                [[unroll]] for (uint i = 1u; i < R4; ++i) t = a / 4u == i ? sq[s][i] : t;
+                const uint e = a % 4u;
+                sa[s] = e == 0u ? t.x : e == 1u ? t.y : e == 2u ? t.z : t.w;
+            }
             const uint f_pairs = SKETCH + a * SKETCH - a * (a + 1u) / 2u;  // f(a, a + 1)
             [[dont_unroll]] for (uint b4 = a / 4u; b4 < R4; ++b4) {
                 vec4 sb[RPL];
-                [[unroll]] for (uint s = 0u; s < RPL; ++s) sb[s] = q_sketch4[sq4[s] + b4];
+                [[unroll]] for (uint s = 0u; s < RPL; ++s) {
+                    sb[s] = sq[s][0];
+                    [[unroll]] for (uint i = 1u; i < R4; ++i) sb[s] = b4 == i ? sq[s][i] : sb[s];
+                }
                 // The normalizer column of the group's 4 features: lane l loads that of feature
                 // e = l % 4 (one scalar load per lane instead of four), the group shares it below.
                 const uint bl = 4u * b4 + (lane & 3u);
