@@ -2,18 +2,20 @@
 // "GPU" is a CPU running 8-wide SIMD (lavapipe / llvmpipe with AVX2, SwiftShader).
 //
 // Why a separate variant: a CPU Vulkan driver turns every storage- or shared-memory access of an
-// invocation into a loop over the SIMD lanes (about the same cost whatever the access width) and
-// every barrier() into a coroutine switch, while register arithmetic and subgroupShuffle are
-// real SIMD instructions (a shuffle is one vpermd with AVX2). The generic kernels stage operands in shared memory behind barriers and
-// read the same Z row or key row in every invocation, which is what a GPU wants and a CPU
-// driver's worst case. The team kernels treat a subgroup of 8 lanes as one SIMD register: each
-// lane loads only operands no other lane loads (its own 8 value columns as two vec4s, its own
-// row's sketch) and shares its row's values with subgroupShuffle(x, r) (r a constant lane), so a
-// loaded vec4 feeds 8 rows of multiply-adds and no barrier is needed. Not subgroupBroadcast: on
-// llvmpipe 22.3 it costs about as much as 60 SIMD multiply-adds, the shuffle nearly nothing.
-// Measured on llvmpipe (2-core Zen 5, AVX2 code), a 4096 x 528 x 64 product: ~2-3 GFLOP/s in the
-// one-row-per-invocation, shared-memory style; 15.5 GFLOP/s as teams with subgroupBroadcast;
-// 18-21 with subgroupShuffle.
+// invocation into a loop over the SIMD lanes (about the same cost whatever the access width, so
+// 8 floats as one u64vec4 beat two vec4s) and every barrier() into a coroutine switch, while
+// register arithmetic and subgroupShuffle are real SIMD instructions (a shuffle is one vpermd with
+// AVX2). The generic kernels stage operands in shared memory behind barriers and read the same Z
+// row or key row in every invocation, which is what a GPU wants and a CPU driver's worst case. The
+// team kernels treat a subgroup of 8 lanes as one SIMD register: each lane loads only operands no
+// other lane loads (its own value columns, its own rows' sketches) and shares its rows' values
+// with subgroupShuffle(x, r) (r a constant lane), so a load feeds the team's 16 rows (two per
+// lane) and no barrier is needed. Not subgroupBroadcast: on llvmpipe 22.3 it costs about as much
+// as 60 SIMD multiply-adds, the shuffle nearly nothing. Measured on llvmpipe (2-core Zen 5, AVX2
+// code), a 4096 x 528 x 64 product: ~2-3 GFLOP/s in the one-row-per-invocation, shared-memory
+// style; 15.5 GFLOP/s as 8-row teams with subgroupBroadcast; 18-21 with subgroupShuffle; 28-31
+// with 16-row teams; 32-38 with 16-row teams and 8-float loads. More values per lane (4 keys per
+// lane in the output's local tiles, say) measured slower: the extra live registers spill.
 #pragma once
 
 #include "device_caps.hpp"
