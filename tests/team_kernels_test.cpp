@@ -61,6 +61,18 @@ private:
 
 class TeamKernels : public ContextTest, public ::testing::WithParamInterface<Case> {};
 
+// The sweep below skips devices without team kernels; on lavapipe (the CI device) they must run,
+// or a lost capability (shaderInt64 not enabled, a missing subgroup operation) would turn every
+// case into a silent skip.
+TEST_F(ContextTest, TeamKernelsRunOnLavapipe) {
+    PskDeviceInfo info{};
+    pskGetDeviceInfo(ctx, &info);
+    if (std::string(info.driverName) != "llvmpipe") GTEST_SKIP() << "not lavapipe";
+    DisableTeamKernels enable(false);
+    EXPECT_TRUE(psk::useTeamKernels(ctx->caps()))
+        << "lavapipe should run the lane-team kernels (8-lane subgroups with shuffle and arithmetic, shaderInt64 enabled)";
+}
+
 TEST_P(TeamKernels, MatchGenericKernels) {
     const Case c = GetParam();
     {
