@@ -86,7 +86,23 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     const uint32_t invocations = limits.maxComputeWorkGroupInvocations;  // >= 128 (Vulkan minimum)
     const uint32_t shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, 32768);
     const uint32_t R = plan.sketchLength, dv = c.valueDim;
-    plan.stateStride = (dv + 1 + 3) / 4 * 4;
+
+    // Lane-team variants (team_kernels.hpp) on CPU devices: 8 teams of 8 lanes per workgroup; a
+    // lane owns C4 vec4s of value columns (C4 = ceil(dv / 32), so dv <= 128 keeps the 16 x 4 C4
+    // accumulators of its team's rows in registers or close by); sketch rows are read as vec4s
+    // (R % 4 == 0). Each kernel falls back to its generic variant on its own.
+    const uint32_t c4 = (dv + 31) / 32;
+    const bool team = useTeamKernels(caps) && dv % 4 == 0 && c4 <= 4 && R % 4 == 0;
+    plan.teamStates = team && findShader(cat("block_states_team.", type)) != nullptr;
+    plan.teamOutput = team && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
+                      findShader(cat("polysketch_output_team.", type)) != nullptr;
+    plan.teamFeatures = team && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
+                        findShader(cat("sketch_features_team.", type)) != nullptr;
+
+    // State rows: dv values and the normalizer, zero-padded to whole vec4s, or to 8 floats where
+    // the team output reads Z 8 floats (one u64vec4) at a time.
+    const uint32_t stateAlign = plan.teamOutput ? 8 : 4;
+    plan.stateStride = (dv + 1 + stateAlign - 1) / stateAlign * stateAlign;
 
     // Feature map: one row per invocation.
     plan.featureRows = std::min<uint32_t>(64, invocations);
@@ -133,47 +149,33 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     plan.outputSpec = {outputInvocations, R, c.headDim, dv, featTile, keyTile, c.degree, c.causal ? 1u : 0u,
                        c.localExact ? 1u : 0u, smemFloats, plan.outputRowsPerInvocation, plan.stateStride};
 
-    // Lane-team variants (team_kernels.hpp) on CPU devices: 8 teams of 8 lanes per workgroup; a
-    // lane owns C4 vec4s of value columns (C4 = ceil(dv / 32), so dv <= 128 keeps the 8 x 4 C4
-    // accumulators in registers); sketch rows are read as vec4s (R % 4 == 0).
-    const uint32_t c4 = (dv + 31) / 32;
-    const bool team = useTeamKernels(caps) && dv % 4 == 0 && c4 <= 4 && R % 4 == 0;
-    plan.teamStates = team && findShader(cat("block_states_team.", type)) != nullptr;
-    plan.teamOutput = team && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
-                      findShader(cat("polysketch_output_team.", type)) != nullptr;
-    plan.teamFeatures = team && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
-                        findShader(cat("sketch_features_team.", type)) != nullptr;
     if (plan.teamFeatures) {
-        plan.featureRows = 8 * 2 * kTeamLanes;  // 8 teams x 16 rows per workgroup
+        plan.featureRows = kTeamWorkgroupRows;
         plan.featureShader = cat("sketch_features_team.", type);
         plan.featureSpec = {c.headDim, R, (R + 31) / 32, 0u};
         if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
             // Rows 8 floats per load where h allows it, else vec4s.
             plan.featureVecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
-            plan.featureSpecVec4 = {c.headDim, R, (R + 31) / 32, c.headDim % 8 == 0 ? 2u : 1u};
+            plan.featureSpecVec4 = plan.featureSpec;
+            plan.featureSpecVec4.back() = plan.featureVecRowFloats / 4;
         }
     }
     if (plan.teamStates) {
         plan.statesShader = cat("block_states_team.", type);
         plan.statesSpec = {R, dv, plan.stateStride, c4};
-        plan.statesTileF = 8 * 2 * kTeamLanes;  // 8 teams x 16 features per workgroup
+        plan.statesTileF = kTeamWorkgroupRows;
         plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
     }
     if (plan.teamOutput) {
-        // State rows padded to 8 floats: the team output reads Z 8 floats (one u64vec4) at a time.
-        plan.stateStride = (dv + 1 + 7) / 8 * 8;
-        if (plan.teamStates) plan.statesSpec = {R, dv, plan.stateStride, c4};
-        else plan.statesSpec.back() = plan.stateStride;
         plan.outputShader = cat("polysketch_output_team.", type);
         plan.outputSpec = {R, c.headDim, dv, c.degree, c.causal ? 1u : 0u, c.localExact ? 1u : 0u, plan.stateStride, c4, 0u};
         if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
             // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
-            const bool pairs = c4 % 2 == 0 && dv % 8 == 0;
-            plan.outputVecRowFloats = pairs ? 8 : 4;
+            plan.outputVecRowFloats = c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
             plan.outputSpecVec4 = plan.outputSpec;
-            plan.outputSpecVec4.back() = pairs ? 2u : 1u;
+            plan.outputSpecVec4.back() = plan.outputVecRowFloats / 4;
         }
-        plan.outputRows = 8 * 2 * kTeamLanes;  // 8 teams x 16 rows per workgroup
+        plan.outputRows = kTeamWorkgroupRows;
         plan.outputRowsPerInvocation = 1;
     }
     return plan;

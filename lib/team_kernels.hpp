@@ -25,6 +25,9 @@ namespace psk {
 /** Lanes per team: the subgroup size the team kernels are written for. */
 constexpr uint32_t kTeamLanes = 8;
 
+/** Rows (features, for the states) per workgroup of a team kernel: 8 teams x 16 rows, two per lane. */
+constexpr uint32_t kTeamWorkgroupRows = 8 * 2 * kTeamLanes;
+
 /** The device can run the team kernels: 8-lane subgroups with basic, shuffle and arithmetic operations in compute shaders, and shaderInt64 enabled (8-float loads as u64vec4). */
 bool teamKernelsSupported(const DeviceCaps& caps);
 

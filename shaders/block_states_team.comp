@@ -32,8 +32,8 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
+#include "u64_pairs.glsl"  // first: it enables 64-bit integer types
 #include "self_tensor.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
@@ -91,8 +91,8 @@ vec4 load_v4(uint e) {
 void load_v8(uint e, out vec4 lo, out vec4 hi) {
 #if defined(DATA_F32)
     const u64vec4 u = v_data8[e >> 3];
-    lo = uintBitsToFloat(uvec4(unpack32(u.x), unpack32(u.y)));
-    hi = uintBitsToFloat(uvec4(unpack32(u.z), unpack32(u.w)));
+    lo = low4(u);
+    hi = high4(u);
 #else
     lo = load_v4(e);
     hi = load_v4(e + 4u);

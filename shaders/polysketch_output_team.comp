@@ -34,8 +34,8 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
+#include "u64_pairs.glsl"  // first: it enables 64-bit integer types
 #include "self_tensor.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
@@ -104,18 +104,35 @@ float weight_power(float x) {
     return w;
 }
 
-vec4 low4(u64vec4 u) { return uintBitsToFloat(uvec4(unpack32(u.x), unpack32(u.y))); }
-vec4 high4(u64vec4 u) { return uintBitsToFloat(uvec4(unpack32(u.z), unpack32(u.w))); }
-
-// Value columns [4 c4, 4 c4 + 4) of key row `row` (element offset of the row's first value).
-vec4 load_values(uint row_offset, uint c4) {
-    const uint c = 4u * c4;
-    if (c >= VALUE_DIM) return vec4(0.0);
+// The lane's value columns, vec4s [col4, col4 + C4), of the key row starting at element
+// `row_offset`, loaded as V_LOAD says. Columns past dv read 0, or (pairs) the row's last pair;
+// they are never stored.
+void load_value_columns(uint row_offset, uint col4, out vec4 vv[C4]) {
 #if defined(DATA_F32)
-    if (V_LOAD == 1u) return v_data4[(row_offset + c) / 4u];
+    if (V_LOAD == 2u) {
+        [[unroll]] for (uint c = 0u; c < C4; c += 2u) {
+            const u64vec4 u = v_data8[row_offset / 8u + min((col4 + c) / 2u, VALUE_DIM / 8u - 1u)];
+            vv[c] = low4(u);
+            vv[c + 1u] = high4(u);
+        }
+        return;
+    }
 #endif
-    return vec4(LOAD_ELEM(v_data[row_offset + c]), LOAD_ELEM(v_data[row_offset + c + 1u]),
-                LOAD_ELEM(v_data[row_offset + c + 2u]), LOAD_ELEM(v_data[row_offset + c + 3u]));
+    [[unroll]] for (uint c = 0u; c < C4; ++c) {
+        const uint d = 4u * (col4 + c);
+        if (d >= VALUE_DIM) {
+            vv[c] = vec4(0.0);
+            continue;
+        }
+#if defined(DATA_F32)
+        if (V_LOAD == 1u) {
+            vv[c] = v_data4[(row_offset + d) / 4u];
+            continue;
+        }
+#endif
+        vv[c] = vec4(LOAD_ELEM(v_data[row_offset + d]), LOAD_ELEM(v_data[row_offset + d + 1u]),
+                     LOAD_ELEM(v_data[row_offset + d + 2u]), LOAD_ELEM(v_data[row_offset + d + 3u]));
+    }
 }
 
 void main() {
@@ -269,20 +286,7 @@ void main() {
                 [[unroll]] for (uint m = 0u; m < TEAM; ++m) {
                     const uint j = min(j0 + kk * TEAM + m, team_last - 1u);
                     vec4 vv[C4];
-#if defined(DATA_F32)
-                    if (V_LOAD == 2u) {
-                        // Pairs past the row (dv < 32 C4) read the row's last pair; never stored.
-                        const uint v8 = (v_base + j * params.v_strides.token) / 8u;
-                        [[unroll]] for (uint c = 0u; c < C4; c += 2u) {
-                            const u64vec4 u = v_data8[v8 + min((col4 + c) / 2u, VALUE_DIM / 8u - 1u)];
-                            vv[c] = low4(u);
-                            vv[c + 1u] = high4(u);
-                        }
-                    } else
-#endif
-                    {
-                        [[unroll]] for (uint c = 0u; c < C4; ++c) vv[c] = load_values(v_base + j * params.v_strides.token, col4 + c);
-                    }
+                    load_value_columns(v_base + j * params.v_strides.token, col4, vv);
                     [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
                         const float x = subgroupShuffle(w[kk][r], m);
                         [[unroll]] for (uint c = 0u; c < C4; ++c) acc[r][c] += x * vv[c];

@@ -15,8 +15,8 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
+#include "u64_pairs.glsl"  // first: it enables 64-bit integer types
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -67,12 +67,6 @@ layout(push_constant) uniform Params {
 const float LN_EPS = 1e-5;
 
 vec4 weight4(uint float_offset) { return w_vec[float_offset >> 2]; }
-vec4 low4(u64vec4 u) { return uintBitsToFloat(uvec4(unpack32(u.x), unpack32(u.y))); }
-vec4 high4(u64vec4 u) { return uintBitsToFloat(uvec4(unpack32(u.z), unpack32(u.w))); }
-u64vec4 pack8(vec4 lo, vec4 hi) {
-    const uvec4 a = floatBitsToUint(lo), b = floatBitsToUint(hi);
-    return u64vec4(pack64(a.xy), pack64(a.zw), pack64(b.xy), pack64(b.zw));
-}
 
 // Stores a row of H4 vec4s at vec4 index `base4` (8 floats per store where H4 is even).
 void store_local(uint base4, vec4 v[H4]) {
