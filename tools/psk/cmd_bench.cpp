@@ -376,19 +376,11 @@ void printRow(const Result& r) {
     std::fflush(stdout);
 }
 
-Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o, Progress& progress,
-              size_t index) {
-    Result res;
-    res.config = c;
-    res.flops = flops(c);
-    std::string error;
-    if (!prepare(in, c, error)) {
-        res.reason = error;
-        return res;
-    }
+/** The attention object of one configuration (`causal` overrides the configuration's flag). */
+PskAttentionCreateInfo attentionInfo(const Config& c, uint64_t seed, bool causal) {
     PskAttentionCreateInfo ai{};
     ai.kind = c.kind;
-    ai.flags = (c.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+    ai.flags = (causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
     ai.degree = c.degree;
     ai.numQueryHeads = c.heads;
     ai.numKeyValueHeads = c.kvHeads;
@@ -399,7 +391,21 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     ai.sketchSize = c.sketchSize;
     ai.blockSize = c.blockSize;
     ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
-    ai.seed = o.seed;
+    ai.seed = seed;
+    return ai;
+}
+
+Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o, Progress& progress,
+              size_t index) {
+    Result res;
+    res.config = c;
+    res.flops = flops(c);
+    std::string error;
+    if (!prepare(in, c, error)) {
+        res.reason = error;
+        return res;
+    }
+    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, c.causal);
     PskAttention attn = nullptr;
     PskResult r = pskCreateAttention(ctx, &ai, &attn);
     if (r != PSK_SUCCESS) {
@@ -450,20 +456,7 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
         res.reason = error;
         return res;
     }
-    PskAttentionCreateInfo ai{};
-    ai.kind = c.kind;
-    ai.flags = PSK_ATTENTION_CAUSAL_BIT | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
-    ai.degree = c.degree;
-    ai.numQueryHeads = c.heads;
-    ai.numKeyValueHeads = c.kvHeads;
-    ai.headDim = c.headDim;
-    ai.valueDim = c.valueDim;
-    ai.dataType = c.dtype;
-    ai.layout = c.layout;
-    ai.sketchSize = c.sketchSize;
-    ai.blockSize = c.blockSize;
-    ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
-    ai.seed = o.seed;
+    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, true);  // decoding is causal
     PskAttention attn = nullptr;
     PskResult r = pskCreateAttention(ctx, &ai, &attn);
     if (r != PSK_SUCCESS) {
