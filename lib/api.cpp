@@ -5,11 +5,11 @@
 
 #include <new>
 
-#include "attention.hpp"
-#include "context.hpp"
-#include "decode.hpp"
-#include "error.hpp"
-#include "instance.hpp"
+#include "forward/attention.hpp"
+#include "vk/context.hpp"
+#include "decode/decode.hpp"
+#include "util/error.hpp"
+#include "vk/instance.hpp"
 
 using namespace psk;
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "context.hpp"
-#include "kernels.hpp"
+#include "vk/context.hpp"
+#include "forward/kernels.hpp"
 #include "reference/reference.hpp"
 
 namespace {

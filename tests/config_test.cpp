@@ -7,8 +7,8 @@
 #include <limits>
 #include <ostream>
 
-#include "attention_config.hpp"
-#include "error.hpp"
+#include "forward/attention_config.hpp"
+#include "util/error.hpp"
 
 // PskTensorStrides is a global C struct: its operators must be global for gtest to find them.
 static bool operator==(const PskTensorStrides& a, const PskTensorStrides& b) {

@@ -13,9 +13,9 @@
 
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
-#include "context.hpp"
-#include "sketch_weights.hpp"
-#include "team_kernels.hpp"
+#include "vk/context.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "kernels/team_kernels.hpp"
 #include "support/host_forward.hpp"
 #include "support/sketch_fixtures.hpp"
 #include "support/test_context.hpp"

@@ -2,7 +2,7 @@
 // and why, for float16 and bfloat16 operands; the environment switch; the kernel's tile plan.
 #include <gtest/gtest.h>
 
-#include "coopmat_selection.hpp"
+#include "vk/coopmat_selection.hpp"
 
 namespace {
 

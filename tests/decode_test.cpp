@@ -16,11 +16,11 @@
 #include <limits>
 #include <memory>
 
-#include "context.hpp"  // internals: the context's device, allocator and queue for pskCmdDecodeStep
-#include "error.hpp"
-#include "memory.hpp"
+#include "vk/context.hpp"  // internals: the context's device, allocator and queue for pskCmdDecodeStep
+#include "util/error.hpp"
+#include "vk/memory.hpp"
 #include "reference/reference.hpp"
-#include "sketch_weights.hpp"
+#include "sketch/sketch_weights.hpp"
 #include "support/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 

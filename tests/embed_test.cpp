@@ -16,9 +16,9 @@
 
 #include <cmath>
 
-#include "attention.hpp"  // internals: the allocator's bytesInUse
-#include "error.hpp"
-#include "context.hpp"
+#include "forward/attention.hpp"  // internals: the allocator's bytesInUse
+#include "util/error.hpp"
+#include "vk/context.hpp"
 #include "support/test_context.hpp"
 
 namespace {

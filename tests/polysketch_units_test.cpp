@@ -14,9 +14,9 @@
 #include <memory>
 #include <sstream>
 
-#include "attention.hpp"
-#include "context.hpp"
-#include "kernels.hpp"
+#include "forward/attention.hpp"
+#include "vk/context.hpp"
+#include "forward/kernels.hpp"
 #include "reference/reference.hpp"
 #include "support/sketch_fixtures.hpp"
 #include "support/test_context.hpp"

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <string>
 
-#include "shader_registry.hpp"
+#include "kernels/shader_registry.hpp"
 
 TEST(ShaderRegistry, EveryVariantIsValidSpirv) {
     ASSERT_GT(psk::kShaderRegistrySize, 0u);

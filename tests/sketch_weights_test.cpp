@@ -1,7 +1,7 @@
 // Host-side sketch weights: the Philox generator, the portable Gaussian sketch matrices (pinned
 // hashes: the "seeded sketch matrices hash to stored values" portability test), the safetensors
 // reader/writer and the random/learned sketch loaders. No GPU needed.
-#include "sketch_weights.hpp"
+#include "sketch/sketch_weights.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
+#include "util/error.hpp"
 
 namespace psk {
 namespace {

@@ -14,11 +14,11 @@
 #include <sstream>
 #include <string>
 
-#include "context.hpp"
+#include "vk/context.hpp"
 #include "reference/storage_types.hpp"
 #include "support/host_forward.hpp"
 #include "support/test_context.hpp"
-#include "team_kernels.hpp"
+#include "kernels/team_kernels.hpp"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "context.hpp"
+#include "vk/context.hpp"
 
 namespace {
 struct Log {

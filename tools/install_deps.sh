@@ -6,11 +6,10 @@
 #   mesa-vulkan-drivers    lavapipe, the CPU Vulkan device of CI and of machines without a GPU
 #   vulkan-validationlayers  the tests fail on any validation message
 #   libgtest-dev           GoogleTest
-#   libglm-dev             host-side half-float packing
 #   cmake, g++, make       the build
 #   pkg-config             the consume tests build an app with pkg-config --cflags --libs polysketch
 set -euo pipefail
-packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libgtest-dev libglm-dev)
+packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libgtest-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

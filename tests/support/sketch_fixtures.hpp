@@ -7,7 +7,7 @@
 #include <string>
 
 #include "reference/reference.hpp"
-#include "sketch_weights.hpp"
+#include "sketch/sketch_weights.hpp"
 
 namespace psk::test {
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "util/float16.hpp"
+
 namespace psk::npy {
 
 /** Thrown by every function here on a malformed file or a failed read or write. */
@@ -22,10 +24,9 @@ struct Error : std::runtime_error {
 
 enum class DType { Float32, Float16 };
 
-/** IEEE binary16 <-> binary32: widening is exact; narrowing rounds to nearest even (overflow gives
- *  infinity, NaN stays NaN). */
-float halfToFloat(uint16_t h);
-uint16_t floatToHalf(float f);
+/** IEEE binary16 <-> binary32: the library's one conversion (lib/util/float16.hpp). */
+using psk::floatToHalf;
+using psk::halfToFloat;
 
 /** "<f4" or "<f2". */
 const char* descr(DType);

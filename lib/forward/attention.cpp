@@ -1,0 +1,342 @@
+#include "forward/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "util/error.hpp"
+
+using namespace psk;
+
+namespace {
+
+/** Calls fn(elementOffset) for the first element of every row (b, h, t) of a tensor. */
+template <typename Fn>
+void forEachRow(const TensorGeometry& t, Fn&& fn) {
+    for (uint32_t b = 0; b < t.batch; ++b)
+        for (uint32_t h = 0; h < t.heads; ++h)
+            for (uint32_t i = 0; i < t.tokens; ++i) fn(b * t.strides.batch + h * t.strides.head + i * t.strides.token);
+}
+
+/** Throws NON_FINITE_INPUT when any element of the tensor is NaN or infinite. */
+void checkFinite(const char* name, const void* data, const TensorGeometry& t, PskDataType type) {
+    bool finite = true;
+    forEachRow(t, [&](uint64_t row) {
+        if (!finite) return;
+        if (type == PSK_DATA_TYPE_FLOAT32) {
+            const float* p = static_cast<const float*>(data) + row;
+            for (uint32_t d = 0; d < t.dim; ++d) finite &= std::isfinite(p[d]);
+        } else {
+            // All exponent bits set means infinity or NaN in both 16-bit formats.
+            const uint16_t mask = type == PSK_DATA_TYPE_FLOAT16 ? 0x7C00 : 0x7F80;
+            const uint16_t* p = static_cast<const uint16_t*>(data) + row;
+            for (uint32_t d = 0; d < t.dim; ++d) finite &= (p[d] & mask) != mask;
+        }
+    });
+    if (!finite) fail(PSK_ERROR_NON_FINITE_INPUT, name, " contains NaN or infinity");
+}
+
+}  // namespace
+
+PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info) : context_(context) {
+    const DeviceCaps& caps = context->caps();
+    config_ = makeAttentionConfig(info, caps);
+
+    // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
+    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+        createPolysketch(info);
+    } else {
+        tiledPlan_ = planTiledAttention(config_, caps);
+        tiledPipeline_ = context->pipelines().get(tiledPlan_.shader, tiledPlan_.specConstants);
+    }
+
+    const DeviceFunctions& vk = context->vk();
+    try {
+        VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+        poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+        poolInfo.queueFamilyIndex = context->queueFamily();
+        PSK_VK(vk.vkCreateCommandPool(context->device(), &poolInfo, vk.callbacks, &commandPool_));
+        VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+        cbInfo.commandPool = commandPool_;
+        cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        cbInfo.commandBufferCount = 1;
+        PSK_VK(vk.vkAllocateCommandBuffers(context->device(), &cbInfo, &commandBuffer_));
+        VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        PSK_VK(vk.vkCreateFence(context->device(), &fenceInfo, vk.callbacks, &fence_));
+        if (caps.timestampValidBits > 0) {
+            VkQueryPoolCreateInfo queryInfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+            queryInfo.queryType = VK_QUERY_TYPE_TIMESTAMP;
+            queryInfo.queryCount = 2;
+            PSK_VK(vk.vkCreateQueryPool(context->device(), &queryInfo, vk.callbacks, &queryPool_));
+        }
+        if (!context->pipelines().usesPushDescriptors())
+            descriptors_ = std::make_unique<DescriptorArena>(vk, context->device());
+    } catch (...) {
+        releaseVulkanObjects();
+        throw;
+    }
+}
+
+PskAttention_T::~PskAttention_T() { releaseVulkanObjects(); }
+
+void PskAttention_T::createPolysketch(const PskAttentionCreateInfo& info) {
+    const DeviceCaps& caps = context_->caps();
+    AttentionConfig& c = config_;
+    QkNormWeights norm;
+    if (info.qkNormFile) {
+        norm = loadQkNorm(readSafeTensors(info.qkNormFile), c.headDim);
+        if (norm.hasLocal() && !(c.causal && c.localExact))
+            fail(PSK_ERROR_INVALID_ARGUMENT, "qkNormFile holds local_ln.scale / local_ln.bias, which only a CAUSAL + "
+                 "LOCAL_EXACT attention uses");
+    }
+    const QkNormWeights* normPtr = info.qkNormFile ? &norm : nullptr;
+    switch (info.sketchSource) {
+        case PSK_SKETCH_SOURCE_SEED: {
+            RandomSketchWeights w = generateRandomSketch(info.seed, c.degree, c.headDim, c.sketchSize);
+            w.referenceScaling = c.referenceScaling;
+            sketch_ = packRandomSketch(w, normPtr);
+            break;
+        }
+        case PSK_SKETCH_SOURCE_FILE: {
+            // sketchSize 0 takes the file's; the file's scaling metadata says how its G were meant.
+            const RandomSketchWeights w = loadRandomSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize, c.degree);
+            if (c.referenceScaling && !w.referenceScaling)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING is set but the sketch file says scaling \"unbiased\"");
+            c.referenceScaling = w.referenceScaling;
+            c.sketchSize = w.sketchSize ? w.sketchSize : c.sketchSize;
+            sketch_ = packRandomSketch(w, normPtr);
+            break;
+        }
+        case PSK_SKETCH_SOURCE_LEARNED_FILE: {
+            if (c.degree != 4)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "a learned sketch has degree 4 (degree ", c.degree, " was requested)");
+            if (c.referenceScaling)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING applies to random sketches, not to a learned one");
+            const LearnedSketchWeights w = loadLearnedSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize);
+            c.sketchSize = w.sketchSize;
+            if (c.sketchSize < 8 || c.sketchSize > 128)
+                fail(PSK_ERROR_BAD_FILE, "learned sketch file: sketch_size ", c.sketchSize, " is outside 8 to 128");
+            sketch_ = packLearnedSketch(w, normPtr);
+            break;
+        }
+        default:
+            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range");
+    }
+    polysketchPlan_ = planPolysketch(c, sketch_, caps);
+    Pipelines& pipelines = context_->pipelines();
+    polysketch_.features = pipelines.get(polysketchPlan_.featureShader, polysketchPlan_.featureSpec);
+    polysketch_.states = pipelines.get(polysketchPlan_.statesShader, polysketchPlan_.statesSpec);
+    polysketch_.output = pipelines.get(polysketchPlan_.outputShader, polysketchPlan_.outputSpec);
+    if (!polysketchPlan_.featureSpecVec4.empty())
+        polysketch_.featuresVec4 = pipelines.get(polysketchPlan_.featureShader, polysketchPlan_.featureSpecVec4);
+    if (!polysketchPlan_.outputSpecVec4.empty())
+        polysketch_.outputVec4 = pipelines.get(polysketchPlan_.outputShader, polysketchPlan_.outputSpecVec4);
+    // Every scan (causal) or reduction (full) variant a call may pick, by number of blocks.
+    for (uint32_t blocks : {2u, 8u, 32u, 128u, 1024u}) {
+        const BlockScanPlan p = c.causal ? planBlockScan(blocks, caps) : planBlockReduce(blocks, caps);
+        pipelines.get(c.causal ? blockScanShader() : blockReduceShader(), p.specConstants);
+    }
+    sketchWeights_ = uploadConstant(sketch_.data.data(), sketch_.data.size() * sizeof(float));
+    const std::vector<uint32_t> pairs = selfTensorPairs(sketch_.sketchLength);
+    pairTable_ = uploadConstant(pairs.data(), pairs.size() * sizeof(uint32_t));
+    polysketch_.weights = {sketchWeights_.handle(), 0, sketchWeights_.size()};
+    polysketch_.pairs = {pairTable_.handle(), 0, pairTable_.size()};
+}
+
+Buffer PskAttention_T::uploadConstant(const void* data, VkDeviceSize bytes) {
+    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    Buffer buffer(context_->allocator(), bytes, flags, MemoryUsage::DeviceLocal);
+    if (buffer.mapped()) {
+        std::memcpy(buffer.mapped(), data, bytes);
+        return buffer;
+    }
+    Buffer staging(context_->allocator(), bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, MemoryUsage::HostUpload);
+    std::memcpy(staging.mapped(), data, bytes);
+    context_->execute([&](Recorder& rec) { rec.copy({staging.handle(), 0, bytes}, {buffer.handle(), 0, bytes}, bytes); });
+    return buffer;
+}
+
+VkDeviceSize PskAttention_T::workspaceBytes(const ForwardGeometry& g) const {
+    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH) return polysketchWorkspace(polysketchPlan_, config_, g).total;
+    return tiledWorkspaceBytes(tiledPlan_, config_, context_->caps(), g);
+}
+
+void PskAttention_T::releaseVulkanObjects() {
+    const DeviceFunctions& vk = context_->vk();
+    VkDevice device = context_->device();
+    descriptors_.reset();
+    commandDescriptors_.reset();
+    if (queryPool_) vk.vkDestroyQueryPool(device, queryPool_, vk.callbacks);
+    if (fence_) vk.vkDestroyFence(device, fence_, vk.callbacks);
+    if (commandPool_) vk.vkDestroyCommandPool(device, commandPool_, vk.callbacks);
+    queryPool_ = VK_NULL_HANDLE;
+    fence_ = VK_NULL_HANDLE;
+    commandPool_ = VK_NULL_HANDLE;
+}
+
+void PskAttention_T::ensureBuffer(Buffer& buffer, VkDeviceSize bytes, MemoryUsage usage) {
+    if (buffer && buffer.size() >= bytes) return;
+    buffer.reset();  // release first, so the peak is not old + new
+    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    buffer = Buffer(context_->allocator(), bytes, flags, usage);
+}
+
+void PskAttention_T::recordForward(Recorder& recorder, const BoundTensors& tensors) {
+    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH)
+        recordPolysketch(recorder, context_->pipelines(), context_->caps(), polysketchPlan_, polysketch_, sketch_, config_,
+                         tensors);
+    else
+        recordTiledAttention(recorder, tiledPipeline_, tiledPlan_, config_, tensors);
+}
+
+void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
+    const struct {
+        const char* name;
+        const void* pointer;
+    } arrays[] = {{"q", info.q}, {"k", info.k}, {"v", info.v}, {"out", info.out}};
+    for (const auto& a : arrays)
+        if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
+    const DeviceCaps& caps = context_->caps();
+    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.qStrides,
+                                                  info.kStrides, info.vStrides, info.outStrides);
+    const size_t eb = elementBytes(config_.dataType);
+    const VkDeviceSize qBytes = g.q.extentElements() * eb, kBytes = g.k.extentElements() * eb,
+                       vBytes = g.v.extentElements() * eb, oBytes = g.out.extentElements() * eb;
+    const struct {
+        const char* name;
+        size_t given;
+        VkDeviceSize needed;
+    } sizes[] = {{"q", info.qBytes, qBytes}, {"k", info.kBytes, kBytes}, {"v", info.vBytes, vBytes}, {"out", info.outBytes, oBytes}};
+    for (const auto& s : sizes)
+        if (s.given < s.needed) fail(PSK_ERROR_BUFFER_TOO_SMALL, s.name, " holds ", s.given, " bytes; the shape needs ", s.needed);
+    checkFinite("q", info.q, g.q, config_.dataType);
+    checkFinite("k", info.k, g.k, config_.dataType);
+    checkFinite("v", info.v, g.v, config_.dataType);
+
+    const VkDeviceSize workspaceBytes = this->workspaceBytes(g);
+    bool direct = false;
+    try {
+        ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
+        ensureBuffer(k_, kBytes, MemoryUsage::DeviceLocal);
+        ensureBuffer(v_, vBytes, MemoryUsage::DeviceLocal);
+        ensureBuffer(out_, oBytes, MemoryUsage::DeviceLocal);
+        if (workspaceBytes) ensureBuffer(workspace_, workspaceBytes, MemoryUsage::DeviceLocal);
+        // Unified memory (integrated GPUs, lavapipe): write and read the tensors in place.
+        direct = q_.mapped() && k_.mapped() && v_.mapped() && out_.mapped();
+        if (!direct) {
+            ensureBuffer(upload_, qBytes + kBytes + vBytes, MemoryUsage::HostUpload);
+            ensureBuffer(readback_, oBytes, MemoryUsage::HostReadback);
+        }
+    } catch (...) {
+        // Out of device memory (or TOO_LARGE) part way: give back what this call grew, and the
+        // rest of the cache, so a failed call leaves the device memory as a fresh object holds it.
+        releaseCachedTensors();
+        throw;
+    }
+    uint8_t* uploadBase = direct ? nullptr : upload_.mapped();
+    std::memcpy(direct ? q_.mapped() : uploadBase, info.q, qBytes);
+    std::memcpy(direct ? k_.mapped() : uploadBase + qBytes, info.k, kBytes);
+    std::memcpy(direct ? v_.mapped() : uploadBase + qBytes + kBytes, info.v, vBytes);
+
+    const DeviceFunctions& vk = context_->vk();
+    PSK_VK(vk.vkResetCommandPool(context_->device(), commandPool_, 0));
+    if (descriptors_) descriptors_->reset();
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    PSK_VK(vk.vkBeginCommandBuffer(commandBuffer_, &begin));
+    Recorder rec(vk, commandBuffer_, context_->pipelines(), descriptors_.get());
+    BoundTensors tensors{{q_.handle(), 0, qBytes}, {k_.handle(), 0, kBytes}, {v_.handle(), 0, vBytes}, {out_.handle(), 0, oBytes}, g,
+                         {workspace_.handle(), 0, workspaceBytes ? workspaceBytes : VK_WHOLE_SIZE}};
+    if (!direct) {
+        rec.copy({upload_.handle(), 0, qBytes}, tensors.q, qBytes);
+        rec.copy({upload_.handle(), qBytes, kBytes}, tensors.k, kBytes);
+        rec.copy({upload_.handle(), qBytes + kBytes, vBytes}, tensors.v, vBytes);
+    }
+    if (queryPool_) {
+        vk.vkCmdResetQueryPool(commandBuffer_, queryPool_, 0, 2);
+        rec.timestamp(queryPool_, 0);
+    }
+    recordForward(rec, tensors);
+    if (queryPool_) rec.timestamp(queryPool_, 1);
+    if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
+    rec.finishForHost();
+    PSK_VK(vk.vkEndCommandBuffer(commandBuffer_));
+    PSK_VK(vk.vkResetFences(context_->device(), 1, &fence_));
+    context_->submitAndWait(commandBuffer_, fence_);
+
+    double gpuMs = 0.0;
+    if (queryPool_) {
+        uint64_t ticks[2] = {0, 0};
+        PSK_VK(vk.vkGetQueryPoolResults(context_->device(), queryPool_, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+        const uint64_t mask = caps.timestampValidBits >= 64 ? ~uint64_t(0) : (uint64_t(1) << caps.timestampValidBits) - 1;
+        gpuMs = double((ticks[1] - ticks[0]) & mask) * caps.limits().timestampPeriod * 1e-6;
+    }
+
+    // Copy out row by row: the caller's array may have gaps (custom strides) that stay untouched.
+    const uint8_t* src = direct ? out_.mapped() : readback_.mapped();
+    uint8_t* dst = static_cast<uint8_t*>(info.out);
+    const size_t rowBytes = size_t(g.out.dim) * eb;
+    forEachRow(g.out, [&](uint64_t row) { std::memcpy(dst + row * eb, src + row * eb, rowBytes); });
+    if (info.stats) {
+        info.stats->gpuMilliseconds = gpuMs;
+        info.stats->workspaceBytes = workspaceBytes;
+    }
+}
+
+void PskAttention_T::releaseCachedTensors() {
+    for (Buffer* b : {&q_, &k_, &v_, &out_, &workspace_, &upload_, &readback_}) b->reset();
+}
+
+void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info) {
+    if (!commandBuffer) fail(PSK_ERROR_INVALID_ARGUMENT, "commandBuffer must not be VK_NULL_HANDLE");
+    const struct {
+        const char* name;
+        const PskVulkanTensor& t;
+    } tensors[] = {{"q", info.q}, {"k", info.k}, {"v", info.v}, {"out", info.out}};
+    for (const auto& x : tensors)
+        if (!x.t.buffer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".buffer must not be VK_NULL_HANDLE");
+    const DeviceCaps& caps = context_->caps();
+    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.q.strides,
+                                                  info.k.strides, info.v.strides, info.out.strides);
+    const VkDeviceSize align = std::max<VkDeviceSize>(caps.limits().minStorageBufferOffsetAlignment, 1);
+    const size_t eb = elementBytes(config_.dataType);
+    const VkDeviceSize needed[4] = {g.q.extentElements() * eb, g.k.extentElements() * eb, g.v.extentElements() * eb,
+                                    g.out.extentElements() * eb};
+    for (int i = 0; i < 4; ++i) {
+        const auto& x = tensors[i];
+        if (x.t.offset % align)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".offset ", x.t.offset,
+                 " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
+        if (x.t.size < needed[i])
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", x.name, ".size is ", x.t.size, " bytes; the shape and strides need ", needed[i]);
+    }
+    const VkDeviceSize workspaceBytes = this->workspaceBytes(g);
+    if (workspaceBytes) {
+        if (!info.workspace)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspace must not be VK_NULL_HANDLE: this call needs ", workspaceBytes,
+                 " bytes of workspace (pskGetWorkspaceSize)");
+        if (info.workspaceOffset % align)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspaceOffset ", info.workspaceOffset,
+                 " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
+        if (info.workspaceSize < workspaceBytes)
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->workspaceSize is ", info.workspaceSize, " bytes; this call needs ",
+                 workspaceBytes, " (pskGetWorkspaceSize)");
+    }
+
+    if (!context_->pipelines().usesPushDescriptors() && !commandDescriptors_)
+        commandDescriptors_ = std::make_unique<DescriptorArena>(context_->vk(), context_->device());
+    Recorder rec(context_->vk(), commandBuffer, context_->pipelines(), commandDescriptors_.get());
+    const BoundTensors bound{{info.q.buffer, info.q.offset, needed[0]},
+                             {info.k.buffer, info.k.offset, needed[1]},
+                             {info.v.buffer, info.v.offset, needed[2]},
+                             {info.out.buffer, info.out.offset, needed[3]},
+                             g,
+                             workspaceBytes ? BufferRange{info.workspace, info.workspaceOffset, workspaceBytes} : BufferRange{}};
+    recordForward(rec, bound);
+}
+
+void PskAttention_T::resetCommandDescriptors() {
+    if (commandDescriptors_) commandDescriptors_->reset();
+}

@@ -1,0 +1,62 @@
+// The validated, defaulted form of PskAttentionCreateInfo and the per-call tensor geometry.
+// Everything here is plain data and pure functions so that it can be unit tested without a GPU.
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <cstdint>
+
+#include "vk/device_caps.hpp"
+
+namespace psk {
+
+struct AttentionConfig {
+    PskAttentionKind kind = PSK_ATTENTION_KIND_NONE;
+    bool causal = false;
+    bool localExact = false;
+    bool referenceScaling = false;
+    uint32_t degree = 4;
+    float scale = 1.0f;
+    uint32_t numQueryHeads = 1;
+    uint32_t numKeyValueHeads = 1;
+    uint32_t headDim = 0;
+    uint32_t valueDim = 0;
+    PskDataType dataType = PSK_DATA_TYPE_FLOAT32;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    uint32_t sketchSize = 32;
+    uint32_t blockSize = 256;
+};
+
+/** Applies defaults and checks every field; throws psk::Error naming the first bad one. */
+AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const DeviceCaps& caps);
+
+size_t elementBytes(PskDataType type);
+const char* dataTypeSuffix(PskDataType type);  // "f32", "f16", "bf16"
+
+/** One tensor of a call: [batch, heads, tokens, dim] with element strides. */
+struct TensorGeometry {
+    uint32_t batch = 0, heads = 0, tokens = 0, dim = 0;
+    PskTensorStrides strides{};
+    /** Elements spanned from the first to one past the last element. */
+    uint64_t extentElements() const;
+    /** True when no two (b, h, t, d) share an element: required of outputs. */
+    bool nonOverlapping() const;
+};
+
+PskTensorStrides defaultStrides(PskLayout layout, uint32_t heads, uint32_t tokens, uint32_t dim);
+
+/** The four tensors of a forward call, validated against the config. */
+struct ForwardGeometry {
+    uint32_t batch = 1, tokens = 0;
+    TensorGeometry q, k, v, out;
+};
+
+/**
+ * Builds and checks the geometry of a call: sizes, strides, overlap of the output, 32-bit
+ * indexing and the device's storage-buffer range. Throws psk::Error.
+ */
+ForwardGeometry makeForwardGeometry(const AttentionConfig& config, const DeviceCaps& caps, uint32_t batch,
+                                    uint32_t tokens, const PskTensorStrides* qStrides, const PskTensorStrides* kStrides,
+                                    const PskTensorStrides* vStrides, const PskTensorStrides* outStrides);
+
+}  // namespace psk

@@ -1,0 +1,109 @@
+#include <algorithm>
+
+#include "util/error.hpp"
+#include "forward/kernels.hpp"
+
+namespace psk {
+
+namespace {
+
+// Mirrors the push constants of block_scan.comp and block_reduce.comp.
+struct ColumnPush {
+    uint32_t blocks;
+    uint32_t columns;  // in vec4 when vectorized, else in floats
+    uint32_t groupsX;
+    uint32_t vectorized;
+};
+
+// Invocations per workgroup: a multiple of every subgroup size up to 128. Without barriers the
+// workgroup size hardly matters on llvmpipe; larger ones only cut the number of workgroups.
+constexpr uint32_t kWorkgroup = 128;
+
+// Both shaders run a column on a cluster of `lanes` invocations of one subgroup, exchanging
+// values with subgroup shuffles (shared memory and its barriers were the scan's cost on
+// llvmpipe). The cluster must fit in the smallest subgroup the driver may pick.
+BlockScanPlan planColumns(uint32_t lanes, const DeviceCaps& caps, const char* what) {
+    constexpr VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT;
+    if ((caps.subgroupOperations & needed) != needed)
+        fail(PSK_ERROR_UNSUPPORTED, what, " needs relative subgroup shuffles in compute shaders");
+    const uint32_t workgroup = std::min<uint32_t>(kWorkgroup, caps.limits().maxComputeWorkGroupInvocations);
+    const uint32_t minSubgroup = std::max<uint32_t>(1, caps.minSubgroupSize);
+    if (workgroup % std::max<uint32_t>(1, caps.maxSubgroupSize) != 0)
+        fail(PSK_ERROR_UNSUPPORTED, what, ": subgroups of ", caps.maxSubgroupSize, " do not divide a workgroup of ", workgroup);
+    BlockScanPlan plan;
+    plan.threads = std::min(lanes, minSubgroup);
+    plan.columns = workgroup / plan.threads;
+    plan.specConstants = {workgroup, plan.threads};
+    plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
+    plan.maxGroupsY = caps.limits().maxComputeWorkGroupCount[1];
+    plan.maxGroupsZ = caps.limits().maxComputeWorkGroupCount[2];
+    return plan;
+}
+
+constexpr uint32_t kMaxLoopIterations = 65535;
+
+// `blocksPerIteration`: blocks a cluster takes per iteration of the shader's loop.
+void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                     uint32_t sequences, uint32_t blocks, uint32_t elems, uint32_t blocksPerIteration, const char* what) {
+    // Four adjacent columns per invocation (one vec4 access) whenever they tile the state; the
+    // sequence stride blocks * elems is then a multiple of 16 bytes too.
+    const bool vectorized = elems % 4 == 0 && states.offset % 16 == 0;
+    const uint32_t columns = vectorized ? elems / 4 : elems;
+    const uint32_t groups = (columns + plan.columns - 1) / plan.columns;
+    const uint32_t groupsX = std::min(groups, plan.maxGroupsX);
+    const uint32_t groupsY = (groups + groupsX - 1) / groupsX;
+    if (groupsY > plan.maxGroupsY || sequences > plan.maxGroupsZ)
+        fail(PSK_ERROR_TOO_LARGE, what, " of ", elems, " x ", sequences, " columns exceeds the device's dispatch limits");
+    // llvmpipe silently ends an invocation's loops after 65535 iterations in all; the loop over
+    // segments (scan, 2 blocks per lane) or blocks (reduction) is the shaders' only loop.
+    if ((uint64_t(blocks) + blocksPerIteration - 1) / blocksPerIteration > kMaxLoopIterations)
+        fail(PSK_ERROR_TOO_LARGE, what, " of ", blocks, " blocks exceeds ", kMaxLoopIterations, " loop iterations");
+    const ColumnPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
+    recorder.dispatch(pipeline, {writes(states)}, &push, sizeof(push), groupsX, groupsY, sequences);
+}
+
+}  // namespace
+
+// Tree lanes per column: 8 (a segment of 16 blocks, two per lane), llvmpipe's subgroup size, so
+// that a workgroup of 128 invocations spans 16 columns (64 floats with vec4) and its accesses to a
+// row of blocks stay within a few cache lines; one-column workgroups of 128 lanes were strided
+// gathers and made the scan the largest stage at n = 32k. Longer scans take more segments, each
+// one a Blelloch tree, with a carry between them.
+//
+// What was measured on lavapipe (4 sequences x 128 blocks x 34320 floats, CPU time of the
+// dispatch, which is steadier than wall time on the shared 2-core machine): the shared-memory
+// tree with 8 lanes and ~12 barriers per segment ~850 ms; subgroup shuffles with the tree as
+// [[unroll]] loops over a register array ~210 ms (llvmpipe kept the loops, so the array lived in
+// memory); the same tree written out level by level ~45 ms, close to a C++ loop that stores the
+// same pattern float by float. Four blocks per lane, or xor shuffles (one per down-sweep level instead of two),
+// made no difference beyond the noise in the loop version and were not kept.
+constexpr uint32_t kMaxScanLanes = 8;
+
+BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps) {
+    // Two lane counts only (2 for t <= 4, else 8), so that the attention object can create every
+    // pipeline up front.
+    return planColumns(blocks <= 4 ? 2 : kMaxScanLanes, caps, "block scan");
+}
+
+BlockScanPlan planBlockReduce(uint32_t blocks, const DeviceCaps& caps) {
+    return planColumns(blocks <= 4 ? 4 : 8, caps, "block reduction");  // two variants, created up front
+}
+
+void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                     uint32_t sequences, uint32_t blocks, uint32_t elems) {
+    if (blocks == 0 || elems == 0 || sequences == 0) return;
+    if (blocks == 1) {
+        // Nothing before the first block: its prefix is zero.
+        recorder.fill(states, uint64_t(sequences) * elems * 4, 0);
+        return;
+    }
+    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, 2 * plan.threads, "block scan");
+}
+
+void recordBlockReduce(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                       uint32_t sequences, uint32_t blocks, uint32_t elems) {
+    if (blocks <= 1 || elems == 0 || sequences == 0) return;  // one block is its own sum
+    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, plan.threads, "block reduction");
+}
+
+}  // namespace psk

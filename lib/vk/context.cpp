@@ -1,0 +1,167 @@
+#include "vk/context.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "util/error.hpp"
+
+using namespace psk;
+
+PskContext_T::PskContext_T(const PskContextCreateInfo& info)
+    : callback_(info.messageCallback), userData_(info.messageUserData) {
+    if (info.externalVulkan)
+        adopt(*info.externalVulkan);
+    else
+        createOwnDevice(info);
+    if (!vk_.vkGetDeviceQueue) fail(PSK_ERROR_VULKAN, "vkGetDeviceProcAddr returned no vkGetDeviceQueue");
+    if (!external_) vk_.vkGetDeviceQueue(device_, caps_.computeQueueFamily, 0, &queue_);
+    if (!vk_.vkCmdPushDescriptorSetKHR) caps_.pushDescriptors = false;
+
+    try {
+        VkPhysicalDeviceMemoryProperties memProps{};
+        vki().vkGetPhysicalDeviceMemoryProperties(physicalDevice_, &memProps);
+        allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, caps_.maxMemoryAllocationSize, info.deviceMemoryLimit);
+        pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_);
+    } catch (...) {
+        pipelines_.reset();
+        allocator_.reset();
+        if (!external_) vk_.vkDestroyDevice(device_, nullptr);
+        throw;
+    }
+    message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
+            cat("device: ", caps_.properties.deviceName, " (", caps_.driverName, ")",
+                external_ ? ", the application's" : "", instance_ && instance_->validationEnabled() ? ", validation on" : ""));
+}
+
+void PskContext_T::createOwnDevice(const PskContextCreateInfo& info) {
+    int validation = 0;
+    const char* env = std::getenv("PSK_VALIDATION");
+    if ((info.flags & PSK_CONTEXT_ENABLE_VALIDATION_BIT) || (env && std::strcmp(env, "1") == 0)) validation = 1;
+    if (info.flags & PSK_CONTEXT_REQUIRE_VALIDATION_BIT) validation = 2;
+
+    instance_ = std::make_unique<Instance>(validation, [this](PskMessageSeverity s, PskResult r, const std::string& m) {
+        if (s == PSK_MESSAGE_SEVERITY_VALIDATION) ++validationMessages_;
+        message(s, r, m);
+    });
+    physicalDevice_ = instance_->select(info.device);
+    caps_ = queryDeviceCaps(instance_->vk(), physicalDevice_, instance_->apiVersion());
+    if (caps_.computeQueueFamily == ~0u)
+        fail(PSK_ERROR_NO_DEVICE, "device \"", caps_.properties.deviceName, "\" has no compute queue");
+
+    const float priority = 1.0f;
+    VkDeviceQueueCreateInfo queueInfo{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    queueInfo.queueFamilyIndex = caps_.computeQueueFamily;
+    queueInfo.queueCount = 1;
+    queueInfo.pQueuePriorities = &priority;
+    DeviceFeatureChain features(caps_);
+    VkDeviceCreateInfo deviceInfo{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    deviceInfo.pNext = features.head();
+    deviceInfo.queueCreateInfoCount = 1;
+    deviceInfo.pQueueCreateInfos = &queueInfo;
+    deviceInfo.enabledExtensionCount = static_cast<uint32_t>(caps_.deviceExtensions.size());
+    deviceInfo.ppEnabledExtensionNames = caps_.deviceExtensions.data();
+    PSK_VK(instance_->vk().vkCreateDevice(physicalDevice_, &deviceInfo, nullptr, &device_));
+    vk_.load(instance_->vk().vkGetDeviceProcAddr, device_);
+}
+
+void PskContext_T::adopt(const PskExternalVulkan& e) {
+    if (!e.getInstanceProcAddr) fail(PSK_ERROR_INVALID_ARGUMENT, "externalVulkan->getInstanceProcAddr must not be NULL");
+    if (!e.instance) fail(PSK_ERROR_INVALID_ARGUMENT, "externalVulkan->instance must not be VK_NULL_HANDLE");
+    if (!e.physicalDevice) fail(PSK_ERROR_INVALID_ARGUMENT, "externalVulkan->physicalDevice must not be VK_NULL_HANDLE");
+    if (!e.device) fail(PSK_ERROR_INVALID_ARGUMENT, "externalVulkan->device must not be VK_NULL_HANDLE");
+    if (!e.queue) fail(PSK_ERROR_INVALID_ARGUMENT, "externalVulkan->queue must not be VK_NULL_HANDLE");
+    if (e.enabledCapabilities & ~uint32_t(PSK_DEVICE_CAPABILITY_ALL))
+        fail(PSK_ERROR_INVALID_ARGUMENT, "unknown bits in externalVulkan->enabledCapabilities");
+    const uint32_t apiVersion = e.instanceApiVersion ? e.instanceApiVersion : VK_API_VERSION_1_1;
+    if (apiVersion < VK_API_VERSION_1_1)
+        fail(PSK_ERROR_UNSUPPORTED, "polysketch needs a Vulkan 1.1 instance (externalVulkan->instanceApiVersion)");
+    external_ = true;
+    externalVki_.load(e.getInstanceProcAddr, e.instance);
+    if (!externalVki_.vkGetDeviceProcAddr || !externalVki_.vkGetPhysicalDeviceProperties2)
+        fail(PSK_ERROR_UNSUPPORTED, "externalVulkan->getInstanceProcAddr returned no vkGetDeviceProcAddr or "
+             "vkGetPhysicalDeviceProperties2 (a Vulkan 1.1 instance is needed)");
+    physicalDevice_ = e.physicalDevice;
+    caps_ = restrictDeviceCaps(queryDeviceCaps(externalVki_, physicalDevice_, apiVersion), e.enabledCapabilities, "externalVulkan");
+
+    uint32_t familyCount = 0;
+    externalVki_.vkGetPhysicalDeviceQueueFamilyProperties(physicalDevice_, &familyCount, nullptr);
+    std::vector<VkQueueFamilyProperties> families(familyCount);
+    externalVki_.vkGetPhysicalDeviceQueueFamilyProperties(physicalDevice_, &familyCount, families.data());
+    if (e.queueFamilyIndex >= familyCount || !(families[e.queueFamilyIndex].queueFlags & VK_QUEUE_COMPUTE_BIT))
+        fail(PSK_ERROR_INVALID_ARGUMENT, "externalVulkan->queueFamilyIndex ", e.queueFamilyIndex, " is not a compute queue family");
+    caps_.computeQueueFamily = e.queueFamilyIndex;
+    caps_.timestampValidBits = families[e.queueFamilyIndex].timestampValidBits;
+
+    device_ = e.device;
+    queue_ = e.queue;
+    vk_.load(externalVki_.vkGetDeviceProcAddr, device_);
+    vk_.callbacks = e.allocationCallbacks;
+    if (caps_.pushDescriptors && !vk_.vkCmdPushDescriptorSetKHR)
+        fail(PSK_ERROR_UNSUPPORTED, "enabledCapabilities names PUSH_DESCRIPTORS but the device has no vkCmdPushDescriptorSetKHR "
+             "(was VK_KHR_push_descriptor enabled?)");
+}
+
+const InstanceFunctions& PskContext_T::vki() const { return external_ ? externalVki_ : instance_->vk(); }
+
+PskContext_T::~PskContext_T() {
+    // The app's device is the app's: no vkDeviceWaitIdle (it would need every queue of the device
+    // externally synchronized) and no vkDestroyDevice. The library's own submissions are complete:
+    // every one of them waits for its fence.
+    if (device_ && !external_) vk_.vkDeviceWaitIdle(device_);
+    pipelines_.reset();
+    allocator_.reset();
+    if (device_ && !external_) vk_.vkDestroyDevice(device_, nullptr);
+}
+
+void PskContext_T::submitAndWait(VkCommandBuffer commandBuffer, VkFence fence) {
+    VkSubmitInfo submit{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    submit.commandBufferCount = 1;
+    submit.pCommandBuffers = &commandBuffer;
+    {
+        std::lock_guard<std::mutex> lock(queueMutex_);
+        PSK_VK(vk_.vkQueueSubmit(queue_, 1, &submit, fence));
+    }
+    PSK_VK(vk_.vkWaitForFences(device_, 1, &fence, VK_TRUE, UINT64_MAX));
+}
+
+void PskContext_T::message(PskMessageSeverity severity, PskResult result, const std::string& text) const {
+    if (callback_) callback_(severity, result, text.c_str(), userData_);
+}
+
+void PskContext_T::execute(const std::function<void(Recorder&)>& record) {
+    // Owners release the pool, fence and descriptor arena on every path, exceptions included.
+    struct Transient {
+        const DeviceFunctions& vk;
+        VkDevice device;
+        VkCommandPool pool = VK_NULL_HANDLE;
+        VkFence fence = VK_NULL_HANDLE;
+        ~Transient() {
+            if (fence) vk.vkDestroyFence(device, fence, vk.callbacks);
+            if (pool) vk.vkDestroyCommandPool(device, pool, vk.callbacks);
+        }
+    } t{vk_, device_};
+    VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+    poolInfo.queueFamilyIndex = caps_.computeQueueFamily;
+    PSK_VK(vk_.vkCreateCommandPool(device_, &poolInfo, vk_.callbacks, &t.pool));
+    VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cbInfo.commandPool = t.pool;
+    cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cbInfo.commandBufferCount = 1;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    PSK_VK(vk_.vkAllocateCommandBuffers(device_, &cbInfo, &cmd));
+    VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    PSK_VK(vk_.vkCreateFence(device_, &fenceInfo, vk_.callbacks, &t.fence));
+    std::unique_ptr<DescriptorArena> arena;
+    if (!pipelines_->usesPushDescriptors()) arena = std::make_unique<DescriptorArena>(vk_, device_);
+
+    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    PSK_VK(vk_.vkBeginCommandBuffer(cmd, &begin));
+    Recorder recorder(vk_, cmd, *pipelines_, arena.get());
+    record(recorder);
+    recorder.finishForHost();
+    PSK_VK(vk_.vkEndCommandBuffer(cmd));
+    submitAndWait(cmd, t.fence);
+}

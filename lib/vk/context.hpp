@@ -1,0 +1,73 @@
+// PskContext_T: one Vulkan device with its compute queue, capabilities, allocator and pipeline
+// cache. Thread-safe: the queue and the caches are guarded by mutexes.
+#pragma once
+
+#include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "vk/device_caps.hpp"
+#include "vk/instance.hpp"
+#include "vk/memory.hpp"
+#include "vk/pipelines.hpp"
+#include "vk/recorder.hpp"
+#include "vk/vulkan_functions.hpp"
+
+struct PskContext_T {
+public:
+    explicit PskContext_T(const PskContextCreateInfo& info);
+    ~PskContext_T();
+    PskContext_T(const PskContext_T&) = delete;
+    PskContext_T& operator=(const PskContext_T&) = delete;
+
+    const psk::DeviceFunctions& vk() const { return vk_; }
+    VkDevice device() const { return device_; }
+    VkPhysicalDevice physicalDevice() const { return physicalDevice_; }
+    const psk::InstanceFunctions& vki() const;
+    const psk::DeviceCaps& caps() const { return caps_; }
+    psk::Allocator& allocator() { return *allocator_; }
+    psk::Pipelines& pipelines() { return *pipelines_; }
+    uint32_t queueFamily() const { return caps_.computeQueueFamily; }
+    /** True when the instance, device and queue are the app's (PskExternalVulkan). */
+    bool external() const { return external_; }
+
+    /** Submits one command buffer and waits for `fence` (thread-safe). */
+    void submitAndWait(VkCommandBuffer commandBuffer, VkFence fence);
+
+    /**
+     * Records with `record` into a transient command buffer, submits it and waits. For one-off
+     * work (tests of single kernels, utilities); forward calls keep their own command buffers.
+     */
+    void execute(const std::function<void(psk::Recorder&)>& record);
+
+    /** Sends a message to the callback, if any. */
+    void message(PskMessageSeverity severity, PskResult result, const std::string& text) const;
+    /** Validation messages received so far (tests assert zero). */
+    uint64_t validationMessageCount() const { return validationMessages_.load(); }
+
+private:
+    /** Adopts the app's objects: loads the tables through its vkGetInstanceProcAddr, no loader. */
+    void adopt(const PskExternalVulkan& external);
+    /** Creates the device on the library's own instance. */
+    void createOwnDevice(const PskContextCreateInfo& info);
+
+    PskMessageCallback callback_ = nullptr;
+    void* userData_ = nullptr;
+    std::atomic<uint64_t> validationMessages_{0};
+    std::unique_ptr<psk::Instance> instance_;  // null when external_
+    bool external_ = false;
+    psk::InstanceFunctions externalVki_;
+    VkPhysicalDevice physicalDevice_ = VK_NULL_HANDLE;
+    psk::DeviceCaps caps_;
+    VkDevice device_ = VK_NULL_HANDLE;
+    psk::DeviceFunctions vk_;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    std::mutex queueMutex_;
+    std::unique_ptr<psk::Allocator> allocator_;
+    std::unique_ptr<psk::Pipelines> pipelines_;
+};

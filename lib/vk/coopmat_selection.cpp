@@ -1,0 +1,227 @@
+#include "vk/coopmat_selection.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "vk/device_caps.hpp"
+#include "kernels/shader_registry.hpp"
+
+namespace psk {
+namespace {
+
+const char* pathName(CoopMatPath path) {
+    switch (path) {
+        case CoopMatPath::NV:
+            return "GL_NV_cooperative_matrix";
+        case CoopMatPath::KHR:
+            return "GL_KHR_cooperative_matrix";
+        default:
+            return "scalar";
+    }
+}
+
+bool usableDimension(uint32_t d) { return d >= 8 && d <= 64 && d % 8 == 0; }
+
+/**
+ * The best enumerated shape with `operand` x `operand` -> float32, subgroup scope, that the
+ * kernel's tiling takes; false when there is none. Largest M * N * K first, then the squarest.
+ */
+bool bestShape(const std::vector<CoopMatProperty>& list, CoopMatComponent operand, CoopMatShapeChoice* out) {
+    bool found = false;
+    auto volume = [](const CoopMatShapeChoice& s) { return uint64_t(s.m) * s.n * s.k; };
+    auto skew = [](const CoopMatShapeChoice& s) { return s.m > s.n ? s.m - s.n : s.n - s.m; };
+    for (const CoopMatProperty& p : list) {
+        if (p.a != operand || p.b != operand || p.c != CoopMatComponent::Float32 ||
+            p.result != CoopMatComponent::Float32 || !p.subgroupScope)
+            continue;
+        if (!usableDimension(p.m) || !usableDimension(p.n) || !usableDimension(p.k)) continue;
+        const CoopMatShapeChoice s{p.m, p.n, p.k};
+        if (!found || volume(s) > volume(*out) || (volume(s) == volume(*out) && skew(s) < skew(*out))) *out = s;
+        found = true;
+    }
+    return found;
+}
+
+std::string shapeText(const CoopMatShapeChoice& s) {
+    return std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+}
+
+/** Tries one extension with float16 operands; on failure says why in `why`. */
+bool tryFloat16(const CoopMatCapabilities& caps, CoopMatPath path, CoopMatChoice* choice, std::string* why) {
+    const bool nv = path == CoopMatPath::NV;
+    if (!(nv ? caps.nvCooperativeMatrix : caps.khrCooperativeMatrix)) {
+        *why = nv ? "no VK_NV_cooperative_matrix" : "no VK_KHR_cooperative_matrix";
+        return false;
+    }
+    if (!(nv ? caps.nvShaders : caps.khrShaders)) {
+        *why = std::string("this build has no ") + (nv ? "NV" : "KHR") + " shaders (glslc too old)";
+        return false;
+    }
+    if (!caps.shaderFloat16) {
+        *why = "no shaderFloat16";
+        return false;
+    }
+    if (!caps.storageBuffer16BitAccess) {
+        *why = "no storageBuffer16BitAccess";
+        return false;
+    }
+    if (!caps.vulkanMemoryModel) {
+        *why = "no vulkanMemoryModel";
+        return false;
+    }
+    CoopMatShapeChoice shape;
+    if (!bestShape(nv ? caps.nvProperties : caps.khrProperties, CoopMatComponent::Float16, &shape)) {
+        *why = "no enumerated f16 x f16 -> f32 subgroup shape with M, N, K multiples of 8 up to 64";
+        return false;
+    }
+    choice->path = path;
+    choice->operand = CoopMatOperand::Float16;
+    choice->shape = shape;
+    choice->reason = std::string(pathName(path)) + ", float16 operands, float32 accumulation, " + shapeText(shape);
+    return true;
+}
+
+CoopMatChoice chooseFloat16(const CoopMatCapabilities& caps) {
+    CoopMatChoice choice;
+    std::string whyKhr, whyNv;
+    // KHR first: the cross-vendor extension, and the one that also takes bfloat16.
+    if (tryFloat16(caps, CoopMatPath::KHR, &choice, &whyKhr)) return choice;
+    if (tryFloat16(caps, CoopMatPath::NV, &choice, &whyNv)) {
+        choice.reason += " (KHR: " + whyKhr + ")";
+        return choice;
+    }
+    choice.reason = "scalar (KHR: " + whyKhr + "; NV: " + whyNv + ")";
+    return choice;
+}
+
+CoopMatChoice chooseBFloat16(const CoopMatCapabilities& caps, const CoopMatChoice& float16) {
+    std::string why;
+    CoopMatShapeChoice shape;
+    if (!caps.khrCooperativeMatrix)
+        why = "no VK_KHR_cooperative_matrix";
+    else if (!caps.khrBf16Shaders)
+        why = "this build has no KHR bfloat16 shaders (glslc without GL_EXT_bfloat16)";
+    else if (!caps.bfloat16CooperativeMatrix)
+        why = "no VK_KHR_shader_bfloat16 cooperative matrices";
+    else if (!caps.storageBuffer16BitAccess)
+        why = "no storageBuffer16BitAccess";
+    else if (!caps.vulkanMemoryModel)
+        why = "no vulkanMemoryModel";
+    else if (!bestShape(caps.khrProperties, CoopMatComponent::BFloat16, &shape))
+        why = "no enumerated bf16 x bf16 -> f32 subgroup shape with M, N, K multiples of 8 up to 64";
+    if (why.empty()) {
+        CoopMatChoice choice;
+        choice.path = CoopMatPath::KHR;
+        choice.operand = CoopMatOperand::BFloat16;
+        choice.shape = shape;
+        choice.reason = "GL_KHR_cooperative_matrix, bfloat16 operands, float32 accumulation, " + shapeText(shape);
+        return choice;
+    }
+    CoopMatChoice choice = float16;
+    if (float16.path == CoopMatPath::Scalar)
+        choice.reason = "scalar (bfloat16: " + why + "; float16: " + float16.reason + ")";
+    else
+        choice.reason = float16.reason + ", bfloat16 values converted to float16 (bfloat16: " + why + ")";
+    return choice;
+}
+
+CoopMatProperty float16Property(const CoopMatShape& s) {
+    CoopMatProperty p;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.a = p.b = CoopMatComponent::Float16;
+    p.c = p.result = CoopMatComponent::Float32;
+    p.subgroupScope = true;
+    return p;
+}
+
+const char* storageSuffix(PskDataType type) {
+    switch (type) {
+        case PSK_DATA_TYPE_FLOAT16:
+            return "f16";
+        case PSK_DATA_TYPE_BFLOAT16:
+            return "bf16";
+        default:
+            return "f32";
+    }
+}
+
+}  // namespace
+
+bool coopMatDisabledBy(const char* value) {
+    if (!value || !*value) return false;
+    return !(std::strcmp(value, "0") == 0 || std::strcmp(value, "false") == 0 || std::strcmp(value, "off") == 0 ||
+             std::strcmp(value, "no") == 0);
+}
+
+CoopMatSelection selectCoopMat(const CoopMatCapabilities& caps, bool disabled) {
+    CoopMatSelection selection;
+    if (disabled) {
+        selection.float16.reason = selection.bfloat16.reason = "scalar (turned off by PSK_DISABLE_COOPMAT)";
+        return selection;
+    }
+    selection.float16 = chooseFloat16(caps);
+    selection.bfloat16 = chooseBFloat16(caps, selection.float16);
+    return selection;
+}
+
+std::string CoopMatSelection::describe() const {
+    return "float16 operands: " + float16.reason + "\nbfloat16 operands: " + bfloat16.reason;
+}
+
+CoopMatCapabilities coopMatCapabilities(const DeviceCaps& caps) {
+    CoopMatCapabilities c;
+    c.nvCooperativeMatrix = caps.cooperativeMatrixNV;
+    c.khrCooperativeMatrix = caps.cooperativeMatrixKHR;
+    c.shaderFloat16 = caps.shaderFloat16;
+    c.storageBuffer16BitAccess = caps.storageBuffer16BitAccess;
+    c.vulkanMemoryModel = false;          // not queried nor enabled by DeviceCaps yet
+    c.bfloat16CooperativeMatrix = false;  // likewise
+    // DeviceCaps lists the NV shapes when NV is there, else the KHR ones.
+    std::vector<CoopMatProperty>& list = caps.cooperativeMatrixNV ? c.nvProperties : c.khrProperties;
+    for (const CoopMatShape& s : caps.coopMatShapes) list.push_back(float16Property(s));
+    c.nvShaders = findShader("block_states_coopmat.nv_f16.f32") != nullptr;
+    c.khrShaders = findShader("block_states_coopmat.khr_f16.f32") != nullptr;
+    c.khrBf16Shaders = findShader("block_states_coopmat.khr_bf16.bf16") != nullptr;
+    return c;
+}
+
+CoopMatSelection selectCoopMatForDevice(const DeviceCaps& caps) {
+    return selectCoopMat(coopMatCapabilities(caps), coopMatDisabledBy(std::getenv("PSK_DISABLE_COOPMAT")));
+}
+
+std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType storage) {
+    if (choice.path == CoopMatPath::Scalar) return {};
+    std::string name = "block_states_coopmat.";
+    name += choice.path == CoopMatPath::NV ? "nv" : "khr";
+    name += choice.operand == CoopMatOperand::BFloat16 ? "_bf16." : "_f16.";
+    return name + storageSuffix(storage);
+}
+
+BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
+                                              uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes) {
+    BlockStatesCoopMatPlan plan;
+    if (choice.path == CoopMatPath::Scalar) return plan;
+    const uint32_t m = choice.shape.m, n = choice.shape.n, k = choice.shape.k;
+    const uint32_t sgM = 2, sgN = 2;
+    const uint32_t wm = std::max(1u, 32u / m);  // 64 features per workgroup where M <= 32
+    uint32_t wn = std::max(1u, std::min((valueDim + sgN * n - 1) / (sgN * n), std::max(1u, 128u / (sgN * n))));
+    uint32_t keyTile = (std::max(32u, k) + k - 1) / k * k;
+    auto shared = [&](uint32_t kt, uint32_t wnn) {
+        const uint32_t tileM = sgM * wm * m, tileN = sgN * wnn * n;
+        return 4 * kt * sketchLength + 2 * kt * (tileM + 8) + 2 * kt * (tileN + 8) + 4 * tileM + 4 * sgM * sgN * m * n;
+    };
+    while (shared(keyTile, wn) > maxSharedBytes && keyTile > k) keyTile -= k;
+    while (shared(keyTile, wn) > maxSharedBytes && wn > 1) --wn;
+    plan.threads = sgM * sgN * subgroupSize;
+    plan.tileF = sgM * wm * m;
+    plan.tileC = sgN * wn * n;
+    plan.keyTile = keyTile;
+    plan.sharedBytes = shared(keyTile, wn);
+    plan.specConstants = {plan.threads, sketchLength, valueDim, m, n, k, sgM, sgN, wm, wn, keyTile};
+    return plan;
+}
+
+}  // namespace psk

@@ -1,0 +1,324 @@
+#include "vk/device_caps.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <ios>
+
+#include "util/error.hpp"
+
+namespace psk {
+namespace {
+
+bool hasExtension(const std::vector<VkExtensionProperties>& list, const char* name) {
+    return std::any_of(list.begin(), list.end(),
+                       [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+void copyString(char* dst, size_t capacity, const std::string& src) {
+    const size_t len = std::min(capacity - 1, src.size());
+    std::memcpy(dst, src.data(), len);
+    dst[len] = '\0';
+}
+
+}  // namespace
+
+int deviceTypeRank(VkPhysicalDeviceType type) {
+    switch (type) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+            return 4;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+            return 3;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+            return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU:
+            return 1;
+        default:
+            return 0;
+    }
+}
+
+DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, uint32_t apiVersion) {
+    DeviceCaps caps;
+    vki.vkGetPhysicalDeviceProperties(pd, &caps.properties);
+    const uint32_t version = std::min(apiVersion, caps.properties.apiVersion);
+
+    uint32_t extCount = 0;
+    vki.vkEnumerateDeviceExtensionProperties(pd, nullptr, &extCount, nullptr);
+    std::vector<VkExtensionProperties> exts(extCount);
+    vki.vkEnumerateDeviceExtensionProperties(pd, nullptr, &extCount, exts.data());
+
+    const bool v12 = version >= VK_API_VERSION_1_2;
+    const bool v13 = version >= VK_API_VERSION_1_3;
+    const bool hasFloat16Ext = v12 || hasExtension(exts, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    const bool hasSubgroupControlExt = v13 || hasExtension(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    const bool hasDriverPropsExt = v12 || hasExtension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+    caps.pushDescriptors = hasExtension(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    const bool hasCoopNV = hasExtension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    const bool hasCoopKHR = hasExtension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+#endif
+
+    // Properties.
+    VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceSubgroupSizeControlPropertiesEXT subgroupControl{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
+    VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties maintenance3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    props2.pNext = &subgroup;
+    subgroup.pNext = &maintenance3;
+    void** tail = &maintenance3.pNext;
+    if (hasSubgroupControlExt) {
+        *tail = &subgroupControl;
+        tail = &subgroupControl.pNext;
+    }
+    if (hasDriverPropsExt) {
+        *tail = &driver;
+        tail = &driver.pNext;
+    }
+    vki.vkGetPhysicalDeviceProperties2(pd, &props2);
+    caps.subgroupSize = subgroup.subgroupSize;
+    caps.subgroupOperations = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? subgroup.supportedOperations : 0;
+    caps.maxMemoryAllocationSize = maintenance3.maxMemoryAllocationSize;
+    caps.minSubgroupSize = caps.maxSubgroupSize = subgroup.subgroupSize;
+    if (hasSubgroupControlExt) {
+        caps.minSubgroupSize = subgroupControl.minSubgroupSize;
+        caps.maxSubgroupSize = subgroupControl.maxSubgroupSize;
+    }
+    if (hasDriverPropsExt) {
+        caps.driverName = driver.driverName;
+        caps.driverInfo = driver.driverInfo;
+    }
+
+    // Features.
+    VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceShaderFloat16Int8Features float16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT subgroupFeatures{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coopNV{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    features2.pNext = &storage16;
+    tail = &storage16.pNext;
+    if (hasFloat16Ext) {
+        *tail = &float16;
+        tail = &float16.pNext;
+    }
+    if (hasSubgroupControlExt) {
+        *tail = &subgroupFeatures;
+        tail = &subgroupFeatures.pNext;
+    }
+    if (hasCoopNV) {
+        *tail = &coopNV;
+        tail = &coopNV.pNext;
+    }
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopKHR{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+    if (hasCoopKHR) {
+        *tail = &coopKHR;
+        tail = &coopKHR.pNext;
+    }
+#endif
+    vki.vkGetPhysicalDeviceFeatures2(pd, &features2);
+    caps.storageBuffer16BitAccess = storage16.storageBuffer16BitAccess == VK_TRUE;
+    caps.shaderInt64 = features2.features.shaderInt64 == VK_TRUE;
+    caps.shaderFloat16 = hasFloat16Ext && float16.shaderFloat16 == VK_TRUE;
+    caps.subgroupSizeControl = hasSubgroupControlExt && subgroupFeatures.subgroupSizeControl == VK_TRUE;
+    caps.computeFullSubgroups = hasSubgroupControlExt && subgroupFeatures.computeFullSubgroups == VK_TRUE;
+    caps.cooperativeMatrixNV = hasCoopNV && coopNV.cooperativeMatrix == VK_TRUE;
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    caps.cooperativeMatrixKHR = hasCoopKHR && coopKHR.cooperativeMatrix == VK_TRUE;
+#endif
+
+    // Cooperative-matrix shapes: float16 inputs, float32 accumulator, subgroup scope.
+    if (caps.cooperativeMatrixNV && vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
+        uint32_t count = 0;
+        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, nullptr);
+        std::vector<VkCooperativeMatrixPropertiesNV> list(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, list.data());
+        for (const auto& p : list) {
+            if (p.AType == VK_COMPONENT_TYPE_FLOAT16_NV && p.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+                p.CType == VK_COMPONENT_TYPE_FLOAT32_NV && p.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+                p.scope == VK_SCOPE_SUBGROUP_NV)
+                caps.coopMatShapes.push_back({p.MSize, p.NSize, p.KSize});
+        }
+    }
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    if (caps.cooperativeMatrixKHR && vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR &&
+        caps.coopMatShapes.empty()) {
+        uint32_t count = 0;
+        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, nullptr);
+        std::vector<VkCooperativeMatrixPropertiesKHR> list(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
+        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, list.data());
+        for (const auto& p : list) {
+            if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+                p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+                p.scope == VK_SCOPE_SUBGROUP_KHR)
+                caps.coopMatShapes.push_back({p.MSize, p.NSize, p.KSize});
+        }
+    }
+#endif
+
+    // Memory and queues.
+    VkPhysicalDeviceMemoryProperties mem{};
+    vki.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
+    for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
+        if (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) caps.deviceLocalBytes += mem.memoryHeaps[i].size;
+
+    uint32_t familyCount = 0;
+    vki.vkGetPhysicalDeviceQueueFamilyProperties(pd, &familyCount, nullptr);
+    std::vector<VkQueueFamilyProperties> families(familyCount);
+    vki.vkGetPhysicalDeviceQueueFamilyProperties(pd, &familyCount, families.data());
+    // Prefer a compute queue without graphics (an async compute queue), else any compute queue.
+    for (int pass = 0; pass < 2 && caps.computeQueueFamily == ~0u; ++pass) {
+        for (uint32_t i = 0; i < familyCount; ++i) {
+            const VkQueueFlags f = families[i].queueFlags;
+            if (!(f & VK_QUEUE_COMPUTE_BIT)) continue;
+            if (pass == 0 && (f & VK_QUEUE_GRAPHICS_BIT)) continue;
+            caps.computeQueueFamily = i;
+            caps.timestampValidBits = families[i].timestampValidBits;
+            break;
+        }
+    }
+
+    // Extensions to enable.
+    if (!v12 && caps.shaderFloat16) caps.deviceExtensions.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    if (!v13 && caps.subgroupSizeControl) caps.deviceExtensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    if (caps.pushDescriptors) caps.deviceExtensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    if (caps.cooperativeMatrixNV) caps.deviceExtensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    if (caps.cooperativeMatrixKHR) caps.deviceExtensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+#endif
+    return caps;
+}
+
+DeviceFeatureChain::DeviceFeatureChain(const DeviceCaps& caps) {
+    // Enable exactly what was detected; every struct stays in the chain (all-false is harmless).
+    features2.pNext = &storage16;
+    features2.features.shaderInt64 = caps.shaderInt64;
+    storage16.storageBuffer16BitAccess = caps.storageBuffer16BitAccess;
+    void** tail = &storage16.pNext;
+    if (caps.shaderFloat16) {
+        float16.shaderFloat16 = VK_TRUE;
+        *tail = &float16;
+        tail = &float16.pNext;
+    }
+    if (caps.subgroupSizeControl) {
+        subgroupControl.subgroupSizeControl = VK_TRUE;
+        subgroupControl.computeFullSubgroups = caps.computeFullSubgroups;
+        *tail = &subgroupControl;
+        tail = &subgroupControl.pNext;
+    }
+    if (caps.cooperativeMatrixNV) {
+        coopMatNV.cooperativeMatrix = VK_TRUE;
+        *tail = &coopMatNV;
+        tail = &coopMatNV.pNext;
+    }
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    if (caps.cooperativeMatrixKHR) {
+        coopMatKHR.cooperativeMatrix = VK_TRUE;
+        *tail = &coopMatKHR;
+        tail = &coopMatKHR.pNext;
+    }
+#endif
+}
+
+uint32_t supportedCapabilities(const DeviceCaps& caps) {
+    uint32_t flags = 0;
+    if (caps.shaderFloat16) flags |= PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT;
+    if (caps.storageBuffer16BitAccess) flags |= PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT;
+    if (caps.subgroupSizeControl) flags |= PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT;
+    if (caps.pushDescriptors) flags |= PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT;
+    if (caps.cooperativeMatrixNV || caps.cooperativeMatrixKHR) flags |= PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT;
+    if (caps.shaderInt64) flags |= PSK_DEVICE_CAPABILITY_INT64_BIT;
+    return flags;
+}
+
+DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* what) {
+    const uint32_t missing = enabled & ~supportedCapabilities(caps);
+    if (missing)
+        fail(PSK_ERROR_UNSUPPORTED, what, "->enabledCapabilities names capabilities 0x", std::hex, missing, std::dec,
+             " that device \"", caps.properties.deviceName, "\" does not support");
+    if (!(enabled & PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT)) caps.shaderFloat16 = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT)) caps.storageBuffer16BitAccess = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT)) caps.subgroupSizeControl = caps.computeFullSubgroups = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT)) caps.pushDescriptors = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_INT64_BIT)) caps.shaderInt64 = false;
+    if (!(enabled & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT)) {
+        caps.cooperativeMatrixNV = caps.cooperativeMatrixKHR = false;
+        caps.coopMatShapes.clear();
+    } else if (caps.cooperativeMatrixKHR) {
+        caps.cooperativeMatrixNV = false;  // the requirements name the KHR extension when both exist
+    }
+    // Subgroup sizes outside [min, max] of the control extension are not requestable without it.
+    if (!caps.subgroupSizeControl) caps.minSubgroupSize = caps.maxSubgroupSize = caps.subgroupSize;
+    caps.deviceExtensions.clear();  // the app created the device
+    return caps;
+}
+
+void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_t requested, PskVulkanDeviceRequirements* out) {
+    *out = PskVulkanDeviceRequirements{};
+    const uint32_t version = std::min(apiVersion, caps.properties.apiVersion);
+    const uint32_t flags = requested & supportedCapabilities(caps);
+    out->supportedCapabilities = flags;
+    out->computeQueueFamily = caps.computeQueueFamily;
+    auto add = [&](const char* name) { out->extensionNames[out->extensionCount++] = name; };
+    if (flags & PSK_DEVICE_CAPABILITY_FLOAT16_ARITHMETIC_BIT) {
+        out->shaderFloat16 = VK_TRUE;
+        if (version < VK_API_VERSION_1_2) add(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    }
+    if (flags & PSK_DEVICE_CAPABILITY_16BIT_STORAGE_BIT) out->storageBuffer16BitAccess = VK_TRUE;
+    if (flags & PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT) {
+        out->subgroupSizeControl = VK_TRUE;
+        out->computeFullSubgroups = caps.computeFullSubgroups ? VK_TRUE : VK_FALSE;
+        if (version < VK_API_VERSION_1_3) add(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    }
+    if (flags & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) add(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    if (flags & PSK_DEVICE_CAPABILITY_INT64_BIT) out->shaderInt64 = VK_TRUE;
+    if (flags & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT) {
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+        if (caps.cooperativeMatrixKHR) {
+            out->cooperativeMatrixKHR = VK_TRUE;
+            add(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        } else
+#endif
+        {
+            out->cooperativeMatrixNV = VK_TRUE;
+            add(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        }
+    }
+}
+
+void DeviceCaps::fillInfo(PskDeviceInfo* info) const {
+    *info = PskDeviceInfo{};
+    copyString(info->name, sizeof(info->name), properties.deviceName);
+    copyString(info->driverName, sizeof(info->driverName), driverName);
+    copyString(info->driverInfo, sizeof(info->driverInfo), driverInfo);
+    info->vendorId = properties.vendorID;
+    info->deviceId = properties.deviceID;
+    info->deviceType = static_cast<uint32_t>(properties.deviceType);
+    info->apiVersion = properties.apiVersion;
+    info->driverVersion = properties.driverVersion;
+    info->subgroupSize = subgroupSize;
+    info->minSubgroupSize = minSubgroupSize;
+    info->maxSubgroupSize = maxSubgroupSize;
+    info->maxComputeSharedMemorySize = limits().maxComputeSharedMemorySize;
+    info->maxComputeWorkGroupInvocations = limits().maxComputeWorkGroupInvocations;
+    info->maxStorageBufferRange = limits().maxStorageBufferRange;
+    info->maxMemoryAllocationSize = maxMemoryAllocationSize;
+    info->deviceLocalMemoryBytes = deviceLocalBytes;
+    info->timestampPeriodNs = limits().timestampPeriod;
+    info->storageBuffer16BitAccess = storageBuffer16BitAccess;
+    info->shaderFloat16 = shaderFloat16;
+    info->subgroupSizeControl = subgroupSizeControl;
+    info->pushDescriptors = pushDescriptors;
+    info->cooperativeMatrixNV = cooperativeMatrixNV;
+    info->cooperativeMatrixKHR = cooperativeMatrixKHR;
+    info->cooperativeMatrixShapeCount = static_cast<uint32_t>(std::min<size_t>(coopMatShapes.size(), 8));
+    for (uint32_t i = 0; i < info->cooperativeMatrixShapeCount; ++i) {
+        info->cooperativeMatrixShapes[i][0] = coopMatShapes[i].m;
+        info->cooperativeMatrixShapes[i][1] = coopMatShapes[i].n;
+        info->cooperativeMatrixShapes[i][2] = coopMatShapes[i].k;
+    }
+}
+
+}  // namespace psk

@@ -1,0 +1,92 @@
+// Everything the library needs to know about a physical device, detected in one place: limits,
+// optional features, which extensions to enable, and cooperative-matrix shapes.
+#pragma once
+
+#include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "vk/vulkan_functions.hpp"
+
+namespace psk {
+
+struct CoopMatShape {
+    uint32_t m, n, k;
+};
+
+struct DeviceCaps {
+    VkPhysicalDeviceProperties properties{};
+    std::string driverName;
+    std::string driverInfo;
+    uint32_t subgroupSize = 1;
+    uint32_t minSubgroupSize = 1;
+    uint32_t maxSubgroupSize = 1;
+    VkSubgroupFeatureFlags subgroupOperations = 0;  // supported in the compute stage (0 when it has none)
+    uint64_t maxMemoryAllocationSize = 0;
+    uint64_t deviceLocalBytes = 0;
+    uint32_t computeQueueFamily = ~0u;
+    uint32_t timestampValidBits = 0;
+
+    // Optional features (detected as supported; enabled on the device when supported).
+    bool storageBuffer16BitAccess = false;
+    bool shaderFloat16 = false;
+    bool subgroupSizeControl = false;
+    bool computeFullSubgroups = false;
+    bool pushDescriptors = false;
+    bool cooperativeMatrixNV = false;
+    bool cooperativeMatrixKHR = false;
+    // 64-bit integers in shaders: the lane-team kernels load 8 floats at a time as a u64vec4.
+    bool shaderInt64 = false;
+    std::vector<CoopMatShape> coopMatShapes;  // float16 x float16 -> float32, subgroup scope
+
+    // Extensions to enable at device creation (subset of the above).
+    std::vector<const char*> deviceExtensions;
+
+    const VkPhysicalDeviceLimits& limits() const { return properties.limits; }
+    void fillInfo(PskDeviceInfo* info) const;
+};
+
+/** Queries `physicalDevice`. `apiVersion` is the instance's API version. */
+DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice physicalDevice,
+                           uint32_t apiVersion);
+
+/** The PskDeviceCapabilityFlags (polysketch_vulkan.h) that `caps` reports as supported. */
+uint32_t supportedCapabilities(const DeviceCaps& caps);
+
+/**
+ * `caps` with only the capabilities in `enabled` (an app's device enables what it chose). Throws
+ * UNSUPPORTED, naming `what`, when `enabled` names a capability the device does not support.
+ */
+DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* what);
+
+/** Extensions and features an app enables for `requested` (PskVulkanDeviceRequirements). */
+void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_t requested,
+                            PskVulkanDeviceRequirements* out);
+
+/** Ranks a device type for automatic selection: higher is better. */
+int deviceTypeRank(VkPhysicalDeviceType type);
+
+/**
+ * The feature structs to chain into VkDeviceCreateInfo::pNext so that everything `caps` reports
+ * as supported gets enabled. Keep the object alive until vkCreateDevice returns.
+ */
+struct DeviceFeatureChain {
+    VkPhysicalDeviceFeatures2 features2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceShaderFloat16Int8Features float16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT subgroupControl{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV coopMatNV{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+#if PSK_HAVE_KHR_COOPMAT_HEADERS
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopMatKHR{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+#endif
+
+    explicit DeviceFeatureChain(const DeviceCaps& caps);
+    DeviceFeatureChain(const DeviceFeatureChain&) = delete;
+    DeviceFeatureChain& operator=(const DeviceFeatureChain&) = delete;
+    const void* head() const { return &features2; }
+};
+
+}  // namespace psk

@@ -1,0 +1,201 @@
+#include "vk/instance.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "vk/device_caps.hpp"
+#include "util/error.hpp"
+
+#if defined(_WIN32)
+#include <windows.h>
+#else
+#include <dlfcn.h>
+#endif
+
+namespace psk {
+
+VulkanLibrary::VulkanLibrary() {
+#if defined(_WIN32)
+    HMODULE module = LoadLibraryA("vulkan-1.dll");
+    handle_ = reinterpret_cast<void*>(module);
+    if (module)
+        getInstanceProcAddr_ = reinterpret_cast<PFN_vkGetInstanceProcAddr>(GetProcAddress(module, "vkGetInstanceProcAddr"));
+#else
+#if defined(__APPLE__)
+    const char* names[] = {"libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib"};
+#else
+    const char* names[] = {"libvulkan.so.1", "libvulkan.so"};
+#endif
+    for (const char* name : names) {
+        handle_ = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+        if (handle_) break;
+    }
+    if (handle_) getInstanceProcAddr_ = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(handle_, "vkGetInstanceProcAddr"));
+#endif
+    if (!getInstanceProcAddr_) {
+        close();
+        fail(PSK_ERROR_NO_DEVICE, "the Vulkan loader (libvulkan) could not be opened; install libvulkan1");
+    }
+}
+
+VulkanLibrary::~VulkanLibrary() { close(); }
+
+void VulkanLibrary::close() {
+    if (!handle_) return;
+#if defined(_WIN32)
+    FreeLibrary(reinterpret_cast<HMODULE>(handle_));
+#else
+    dlclose(handle_);
+#endif
+    handle_ = nullptr;
+}
+
+namespace {
+
+bool hasLayer(const GlobalFunctions& vkg, const char* name) {
+    uint32_t count = 0;
+    vkg.vkEnumerateInstanceLayerProperties(&count, nullptr);
+    std::vector<VkLayerProperties> layers(count);
+    vkg.vkEnumerateInstanceLayerProperties(&count, layers.data());
+    return std::any_of(layers.begin(), layers.end(), [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+bool hasInstanceExtension(const GlobalFunctions& vkg, const char* name) {
+    uint32_t count = 0;
+    vkg.vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr);
+    std::vector<VkExtensionProperties> exts(count);
+    vkg.vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data());
+    return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+}
+
+}  // namespace
+
+Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
+    vkg_.load(library_.getInstanceProcAddr());
+    if (!vkg_.vkCreateInstance) fail(PSK_ERROR_NO_DEVICE, "the Vulkan loader has no vkCreateInstance");
+
+    uint32_t loaderVersion = VK_API_VERSION_1_0;
+    if (vkg_.vkEnumerateInstanceVersion) vkg_.vkEnumerateInstanceVersion(&loaderVersion);
+    if (loaderVersion < VK_API_VERSION_1_1)
+        fail(PSK_ERROR_NO_DEVICE, "the Vulkan loader supports only Vulkan 1.0; polysketch needs 1.1");
+    apiVersion_ = std::min<uint32_t>(loaderVersion, VK_API_VERSION_1_3);
+
+    const char* validationLayer = "VK_LAYER_KHRONOS_validation";
+    std::vector<const char*> layers, extensions;
+    bool useValidation = false;
+    if (validation > 0) {
+        useValidation = hasLayer(vkg_, validationLayer) && hasInstanceExtension(vkg_, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        if (!useValidation && validation > 1)
+            fail(PSK_ERROR_UNSUPPORTED, "validation was required but VK_LAYER_KHRONOS_validation is not installed");
+        if (!useValidation && sink_)
+            sink_(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS, "validation requested but the layer is not installed; running without it");
+    }
+    if (useValidation) {
+        layers.push_back(validationLayer);
+        extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    }
+    VkInstanceCreateFlags flags = 0;
+    if (hasInstanceExtension(vkg_, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+        // Lets portability drivers (MoltenVK) be enumerated.
+        extensions.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+
+    VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "polysketch";
+    app.pEngineName = "polysketch";
+    app.engineVersion = PSK_HEADER_VERSION;
+    app.apiVersion = apiVersion_;
+    VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    info.flags = flags;
+    info.pApplicationInfo = &app;
+    info.enabledLayerCount = static_cast<uint32_t>(layers.size());
+    info.ppEnabledLayerNames = layers.data();
+    info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+    info.ppEnabledExtensionNames = extensions.data();
+    const VkResult r = vkg_.vkCreateInstance(&info, nullptr, &instance_);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER) fail(PSK_ERROR_NO_DEVICE, "no Vulkan driver is installed (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
+    checkVk(r, "vkCreateInstance");
+    vki_.load(library_.getInstanceProcAddr(), instance_);
+
+    if (useValidation && vki_.vkCreateDebugUtilsMessengerEXT) {
+        VkDebugUtilsMessengerCreateInfoEXT m{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+        m.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+        m.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT;
+        m.pfnUserCallback = &Instance::onDebugMessage;
+        m.pUserData = this;
+        const VkResult mr = vki_.vkCreateDebugUtilsMessengerEXT(instance_, &m, nullptr, &messenger_);
+        if (mr != VK_SUCCESS) {
+            vki_.vkDestroyInstance(instance_, nullptr);
+            checkVk(mr, "vkCreateDebugUtilsMessengerEXT");
+        }
+    }
+}
+
+Instance::~Instance() {
+    if (messenger_) vki_.vkDestroyDebugUtilsMessengerEXT(instance_, messenger_, nullptr);
+    if (instance_) vki_.vkDestroyInstance(instance_, nullptr);
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL Instance::onDebugMessage(VkDebugUtilsMessageSeverityFlagBitsEXT,
+                                                       VkDebugUtilsMessageTypeFlagsEXT,
+                                                       const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+    auto* self = static_cast<Instance*>(user);
+    if (self->sink_) self->sink_(PSK_MESSAGE_SEVERITY_VALIDATION, PSK_SUCCESS, data && data->pMessage ? data->pMessage : "");
+    return VK_FALSE;
+}
+
+std::vector<VkPhysicalDevice> Instance::physicalDevices() const {
+    uint32_t count = 0;
+    PSK_VK(vki_.vkEnumeratePhysicalDevices(instance_, &count, nullptr));
+    std::vector<VkPhysicalDevice> devices(count);
+    PSK_VK(vki_.vkEnumeratePhysicalDevices(instance_, &count, devices.data()));
+    devices.resize(count);
+    return devices;
+}
+
+VkPhysicalDevice Instance::select(const char* selector) const {
+    const std::vector<VkPhysicalDevice> devices = physicalDevices();
+    if (devices.empty()) fail(PSK_ERROR_NO_DEVICE, "no Vulkan device found (is mesa-vulkan-drivers installed?)");
+    std::string wanted = selector ? selector : "";
+    if (wanted.empty()) {
+        const char* env = std::getenv("PSK_DEVICE");
+        if (env) wanted = env;
+    }
+    if (wanted.empty()) {
+        // Best type first; ties keep enumeration order.
+        VkPhysicalDevice best = devices[0];
+        int bestRank = -1;
+        for (VkPhysicalDevice pd : devices) {
+            VkPhysicalDeviceProperties p{};
+            vki_.vkGetPhysicalDeviceProperties(pd, &p);
+            const int rank = deviceTypeRank(p.deviceType);
+            if (rank > bestRank) {
+                best = pd;
+                bestRank = rank;
+            }
+        }
+        return best;
+    }
+    if (std::all_of(wanted.begin(), wanted.end(), [](unsigned char c) { return std::isdigit(c); })) {
+        const unsigned long index = std::strtoul(wanted.c_str(), nullptr, 10);
+        if (wanted.size() > 6 || index >= devices.size())
+            fail(PSK_ERROR_NO_DEVICE, "device index ", wanted, " does not exist (", devices.size(), " device(s) present)");
+        return devices[index];
+    }
+    for (VkPhysicalDevice pd : devices) {
+        VkPhysicalDeviceProperties p{};
+        vki_.vkGetPhysicalDeviceProperties(pd, &p);
+        if (lower(p.deviceName).find(lower(wanted)) != std::string::npos) return pd;
+    }
+    fail(PSK_ERROR_NO_DEVICE, "no Vulkan device name contains \"", wanted, "\"");
+}
+
+}  // namespace psk

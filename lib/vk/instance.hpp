@@ -1,0 +1,69 @@
+// The Vulkan loader (opened at run time) and a VkInstance, with optional validation layers whose
+// messages are forwarded to a sink. Used by contexts and by the context-free device queries.
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vk/vulkan_functions.hpp"
+
+namespace psk {
+
+/** A dlopen'ed Vulkan loader; closed on destruction. */
+class VulkanLibrary {
+public:
+    VulkanLibrary();  // throws PSK_ERROR_NO_DEVICE when no loader is installed
+    ~VulkanLibrary();
+    VulkanLibrary(const VulkanLibrary&) = delete;
+    VulkanLibrary& operator=(const VulkanLibrary&) = delete;
+    PFN_vkGetInstanceProcAddr getInstanceProcAddr() const { return getInstanceProcAddr_; }
+
+private:
+    void close();
+    void* handle_ = nullptr;
+    PFN_vkGetInstanceProcAddr getInstanceProcAddr_ = nullptr;
+};
+
+using MessageSink = std::function<void(PskMessageSeverity, PskResult, const std::string&)>;
+
+class Instance {
+public:
+    /**
+     * validation: 0 off, 1 on when installed, 2 required. Validation messages (warnings and
+     * errors) go to `sink` with PSK_MESSAGE_SEVERITY_VALIDATION.
+     */
+    Instance(int validation, MessageSink sink);
+    ~Instance();
+    Instance(const Instance&) = delete;
+    Instance& operator=(const Instance&) = delete;
+
+    VkInstance handle() const { return instance_; }
+    uint32_t apiVersion() const { return apiVersion_; }
+    const InstanceFunctions& vk() const { return vki_; }
+    PFN_vkGetInstanceProcAddr getInstanceProcAddr() const { return library_.getInstanceProcAddr(); }
+    bool validationEnabled() const { return messenger_ != VK_NULL_HANDLE; }
+    std::vector<VkPhysicalDevice> physicalDevices() const;
+
+    /** Picks a device by selector (see PskContextCreateInfo::device). Throws NO_DEVICE. */
+    VkPhysicalDevice select(const char* selector) const;
+
+private:
+    static VKAPI_ATTR VkBool32 VKAPI_CALL onDebugMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                       VkDebugUtilsMessageTypeFlagsEXT types,
+                                                       const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                       void* user);
+
+    VulkanLibrary library_;
+    GlobalFunctions vkg_;
+    InstanceFunctions vki_;
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+    uint32_t apiVersion_ = VK_API_VERSION_1_1;
+    MessageSink sink_;
+};
+
+}  // namespace psk

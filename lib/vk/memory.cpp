@@ -1,0 +1,238 @@
+#include "vk/memory.hpp"
+
+#include <algorithm>
+
+#include "util/error.hpp"
+
+namespace psk {
+namespace {
+
+VkDeviceSize alignUp(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+bool Allocator::carve(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceSize* offset) {
+    // First fit: the lowest free range that holds the aligned request; split off what is left.
+    for (auto it = b.freeRanges.begin(); it != b.freeRanges.end(); ++it) {
+        const VkDeviceSize start = alignUp(it->first, align);
+        const VkDeviceSize end = it->first + it->second;
+        if (start + size > end) continue;
+        const VkDeviceSize rangeStart = it->first;
+        b.freeRanges.erase(it);
+        if (start > rangeStart) b.freeRanges.emplace(rangeStart, start - rangeStart);
+        if (start + size < end) b.freeRanges.emplace(start + size, end - start - size);
+        *offset = start;
+        return true;
+    }
+    return false;
+}
+
+Allocator::Allocator(const DeviceFunctions& vk, VkDevice device, const VkPhysicalDeviceMemoryProperties& props,
+                     VkDeviceSize maxAllocationSize, VkDeviceSize memoryLimit)
+    : vk_(vk), device_(device), props_(props), maxAllocationSize_(maxAllocationSize ? maxAllocationSize : ~VkDeviceSize(0)),
+      memoryLimit_(memoryLimit) {}
+
+Allocator::~Allocator() {
+    for (auto& b : blocks_)
+        if (b) vk_.vkFreeMemory(device_, b->memory, vk_.callbacks);  // unmapped implicitly
+}
+
+uint32_t Allocator::chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage) const {
+    VkMemoryPropertyFlags required = 0, preferred = 0;
+    switch (usage) {
+        case MemoryUsage::DeviceLocal:
+            required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+            break;
+        case MemoryUsage::HostUpload:
+            required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            break;
+        case MemoryUsage::HostReadback:
+            required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            preferred = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+            break;
+    }
+    uint32_t best = ~0u;
+    for (uint32_t i = 0; i < props_.memoryTypeCount; ++i) {
+        if (!(allowedTypes & (1u << i))) continue;
+        const VkMemoryPropertyFlags f = props_.memoryTypes[i].propertyFlags;
+        if ((f & required) != required) continue;
+        if (best == ~0u) best = i;
+        if ((f & preferred) == preferred && preferred) return i;
+    }
+    if (best == ~0u && usage == MemoryUsage::DeviceLocal) {
+        // Some devices (a few CPU drivers) have no device-local type: any allowed type serves.
+        for (uint32_t i = 0; i < props_.memoryTypeCount; ++i)
+            if (allowedTypes & (1u << i)) return i;
+    }
+    if (best == ~0u) fail(PSK_ERROR_UNSUPPORTED, "no suitable Vulkan memory type");
+    return best;
+}
+
+size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedicated) {
+    VkMemoryAllocateInfo info{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    info.allocationSize = size;
+    info.memoryTypeIndex = memoryType;
+    if (memoryLimit_ && bytesAllocated_ + size > memoryLimit_)
+        fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "out of device memory allocating ", size, " bytes: the context's deviceMemoryLimit (",
+             memoryLimit_, " bytes) has ", memoryLimit_ - bytesAllocated_, " left");
+    auto block = std::make_unique<Block>();
+    const VkResult r = vk_.vkAllocateMemory(device_, &info, vk_.callbacks, &block->memory);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+        fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "out of device memory allocating ", size, " bytes");
+    checkVk(r, "vkAllocateMemory");
+    block->size = size;
+    block->memoryType = memoryType;
+    block->dedicated = dedicated;
+    const VkMemoryPropertyFlags f = props_.memoryTypes[memoryType].propertyFlags;
+    const VkMemoryPropertyFlags hostCoherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    if ((f & hostCoherent) == hostCoherent) {
+        void* p = nullptr;
+        const VkResult m = vk_.vkMapMemory(device_, block->memory, 0, VK_WHOLE_SIZE, 0, &p);
+        if (m != VK_SUCCESS) {
+            vk_.vkFreeMemory(device_, block->memory, vk_.callbacks);
+            checkVk(m, "vkMapMemory");
+        }
+        block->mapped = static_cast<uint8_t*>(p);
+    }
+    block->freeRanges.emplace(0, size);
+    bytesAllocated_ += size;
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+        if (!blocks_[i]) {
+            blocks_[i] = std::move(block);
+            return i;
+        }
+    }
+    blocks_.push_back(std::move(block));
+    return blocks_.size() - 1;
+}
+
+Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usage) {
+    if (req.size > maxAllocationSize_)
+        fail(PSK_ERROR_TOO_LARGE, "a buffer of ", req.size, " bytes exceeds maxMemoryAllocationSize (",
+             maxAllocationSize_, ")");
+    const uint32_t type = chooseMemoryType(req.memoryTypeBits, usage);
+    const VkDeviceSize align = std::max<VkDeviceSize>(req.alignment, 1);
+    std::lock_guard<std::mutex> lock(mutex_);
+
+    auto result = [&](size_t index, VkDeviceSize offset) {
+        Allocation a;
+        a.memory = blocks_[index]->memory;
+        a.offset = offset;
+        a.size = req.size;
+        a.mapped = blocks_[index]->mapped ? blocks_[index]->mapped + offset : nullptr;
+        a.block = index;
+        bytesInUse_ += req.size;
+        return a;
+    };
+
+    VkDeviceSize blockSize = std::min(kDefaultBlockSize, maxAllocationSize_);
+    // Under a memory limit, blocks of at most an eighth of it leave room for dedicated allocations.
+    if (memoryLimit_) blockSize = std::min(blockSize, std::max<VkDeviceSize>(memoryLimit_ / 8, VkDeviceSize(1) << 20));
+    const bool dedicated = req.size > blockSize / 2;
+    if (!dedicated) {
+        for (size_t i = 0; i < blocks_.size(); ++i) {
+            if (!blocks_[i] || blocks_[i]->dedicated || blocks_[i]->memoryType != type) continue;
+            VkDeviceSize offset = 0;
+            if (carve(*blocks_[i], req.size, align, &offset)) return result(i, offset);
+        }
+    }
+    const size_t index = createBlock(type, dedicated ? req.size : blockSize, dedicated);
+    Block& b = *blocks_[index];
+    b.freeRanges.clear();
+    if (req.size < b.size) b.freeRanges.emplace(req.size, b.size - req.size);
+    return result(index, 0);
+}
+
+void Allocator::free(const Allocation& a) {
+    if (a.memory == VK_NULL_HANDLE) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    bytesInUse_ -= a.size;
+    auto& slot = blocks_[a.block];
+    if (slot->dedicated) {
+        bytesAllocated_ -= slot->size;
+        vk_.vkFreeMemory(device_, slot->memory, vk_.callbacks);
+        slot.reset();
+        return;
+    }
+    // Return the range and coalesce with its neighbours.
+    auto& ranges = slot->freeRanges;
+    VkDeviceSize start = a.offset, size = a.size;
+    auto next = ranges.lower_bound(start);
+    if (next != ranges.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second == start) {
+            start = prev->first;
+            size += prev->second;
+            ranges.erase(prev);
+        }
+    }
+    next = ranges.lower_bound(start);
+    if (next != ranges.end() && start + size == next->first) {
+        size += next->second;
+        ranges.erase(next);
+    }
+    ranges.emplace(start, size);
+}
+
+VkDeviceSize Allocator::bytesInUse() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytesInUse_;
+}
+
+VkDeviceSize Allocator::bytesAllocated() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return bytesAllocated_;
+}
+
+size_t Allocator::blockCount() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return static_cast<size_t>(std::count_if(blocks_.begin(), blocks_.end(), [](const auto& b) { return b != nullptr; }));
+}
+
+Buffer::Buffer(Allocator& allocator, VkDeviceSize size, VkBufferUsageFlags usage, MemoryUsage memoryUsage)
+    : allocator_(&allocator), size_(size) {
+    const DeviceFunctions& vk = allocator.vk();
+    VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    info.size = std::max<VkDeviceSize>(size, 4);
+    info.usage = usage;
+    info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkResult r = vk.vkCreateBuffer(allocator.device(), &info, vk.callbacks, &buffer_);
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY) fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "vkCreateBuffer: out of device memory");
+    checkVk(r, "vkCreateBuffer");
+    try {
+        VkMemoryRequirements req{};
+        vk.vkGetBufferMemoryRequirements(allocator.device(), buffer_, &req);
+        allocation_ = allocator.allocate(req, memoryUsage);
+        PSK_VK(vk.vkBindBufferMemory(allocator.device(), buffer_, allocation_.memory, allocation_.offset));
+    } catch (...) {
+        reset();
+        throw;
+    }
+}
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+    if (this != &other) {
+        reset();
+        allocator_ = other.allocator_;
+        buffer_ = other.buffer_;
+        size_ = other.size_;
+        allocation_ = other.allocation_;
+        other.allocator_ = nullptr;
+        other.buffer_ = VK_NULL_HANDLE;
+        other.allocation_ = Allocation{};
+        other.size_ = 0;
+    }
+    return *this;
+}
+
+void Buffer::reset() {
+    if (!allocator_) return;
+    if (buffer_) allocator_->vk().vkDestroyBuffer(allocator_->device(), buffer_, allocator_->vk().callbacks);
+    allocator_->free(allocation_);
+    buffer_ = VK_NULL_HANDLE;
+    allocation_ = Allocation{};
+    allocator_ = nullptr;
+    size_ = 0;
+}
+
+}  // namespace psk
