@@ -1,5 +1,5 @@
 // polysketch CPU reference (float64). See reference.hpp for the conventions; every formula cites
-// the SPEC.md section it implements.
+// the docs/MATH.md section it implements.
 #include "reference/reference.hpp"
 
 #include <algorithm>
@@ -126,7 +126,7 @@ std::vector<double> selfTensorPacked(const std::vector<double>& u) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// SPEC 2: exact kinds
+// docs/MATH.md section 2: exact kinds
 // ------------------------------------------------------------------------------------------------
 
 void softmaxAttention(const Shape& s, const std::vector<double>& q, const std::vector<double>& k,
@@ -152,7 +152,7 @@ void polynomialAttention(const Shape& s, const std::vector<double>& q, const std
     checkDegree(degree);
     exactAttention(s, q, k, v, scale, causal, qkNorm, out,
                    [degree](const std::vector<double>& scores, const double* V, int dv, double* o) {
-                       double denom = 1;  // the "1 +" is part of the definition (SPEC 2)
+                       double denom = 1;  // the "1 +" is part of the definition (docs/MATH.md section 2)
                        for (std::size_t j = 0; j < scores.size(); ++j) {
                            const double w = ipow(scores[j], degree);
                            denom += w;
@@ -163,7 +163,7 @@ void polynomialAttention(const Shape& s, const std::vector<double>& q, const std
 }
 
 // ------------------------------------------------------------------------------------------------
-// SPEC 3: random sketch
+// docs/MATH.md section 3: random sketch
 // ------------------------------------------------------------------------------------------------
 
 std::string randomSketchTensorName(int level, int index, char side) {
@@ -215,7 +215,7 @@ std::vector<double> sketchRandom(const RandomSketch& sk, const double* x) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// SPEC 4: learned sketch
+// docs/MATH.md section 4: learned sketch
 // ------------------------------------------------------------------------------------------------
 
 std::vector<double> feedForward(const FeedForward& ff, int r, const double* x) {
@@ -254,7 +254,7 @@ std::function<std::vector<double>(const double*)> sketchFunction(const LearnedSk
 }
 
 // ------------------------------------------------------------------------------------------------
-// SPEC 5/6: polysketch
+// docs/MATH.md section 5/6: polysketch
 // ------------------------------------------------------------------------------------------------
 
 std::vector<double> prepareRows(const double* x, int n, int h, const LayerNormParams* ln,
@@ -398,7 +398,7 @@ void polysketchAttention(const Shape& s, const std::vector<double>& q, const std
             double* O = &out[oSlice(s, b, qh)];
 
             if (!c.causal) {
-                // Full mode: one state over all keys; localExact plays no role (SPEC 6).
+                // Full mode: one state over all keys; localExact plays no role (docs/MATH.md section 6).
                 std::vector<double> Z(H[0].size(), 0.0);
                 for (const auto& Hl : H)
                     for (std::size_t e = 0; e < Z.size(); ++e) Z[e] += Hl[e];
@@ -435,7 +435,7 @@ void polysketchAttention(const Shape& s, const std::vector<double>& q, const std
 }
 
 // ------------------------------------------------------------------------------------------------
-// SPEC 7: incremental decoding
+// docs/MATH.md section 7: incremental decoding
 // ------------------------------------------------------------------------------------------------
 
 namespace {

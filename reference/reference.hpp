@@ -1,8 +1,8 @@
-// polysketch CPU reference: a plain float64 implementation of SPEC sections 2 to 7.
+// polysketch CPU reference: a plain float64 implementation of docs/MATH.md sections 2 to 7.
 //
 // This is the oracle that the GPU conformance tests compare against, so it is written for clarity,
-// not speed: every formula is evaluated the way SPEC.md states it, in double precision, with no
-// tiling, no fusion and no cleverness beyond what the SPEC itself prescribes (the block algorithm
+// not speed: every formula is evaluated the way docs/MATH.md states it, in double precision, with no
+// tiling, no fusion and no cleverness beyond what docs/MATH.md itself prescribes (the block algorithm
 // of section 6 is implemented literally because its intermediates, H_l and Z_l, are what the GPU
 // shaders produce and get tested against).
 //
@@ -12,11 +12,11 @@
 //   (BNHD is a GPU-side stride concern; tests transpose into BHND before calling these.)
 // - Grouped-query attention: query head i reads key/value head i / (Hq / Hkv).
 // - "Matrix" arguments are row-major std::vector<double>; a weight G applies as x @ G, so its rows
-//   are input features (SPEC section 8).
+//   are input features (docs/MATH.md section 8).
 // - Invalid arguments (inconsistent sizes, odd degree, missing sketch tensors, ...) throw
 //   std::invalid_argument. The reference never silently guesses.
 //
-// Order of q/k preprocessing (SPEC sections 2 and 5): LayerNorm first (it normalizes q and k), then
+// Order of q/k preprocessing (docs/MATH.md sections 2 and 5): LayerNorm first (it normalizes q and k), then
 // q is multiplied by the score scale s. k is never scaled. A sketch therefore sees S(s * LN(q)) and
 // S(LN(k)); exact weights are (s * LN(q) . LN(k))^p.
 //
@@ -51,7 +51,7 @@ struct Shape {
 // Small building blocks
 // ------------------------------------------------------------------------------------------------
 
-// LayerNorm with learned scale and bias (SPEC sections 4 and 5). Population variance (divide by
+// LayerNorm with learned scale and bias (docs/MATH.md sections 4 and 5). Population variance (divide by
 // len), eps inside the square root: y = (x - mean) / sqrt(var + eps) * scale + bias.
 struct LayerNormParams {
     std::vector<double> scale, bias;
@@ -62,7 +62,7 @@ std::vector<double> layerNorm(const LayerNormParams&, const double* x, int len);
 // gelu, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 double geluTanh(double x);
 
-// Self-tensoring in packed symmetric form (SPEC section 3). For u of length r returns psi(u) of
+// Self-tensoring in packed symmetric form (docs/MATH.md section 3). For u of length r returns psi(u) of
 // length r(r+1)/2:
 //   psi(u) = [u_0^2, u_1^2, ..., u_{r-1}^2]                      (r squares first, then)
 //         ++ [sqrt(2) u_a u_b for a < b, a-major]                 (r(r-1)/2 cross terms)
@@ -73,11 +73,11 @@ std::vector<double> selfTensorPacked(const std::vector<double>& u);
 inline int packedSize(int r) { return r * (r + 1) / 2; }
 
 // ------------------------------------------------------------------------------------------------
-// SPEC section 2: exact attention kinds
+// docs/MATH.md section 2: exact attention kinds
 // ------------------------------------------------------------------------------------------------
 // `scale` is s (the caller supplies the default, 1/sqrt(h) for softmax, 1 otherwise). The optional
 // qkNorm (length-h LayerNorm shared by q and k) is applied before s; nullptr means none. It is an
-// extension of the SPEC signature (defaulted) so tests can compare polysketch with LN to the exact
+// extension of the contract's signature (defaulted) so tests can compare polysketch with LN to the exact
 // kernels with the same LN.
 
 // O_i = sum_j softmax_j(s q_i . k_j) v_j.
@@ -91,7 +91,7 @@ void polynomialAttention(const Shape&, const std::vector<double>& q, const std::
                          std::vector<double>& out, const LayerNormParams* qkNorm = nullptr);
 
 // ------------------------------------------------------------------------------------------------
-// SPEC section 3: random polynomial sketch
+// docs/MATH.md section 3: random polynomial sketch
 // ------------------------------------------------------------------------------------------------
 // Degree p = 2m, m = 2^L. Node (l, i), l = 1..L, 0 <= i < m / 2^l, holds g["g{l}_{i}a"] and
 // g["g{l}_{i}b"], each h x r at level 1 and r x r above (row-major, applied as x @ G).
@@ -118,7 +118,7 @@ std::string randomSketchTensorName(int level, int index, char side);
 std::vector<double> sketchRandom(const RandomSketch&, const double* x);
 
 // ------------------------------------------------------------------------------------------------
-// SPEC section 4: learned sketch, degree 4
+// docs/MATH.md section 4: learned sketch, degree 4
 // ------------------------------------------------------------------------------------------------
 // FF(x) = Dense_2(gelu(Dense_1(LN(x)))), no biases. Level 0 maps h -> 8r -> r (in = h), level 1
 // maps r -> 8r -> r (in = r). Branch f_b(x) = FF[b][1](FF[b][0](x)).
@@ -139,7 +139,7 @@ std::vector<double> feedForward(const FeedForward& ff, int r, const double* x);
 std::vector<double> sketchLearned(const LearnedSketch&, const double* x);
 
 // ------------------------------------------------------------------------------------------------
-// SPEC sections 5 and 6: polysketch attention
+// docs/MATH.md sections 5 and 6: polysketch attention
 // ------------------------------------------------------------------------------------------------
 // The feature map is phi(x) = psi(S(x)) (packed self-tensoring), F = r(r+1)/2 features.
 struct PolysketchConfig {
@@ -149,7 +149,7 @@ struct PolysketchConfig {
     int degree = 4;      // p: used by the local exact weights (s q . k)^p
     double scale = 1;    // s
     bool causal = true;
-    // Causal only: exact polynomial weights inside each block. Ignored in full mode (SPEC 6 defines
+    // Causal only: exact polynomial weights inside each block. Ignored in full mode (docs/MATH.md section 6 defines
     // full mode as phi(q_i)^T Z with Z the sum of all block states, nothing local).
     bool localExact = false;
     int blockSize = 256;  // b; only changes the result in local exact mode
@@ -165,7 +165,7 @@ struct PolysketchConfig {
 std::function<std::vector<double>(const double*)> sketchFunction(const RandomSketch&);
 std::function<std::vector<double>(const double*)> sketchFunction(const LearnedSketch&);
 
-// Full polysketch attention (SPEC 6). out is resized to shape.outSize().
+// Full polysketch attention (docs/MATH.md section 6). out is resized to shape.outSize().
 //   causal: row i of block l: num_i = phi(q_i)^T Z_l + local_i, O_i = num_i[0:dv] / (1 + num_i[dv])
 //     local_i = sum_{j in block l, j <= i} w_ij [v_j | 1] with
 //       w_ij = <S(s q_i), S(k_j)>^2            (sketched local; equals <phi(q_i), phi(k_j)>)
@@ -199,7 +199,7 @@ std::vector<std::vector<double>> blockStates(const std::vector<double>& phiK,
 std::vector<std::vector<double>> exclusivePrefix(const std::vector<std::vector<double>>& H);
 
 // ------------------------------------------------------------------------------------------------
-// SPEC section 7: incremental decoding (causal only)
+// docs/MATH.md section 7: incremental decoding (causal only)
 // ------------------------------------------------------------------------------------------------
 // The state of one attention call after `length` tokens, per (batch, kv head) slot
 // s = b * Hkv + kvHead:

@@ -1,5 +1,5 @@
 #version 450
-// Block states of polysketch (SPEC section 6): H_l = phi(K_l)^T [V_l | 1] for every block l of
+// Block states of polysketch (docs/MATH.md section 6): H_l = phi(K_l)^T [V_l | 1] for every block l of
 // every (batch, key/value head), a (features) x (VALUE_DIM + 1) float32 matrix per block.
 //
 // A workgroup computes one TILE_F x TILE_C tile of one H_l. Per step of KEY_TILE keys it stages

@@ -1,5 +1,5 @@
 #version 450
-// Block states of polysketch (SPEC section 6) on cooperative matrices: the same result as
+// Block states of polysketch (docs/MATH.md section 6) on cooperative matrices: the same result as
 // block_states.comp, H_l = phi(K_l)^T [V_l | 1] in the layout [seq][block][feature][VALUE_DIM + 1],
 // computed as a GEMM C = A B with
 //   A = psi(S(K_l))^T   (features x keys), expanded from the pair table (self_tensor.glsl),

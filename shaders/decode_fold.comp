@@ -1,5 +1,5 @@
 #version 450
-// Incremental decoding (SPEC section 7): folds rows into the running state z of a decode state,
+// Incremental decoding (docs/MATH.md section 7): folds rows into the running state z of a decode state,
 //
 //   z[slot][f][c] += sum_{j < rows} psi(S(k_j))_f [v_j | 1]_c,
 //

@@ -1,5 +1,5 @@
 #version 450
-// Incremental decoding (SPEC section 7): the output row of one new token per (sequence, query
+// Incremental decoding (docs/MATH.md section 7): the output row of one new token per (sequence, query
 // head), from the decode state:
 //
 //   num = phi(q)^T z[slot] + local,      O = num[0:dv] / (1 + num[dv])

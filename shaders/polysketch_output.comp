@@ -1,5 +1,5 @@
 #version 450
-// Polysketch output (SPEC section 6). One workgroup owns ROWS consecutive query rows inside one
+// Polysketch output (docs/MATH.md section 6). One workgroup owns ROWS consecutive query rows inside one
 // block l of one (batch, query head); each invocation owns one row i:
 //
 //   num_i = phi(q_i)^T Z + local_i,      O_i = num_i[0:dv] / (1 + num_i[dv])

@@ -1,5 +1,5 @@
 #version 450
-// Polysketch output (SPEC section 6), lane-team variant for CPU Vulkan drivers (team_kernels.hpp
+// Polysketch output (docs/MATH.md section 6), lane-team variant for CPU Vulkan drivers (team_kernels.hpp
 // says why). Same result as polysketch_output.comp:
 //
 //   num_i = phi(q_i)^T Z + local_i,      O_i = num_i[0:dv] / (1 + num_i[dv])

@@ -1,4 +1,4 @@
-// Packed self-tensoring (SPEC section 3): psi(u) = [u_a^2 for a] ++ [sqrt(2) u_a u_b for a < b],
+// Packed self-tensoring (docs/MATH.md section 3): psi(u) = [u_a^2 for a] ++ [sqrt(2) u_a u_b for a < b],
 // r(r+1)/2 entries with <psi(u), psi(w)> = <u, w>^2. Feature f is described by a pair table
 // entry a | (b << 16) that the host computes once (squares first, then the pairs a-major), so a
 // kernel that expands psi on the fly needs one table read and two multiplies per feature.

@@ -1,5 +1,5 @@
 #version 450
-// Polysketch feature map, first half: the sketch S(x) of every row of q or k (SPEC sections 3-5).
+// Polysketch feature map, first half: the sketch S(x) of every row of q or k (docs/MATH.md sections 3-5).
 // One invocation owns one row: it loads the row, applies the optional LayerNorm and the score
 // scale, and evaluates the sketch with the row in registers while every invocation of the
 // workgroup reads the same weight row at a time (a broadcast). The self-tensoring phi = psi(S)

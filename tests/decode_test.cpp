@@ -1,4 +1,4 @@
-// Incremental decoding (SPEC section 7): a prompt, then steps across several block boundaries,
+// Incremental decoding (docs/MATH.md section 7): a prompt, then steps across several block boundaries,
 // must produce the rows of one causal forward over the whole sequence; the state does not grow;
 // it survives serialization onto another context; the softmax KV-cache step matches the softmax
 // forward; bad inputs get their specific code.

@@ -1,4 +1,4 @@
-// Embedding in an app (issue 5): a context adopting the app's VkInstance/VkDevice/queue (created
+// Embedding in an app (docs/EMBEDDING.md): a context adopting the app's VkInstance/VkDevice/queue (created
 // here with the loader, as an app would), pskCmdAttentionForward into the app's command buffer on
 // the app's buffers at non-zero offsets against pskAttentionForwardHost (softmax, polynomial,
 // polysketch causal + local exact, polysketch full; with and without push descriptors), its misuse

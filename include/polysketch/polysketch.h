@@ -434,7 +434,7 @@ PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize
  *   consumed token is folded into z at once (the sketched local part is the same inner product);
  *   with it a block's sum enters z when the block completes. The size depends on r, b, h, dv, B and Hkv, never on the position: constant
  *   memory for any context length. Row i produced by decoding equals row i of the causal forward
- *   over the same tokens within float32 rounding (SPEC section 7).
+ *   over the same tokens within float32 rounding (docs/MATH.md section 7).
  * - SOFTMAX (causal only): the baseline, a KV cache of `capacity` tokens per sequence.
  * - POLYNOMIAL and non-causal attention: PSK_ERROR_UNSUPPORTED.
  *

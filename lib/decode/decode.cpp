@@ -1,4 +1,4 @@
-// Incremental decoding (SPEC section 7). See decode.hpp and docs/DECODING.md.
+// Incremental decoding (docs/MATH.md section 7). See decode.hpp and docs/DECODING.md.
 //
 // Polysketch step, one command buffer:
 //   1. the forward's feature map (sketch_features.comp, the forward's own pipeline and push

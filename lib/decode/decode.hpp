@@ -1,4 +1,4 @@
-// PskDecodeState_T: incremental decoding (SPEC section 7, docs/DECODING.md). One causal attention's
+// PskDecodeState_T: incremental decoding (docs/MATH.md section 7, docs/DECODING.md). One causal attention's
 // state for B sequences: polysketch keeps the running block-state sum z (plus the unfinished
 // block's rows in local-exact mode), softmax a KV cache. Externally synchronized with its attention.
 #pragma once

@@ -35,7 +35,7 @@ AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const De
     if ((c.localExact || c.referenceScaling) && c.kind != PSK_ATTENTION_KIND_POLYSKETCH)
         fail(PSK_ERROR_INVALID_ARGUMENT, "LOCAL_EXACT and REFERENCE_SCALING apply only to PSK_ATTENTION_KIND_POLYSKETCH");
     if (c.localExact && !c.causal)
-        fail(PSK_ERROR_INVALID_ARGUMENT, "LOCAL_EXACT needs CAUSAL: full attention has no local blocks (SPEC section 6)");
+        fail(PSK_ERROR_INVALID_ARGUMENT, "LOCAL_EXACT needs CAUSAL: full attention has no local blocks (docs/MATH.md section 6)");
 
     if (info.headDim < 16 || info.headDim > 256) fail(PSK_ERROR_INVALID_SHAPE, "headDim must be 16 to 256 (got ", info.headDim, ")");
     c.headDim = info.headDim;

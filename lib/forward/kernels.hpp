@@ -69,7 +69,7 @@ void recordBlockReduce(Recorder& recorder, VkPipeline pipeline, const BlockScanP
                        uint32_t sequences, uint32_t blocks, uint32_t elems);
 
 // ---------------------------------------------------------------------------------------------
-// Polysketch (SPEC section 6): feature map -> block states -> scan (causal) or reduction (full)
+// Polysketch (docs/MATH.md section 6): feature map -> block states -> scan (causal) or reduction (full)
 // -> output. Implemented in kernels_polysketch.cpp.
 // ---------------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-// Host-side sketch weights: the portable seeded generator of the random polynomial sketch (SPEC 3),
-// a minimal safetensors reader/writer (SPEC 8), and the loaders that validate random and learned
+// Host-side sketch weights: the portable seeded generator of the random polynomial sketch (docs/MATH.md section 3),
+// a minimal safetensors reader/writer (docs/MATH.md section 8), and the loaders that validate random and learned
 // sketch files against the attention's head dim h and sketch size r.
 //
 // ---- Portable seeded generation (part of the library's compatibility contract) ----------------
@@ -81,7 +81,7 @@ double cosTurn53(uint64_t b);
 }  // namespace portable_math
 
 // ---------------------------------------------------------------------------------------------
-// Random sketch weights (SPEC 3 and 8)
+// Random sketch weights (docs/MATH.md section 3 and 8)
 // ---------------------------------------------------------------------------------------------
 
 /** Degrees the library supports: 2, 4 and 8. */
@@ -110,10 +110,10 @@ struct RandomSketchWeights {
     uint32_t degree = 0;
     uint32_t headDim = 0;
     uint32_t sketchSize = 0;
-    /** false: the unbiased sqrt(1/r) per node (SPEC 3); true: google-research's G / sqrt(r). */
+    /** false: the unbiased sqrt(1/r) per node (docs/MATH.md section 3); true: google-research's G / sqrt(r). */
     bool referenceScaling = false;
     /**
-     * name -> row-major matrix (x @ G). The entries are the unscaled N(0,1) G of SPEC 3 in both
+     * name -> row-major matrix (x @ G). The entries are the unscaled N(0,1) G of docs/MATH.md section 3 in both
      * modes: the scaling is applied by whoever evaluates the sketch, according to the flag.
      */
     std::map<std::string, std::vector<float>> g;
@@ -126,7 +126,7 @@ struct RandomSketchWeights {
 RandomSketchWeights generateRandomSketch(uint64_t seed, uint32_t degree, uint32_t h, uint32_t r);
 
 // ---------------------------------------------------------------------------------------------
-// Learned sketch weights (SPEC 4 and 8), degree 4
+// Learned sketch weights (docs/MATH.md section 4 and 8), degree 4
 // ---------------------------------------------------------------------------------------------
 
 /** One FF level: LN (scale, bias: inDim), dense1 (inDim x 8r), dense2 (8r x r), row-major. */
@@ -205,7 +205,7 @@ RandomSketchWeights loadRandomSketch(const SafeTensors& file, uint32_t h, uint32
 LearnedSketchWeights loadLearnedSketch(const SafeTensors& file, uint32_t h, uint32_t r);
 
 // ---------------------------------------------------------------------------------------------
-// q/k LayerNorm (SPEC 5)
+// q/k LayerNorm (docs/MATH.md section 5)
 // ---------------------------------------------------------------------------------------------
 
 /** LayerNorm parameters shared by q and k (eps 1e-5), and optionally a separate pair for the

@@ -1,5 +1,5 @@
 // A small, strict reader and writer of NumPy .npy files (format versions 1.0, 2.0 and 3.0), for the
-// tensors the psk tool reads and writes (SPEC section 8): little-endian float32 ('<f4') and float16
+// tensors the psk tool reads and writes (docs/MATH.md section 8): little-endian float32 ('<f4') and float16
 // ('<f2'), C order only.
 //
 // Everything else is rejected with a one-line message that names the problem: a bad magic string,
