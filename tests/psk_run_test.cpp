@@ -178,7 +178,8 @@ struct RunCase {
     bool causal;
     const char* fileType;  // f32 | f16: the .npy dtype of the inputs
     const char* dtype;     // f32 | f16 | bf16: the storage type on the device
-    const char* layout;    // bhnd | bnhd
+    const char* files;     // --layout, the files' layout: bhnd ([B, H, n, d]) | bnhd ([B, n, H, d])
+    const char* device;    // --device-layout: bhnd | bnhd, or "" for none (the default: the files' layout)
     int B, Hq, Hkv, n, h, dv;
     double scale;          // 0: the default and no --scale option
     double tolerance;      // max |got - ref| / max |ref|
@@ -186,6 +187,30 @@ struct RunCase {
 };
 
 std::ostream& operator<<(std::ostream& os, const RunCase& c) { return os << c.name; }
+
+// [B, H, n, d] <-> [B, n, H, d], written out here independently of psk's own transposes.
+std::vector<float> bhndToBnhd(const std::vector<float>& x, uint64_t B, uint64_t H, uint64_t n, uint64_t d) {
+    std::vector<float> y(x.size());
+    for (uint64_t b = 0; b < B; ++b)
+        for (uint64_t hd = 0; hd < H; ++hd)
+            for (uint64_t t = 0; t < n; ++t)
+                for (uint64_t i = 0; i < d; ++i) y[((b * n + t) * H + hd) * d + i] = x[((b * H + hd) * n + t) * d + i];
+    return y;
+}
+
+std::vector<float> bnhdToBhnd(const std::vector<float>& y, uint64_t B, uint64_t H, uint64_t n, uint64_t d) {
+    std::vector<float> x(y.size());
+    for (uint64_t b = 0; b < B; ++b)
+        for (uint64_t hd = 0; hd < H; ++hd)
+            for (uint64_t t = 0; t < n; ++t)
+                for (uint64_t i = 0; i < d; ++i) x[((b * H + hd) * n + t) * d + i] = y[((b * n + t) * H + hd) * d + i];
+    return x;
+}
+
+// The shape of a [B, H, n, d] tensor as a file in `layout`.
+std::vector<uint64_t> fileShape(const std::string& layout, uint64_t B, uint64_t H, uint64_t n, uint64_t d) {
+    return layout == "bnhd" ? std::vector<uint64_t>{B, n, H, d} : std::vector<uint64_t>{B, H, n, d};
+}
 
 PskDataType typeOf(const std::string& t) {
     return t == "f16" ? PSK_DATA_TYPE_FLOAT16 : t == "bf16" ? PSK_DATA_TYPE_BFLOAT16 : PSK_DATA_TYPE_FLOAT32;
@@ -222,13 +247,21 @@ TEST_P(PskRunReference, MatchesFloat64Reference) {
     TempDir dir;
     const auto fileType = std::string(c.fileType) == "f16" ? psk::npy::DType::Float16 : psk::npy::DType::Float32;
     const uint64_t B = c.B, Hq = c.Hq, Hkv = c.Hkv, n = c.n, h = c.h, dv = c.dv;
-    psk::npy::write(dir / "q.npy", {B, Hq, n, h}, psk::test::randomNormal(B * Hq * n * h, 11), fileType);
-    psk::npy::write(dir / "k.npy", {B, Hkv, n, h}, psk::test::randomNormal(B * Hkv * n * h, 12), fileType);
-    psk::npy::write(dir / "v.npy", {B, Hkv, n, dv}, psk::test::randomNormal(B * Hkv * n * dv, 13), fileType);
+    const std::string files = c.files;
+    // Random [B, H, n, d] tensors, written in the files' layout.
+    auto write = [&](const char* name, uint64_t H, uint64_t d, uint64_t seed) {
+        std::vector<float> x = psk::test::randomNormal(B * H * n * d, seed);
+        if (files == "bnhd") x = bhndToBnhd(x, B, H, n, d);
+        psk::npy::write(dir / name, fileShape(files, B, H, n, d), x, fileType);
+    };
+    write("q.npy", Hq, h, 11);
+    write("k.npy", Hkv, h, 12);
+    write("v.npy", Hkv, dv, 13);
 
     std::vector<std::string> args = {"run",     "--kind",   c.kind,   "--q",      dir / "q.npy", "--k",
                                      dir / "k.npy", "--v", dir / "v.npy", "--out", dir / "o.npy", "--dtype",
-                                     c.dtype,   "--layout", c.layout, c.causal ? "--causal" : "--full"};
+                                     c.dtype,   "--layout", c.files,  c.causal ? "--causal" : "--full"};
+    if (*c.device) args.insert(args.end(), {"--device-layout", c.device});
     if (c.degree) args.insert(args.end(), {"--degree", std::to_string(c.degree)});
     if (c.scale) args.insert(args.end(), {"--scale", std::to_string(c.scale)});
     args.insert(args.end(), c.extra.begin(), c.extra.end());
@@ -237,33 +270,93 @@ TEST_P(PskRunReference, MatchesFloat64Reference) {
     EXPECT_EQ(r.err.find("validation:"), std::string::npos) << r.err;
 
     // What the device saw: the file's values (float16 files are already rounded), rounded to the
-    // storage type the way psk run converts them.
+    // storage type the way psk run converts them; back in [B, H, n, d] order for the reference.
     const PskDataType t = typeOf(c.dtype);
-    const auto q = psk::storage::quantize(psk::npy::read(dir / "q.npy").toFloat(), t);
-    const auto k = psk::storage::quantize(psk::npy::read(dir / "k.npy").toFloat(), t);
-    const auto v = psk::storage::quantize(psk::npy::read(dir / "v.npy").toFloat(), t);
+    auto read = [&](const char* name, uint64_t H, uint64_t d) {
+        std::vector<float> x = psk::npy::read(dir / name).toFloat();
+        if (files == "bnhd") x = bnhdToBhnd(x, B, H, n, d);
+        return psk::storage::quantize(x, t);
+    };
+    const auto q = read("q.npy", Hq, h), k = read("k.npy", Hkv, h), v = read("v.npy", Hkv, dv);
     const psk::npy::Array o = psk::npy::read(dir / "o.npy");
     EXPECT_EQ(o.dtype, psk::npy::DType::Float32);
-    ASSERT_EQ(o.shape, (std::vector<uint64_t>{B, Hq, n, dv}));
-    const double err = psk::test::relativeMaxError(o.toFloat(), reference(c, q, k, v));
+    ASSERT_EQ(o.shape, fileShape(files, B, Hq, n, dv)) << "the output is written in the inputs' layout";
+    const std::vector<float> got = files == "bnhd" ? bnhdToBhnd(o.toFloat(), B, Hq, n, dv) : o.toFloat();
+    const double err = psk::test::relativeMaxError(got, reference(c, q, k, v));
     EXPECT_LE(err, c.tolerance);
     EXPECT_EQ(dir.files(), (std::vector<std::string>{"k.npy", "o.npy", "q.npy", "v.npy"})) << "no temporary file may remain";
 }
 
-// Shapes are odd on purpose (n not a multiple of any tile, dv != h, grouped-query heads).
+// Shapes are odd on purpose (n not a multiple of any tile, dv != h, grouped-query heads). The
+// "bnhddevice" cases keep [B, H, n, d] files and put the tensors on the device as [B, n, H, d] (a
+// host transpose each way); the "bnhdfiles" cases hold [B, n, H, d] files (--layout bnhd), with
+// B >= 2, H >= 2 and n != H so that reading them in the other order cannot match the reference,
+// and Hq == Hkv in some so that the other order is not even rejected as a shape mismatch.
 INSTANTIATE_TEST_SUITE_P(
     Kinds, PskRunReference,
     ::testing::Values(
-        RunCase{"softmax_f32_bhnd_causal_gqa", "softmax", 0, true, "f32", "f32", "bhnd", 2, 4, 2, 37, 32, 24, 0, 2e-5},
-        RunCase{"poly_f32_bnhd_full_gqa", "poly", 0, false, "f32", "f32", "bnhd", 2, 4, 2, 37, 32, 24, 0, 2e-5},
-        RunCase{"softmax_f16file_bnhd_full", "softmax", 0, false, "f16", "f32", "bnhd", 1, 2, 2, 50, 16, 16, 0, 2e-5},
-        RunCase{"poly_p2_f16file_f16storage_causal_gqa", "poly", 2, true, "f16", "f16", "bhnd", 1, 3, 1, 29, 48, 40, 0, 2e-3},
-        RunCase{"softmax_bf16storage_bnhd_scale", "softmax", 0, true, "f32", "bf16", "bnhd", 1, 2, 1, 33, 16, 16, 0.25, 1.5e-2},
-        RunCase{"poly_p8_scale_causal", "poly", 8, true, "f32", "f32", "bhnd", 1, 2, 2, 45, 32, 32, 0.3, 1e-4}
+        RunCase{"softmax_f32_bhnd_causal_gqa", "softmax", 0, true, "f32", "f32", "bhnd", "", 2, 4, 2, 37, 32, 24, 0, 2e-5},
+        RunCase{"poly_f32_bnhddevice_full_gqa", "poly", 0, false, "f32", "f32", "bhnd", "bnhd", 2, 4, 2, 37, 32, 24, 0, 2e-5},
+        RunCase{"softmax_f16file_bnhddevice_full", "softmax", 0, false, "f16", "f32", "bhnd", "bnhd", 1, 2, 2, 50, 16, 16, 0, 2e-5},
+        RunCase{"poly_p2_f16file_f16storage_causal_gqa", "poly", 2, true, "f16", "f16", "bhnd", "", 1, 3, 1, 29, 48, 40, 0, 2e-3},
+        RunCase{"softmax_bf16storage_bnhddevice_scale", "softmax", 0, true, "f32", "bf16", "bhnd", "bnhd", 1, 2, 1, 33, 16, 16, 0.25, 1.5e-2},
+        RunCase{"poly_p8_scale_causal", "poly", 8, true, "f32", "f32", "bhnd", "", 1, 2, 2, 45, 32, 32, 0.3, 1e-4},
+        // [B, n, H, d] files: the device in the same layout (the default, and given), or in bhnd.
+        RunCase{"softmax_f32_bnhdfiles_causal_gqa", "softmax", 0, true, "f32", "f32", "bnhd", "", 2, 4, 2, 37, 32, 24, 0, 2e-5},
+        RunCase{"softmax_f32_bnhdfiles_bhnddevice_causal_gqa", "softmax", 0, true, "f32", "f32", "bnhd", "bhnd", 2, 4, 2, 37, 32, 24, 0, 2e-5},
+        RunCase{"poly_f32_bnhdfiles_full", "poly", 0, false, "f32", "f32", "bnhd", "", 2, 3, 3, 21, 32, 16, 0, 2e-5},
+        RunCase{"poly_f32_bnhdfiles_bhnddevice_full", "poly", 0, false, "f32", "f32", "bnhd", "bhnd", 2, 3, 3, 21, 32, 16, 0, 2e-5},
+        RunCase{"softmax_f16file_bnhdfiles_bnhddevice_full", "softmax", 0, false, "f16", "f32", "bnhd", "bnhd", 3, 2, 2, 19, 16, 24, 0, 2e-5},
+        // [B, H, n, d] files on a [B, n, H, d] device, B >= 2 and n != H.
+        RunCase{"softmax_f32_bhndfiles_bnhddevice_causal", "softmax", 0, true, "f32", "f32", "bhnd", "bnhd", 2, 3, 3, 21, 32, 16, 0, 2e-5}
         // Polysketch: add cases with kind "polysketch", `extra` options (--sketch-size, --block-size,
         // --seed, --local-exact) and a matching branch in reference().
         ),
     [](const ::testing::TestParamInfo<RunCase>& i) { return std::string(i.param.name); });
+
+// The same [B, n, H, d] files (--layout bnhd) on either device layout: the same answer, written
+// [B, n, H, dv] each time, within float32 rounding of each other and of the reference.
+class PskRunFileLayout : public psk::test::ContextTest {
+protected:
+    void SetUp() override {
+        ContextTest::SetUp();
+        setenv("PSK_VALIDATION", "1", 1);
+    }
+};
+
+TEST_F(PskRunFileLayout, BnhdFilesGiveTheSameAnswerOnEitherDeviceLayout) {
+    TempDir dir;
+    const uint64_t B = 2, H = 3, n = 26, h = 32, dv = 24;  // Hq == Hkv: the other order is a valid shape too
+    const auto q = psk::test::randomNormal(B * H * n * h, 21), k = psk::test::randomNormal(B * H * n * h, 22),
+               v = psk::test::randomNormal(B * H * n * dv, 23);
+    psk::npy::write(dir / "q.npy", {B, n, H, h}, bhndToBnhd(q, B, H, n, h));
+    psk::npy::write(dir / "k.npy", {B, n, H, h}, bhndToBnhd(k, B, H, n, h));
+    psk::npy::write(dir / "v.npy", {B, n, H, dv}, bhndToBnhd(v, B, H, n, dv));
+    const psk::ref::Shape shape{int(B), int(H), int(H), int(n), int(h), int(dv)};
+    std::vector<double> ref;
+    psk::ref::softmaxAttention(shape, std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+                               std::vector<double>(v.begin(), v.end()), 1.0 / std::sqrt(double(h)), true, ref);
+
+    std::vector<std::vector<float>> outputs;
+    for (const std::vector<std::string>& device : {std::vector<std::string>{}, {"--device-layout", "bnhd"}, {"--device-layout", "bhnd"}}) {
+        const std::string out = dir / ("o" + std::to_string(outputs.size()) + ".npy");
+        std::vector<std::string> args = {"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy",
+                                         "--out", out, "--layout", "bnhd"};
+        args.insert(args.end(), device.begin(), device.end());
+        SCOPED_TRACE(device.empty() ? "default device layout" : device[1]);
+        const Outcome r = runPsk(args);
+        ASSERT_EQ(r.code, 0) << r.err;
+        EXPECT_EQ(r.err.find("validation:"), std::string::npos) << r.err;
+        const psk::npy::Array o = psk::npy::read(out);
+        ASSERT_EQ(o.shape, (std::vector<uint64_t>{B, n, H, dv}));
+        outputs.push_back(bnhdToBhnd(o.toFloat(), B, H, n, dv));
+        EXPECT_LE(psk::test::relativeMaxError(outputs.back(), ref), 2e-5);
+    }
+    for (size_t i = 1; i < outputs.size(); ++i) {
+        const std::vector<double> first(outputs[0].begin(), outputs[0].end());
+        EXPECT_LE(psk::test::relativeMaxError(outputs[i], first), 2e-5) << "output " << i << " differs from the default's";
+    }
+}
 
 // ------------------------------------------------------------------------------------------------
 // Bad inputs: a one-line message naming the problem, a non-zero exit, no output file
@@ -370,5 +463,71 @@ INSTANTIATE_TEST_SUITE_P(
                     psk::npy::write(d / "q.npy", {1, 2, 8, 16}, q);
                 }}),
     [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
+
+// ------------------------------------------------------------------------------------------------
+// --layout describes the files: q, k, v that do not fit together read in the declared layout exit 2
+// (before any device is touched), one line, no output file
+// ------------------------------------------------------------------------------------------------
+
+struct LayoutCase {
+    const char* name;
+    const char* files;     // how the files are written: bhnd | bnhd
+    const char* layout;    // --layout given, or "" for none (the default, bhnd)
+    uint64_t Bk, Hq, Hkv, Hv;  // k's batch and the head counts (q and v have B = 2; n = 37)
+    std::vector<const char*> expect;  // substrings of the one stderr line
+};
+
+std::ostream& operator<<(std::ostream& os, const LayoutCase& c) { return os << c.name; }
+
+class PskRunLayoutMismatch : public ::testing::TestWithParam<LayoutCase> {};
+
+TEST_P(PskRunLayoutMismatch, ExitsTwoWithOneLineAndNoOutput) {
+    const LayoutCase& c = GetParam();
+    TempDir dir;
+    const uint64_t B = 2, n = 37, h = 32, dv = 24;
+    auto write = [&](const char* name, uint64_t b, uint64_t H, uint64_t d) {
+        psk::npy::write(dir / name, fileShape(c.files, b, H, n, d), psk::test::randomNormal(b * H * n * d, 5));
+    };
+    write("q.npy", B, c.Hq, h);
+    write("k.npy", c.Bk, c.Hkv, h);
+    write("v.npy", B, c.Hv, dv);
+    std::vector<std::string> args = {"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy",
+                                     "--out", dir / "o.npy"};
+    if (*c.layout) args.insert(args.end(), {"--layout", c.layout});
+    const auto before = dir.files();
+    const Outcome r = runPsk(args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    for (const char* e : c.expect) EXPECT_NE(r.err.find(e), std::string::npos) << "stderr: " << r.err << "want: " << e;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+    EXPECT_EQ(dir.files(), before) << "no output or temporary file may be written";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, PskRunLayoutMismatch,
+    ::testing::Values(
+        // [B, H, n, d] files declared bnhd: q's "n" is 4, k's 2.
+        LayoutCase{"bhnd_files_as_bnhd", "bhnd", "bnhd", 2, 4, 2, 2,
+                   {"sequence lengths differ: q (2, 4, 37, 32), k (2, 2, 37, 32)", "--layout bnhd reads the files as [B, n, H, dim]",
+                    "they fit --layout bhnd [B, H, n, dim]"}},
+        // [B, n, H, d] files without --layout (bhnd): q's "n" is 4, k's 2.
+        LayoutCase{"bnhd_files_as_default_bhnd", "bnhd", "", 2, 4, 2, 2,
+                   {"sequence lengths differ: q (2, 37, 4, 32), k (2, 37, 2, 32)", "--layout bhnd reads the files as [B, H, n, dim]",
+                    "they fit --layout bnhd [B, n, H, dim]"}},
+        // [B, n, H, d] files declared bnhd that disagree in either layout.
+        LayoutCase{"bnhd_batch_mismatch", "bnhd", "bnhd", 3, 2, 2, 2, {"batch sizes differ: q (2, 37, 2, 32), k (3, 37, 2, 32)"}},
+        LayoutCase{"bnhd_kv_head_mismatch", "bnhd", "bnhd", 2, 4, 2, 1, {"head-count mismatch: k has 2 heads, v has 1", "--layout bnhd"}},
+        LayoutCase{"bnhd_q_heads_not_multiple", "bnhd", "bnhd", 2, 3, 2, 2,
+                   {"head-count mismatch: q has 3 heads, k and v have 2", "--layout bnhd reads the files as [B, n, H, dim]"}}),
+    [](const ::testing::TestParamInfo<LayoutCase>& i) { return std::string(i.param.name); });
+
+TEST(PskRunHelp, DescribesTheFilesLayoutAndTheDeviceLayout) {
+    const Outcome r = runPsk({"run", "--help"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* e : {"--layout L          the layout of the FILES", "--device-layout L", "[B, n, Hq, h]", "[B, n, Hq, dv]"})
+        EXPECT_NE(r.out.find(e), std::string::npos) << e;
+    const Outcome bad = runPsk({"run", "--kind", "softmax", "--q", "q", "--k", "k", "--v", "v", "--out", "o", "--device-layout", "nhbd"});
+    EXPECT_EQ(bad.code, 2);
+    EXPECT_NE(bad.err.find("--device-layout takes bhnd or bnhd (got 'nhbd')"), std::string::npos) << bad.err;
+}
 
 }  // namespace

@@ -26,18 +26,20 @@ void runUsage(FILE* out) {
     std::fprintf(out,
         "usage: psk run --kind softmax|poly|polysketch --q Q.npy --k K.npy --v V.npy --out O.npy\n"
         "               [--causal | --full] [--degree P] [--scale S] [--layout bhnd|bnhd]\n"
-        "               [--dtype f32|f16|bf16] [--device SEL]\n"
+        "               [--device-layout bhnd|bnhd] [--dtype f32|f16|bf16] [--device SEL]\n"
         "               polysketch only: [--sketch-size R] [--block-size B] [--local-exact]\n"
         "               [--seed N | --sketch FILE.safetensors | --learned FILE.safetensors]\n"
         "               [--reference-scaling] [--qk-norm FILE.safetensors]\n"
         "\n"
         "Computes attention on the device and writes the output as a float32 .npy file.\n"
         "\n"
-        "Files (always [B, H, n, dim] order, little-endian float32 '<f4' or float16 '<f2', C order):\n"
-        "  --q Q.npy     [B, Hq, n, h]\n"
-        "  --k K.npy     [B, Hkv, n, h]   (Hq must be a multiple of Hkv: grouped-query heads)\n"
-        "  --v V.npy     [B, Hkv, n, dv]\n"
-        "  --out O.npy   [B, Hq, n, dv], float32; written only when the call succeeds\n"
+        "Files (little-endian float32 '<f4' or float16 '<f2', C order), in the order --layout names:\n"
+        "                --layout bhnd (default)   --layout bnhd (FlashAttention)\n"
+        "  --q Q.npy     [B, Hq, n, h]             [B, n, Hq, h]\n"
+        "  --k K.npy     [B, Hkv, n, h]            [B, n, Hkv, h]   (Hq a multiple of Hkv: grouped-query heads)\n"
+        "  --v V.npy     [B, Hkv, n, dv]           [B, n, Hkv, dv]\n"
+        "  --out O.npy   [B, Hq, n, dv]            [B, n, Hq, dv]   float32; written only when the call succeeds\n"
+        "A shape alone cannot tell the two orders apart: give --layout bnhd for [B, n, H, dim] files.\n"
         "\n"
         "Options:\n"
         "  --causal            row i attends to j <= i (the DEFAULT: the language-model case)\n"
@@ -45,7 +47,10 @@ void runUsage(FILE* out) {
         "  --degree P          2, 4 or 8 (poly and polysketch; default 4)\n"
         "  --scale S           score scale s, finite and non-zero (default 1/sqrt(h) for softmax, 1 otherwise)\n"
         "  --dtype T           storage type on the device (default f32); inputs are converted on the host\n"
-        "  --layout L          device layout (default bhnd); bnhd transposes on the host before the call\n"
+        "  --layout L          the layout of the FILES: bhnd (default) or bnhd, see above; the output file is\n"
+        "                      written in the same layout as the inputs\n"
+        "  --device-layout L   the layout of the tensors on the device (default: the same as --layout); one\n"
+        "                      that differs from --layout is transposed on the host before and after the call\n"
         "  --device SEL        device index or part of its name (see psk info); default PSK_DEVICE or the best\n"
         "  --sketch-size R     polysketch sketch size r, 8 to 128 (default 32)\n"
         "  --block-size B      polysketch block size b, 16 to 1024 (default 256)\n"
@@ -56,7 +61,8 @@ void runUsage(FILE* out) {
         "  --reference-scaling polysketch, random sketch: the google-research scaling (G / sqrt(r))\n"
         "  --qk-norm FILE      polysketch: q/k LayerNorm parameters from a .safetensors file\n"
         "\n"
-        "Exit status: 0 on success, 2 for a bad command line, 1 for a bad file or a failed call.\n");
+        "Exit status: 0 on success; 2 for a bad command line or q, k, v shapes that do not fit together\n"
+        "under --layout; 1 for an unreadable or malformed file (or not 4-D) or a failed call.\n");
 }
 
 struct RunOptions {
@@ -69,7 +75,9 @@ struct RunOptions {
     bool haveSeed = false;
     uint64_t seed = 0;
     std::string sketchFile, learnedFile, qkNormFile;
-    PskLayout layout = PSK_LAYOUT_BHND;
+    PskLayout layout = PSK_LAYOUT_BHND;        // the files' layout (--layout)
+    PskLayout deviceLayout = PSK_LAYOUT_BHND;  // the device's layout (--device-layout; default: layout)
+    bool haveDeviceLayout = false;
     PskDataType dtype = PSK_DATA_TYPE_FLOAT32;
     std::vector<std::string> polysketchOnly;  // polysketch-only options seen, in order
 };
@@ -151,6 +159,11 @@ RunOptions parseOptions(int argc, char** argv, bool* help) {
         } else if (a == "--layout") {
             const std::string s = next();
             if (!psk::cli::parseLayout(s, &o.layout)) throw UsageError{"--layout takes bhnd or bnhd (got '" + s + "')"};
+        } else if (a == "--device-layout") {
+            const std::string s = next();
+            if (!psk::cli::parseLayout(s, &o.deviceLayout))
+                throw UsageError{"--device-layout takes bhnd or bnhd (got '" + s + "')"};
+            o.haveDeviceLayout = true;
         } else if (a == "--dtype") {
             const std::string s = next();
             if (!psk::cli::parseDataType(s, &o.dtype)) throw UsageError{"--dtype takes f32, f16 or bf16 (got '" + s + "')"};
@@ -176,6 +189,7 @@ RunOptions parseOptions(int argc, char** argv, bool* help) {
         throw UsageError{"--reference-scaling applies to random sketches (--seed, --sketch), not --learned"};
     if (!o.learnedFile.empty() && o.degree && o.degree != 4) throw UsageError{"--learned sketches have degree 4 (got --degree " + std::to_string(o.degree) + ")"};
     if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
+    if (!o.haveDeviceLayout) o.deviceLayout = o.layout;
     return o;
 }
 
@@ -183,12 +197,55 @@ struct FileError {
     std::string message;
 };
 
+/** q, k and v whose shapes do not fit together under the declared --layout: exit status 2. */
+struct ShapeError {
+    std::string message;
+};
+
 struct Input {
     psk::npy::Array array;
+    uint64_t B = 0, H = 0, n = 0, d = 0;  // the shape read in the files' layout
+};
+
+// "[B, Hq, n, h]" or "[B, n, Hq, h]": the dimension names of a file in `layout`.
+std::string dimNames(PskLayout layout, const char* heads, const char* dim) {
+    return layout == PSK_LAYOUT_BNHD ? std::string("[B, n, ") + heads + ", " + dim + "]"
+                                     : std::string("[B, ") + heads + ", n, " + dim + "]";
+}
+
+struct Dims {
     uint64_t B = 0, H = 0, n = 0, d = 0;
 };
 
-Input readInput(const std::string& path, const char* what, const char* dims) {
+// A 4-D shape read as [B, H, n, d] (bhnd) or [B, n, H, d] (bnhd).
+Dims dimsOf(const std::vector<uint64_t>& s, PskLayout layout) {
+    return layout == PSK_LAYOUT_BNHD ? Dims{s[0], s[2], s[1], s[3]} : Dims{s[0], s[1], s[2], s[3]};
+}
+
+void assignDims(Input& in, PskLayout layout) {
+    const Dims x = dimsOf(in.array.shape, layout);
+    in.B = x.B;
+    in.H = x.H;
+    in.n = x.n;
+    in.d = x.d;
+}
+
+// Whether q, k, v fit together read in `layout`: "" when they do, else the problem (one line).
+std::string shapeMismatch(const Input& qIn, const Input& kIn, const Input& vIn, PskLayout layout) {
+    const Dims q = dimsOf(qIn.array.shape, layout), k = dimsOf(kIn.array.shape, layout), v = dimsOf(vIn.array.shape, layout);
+    const std::string qs = qIn.array.shapeString(), ks = kIn.array.shapeString(), vs = vIn.array.shapeString();
+    const std::string all = ": q " + qs + ", k " + ks + ", v " + vs;
+    if (k.B != q.B || v.B != q.B) return "batch sizes differ" + all;
+    if (k.n != q.n || v.n != q.n) return "sequence lengths differ" + all;
+    if (k.d != q.d) return "head dims differ: q " + qs + " and k " + ks + " must share h";
+    if (v.H != k.H) return "head-count mismatch: k has " + std::to_string(k.H) + " heads, v has " + std::to_string(v.H);
+    if (q.H % k.H != 0)
+        return "head-count mismatch: q has " + std::to_string(q.H) + " heads, k and v have " + std::to_string(k.H) +
+               "; Hq must be a multiple of Hkv";
+    return "";
+}
+
+Input readInput(const std::string& path, const char* what, const std::string& dims) {
     Input in;
     try {
         in.array = psk::npy::read(path);
@@ -203,10 +260,6 @@ Input readInput(const std::string& path, const char* what, const char* dims) {
         if (d == 0) throw FileError{path + ": " + what + " is empty (shape " + in.array.shapeString() + ")"};
     for (uint64_t d : s)
         if (d > 0xFFFFFFFFull) throw FileError{path + ": a dimension of " + in.array.shapeString() + " exceeds 2^32 - 1"};
-    in.B = s[0];
-    in.H = s[1];
-    in.n = s[2];
-    in.d = s[3];
     return in;
 }
 
@@ -263,22 +316,29 @@ int runChecked(int argc, char** argv) {
 
     Input q, k, v;
     try {
-        q = readInput(o.q, "q", "[B, Hq, n, h]");
-        k = readInput(o.k, "k", "[B, Hkv, n, h]");
-        v = readInput(o.v, "v", "[B, Hkv, n, dv]");
-        auto sh = [](const Input& in) { return in.array.shapeString(); };
-        if (k.B != q.B || v.B != q.B)
-            throw FileError{"batch sizes differ: q " + sh(q) + ", k " + sh(k) + ", v " + sh(v)};
-        if (k.n != q.n || v.n != q.n)
-            throw FileError{"sequence lengths differ: q " + sh(q) + ", k " + sh(k) + ", v " + sh(v)};
-        if (k.d != q.d) throw FileError{"head dims differ: q " + sh(q) + " and k " + sh(k) + " must share h"};
-        if (v.H != k.H) throw FileError{"head-count mismatch: k has " + std::to_string(k.H) + " heads, v has " + std::to_string(v.H)};
-        if (q.H % k.H != 0)
-            throw FileError{"head-count mismatch: q has " + std::to_string(q.H) + " heads, k and v have " + std::to_string(k.H) +
-                            "; Hq must be a multiple of Hkv"};
+        q = readInput(o.q, "q", dimNames(o.layout, "Hq", "h"));
+        k = readInput(o.k, "k", dimNames(o.layout, "Hkv", "h"));
+        v = readInput(o.v, "v", dimNames(o.layout, "Hkv", "dv"));
+        // The shapes must fit together read in the declared layout; a shape alone cannot show the
+        // layout, but a mismatch that the other layout would not have is worth naming.
+        const std::string problem = shapeMismatch(q, k, v, o.layout);
+        if (!problem.empty()) {
+            const PskLayout other = o.layout == PSK_LAYOUT_BNHD ? PSK_LAYOUT_BHND : PSK_LAYOUT_BNHD;
+            std::string message = problem + " (--layout " + psk::cli::layoutName(o.layout) + " reads the files as " +
+                                  dimNames(o.layout, "H", "dim") + ")";
+            if (shapeMismatch(q, k, v, other).empty())
+                message += std::string("; they fit --layout ") + psk::cli::layoutName(other) + " " + dimNames(other, "H", "dim");
+            throw ShapeError{message};
+        }
+        assignDims(q, o.layout);
+        assignDims(k, o.layout);
+        assignDims(v, o.layout);
     } catch (const FileError& e) {
         std::fprintf(stderr, "psk run: %s\n", e.message.c_str());
         return 1;
+    } catch (const ShapeError& e) {
+        std::fprintf(stderr, "psk run: %s\n", e.message.c_str());
+        return 2;
     }
 
     const size_t B = q.B, Hq = q.H, Hkv = k.H, n = q.n, h = q.d, dv = v.d;
@@ -286,10 +346,12 @@ int runChecked(int argc, char** argv) {
     q.array.data.clear();
     k.array.data.clear();
     v.array.data.clear();
-    if (o.layout == PSK_LAYOUT_BNHD) {
-        qf = toBnhd(qf, B, Hq, n, h);
-        kf = toBnhd(kf, B, Hkv, n, h);
-        vf = toBnhd(vf, B, Hkv, n, dv);
+    // Files and device in different layouts: transpose on the host.
+    if (o.layout != o.deviceLayout) {
+        const auto convert = o.deviceLayout == PSK_LAYOUT_BNHD ? toBnhd : fromBnhd;
+        qf = convert(qf, B, Hq, n, h);
+        kf = convert(kf, B, Hkv, n, h);
+        vf = convert(vf, B, Hkv, n, dv);
     }
     const auto qb = psk::storage::encode(qf, o.dtype), kb = psk::storage::encode(kf, o.dtype), vb = psk::storage::encode(vf, o.dtype);
     std::vector<uint8_t> ob(B * Hq * n * dv * psk::storage::elementBytes(o.dtype));
@@ -317,7 +379,7 @@ int runChecked(int argc, char** argv) {
     ai.headDim = uint32_t(h);
     ai.valueDim = uint32_t(dv);
     ai.dataType = o.dtype;
-    ai.layout = o.layout;
+    ai.layout = o.deviceLayout;
     ai.sketchSize = o.sketchSize;
     ai.blockSize = o.blockSize;
     ai.seed = o.seed;
@@ -363,10 +425,13 @@ int runChecked(int argc, char** argv) {
     }
 
     std::vector<float> of = psk::storage::decode(ob, o.dtype);
-    if (o.layout == PSK_LAYOUT_BNHD) of = fromBnhd(of, B, Hq, n, dv);
+    // The output file in the inputs' layout.
+    if (o.layout != o.deviceLayout) of = (o.deviceLayout == PSK_LAYOUT_BNHD ? fromBnhd : toBnhd)(of, B, Hq, n, dv);
+    const std::vector<uint64_t> outShape =
+        o.layout == PSK_LAYOUT_BNHD ? std::vector<uint64_t>{B, n, Hq, dv} : std::vector<uint64_t>{B, Hq, n, dv};
     const std::string tmp = o.out + ".tmp" + std::to_string(getpid());
     try {
-        psk::npy::write(tmp, {B, Hq, n, dv}, of, psk::npy::DType::Float32);
+        psk::npy::write(tmp, outShape, of, psk::npy::DType::Float32);
     } catch (const psk::npy::Error& e) {
         std::fprintf(stderr, "psk run: %s\n", e.what());
         return 1;
@@ -376,9 +441,9 @@ int runChecked(int argc, char** argv) {
         std::remove(tmp.c_str());
         return 1;
     }
-    std::printf("%s %s, B=%zu Hq=%zu Hkv=%zu n=%zu h=%zu dv=%zu, %s %s on %s: %.3f ms GPU, workspace %llu bytes -> %s\n",
+    std::printf("%s %s, B=%zu Hq=%zu Hkv=%zu n=%zu h=%zu dv=%zu, %s, files %s, device %s on %s: %.3f ms GPU, workspace %llu bytes -> %s\n",
                 psk::cli::kindName(o.kind), o.causal ? "causal" : "full", B, Hq, Hkv, n, h, dv, psk::cli::dataTypeName(o.dtype),
-                psk::cli::layoutName(o.layout), dev.name, stats.gpuMilliseconds, static_cast<unsigned long long>(stats.workspaceBytes),
+                psk::cli::layoutName(o.layout), psk::cli::layoutName(o.deviceLayout), dev.name, stats.gpuMilliseconds, static_cast<unsigned long long>(stats.workspaceBytes),
                 o.out.c_str());
     return 0;
 }
