@@ -3,9 +3,12 @@
 #include <polysketch/polysketch.h>
 #include <polysketch/polysketch_vulkan.h>
 
+#include <cstring>
 #include <new>
+#include <string>
 
 #include "forward/attention.hpp"
+#include "forward/tiled_forward.hpp"
 #include "vk/context.hpp"
 #include "decode/decode.hpp"
 #include "util/error.hpp"
@@ -200,6 +203,27 @@ PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32
         const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), batchSize,
                                                                 seqLen, nullptr, nullptr, nullptr, nullptr);
         *pBytes = attention->workspaceBytes(g);
+    });
+}
+
+PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize) {
+    return guarded(attention ? attention->context() : nullptr, "pskGetAttentionPlan", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!pSize) fail(PSK_ERROR_INVALID_ARGUMENT, "pSize must not be NULL");
+        std::string plan;
+        for (const psk::KernelChoice& k : attention->forward().kernels()) plan += k.describe() + "\n";
+        const size_t needed = plan.size() + 1;
+        if (!text) {
+            *pSize = needed;
+            return;
+        }
+        if (*pSize < needed) {
+            const size_t given = *pSize;
+            *pSize = needed;
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "the plan needs ", needed, " bytes; *pSize was ", given);
+        }
+        std::memcpy(text, plan.c_str(), needed);
+        *pSize = needed;
     });
 }
 

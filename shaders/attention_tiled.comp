@@ -23,12 +23,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint ROWS = 64;       // query rows per workgroup = invocations
-layout(constant_id = 1) const uint HEAD_DIM = 64;   // h
-layout(constant_id = 2) const uint VALUE_DIM = 64;  // dv
-layout(constant_id = 3) const uint KEY_TILE = 32;   // key rows staged per step
-layout(constant_id = 4) const uint DEGREE = 4;      // polynomial degree p: 2, 4 or 8
-layout(constant_id = 5) const bool CAUSAL = false;
+#include "interface/attention_tiled.h"
+PSK_DECLARE_SPECS(PSK_ATTENTION_TILED_SPEC)
 
 layout(std430, binding = 0) readonly buffer QBuffer { ELEM q_data[]; };
 layout(std430, binding = 1) readonly buffer KBuffer { ELEM k_data[]; };
@@ -36,24 +32,6 @@ layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
 layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
 // Per row: [running max, denominator, accumulator[VALUE_DIM]], rows in [batch][q head][token] order.
 layout(std430, binding = 4) buffer StateBuffer { float state_data[]; };
-
-const uint FLAG_LOAD_STATE = 1u;   // continue from the state a previous chunk stored
-const uint FLAG_STORE_STATE = 2u;  // store the state for a later chunk instead of the output
-
-layout(push_constant) uniform Params {
-    uint n;           // tokens per sequence
-    uint head_ratio;  // Hq / Hkv (grouped-query attention)
-    float scale;      // score scale s
-    uint flags;
-    uint key_begin;   // this chunk's keys: [key_begin, key_limit)
-    uint key_limit;
-    uint num_q_heads;
-    uint pad0;
-    TensorStrides q_strides;
-    TensorStrides k_strides;
-    TensorStrides v_strides;
-    TensorStrides o_strides;
-} params;
 
 shared float k_tile[KEY_TILE * HEAD_DIM];
 shared float v_tile[KEY_TILE * VALUE_DIM];

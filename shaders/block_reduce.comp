@@ -15,18 +15,11 @@
 #extension GL_KHR_shader_subgroup_shuffle_relative : require
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WORKGROUP = 128;  // invocations, a multiple of the subgroup size
-layout(constant_id = 1) const uint LANES = 8;        // lanes per column, a power of two
+#include "interface/block_scan.h"
+PSK_DECLARE_SPECS(PSK_BLOCK_REDUCE_SPEC)
 
 layout(std430, binding = 0) buffer States { float states[]; };
 layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
-
-layout(push_constant) uniform Params {
-    uint blocks;      // t
-    uint columns;     // columns of one block state, in vec4 when vectorized, else in floats
-    uint groups_x;    // workgroups along x (column groups are split over x and y)
-    uint vectorized;  // 1: states4 with columns = elems / 4; 0: states with columns = elems
-} params;
 
 // Tree levels written out, as in block_scan.comp (llvmpipe keeps such loops and counts their
 // iterations against its 65535 limit); levels at or above LANES fold away. Lanes p < w read lane

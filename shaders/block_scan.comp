@@ -31,20 +31,13 @@
 #extension GL_KHR_shader_subgroup_shuffle_relative : require
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WORKGROUP = 128;  // invocations, a multiple of the subgroup size
-layout(constant_id = 1) const uint LANES = 8;        // tree lanes per column, a power of two
+#include "interface/block_scan.h"
+PSK_DECLARE_SPECS(PSK_BLOCK_SCAN_SPEC)
 const uint SEGMENT = 2u * LANES;                     // blocks per segment, two per lane
 
 // The same buffer seen as floats (scalar path) and as vec4 (vectorized path).
 layout(std430, binding = 0) buffer States { float states[]; };
 layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
-
-layout(push_constant) uniform Params {
-    uint blocks;      // t: blocks per sequence-head
-    uint columns;     // columns of one block state, in vec4 when vectorized, else in floats
-    uint groups_x;    // workgroups along x (column groups are split over x and y)
-    uint vectorized;  // 1: states4 with columns = elems / 4; 0: states with columns = elems
-} params;
 
 // The tree is written out level by level, without loops: llvmpipe does not unroll these loops
 // (it kept them even with [[unroll]]), and its 65535-iteration limit counts every inner

@@ -24,15 +24,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint THREADS = 64;          // FEAT_GROUPS * COL_GROUPS
-layout(constant_id = 1) const uint SKETCH = 32;           // length of S(k)
-layout(constant_id = 2) const uint VALUE_DIM = 64;        // dv
-layout(constant_id = 3) const uint FEAT_GROUPS = 16;
-layout(constant_id = 4) const uint FEATS_PER_THREAD = 4;  // a multiple of 4
-layout(constant_id = 5) const uint COL_GROUPS = 4;
-layout(constant_id = 6) const uint COLS_PER_THREAD = 16;  // a multiple of 4
-layout(constant_id = 7) const uint KEY_TILE = 32;
-layout(constant_id = 8) const uint Z_STRIDE = 68;         // floats per state row: VALUE_DIM + 1 rounded up to 4
+#include "interface/block_states.h"
+PSK_DECLARE_SPECS(PSK_BLOCK_STATES_SPEC)
 
 const uint TILE_F = FEAT_GROUPS * FEATS_PER_THREAD;
 const uint TILE_C = COL_GROUPS * COLS_PER_THREAD;
@@ -41,16 +34,6 @@ layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
 layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
 layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = 3) writeonly buffer States { float states[]; };
-
-layout(push_constant) uniform Params {
-    uint n;
-    uint block_size;
-    uint blocks;         // t = ceil(n / block_size)
-    uint features;       // F = SKETCH (SKETCH + 1) / 2
-    uint kv_heads;
-    uint feature_tiles;  // ceil(F / TILE_F)
-    TensorStrides v_strides;
-} params;
 
 const uint TILE_F4 = TILE_F / 4u, TILE_C4 = TILE_C / 4u, FPT4 = FEATS_PER_THREAD / 4u, CPT4 = COLS_PER_THREAD / 4u;
 // phi(S(k_j)) of the tile's features and the tile's value columns, as vec4s (one vec4 load

@@ -31,17 +31,8 @@
 #extension GL_KHR_shader_subgroup_basic : require
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint THREADS = 128;  // SG_M * SG_N * subgroup size
-layout(constant_id = 1) const uint SKETCH = 32;    // length of S(k)
-layout(constant_id = 2) const uint VALUE_DIM = 64; // dv
-layout(constant_id = 3) const uint CM_M = 16;
-layout(constant_id = 4) const uint CM_N = 16;
-layout(constant_id = 5) const uint CM_K = 16;
-layout(constant_id = 6) const uint SG_M = 2;       // subgroups along features
-layout(constant_id = 7) const uint SG_N = 2;       // subgroups along value columns
-layout(constant_id = 8) const uint WM = 2;         // matrices per subgroup along features
-layout(constant_id = 9) const uint WN = 2;         // matrices per subgroup along value columns
-layout(constant_id = 10) const uint KEY_TILE = 32; // keys per step, a multiple of CM_K and of 8
+#include "interface/block_states_coopmat.h"
+PSK_DECLARE_SPECS(PSK_BLOCK_STATES_COOPMAT_SPEC)
 
 #include "coopmat.glsl"
 #include "self_tensor.glsl"
@@ -62,16 +53,6 @@ layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = 3) writeonly buffer States { float states[]; };
 
 // The scalar kernel's parameters, then feature_scale.
-layout(push_constant) uniform Params {
-    uint n;
-    uint block_size;
-    uint blocks;         // t = ceil(n / block_size)
-    uint features;       // F = SKETCH (SKETCH + 1) / 2
-    uint kv_heads;
-    uint feature_tiles;  // ceil(F / TILE_M)
-    TensorStrides v_strides;
-    float feature_scale;
-} params;
 
 shared float sk_tile[KEY_TILE * SKETCH];
 shared CM_OPERAND a_tile[KEY_TILE * LDA];

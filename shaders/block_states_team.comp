@@ -39,10 +39,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x = 64) in;
-layout(constant_id = 0) const uint SKETCH = 32;    // length of S(k), a multiple of 4
-layout(constant_id = 1) const uint VALUE_DIM = 64; // dv, a multiple of 4, <= 128
-layout(constant_id = 2) const uint Z_STRIDE = 72;  // floats per state row: VALUE_DIM + 1 rounded up to 4 or 8
-layout(constant_id = 3) const uint C4 = 2;         // vec4s of value columns per lane: ceil(VALUE_DIM / 32), 1..4
+#include "interface/block_states.h"
+PSK_DECLARE_SPECS(PSK_BLOCK_STATES_TEAM_SPEC)
 
 const uint TEAM = 8u;           // lanes per team
 const uint FPL = 2u;            // features per lane (slots)
@@ -62,16 +60,6 @@ layout(std430, binding = 1) readonly buffer VBuffer4 { uvec2 v_data4[]; };
 #endif
 layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = 3) writeonly buffer States { vec4 states4[]; };
-
-layout(push_constant) uniform Params {
-    uint n;
-    uint block_size;
-    uint blocks;         // t = ceil(n / block_size)
-    uint features;       // F = SKETCH (SKETCH + 1) / 2
-    uint kv_heads;
-    uint feature_tiles;  // ceil(F / 128)
-    TensorStrides v_strides;
-} params;
 
 // Four consecutive value elements starting at element index e (a multiple of 4), as floats.
 vec4 load_v4(uint e) {

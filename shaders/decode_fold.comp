@@ -25,9 +25,8 @@
 #include "self_tensor.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 1) const uint SKETCH = 32;     // R
-layout(constant_id = 2) const uint VALUE_DIM = 64;  // dv
+#include "interface/decode_fold.h"
+PSK_DECLARE_SPECS(PSK_DECODE_FOLD_SPEC)
 
 layout(std430, binding = 0) readonly buffer Sketches { float sk[]; };
 layout(std430, binding = 1) readonly buffer Values { float v_rows[]; };
@@ -35,20 +34,6 @@ layout(std430, binding = 1) readonly buffer Values4 { vec4 v_rows4[]; };  // the
 layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = 3) readonly buffer Meta { uint meta[]; };
 layout(std430, binding = 4) buffer State { float z[]; };
-
-layout(push_constant) uniform Params {
-    uint features;        // F
-    uint kv_heads;        // Hkv (sequence of a slot = slot / kv_heads)
-    uint dst_slot0;
-    uint rows;            // rows to fold, unless rows_from_meta
-    uint rows_from_meta;  // 1: rows = meta[meta_offset + sequence]
-    uint meta_offset;
-    uint s_slot_stride;
-    uint s_row_begin;
-    uint v_slot_stride;
-    uint v_row_begin;
-    uint add;             // 1: z[dst] += the state at binding 0 (same layout as z), no rows
-} params;
 
 const uint Z_STRIDE = VALUE_DIM + 1u;
 const uint GROUPS = (Z_STRIDE + 3u) / 4u;  // column groups of four per feature

@@ -21,13 +21,8 @@
 #include "self_tensor.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 1) const uint SKETCH = 32;
-layout(constant_id = 2) const uint HEAD_DIM = 64;
-layout(constant_id = 3) const uint VALUE_DIM = 64;
-layout(constant_id = 4) const uint DEGREE = 4;
-layout(constant_id = 5) const bool LOCAL_EXACT = false;
-layout(constant_id = 6) const uint BLOCK = 1;  // b in LOCAL_EXACT mode (shared weights), else 1
+#include "interface/decode_output.h"
+PSK_DECLARE_SPECS(PSK_DECODE_OUTPUT_SPEC)
 
 const uint Z_STRIDE = VALUE_DIM + 1u;
 const uint COLS = (Z_STRIDE + WG - 1u) / WG;
@@ -40,14 +35,6 @@ layout(std430, binding = 4) readonly buffer BlockK { float block_k[]; };
 layout(std430, binding = 5) readonly buffer BlockV { float block_v[]; };
 layout(std430, binding = 6) readonly buffer Meta { uint meta[]; };
 layout(std430, binding = 7) writeonly buffer Out { float o_data[]; };
-
-layout(push_constant) uniform Params {
-    uint features;
-    uint q_heads;
-    uint kv_heads;
-    uint head_ratio;   // Hq / Hkv
-    uint meta_offset;  // LOCAL_EXACT: rows of the unfinished block at meta[meta_offset + sequence]
-} params;
 
 shared float sq[SKETCH];
 shared float ql[HEAD_DIM];

@@ -16,31 +16,11 @@
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 64;  // a power of two
-layout(constant_id = 1) const uint HEAD_DIM = 64;
-layout(constant_id = 2) const uint VALUE_DIM = 64;
-layout(constant_id = 3) const uint CHUNK = 1024;
+#include "interface/decode_softmax.h"
+PSK_DECLARE_SPECS(PSK_DECODE_SOFTMAX_SPEC)
 
 const uint COLS = (VALUE_DIM + WG - 1u) / WG;
 const uint P_STRIDE = VALUE_DIM + 2u;
-
-layout(push_constant) uniform Params {
-    uint q_heads;
-    uint kv_heads;
-    uint head_ratio;
-    uint capacity;
-    uint chunks;  // partials per row (stride)
-    uint meta_offset;
-    float scale;
-    uint k_slot_stride;  // floats between two slots' key caches (capacity h, aligned)
-    uint v_slot_stride;
-    // PASS_PARTIAL: this dispatch covers sequences seq_base + gl_WorkGroupID.z and query heads
-    // q_head_base + gl_WorkGroupID.y; its cache bindings start at slot slot_base (0 when the whole
-    // cache is bound; the one bound slot when the step dispatches slot by slot).
-    uint seq_base;
-    uint q_head_base;
-    uint slot_base;
-} params;
 
 #if defined(PASS_PARTIAL)
 layout(std430, binding = 0) readonly buffer Q { float q_data[]; };

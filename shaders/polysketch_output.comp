@@ -29,18 +29,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint ROWS = 64;        // invocations; a workgroup owns ROWS * RPI query rows
-layout(constant_id = 1) const uint SKETCH = 32;      // length of S(q)
-layout(constant_id = 2) const uint HEAD_DIM = 64;    // h (local exact rows)
-layout(constant_id = 3) const uint VALUE_DIM = 64;   // dv
-layout(constant_id = 4) const uint FEAT_TILE = 16;   // Z rows staged per step (<= ROWS)
-layout(constant_id = 5) const uint KEY_TILE = 32;    // local keys staged per step
-layout(constant_id = 6) const uint DEGREE = 4;       // local exact weights (q.k)^DEGREE
-layout(constant_id = 7) const bool CAUSAL = true;
-layout(constant_id = 8) const bool LOCAL_EXACT = false;
-layout(constant_id = 9) const uint SMEM_FLOATS = 2048;  // max(FEAT_TILE ZS4, KEY_TILE (KW4 + VD4)) vec4s, in floats
-layout(constant_id = 10) const uint RPI = 1;         // query rows per invocation (register tile)
-layout(constant_id = 11) const uint Z_STRIDE = 68;   // floats per state row: VALUE_DIM + 1 rounded up to 4
+#include "interface/polysketch_output.h"
+PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_SPEC)
 
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 
@@ -51,19 +41,6 @@ layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
 layout(std430, binding = 4) readonly buffer States { float states[]; };
 layout(std430, binding = 5) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = 6) readonly buffer QLocal { float q_local[]; };  // q' rows (LOCAL_EXACT)
-
-layout(push_constant) uniform Params {
-    uint n;
-    uint block_size;
-    uint blocks;
-    uint features;
-    uint head_ratio;  // Hq / Hkv
-    uint q_heads;
-    uint kv_heads;
-    uint tiles_per_block;  // ceil(block_size / ROWS)
-    TensorStrides v_strides;
-    TensorStrides o_strides;
-} params;
 
 shared vec4 smem4[SMEM_FLOATS / 4u];
 const uint ZS4 = Z_STRIDE / 4u;  // Z row in vec4s (dv + 1 padded)

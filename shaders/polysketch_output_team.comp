@@ -41,19 +41,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x = 64) in;
-layout(constant_id = 0) const uint SKETCH = 32;     // R, a multiple of 4
-layout(constant_id = 1) const uint HEAD_DIM = 64;   // h (local exact rows), a multiple of 4
-layout(constant_id = 2) const uint VALUE_DIM = 64;  // dv, a multiple of 4
-layout(constant_id = 3) const uint DEGREE = 4;      // local exact weights (q.k)^DEGREE
-layout(constant_id = 4) const bool CAUSAL = true;
-layout(constant_id = 5) const bool LOCAL_EXACT = false;
-layout(constant_id = 6) const uint Z_STRIDE = 72;   // floats per state row (dv + 1 rounded up to 8)
-layout(constant_id = 7) const uint C4 = 2;          // vec4 value columns per lane: ceil(dv / 32)
-// How v rows are read: 0 element by element, 1 as vec4s (float32, every v stride a multiple of 4),
-// 2 as 8 floats per u64vec4 load (float32, strides and dv multiples of 8, C4 even). A
-// specialization constant, not a run-time branch, because a CPU driver runs both sides of a
-// branch under a lane mask.
-layout(constant_id = 8) const uint V_LOAD = 0;
+#include "interface/polysketch_output.h"
+PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_TEAM_SPEC)
 
 const uint TEAM = 8u;           // lanes per team
 const uint RPL = 2u;            // rows per lane (slots)
@@ -84,19 +73,6 @@ layout(std430, binding = 4) readonly buffer States8 { u64vec4 states8[]; };
 layout(std430, binding = 2) readonly buffer VBuffer4 { vec4 v_data4[]; };
 layout(std430, binding = 2) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
 #endif
-
-layout(push_constant) uniform Params {
-    uint n;
-    uint block_size;
-    uint blocks;
-    uint features;
-    uint head_ratio;  // Hq / Hkv
-    uint q_heads;
-    uint kv_heads;
-    uint tiles_per_block;  // ceil(block_size / 128)
-    TensorStrides v_strides;
-    TensorStrides o_strides;
-} params;
 
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)

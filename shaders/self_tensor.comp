@@ -12,12 +12,7 @@ layout(std430, binding = 0) readonly buffer Sketches { float sketches[]; };  // 
 layout(std430, binding = 1) readonly buffer Pairs { uint pairs[]; };         // features
 layout(std430, binding = 2) writeonly buffer Features { float features[]; }; // rows x features
 
-layout(push_constant) uniform Params {
-    uint rows;
-    uint sketch;    // length of one sketch row
-    uint features;  // sketch (sketch + 1) / 2
-    uint rows_y;    // rows per z slice: rows spread over y and z
-} params;
+#include "interface/self_tensor.h"
 
 void main() {
     const uint f = gl_GlobalInvocationID.x;

@@ -29,11 +29,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint ROWS = 64;      // rows per workgroup = invocations
-layout(constant_id = 1) const uint HEAD_DIM = 64;  // h
-layout(constant_id = 2) const uint SKETCH = 32;    // length of S(x): r, or h for degree 2
-layout(constant_id = 3) const uint LEVELS = 1;     // random sketch: log2(p / 2)
-layout(constant_id = 4) const uint HIDDEN = 256;   // learned sketch: 8r
+#include "interface/sketch_features.h"
+PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_SPEC)
 
 layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
 // Every packed tensor starts on a vec4 (sketch_pack.cpp), so weight rows whose length is a
@@ -47,23 +44,6 @@ layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
 // invocation reads back only what it wrote) and are reloaded with constant indices, so that no
 // register array is ever indexed dynamically: llvmpipe compiles such arrays extremely slowly.
 layout(std430, binding = 4) buffer NodeScratch { float node_scratch[]; };
-
-const uint FLAG_QK_LN = 1u;        // LayerNorm the row before sketching
-const uint FLAG_WRITE_LOCAL = 2u;  // write local_out
-const uint FLAG_LOCAL_LN = 4u;     // local_out uses its own LayerNorm
-
-layout(push_constant) uniform Params {
-    uint n;           // tokens per sequence
-    uint heads;       // heads of this tensor
-    float scale;      // score scale s (1 for k)
-    uint flags;
-    TensorStrides x_strides;
-    float node_scale;  // random sketch: factor per tree node
-    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets (floats) into the weights
-    // Random: G1_0a, G1_0b, G1_1a, G1_1b, G2_0a, G2_0b (transposed, SKETCH x in).
-    // Learned: per FF (b, l) at 4 (2b + l): LN scale, LN bias, D1^T (HIDDEN x in), D2 (HIDDEN x SKETCH).
-    uint w[16];
-} params;
 
 const float LN_EPS = 1e-5;
 

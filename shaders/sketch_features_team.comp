@@ -21,13 +21,8 @@
 #include "tensor_strides.glsl"
 
 layout(local_size_x = 64) in;
-layout(constant_id = 0) const uint HEAD_DIM = 64;  // h, a multiple of 4
-layout(constant_id = 1) const uint SKETCH = 32;    // r, a multiple of 4
-layout(constant_id = 2) const uint CPL4 = 1;       // vec4 sketch columns per lane: ceil(r / 32)
-// How rows are read: 0 element by element, 1 as vec4s (float32, every stride a multiple of 4), 2
-// as 8 floats per u64vec4 load (float32, strides and h multiples of 8). A specialization constant,
-// not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask.
-layout(constant_id = 3) const uint X_LOAD = 0;
+#include "interface/sketch_features.h"
+PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_TEAM_SPEC)
 
 const uint TEAM = 8u;            // lanes per team
 const uint RPL = 2u;             // rows per lane (slots)
@@ -48,21 +43,6 @@ layout(std430, binding = 1) readonly buffer Weights8 { u64vec4 w_vec8[]; };
 layout(std430, binding = 2) writeonly buffer SketchOut { vec4 sketch_out4[]; };
 layout(std430, binding = 3) writeonly buffer LocalOut { vec4 local_out4[]; };
 layout(std430, binding = 3) writeonly buffer LocalOut8 { u64vec4 local_out8[]; };
-
-const uint FLAG_QK_LN = 1u;
-const uint FLAG_WRITE_LOCAL = 2u;
-const uint FLAG_LOCAL_LN = 4u;
-
-layout(push_constant) uniform Params {
-    uint n;
-    uint heads;
-    float scale;
-    uint flags;
-    TensorStrides x_strides;
-    float node_scale;
-    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;
-    uint w[16];  // w[0] = G1_0a^T, w[1] = G1_0b^T (SKETCH rows of HEAD_DIM floats)
-} params;
 
 const float LN_EPS = 1e-5;
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "vk/context.hpp"
-#include "forward/kernels.hpp"
+#include "forward/block_scan.hpp"
 #include "reference/reference.hpp"
 
 namespace {
@@ -108,7 +108,7 @@ TEST_P(BlockScan, MatchesReferenceExactly) {
         const psk::BufferRange states{buffer.handle(), offsetBytes, count * 4};
         const bool scan = c.op == Op::Scan;
         const psk::BlockScanPlan plan = scan ? psk::planBlockScan(c.blocks, ctx->caps()) : psk::planBlockReduce(c.blocks, ctx->caps());
-        VkPipeline pipeline = ctx->pipelines().get(scan ? psk::blockScanShader() : psk::blockReduceShader(), plan.specConstants);
+        VkPipeline pipeline = ctx->pipelines().get(plan.kernel);
         ctx->execute([&](psk::Recorder& rec) {
             if (scan)
                 psk::recordBlockScan(rec, pipeline, plan, states, c.sequences, c.blocks, c.elems);

@@ -16,7 +16,7 @@
 
 #include "forward/attention.hpp"
 #include "vk/context.hpp"
-#include "forward/kernels.hpp"
+#include "forward/polysketch_forward.hpp"
 #include "reference/reference.hpp"
 #include "support/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
@@ -143,11 +143,11 @@ std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
     EXPECT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
     const psk::ForwardGeometry g =
         psk::makeForwardGeometry(attn->config(), ctx->caps(), s.B, s.n, nullptr, nullptr, nullptr, nullptr);
-    run->layout = psk::polysketchWorkspace(attn->polysketchPlan(), attn->config(), g);
+    run->layout = attn->polysketch()->workspace(g);
     EXPECT_EQ(stats.workspaceBytes, run->layout.total);
     run->workspace = readBack(ctx, attn->workspaceBuffer(), 0, run->layout.total);
-    run->features = int(attn->polysketchPlan().features);
-    run->stateStride = attn->polysketchPlan().stateStride;
+    run->features = int(attn->polysketch()->plan().features);
+    run->stateStride = attn->polysketch()->plan().stateStride;
     pskDestroyAttention(attn);
     return run;
 }
@@ -336,7 +336,7 @@ TEST_P(SelfTensor, PackedFeaturesMatchReference) {
     psk::Buffer out(ctx->allocator(), size_t(rows) * F * 4, usage, psk::MemoryUsage::DeviceLocal);
     std::memcpy(in.mapped(), sketches.data(), sketches.size() * 4);
     std::memcpy(pairBuf.mapped(), pairs.data(), pairs.size() * 4);
-    VkPipeline pipeline = ctx->pipelines().get(psk::selfTensorShader(), {});
+    VkPipeline pipeline = ctx->pipelines().get(psk::selfTensorKernel());
     ctx->execute([&](psk::Recorder& rec) {
         psk::recordSelfTensor(rec, pipeline, ctx->caps(), {in.handle(), 0, in.size()}, {pairBuf.handle(), 0, pairBuf.size()},
                               {out.handle(), 0, out.size()}, rows, R);

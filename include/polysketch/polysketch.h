@@ -421,6 +421,17 @@ PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwa
  */
 PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
 
+/**
+ * Which GPU kernels a forward call of this attention runs on its device, and why: one line per
+ * kernel, "<variant> (<generic|team|cooperative>) NAME=value ...: <reason>", where the variant
+ * names the shader source and its build axes and NAME=value are its specialization constants.
+ * The text is what `psk info --plan` prints. Writes at most `*pSize` bytes including the
+ * terminating NUL into `text`; with text == NULL only sets `*pSize` to the bytes needed.
+ * Errors: PSK_ERROR_INVALID_ARGUMENT (NULL attention or pSize), PSK_ERROR_BUFFER_TOO_SMALL
+ * (`*pSize` is then set to the bytes needed and `text` is left untouched).
+ */
+PSK_API PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize);
+
 /* ---------------------------------------------------------------------------------------------
  * Incremental decoding (docs/DECODING.md)
  * -------------------------------------------------------------------------------------------

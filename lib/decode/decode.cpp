@@ -8,10 +8,11 @@
 //      local exact:    the new token's S(k), k', v rows are copied into the unfinished block;
 //   3. decode_output: phi(q)^T z (+ the exact local part over the unfinished block);
 //   4. local exact, sequences whose block just completed: decode_fold moves the block into z.
-// Prefill runs the attention's own causal forward over the prompt; after it the forward's
-// workspace holds Z_{t-1} (the exclusive prefix of the block states, block_scan.comp) and the
-// S(k) / k' rows of the prompt, so the state is Z_{t-1} plus the last block (folded, or kept as
-// rows when it is unfinished in local-exact mode).
+// Prefill runs the attention's own causal forward over the prompt and, in the same command buffer
+// after it, moves what the state needs out of that call's workspace: Z_{t-1} (the exclusive
+// prefix of the block states, block_scan.comp) and the last block's S(k) / k' rows, so the state
+// is Z_{t-1} plus the last block (folded, or kept as rows when it is unfinished in local-exact
+// mode). Nothing is read from the workspace after the call returns.
 // Softmax step: the new k, v rows are copied into the cache, then decode_softmax's two passes.
 #include "decode/decode.hpp"
 
@@ -23,7 +24,8 @@
 
 #include "vk/context.hpp"
 #include "util/error.hpp"
-#include "forward/kernels.hpp"
+#include "forward/polysketch_forward.hpp"
+#include "util/sizes.hpp"
 
 using namespace psk;
 
@@ -35,25 +37,10 @@ constexpr char kMagic[8] = {'P', 'S', 'K', 'D', 'E', 'C', 'S', 'T'};
 constexpr size_t kHeaderBytes = 8 + 4 + 11 * 4 + 8 + 2 * 4;
 constexpr uint32_t kMaxCapacity = 1u << 24;
 
-// Mirrors shaders/decode_fold.comp.
-struct FoldPush {
-    uint32_t features, kvHeads, dstSlot0, rows, rowsFromMeta, metaOffset;
-    uint32_t sSlotStride, sRowBegin, vSlotStride, vRowBegin;
-    uint32_t add;  // 1: z[dst] += the state at binding 0 (merge a block sum), no rows
-};
-// Mirrors shaders/decode_output.comp.
-struct OutputPush {
-    uint32_t features, qHeads, kvHeads, headRatio, metaOffset;
-};
-// Mirrors shaders/decode_softmax.comp.
-struct SoftmaxPush {
-    uint32_t qHeads, kvHeads, headRatio, capacity, chunks, metaOffset;
-    float scale;
-    uint32_t kSlotStride, vSlotStride;       // floats between the caches of two slots
-    uint32_t seqBase, qHeadBase, slotBase;  // this dispatch's first sequence, query head, bound slot
-};
+using FoldPush = kernel::DecodeFoldPush;
+using OutputPush = kernel::DecodeOutputPush;
+using SoftmaxPush = kernel::DecodeSoftmaxPush;
 
-uint32_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
 void checkFiniteFloats(const char* name, const void* data, size_t count) {
     const float* p = static_cast<const float*>(data);
@@ -143,7 +130,7 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
 
     if (polysketch()) {
         if (info.capacity != 0) fail(PSK_ERROR_INVALID_ARGUMENT, "capacity must be 0 for a POLYSKETCH decode state (it does not grow)");
-        const PolysketchPlan& plan = attention->polysketchPlan();
+        const PolysketchPlan& plan = attention->polysketch()->plan();
         R_ = plan.sketchLength;
         F_ = plan.features;
         b_ = plan.blockSize;
@@ -160,10 +147,26 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
         // The feature rows of the one-token forward's workspace layout; its block-state region
         // (the last one) is not needed: the step runs the feature map alone.
-        stepWorkspace_ = deviceBuffer(polysketchWorkspace(plan, c, g1).states.offset);
+        stepWorkspace_ = deviceBuffer(attention->polysketch()->workspace(g1).states.offset);
+        kernel::DecodeFoldSpec foldSpec;
+        foldSpec.WG = kWorkgroup;
+        foldSpec.SKETCH = R_;
+        foldSpec.VALUE_DIM = dv_;
+        kernel::DecodeOutputSpec outputSpec;
+        outputSpec.WG = kWorkgroup;
+        outputSpec.SKETCH = R_;
+        outputSpec.HEAD_DIM = h_;
+        outputSpec.VALUE_DIM = dv_;
+        outputSpec.DEGREE = c.degree;
+        outputSpec.LOCAL_EXACT = local_ ? 1u : 0u;
+        outputSpec.BLOCK = local_ ? b_ : 1u;
+        kernels_.push_back(KernelChoice::make(KernelId::DecodeFold, "", PSK_DATA_TYPE_FLOAT32, foldSpec,
+                                              "polysketch decoding: a token's phi(k)[v | 1] (or a finished block) into z"));
+        kernels_.push_back(KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, outputSpec,
+                                              "polysketch decoding: phi(q)^T z (+ exact local part), normalized"));
         Pipelines& pipelines = context()->pipelines();
-        fold_ = pipelines.get("decode_fold.f32", {kWorkgroup, R_, dv_});
-        output_ = pipelines.get("decode_output.f32", {kWorkgroup, R_, h_, dv_, c.degree, local_ ? 1u : 0u, local_ ? b_ : 1u});
+        fold_ = pipelines.get(kernels_[0]);
+        output_ = pipelines.get(kernels_[1]);
     } else {
         if (info.capacity == 0) fail(PSK_ERROR_INVALID_ARGUMENT, "a SOFTMAX decode state needs a capacity (tokens per sequence)");
         if (info.capacity > kMaxCapacity)
@@ -185,9 +188,18 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
         maxChunks_ = ceilDiv(capacity_, chunk_);
         checkRange("partials", uint64_t(batch_) * Hq_ * maxChunks_ * (dv_ + 2));
         partials_ = deviceBuffer(uint64_t(batch_) * Hq_ * maxChunks_ * (dv_ + 2) * 4);
+        kernel::DecodeSoftmaxSpec spec;
+        spec.WG = kWorkgroup;
+        spec.HEAD_DIM = h_;
+        spec.VALUE_DIM = dv_;
+        spec.CHUNK = chunk_;
+        kernels_.push_back(KernelChoice::make(KernelId::DecodeSoftmaxPartial, "", PSK_DATA_TYPE_FLOAT32, spec,
+                                              "softmax decoding: a KV-cache pass per chunk of keys"));
+        kernels_.push_back(KernelChoice::make(KernelId::DecodeSoftmaxCombine, "", PSK_DATA_TYPE_FLOAT32, spec,
+                                              "softmax decoding: combines the chunks' partials"));
         Pipelines& pipelines = context()->pipelines();
-        partial_ = pipelines.get("decode_softmax_partial.f32", {kWorkgroup, h_, dv_, chunk_});
-        combine_ = pipelines.get("decode_softmax_combine.f32", {kWorkgroup, h_, dv_, chunk_});
+        partial_ = pipelines.get(kernels_[0]);
+        combine_ = pipelines.get(kernels_[1]);
     }
     positions_.assign(batch_, 0);
 
@@ -347,13 +359,16 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     fwd.outBytes = info.outBytes;
     if (info.out) {
         // Checks every pointer, size and value and writes `out` only when it succeeds.
-        attention_->forwardHost(fwd);
         if (polysketch()) {
-            absorbPolysketchPrompt(info.v, defaultStrides(c.layout, Hkv_, info.seqLen, dv_), count, info.seqLen,
-                                   info.firstSequence * Hkv_, false);
+            Buffer staging, prefix;
+            attention_->forwardHost(fwd, [&](Recorder& rec, const BoundTensors& t) {
+                recordAbsorbPrompt(rec, t, info.v, defaultStrides(c.layout, Hkv_, info.seqLen, dv_), count, info.seqLen,
+                                   info.firstSequence * Hkv_, false, staging, prefix);
+            });
             for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = info.seqLen;
             return;
         }
+        attention_->forwardHost(fwd);
     } else {
         // State only: the prompt's rows are not wanted. Softmax needs no forward at all (the KV
         // cache is the prompt's k and v).
@@ -390,37 +405,40 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     fail(PSK_ERROR_INTERNAL, "decode prefill: unreachable");
 }
 
-void PskDecodeState_T::absorbPolysketchPrompt(const void* v, const PskTensorStrides& vStrides, uint32_t count, uint32_t n,
-                                              uint32_t s0, bool accumulate) {
+void PskDecodeState_T::recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
+                                          uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging,
+                                          Buffer& prefix) {
     const AttentionConfig& c = attention_->config();
     const uint32_t slots = count * Hkv_;
-    const PolysketchPlan& plan = attention_->polysketchPlan();
-    const ForwardGeometry g = makeForwardGeometry(c, context()->caps(), count, n, nullptr, nullptr, nullptr, nullptr);
-    const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
+    const PolysketchForward& pk = *attention_->polysketch();
+    const PolysketchPlan& plan = pk.plan();
+    const PolysketchWorkspace ws = pk.workspace(forward.geometry);
+    (void)c;
     const uint32_t t = ws.blocks, lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
     const bool keepRows = local_ && lastRows < b_;
     const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
-    Buffer staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
+    staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
     std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
-    const Buffer& work = attention_->workspaceBuffer();
+    const VkBuffer work = forward.workspace.buffer;
+    const VkDeviceSize base = forward.workspace.offset;
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
     const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
     // Accumulating (a later chunk of a state-only prefill): Z_{t-1} of this chunk goes through a
     // scratch copy and is added into z (decode_fold's add mode).
-    Buffer prefix = accumulate ? deviceBuffer(VkDeviceSize(slots) * zBytes) : Buffer();
-    submit([&](Recorder& rec) {
+    if (accumulate) prefix = deviceBuffer(VkDeviceSize(slots) * zBytes);
+    {
         // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1). The
         // forward pads its state rows to plan.stateStride floats; z rows are dv + 1.
         const Buffer& zDst = accumulate ? prefix : z_;
         const uint32_t zSlot0 = accumulate ? 0 : s0;
         for (uint32_t i = 0; i < slots; ++i)
-            rec.copyRows({work.handle(), ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
+            rec.copyRows({work, base + ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
                          {zDst.handle(), VkDeviceSize(zSlot0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
         if (accumulate) {
             const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1};
             rec.dispatch(fold_,
                          {reads({prefix.handle(), 0, prefix.size()}), reads({prefix.handle(), 0, prefix.size()}),
-                          reads(attention_->polysketchResources().pairs), reads({meta_.handle(), 0, meta_.size()}),
+                          reads(pk.resources().pairs), reads({meta_.handle(), 0, meta_.size()}),
                           writes({z_.handle(), 0, z_.size()})},
                          &add, sizeof(add), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
         }
@@ -430,7 +448,7 @@ void PskDecodeState_T::absorbPolysketchPrompt(const void* v, const PskTensorStri
             // Local exact, unfinished last block: its k' and v rows stay for the exact local part.
             for (uint32_t i = 0; i < slots; ++i) {
                 const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4, vBytes = VkDeviceSize(lastRows) * dv_ * 4;
-                rec.copy({work.handle(), ws.kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
+                rec.copy({work, base + ws.kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
                          {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
                 rec.copy({staging.handle(), VkDeviceSize(i) * vBytes, vBytes},
                          {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes}, vBytes);
@@ -440,13 +458,12 @@ void PskDecodeState_T::absorbPolysketchPrompt(const void* v, const PskTensorStri
         const Buffer& dst = keepRows ? blockH_ : z_;
         const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0};
         rec.dispatch(fold_,
-                     {reads({work.handle(), ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
-                      reads(attention_->polysketchResources().pairs), reads({meta_.handle(), 0, meta_.size()}),
+                     {reads({work, base + ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
+                      reads(pk.resources().pairs), reads({meta_.handle(), 0, meta_.size()}),
                       writes({dst.handle(), 0, dst.size()})},
                      &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup), 1, slots);
-    });
+    }
 }
-
 
 void PskDecodeState_T::prefillPolysketchStateOnly(const PskDecodePrefillInfo& info, uint32_t count) {
     // The forward over the whole prompt when one call can hold it, else over chunks of whole
@@ -458,7 +475,7 @@ void PskDecodeState_T::prefillPolysketchStateOnly(const PskDecodePrefillInfo& in
     auto fits = [&](uint32_t len) {
         try {
             const ForwardGeometry g = makeForwardGeometry(c, caps, count, len, nullptr, nullptr, nullptr, nullptr);
-            (void)polysketchWorkspace(attention_->polysketchPlan(), c, g);
+            (void)attention_->polysketch()->workspace(g);
             return true;
         } catch (const Error& e) {
             if (e.code() != PSK_ERROR_TOO_LARGE) throw;
@@ -497,8 +514,11 @@ void PskDecodeState_T::prefillPolysketchStateOnly(const PskDecodePrefillInfo& in
         std::vector<uint8_t> scratch(size_t(count) * Hq_ * rows * dv_ * 4);  // rows not wanted
         fwd.out = scratch.data();
         fwd.outBytes = scratch.size();
-        attention_->forwardHost(fwd);
-        absorbPolysketchPrompt(fwd.v, defaultStrides(c.layout, Hkv_, rows, dv_), count, rows, info.firstSequence * Hkv_, t0 > 0);
+        Buffer staging, prefix;
+        attention_->forwardHost(fwd, [&](Recorder& rec, const BoundTensors& t) {
+            recordAbsorbPrompt(rec, t, fwd.v, defaultStrides(c.layout, Hkv_, rows, dv_), count, rows, info.firstSequence * Hkv_,
+                               t0 > 0, staging, prefix);
+        });
     }
     for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = n;
 }
@@ -599,14 +619,13 @@ void PskDecodeState_T::resetCommandDescriptors() {
 
 void PskDecodeState_T::recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1,
                                           const PolysketchWorkspace& ws) {
-    // The feature-map dispatches of recordPolysketch (kernels_polysketch.cpp) for n = 1, and
+    // The feature-map dispatches of recordPolysketch (forward/polysketch_forward.cpp) for n = 1, and
     // nothing else: the forward's block states, scan and output over the one token are not
     // needed (they were ~70% of a step's GPU time on lavapipe). Same kernel, pipeline and
     // parameters, so S(q), S(k), q', k' are the forward's bit for bit.
-    const PolysketchPlan& plan = attention_->polysketchPlan();
-    const FeatureMapRanges ranges = featureMapRanges(plan, attention_->config(), ws, {stepWorkspace_.handle(), 0, VK_WHOLE_SIZE});
-    recordFeatureMaps(rec, plan, attention_->polysketchResources(), attention_->packedSketch(), attention_->config(), g1, t.q, t.k,
-                      ranges);
+    const PolysketchForward& pk = *attention_->polysketch();
+    const FeatureMapRanges ranges = featureMapRanges(pk.plan(), attention_->config(), ws, {stepWorkspace_.handle(), 0, VK_WHOLE_SIZE});
+    recordFeatureMaps(rec, pk.plan(), pk.resources(), pk.sketch(), attention_->config(), g1, t.q, t.k, ranges);
 }
 
 void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
@@ -655,15 +674,15 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
         } else {
             // One dispatch per (sequence, kv head), binding that slot's caches only.
             for (uint32_t i = 0; i < slots; ++i) {
-                push.seqBase = i / Hkv_;
-                push.qHeadBase = (i % Hkv_) * push.headRatio;
-                push.slotBase = i;
+                push.seq_base = i / Hkv_;
+                push.q_head_base = (i % Hkv_) * push.head_ratio;
+                push.slot_base = i;
                 rec.dispatch(partial_,
                              {reads(t.q), reads({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
                               reads({vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4}), reads(meta), writes(partials)},
-                             &push, sizeof(push), ceilDiv(positions_[i / Hkv_] + 1, chunk_), push.headRatio, 1);
+                             &push, sizeof(push), ceilDiv(positions_[i / Hkv_] + 1, chunk_), push.head_ratio, 1);
             }
-            push.seqBase = push.qHeadBase = push.slotBase = 0;
+            push.seq_base = push.q_head_base = push.slot_base = 0;
         }
         rec.dispatch(combine_, {reads(partials), reads(meta), writes(t.out)}, &push, sizeof(push), Hq_, batch_);
         return;
@@ -671,10 +690,9 @@ void PskDecodeState_T::recordStep(Recorder& rec, const StepTensors& t) {
 
     const AttentionConfig& c = attention_->config();
     const DeviceCaps& caps = context()->caps();
-    const PolysketchPlan& plan = attention_->polysketchPlan();
-    const PolysketchResources& res = attention_->polysketchResources();
+    const PolysketchResources& res = attention_->polysketch()->resources();
     const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
-    const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g1);
+    const PolysketchWorkspace ws = attention_->polysketch()->workspace(g1);
     auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
     const BufferRange z{z_.handle(), 0, z_.size()};
     const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kWorkgroup);
@@ -732,7 +750,7 @@ void PskDecodeState_T::reset(uint32_t sequence) {
 
 uint64_t PskDecodeState_T::sketchHash() const {
     if (!polysketch()) return 0;
-    const PackedSketch& s = attention_->packedSketch();
+    const PackedSketch& s = attention_->polysketch()->sketch();
     Fnv fnv;
     fnv.u32(s.learned);
     fnv.u32(s.degree);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "forward/attention.hpp"
-#include "forward/kernels.hpp"
+#include "forward/polysketch_forward.hpp"
 #include "vk/memory.hpp"
 #include "vk/recorder.hpp"
 
@@ -58,13 +58,15 @@ private:
     void recordStepFeatures(psk::Recorder& rec, const StepTensors& t, const psk::ForwardGeometry& g1,
                             const psk::PolysketchWorkspace& ws);
     /**
-     * Polysketch, after the attention's forward over `n` tokens of sequences' slots s0.. (its
-     * workspace holds Z_{t-1} and the S(k), k' rows): z = Z_{t-1} (accumulate: z += Z_{t-1}) plus
-     * the last block, folded into z or, local exact and unfinished, into h with its rows kept.
-     * `v` is the prompt's v (count sequences of n tokens, strides vStrides).
+     * Polysketch, recorded right after the attention's forward over `n` tokens of sequences'
+     * slots s0.. (`forward`: that call's tensors and workspace, which holds Z_{t-1} and the S(k),
+     * k' rows): z = Z_{t-1} (accumulate: z += Z_{t-1}) plus the last block, folded into z or,
+     * local exact and unfinished, into h with its rows kept. `v` is the prompt's v (count
+     * sequences of n tokens, strides vStrides). `staging` and `prefix` receive the scratch buffers
+     * the recording uses; the caller keeps them until the submission completes.
      */
-    void absorbPolysketchPrompt(const void* v, const PskTensorStrides& vStrides, uint32_t count, uint32_t n, uint32_t s0,
-                                bool accumulate);
+    void recordAbsorbPrompt(psk::Recorder& rec, const psk::BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
+                            uint32_t count, uint32_t n, uint32_t s0, bool accumulate, psk::Buffer& staging, psk::Buffer& prefix);
     /** Polysketch prefill with out == NULL: the forward over the prompt, in chunks of whole blocks when needed. */
     void prefillPolysketchStateOnly(const PskDecodePrefillInfo& info, uint32_t count);
     /** Checks a prompt's arrays when prefill produces no output (out == NULL). */
@@ -101,6 +103,7 @@ private:
     // written by fills in each recorded step), per sequence [rows of the unfinished block | key
     // count] then [rows to fold].
     psk::Buffer qIn_, kIn_, vIn_, out_, meta_, stepWorkspace_, partials_;
+    std::vector<psk::KernelChoice> kernels_;  // the step's kernels (fold + output, or partial + combine)
     VkPipeline fold_ = VK_NULL_HANDLE, output_ = VK_NULL_HANDLE;
     VkPipeline partial_ = VK_NULL_HANDLE, combine_ = VK_NULL_HANDLE;
 

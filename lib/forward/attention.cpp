@@ -43,12 +43,8 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
     config_ = makeAttentionConfig(info, caps);
 
     // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
-    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
-        createPolysketch(info);
-    } else {
-        tiledPlan_ = planTiledAttention(config_, caps);
-        tiledPipeline_ = context->pipelines().get(tiledPlan_.shader, tiledPlan_.specConstants);
-    }
+    forward_ = createForwardKind(context, config_, info);
+    polysketch_ = dynamic_cast<const PolysketchForward*>(forward_.get());
 
     const DeviceFunctions& vk = context->vk();
     try {
@@ -79,87 +75,7 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
 
 PskAttention_T::~PskAttention_T() { releaseVulkanObjects(); }
 
-void PskAttention_T::createPolysketch(const PskAttentionCreateInfo& info) {
-    const DeviceCaps& caps = context_->caps();
-    AttentionConfig& c = config_;
-    QkNormWeights norm;
-    if (info.qkNormFile) {
-        norm = loadQkNorm(readSafeTensors(info.qkNormFile), c.headDim);
-        if (norm.hasLocal() && !(c.causal && c.localExact))
-            fail(PSK_ERROR_INVALID_ARGUMENT, "qkNormFile holds local_ln.scale / local_ln.bias, which only a CAUSAL + "
-                 "LOCAL_EXACT attention uses");
-    }
-    const QkNormWeights* normPtr = info.qkNormFile ? &norm : nullptr;
-    switch (info.sketchSource) {
-        case PSK_SKETCH_SOURCE_SEED: {
-            RandomSketchWeights w = generateRandomSketch(info.seed, c.degree, c.headDim, c.sketchSize);
-            w.referenceScaling = c.referenceScaling;
-            sketch_ = packRandomSketch(w, normPtr);
-            break;
-        }
-        case PSK_SKETCH_SOURCE_FILE: {
-            // sketchSize 0 takes the file's; the file's scaling metadata says how its G were meant.
-            const RandomSketchWeights w = loadRandomSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize, c.degree);
-            if (c.referenceScaling && !w.referenceScaling)
-                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING is set but the sketch file says scaling \"unbiased\"");
-            c.referenceScaling = w.referenceScaling;
-            c.sketchSize = w.sketchSize ? w.sketchSize : c.sketchSize;
-            sketch_ = packRandomSketch(w, normPtr);
-            break;
-        }
-        case PSK_SKETCH_SOURCE_LEARNED_FILE: {
-            if (c.degree != 4)
-                fail(PSK_ERROR_INVALID_ARGUMENT, "a learned sketch has degree 4 (degree ", c.degree, " was requested)");
-            if (c.referenceScaling)
-                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING applies to random sketches, not to a learned one");
-            const LearnedSketchWeights w = loadLearnedSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize);
-            c.sketchSize = w.sketchSize;
-            if (c.sketchSize < 8 || c.sketchSize > 128)
-                fail(PSK_ERROR_BAD_FILE, "learned sketch file: sketch_size ", c.sketchSize, " is outside 8 to 128");
-            sketch_ = packLearnedSketch(w, normPtr);
-            break;
-        }
-        default:
-            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range");
-    }
-    polysketchPlan_ = planPolysketch(c, sketch_, caps);
-    Pipelines& pipelines = context_->pipelines();
-    polysketch_.features = pipelines.get(polysketchPlan_.featureShader, polysketchPlan_.featureSpec);
-    polysketch_.states = pipelines.get(polysketchPlan_.statesShader, polysketchPlan_.statesSpec);
-    polysketch_.output = pipelines.get(polysketchPlan_.outputShader, polysketchPlan_.outputSpec);
-    if (!polysketchPlan_.featureSpecVec4.empty())
-        polysketch_.featuresVec4 = pipelines.get(polysketchPlan_.featureShader, polysketchPlan_.featureSpecVec4);
-    if (!polysketchPlan_.outputSpecVec4.empty())
-        polysketch_.outputVec4 = pipelines.get(polysketchPlan_.outputShader, polysketchPlan_.outputSpecVec4);
-    // Every scan (causal) or reduction (full) variant a call may pick, by number of blocks.
-    for (uint32_t blocks : {2u, 8u, 32u, 128u, 1024u}) {
-        const BlockScanPlan p = c.causal ? planBlockScan(blocks, caps) : planBlockReduce(blocks, caps);
-        pipelines.get(c.causal ? blockScanShader() : blockReduceShader(), p.specConstants);
-    }
-    sketchWeights_ = uploadConstant(sketch_.data.data(), sketch_.data.size() * sizeof(float));
-    const std::vector<uint32_t> pairs = selfTensorPairs(sketch_.sketchLength);
-    pairTable_ = uploadConstant(pairs.data(), pairs.size() * sizeof(uint32_t));
-    polysketch_.weights = {sketchWeights_.handle(), 0, sketchWeights_.size()};
-    polysketch_.pairs = {pairTable_.handle(), 0, pairTable_.size()};
-}
-
-Buffer PskAttention_T::uploadConstant(const void* data, VkDeviceSize bytes) {
-    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    Buffer buffer(context_->allocator(), bytes, flags, MemoryUsage::DeviceLocal);
-    if (buffer.mapped()) {
-        std::memcpy(buffer.mapped(), data, bytes);
-        return buffer;
-    }
-    Buffer staging(context_->allocator(), bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, MemoryUsage::HostUpload);
-    std::memcpy(staging.mapped(), data, bytes);
-    context_->execute([&](Recorder& rec) { rec.copy({staging.handle(), 0, bytes}, {buffer.handle(), 0, bytes}, bytes); });
-    return buffer;
-}
-
-VkDeviceSize PskAttention_T::workspaceBytes(const ForwardGeometry& g) const {
-    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH) return polysketchWorkspace(polysketchPlan_, config_, g).total;
-    return tiledWorkspaceBytes(tiledPlan_, config_, context_->caps(), g);
-}
+VkDeviceSize PskAttention_T::workspaceBytes(const ForwardGeometry& g) const { return forward_->workspaceBytes(g); }
 
 void PskAttention_T::releaseVulkanObjects() {
     const DeviceFunctions& vk = context_->vk();
@@ -182,15 +98,7 @@ void PskAttention_T::ensureBuffer(Buffer& buffer, VkDeviceSize bytes, MemoryUsag
     buffer = Buffer(context_->allocator(), bytes, flags, usage);
 }
 
-void PskAttention_T::recordForward(Recorder& recorder, const BoundTensors& tensors) {
-    if (config_.kind == PSK_ATTENTION_KIND_POLYSKETCH)
-        recordPolysketch(recorder, context_->pipelines(), context_->caps(), polysketchPlan_, polysketch_, sketch_, config_,
-                         tensors);
-    else
-        recordTiledAttention(recorder, tiledPipeline_, tiledPlan_, config_, tensors);
-}
-
-void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
+void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAfterForward& after) {
     const struct {
         const char* name;
         const void* pointer;
@@ -257,8 +165,9 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info) {
         vk.vkCmdResetQueryPool(commandBuffer_, queryPool_, 0, 2);
         rec.timestamp(queryPool_, 0);
     }
-    recordForward(rec, tensors);
+    forward_->record(rec, tensors);
     if (queryPool_) rec.timestamp(queryPool_, 1);
+    if (after) after(rec, tensors);
     if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
     rec.finishForHost();
     PSK_VK(vk.vkEndCommandBuffer(commandBuffer_));
@@ -334,7 +243,7 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
                              {info.out.buffer, info.out.offset, needed[3]},
                              g,
                              workspaceBytes ? BufferRange{info.workspace, info.workspaceOffset, workspaceBytes} : BufferRange{}};
-    recordForward(rec, bound);
+    forward_->record(rec, bound);
 }
 
 void PskAttention_T::resetCommandDescriptors() {

@@ -5,11 +5,13 @@
 #include <polysketch/polysketch.h>
 #include <polysketch/polysketch_vulkan.h>
 
+#include <functional>
 #include <memory>
 
 #include "forward/attention_config.hpp"
+#include "forward/forward_kind.hpp"
+#include "forward/polysketch_forward.hpp"
 #include "vk/context.hpp"
-#include "forward/kernels.hpp"
 #include "vk/memory.hpp"
 #include "vk/recorder.hpp"
 
@@ -23,7 +25,12 @@ public:
     PskContext context() const { return context_; }
     const psk::AttentionConfig& config() const { return config_; }
 
-    void forwardHost(const PskForwardHostInfo& info);
+    /**
+     * Records into the same command buffer after the forward, with the call's tensors and
+     * workspace (decode prefill reads the intermediates it needs there, in the same submission).
+     */
+    using RecordAfterForward = std::function<void(psk::Recorder&, const psk::BoundTensors&)>;
+    void forwardHost(const PskForwardHostInfo& info, const RecordAfterForward& after = {});
     /** Records the forward into the app's command buffer on the app's buffers (pskCmdAttentionForward). */
     void cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info);
     /** Frees the descriptor sets of cmdForward calls (the app says their command buffers completed). */
@@ -31,37 +38,26 @@ public:
     /** Workspace bytes of a call with this geometry (0 when the kind needs none). */
     VkDeviceSize workspaceBytes(const psk::ForwardGeometry& geometry) const;
 
+    /** The forward kind's object: its kernels (`psk info --plan`), workspace and recording. */
+    const psk::ForwardKind& forward() const { return *forward_; }
+    /** The polysketch object (plan, sketch, resources), or null for the other kinds. */
+    const psk::PolysketchForward* polysketch() const { return polysketch_; }
+
     // For tests of the individual kernels: the intermediates of the last host-array call stay in
-    // the workspace buffer (its layout: polysketchWorkspace()).
+    // the workspace buffer (its layout: PolysketchForward::workspace()).
     const psk::Buffer& workspaceBuffer() const { return workspace_; }
-    const psk::PolysketchPlan& polysketchPlan() const { return polysketchPlan_; }
-    const psk::PolysketchResources& polysketchResources() const { return polysketch_; }
-    /** The packed sketch (decode states hash it to recognize their attention in a blob). */
-    const psk::PackedSketch& packedSketch() const { return sketch_; }
 
 private:
     void releaseVulkanObjects();
     /** Frees the cached device tensors of host-array calls (after an allocation failure). */
     void releaseCachedTensors();
-    /** Records the kernels for one call into `recorder`. */
-    void recordForward(psk::Recorder& recorder, const psk::BoundTensors& tensors);
     /** Grows `buffer` to at least `bytes` (device-local, storage + transfer usage). */
     void ensureBuffer(psk::Buffer& buffer, VkDeviceSize bytes, psk::MemoryUsage usage);
 
     PskContext context_;
     psk::AttentionConfig config_;
-    psk::TiledAttentionPlan tiledPlan_;
-    VkPipeline tiledPipeline_ = VK_NULL_HANDLE;
-
-    // Polysketch: the packed sketch (host copy kept for its offsets), its device copy, the pair
-    // table of the self-tensoring, and the plan of the kernels.
-    void createPolysketch(const PskAttentionCreateInfo& info);
-    /** Creates a device-local buffer holding `bytes` of `data` (staged when not host-visible). */
-    psk::Buffer uploadConstant(const void* data, VkDeviceSize bytes);
-    psk::PackedSketch sketch_;
-    psk::PolysketchPlan polysketchPlan_;
-    psk::PolysketchResources polysketch_;
-    psk::Buffer sketchWeights_, pairTable_;
+    std::unique_ptr<psk::ForwardKind> forward_;
+    const psk::PolysketchForward* polysketch_ = nullptr;  // forward_, when the kind is POLYSKETCH
 
     VkCommandPool commandPool_ = VK_NULL_HANDLE;
     VkCommandBuffer commandBuffer_ = VK_NULL_HANDLE;

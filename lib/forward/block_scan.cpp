@@ -1,19 +1,11 @@
 #include <algorithm>
 
+#include "forward/block_scan.hpp"
 #include "util/error.hpp"
-#include "forward/kernels.hpp"
 
 namespace psk {
 
 namespace {
-
-// Mirrors the push constants of block_scan.comp and block_reduce.comp.
-struct ColumnPush {
-    uint32_t blocks;
-    uint32_t columns;  // in vec4 when vectorized, else in floats
-    uint32_t groupsX;
-    uint32_t vectorized;
-};
 
 // Invocations per workgroup: a multiple of every subgroup size up to 128. Without barriers the
 // workgroup size hardly matters on llvmpipe; larger ones only cut the number of workgroups.
@@ -22,7 +14,8 @@ constexpr uint32_t kWorkgroup = 128;
 // Both shaders run a column on a cluster of `lanes` invocations of one subgroup, exchanging
 // values with subgroup shuffles (shared memory and its barriers were the scan's cost on
 // llvmpipe). The cluster must fit in the smallest subgroup the driver may pick.
-BlockScanPlan planColumns(uint32_t lanes, const DeviceCaps& caps, const char* what) {
+BlockScanPlan planColumns(uint32_t lanes, const DeviceCaps& caps, bool scan) {
+    const char* what = scan ? "block scan" : "block reduction";
     constexpr VkSubgroupFeatureFlags needed = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_RELATIVE_BIT;
     if ((caps.subgroupOperations & needed) != needed)
         fail(PSK_ERROR_UNSUPPORTED, what, " needs relative subgroup shuffles in compute shaders");
@@ -33,7 +26,14 @@ BlockScanPlan planColumns(uint32_t lanes, const DeviceCaps& caps, const char* wh
     BlockScanPlan plan;
     plan.threads = std::min(lanes, minSubgroup);
     plan.columns = workgroup / plan.threads;
-    plan.specConstants = {workgroup, plan.threads};
+    kernel::BlockScanSpec spec;  // block_reduce.comp declares the same two constants
+    spec.WORKGROUP = workgroup;
+    spec.LANES = plan.threads;
+    plan.kernel = KernelChoice::make(scan ? KernelId::BlockScan : KernelId::BlockReduce, "", PSK_DATA_TYPE_FLOAT32, spec,
+                                     scan ? "causal: the exclusive prefix of the block states; " + std::to_string(plan.threads) +
+                                                " lanes per column (2 for t <= 4 blocks, else 8, at most the smallest subgroup)"
+                                          : "full: every block's state summed into block 0; " + std::to_string(plan.threads) +
+                                                " lanes per column (4 for t <= 4 blocks, else 8, at most the smallest subgroup)");
     plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
     plan.maxGroupsY = caps.limits().maxComputeWorkGroupCount[1];
     plan.maxGroupsZ = caps.limits().maxComputeWorkGroupCount[2];
@@ -58,7 +58,7 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
     // segments (scan, 2 blocks per lane) or blocks (reduction) is the shaders' only loop.
     if ((uint64_t(blocks) + blocksPerIteration - 1) / blocksPerIteration > kMaxLoopIterations)
         fail(PSK_ERROR_TOO_LARGE, what, " of ", blocks, " blocks exceeds ", kMaxLoopIterations, " loop iterations");
-    const ColumnPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
+    const kernel::BlockColumnsPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
     recorder.dispatch(pipeline, {writes(states)}, &push, sizeof(push), groupsX, groupsY, sequences);
 }
 
@@ -82,11 +82,18 @@ constexpr uint32_t kMaxScanLanes = 8;
 BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps) {
     // Two lane counts only (2 for t <= 4, else 8), so that the attention object can create every
     // pipeline up front.
-    return planColumns(blocks <= 4 ? 2 : kMaxScanLanes, caps, "block scan");
+    return planColumns(blocks <= 4 ? 2 : kMaxScanLanes, caps, true);
 }
 
 BlockScanPlan planBlockReduce(uint32_t blocks, const DeviceCaps& caps) {
-    return planColumns(blocks <= 4 ? 4 : 8, caps, "block reduction");  // two variants, created up front
+    return planColumns(blocks <= 4 ? 4 : 8, caps, false);  // two variants, created up front
+}
+
+std::vector<BlockScanPlan> allBlockScanPlans(bool causal, const DeviceCaps& caps) {
+    // One block count on each side of the rule's threshold (t <= 4) gives every variant.
+    std::vector<BlockScanPlan> plans;
+    for (uint32_t blocks : {4u, 5u}) plans.push_back(causal ? planBlockScan(blocks, caps) : planBlockReduce(blocks, caps));
+    return plans;
 }
 
 void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,

@@ -1,185 +1,15 @@
-#include <algorithm>
+#include "forward/polysketch_forward.hpp"
 
+#include <algorithm>
+#include <cstring>
+
+#include "forward/block_scan.hpp"
+#include "sketch/sketch_weights.hpp"
 #include "util/error.hpp"
-#include "forward/kernels.hpp"
-#include "kernels/shader_registry.hpp"
-#include "kernels/team_kernels.hpp"
+#include "util/sizes.hpp"
+#include "vk/context.hpp"
 
 namespace psk {
-
-namespace {
-
-// Mirrors the push constants of shaders/sketch_features.comp.
-struct FeaturePush {
-    uint32_t n;
-    uint32_t heads;
-    float scale;
-    uint32_t flags;
-    uint32_t strides[3];
-    float nodeScale;
-    uint32_t lnScale, lnBias, localLnScale, localLnBias;
-    uint32_t w[16];
-};
-constexpr uint32_t kFlagQkNorm = 1, kFlagWriteLocal = 2, kFlagLocalNorm = 4;
-
-// Mirrors shaders/block_states.comp.
-struct StatesPush {
-    uint32_t n;
-    uint32_t blockSize;
-    uint32_t blocks;
-    uint32_t features;
-    uint32_t kvHeads;
-    uint32_t featureTiles;
-    uint32_t v[3];
-};
-
-// Mirrors shaders/polysketch_output.comp.
-struct OutputPush {
-    uint32_t n;
-    uint32_t blockSize;
-    uint32_t blocks;
-    uint32_t features;
-    uint32_t headRatio;
-    uint32_t qHeads;
-    uint32_t kvHeads;
-    uint32_t tilesPerBlock;
-    uint32_t v[3];
-    uint32_t o[3];
-};
-
-static_assert(sizeof(FeaturePush) <= Pipelines::kPushConstantBytes, "push constants too large");
-static_assert(sizeof(StatesPush) <= Pipelines::kPushConstantBytes, "push constants too large");
-static_assert(sizeof(OutputPush) <= Pipelines::kPushConstantBytes, "push constants too large");
-
-void putStrides(uint32_t dst[3], const PskTensorStrides& s) {
-    dst[0] = static_cast<uint32_t>(s.batch);
-    dst[1] = static_cast<uint32_t>(s.head);
-    dst[2] = static_cast<uint32_t>(s.token);
-}
-
-/** Rows of a tensor with these strides start on a multiple of `floats` elements (vec4 or 8-float reads). */
-bool alignedRows(const PskTensorStrides& s, uint32_t floats) { return (s.batch | s.head | s.token) % floats == 0; }
-
-uint32_t floorPow2(uint32_t x) {
-    uint32_t p = 1;
-    while (p * 2 <= x) p *= 2;
-    return p;
-}
-
-uint32_t ceilDiv(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
-
-VkDeviceSize alignUp(VkDeviceSize x, VkDeviceSize a) { return (x + a - 1) / a * a; }
-
-}  // namespace
-
-PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
-    PolysketchPlan plan;
-    const VkPhysicalDeviceLimits& limits = caps.limits();
-    const char* type = dataTypeSuffix(c.dataType);
-    plan.sketchLength = sketch.sketchLength;
-    plan.features = sketch.features();
-    plan.blockSize = c.blockSize;
-    plan.nodeScratch = !sketch.learned && sketch.levels == 2;
-    for (int i = 0; i < 3; ++i) plan.maxGroups[i] = limits.maxComputeWorkGroupCount[i];
-    plan.maxRange = limits.maxStorageBufferRange;
-    plan.regionAlignment = std::max<VkDeviceSize>(256, limits.minStorageBufferOffsetAlignment);
-    const uint32_t invocations = limits.maxComputeWorkGroupInvocations;  // >= 128 (Vulkan minimum)
-    const uint32_t shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, 32768);
-    const uint32_t R = plan.sketchLength, dv = c.valueDim;
-
-    // Lane-team variants (team_kernels.hpp) on CPU devices: 8 teams of 8 lanes per workgroup; a
-    // lane owns C4 vec4s of value columns (C4 = ceil(dv / 32), so dv <= 128 keeps the 16 x 4 C4
-    // accumulators of its team's rows in registers or close by); sketch rows are read as vec4s
-    // (R % 4 == 0). Each kernel falls back to its generic variant on its own.
-    const uint32_t c4 = (dv + 31) / 32;
-    const bool team = useTeamKernels(caps) && dv % 4 == 0 && c4 <= 4 && R % 4 == 0;
-    plan.teamStates = team && findShader(cat("block_states_team.", type)) != nullptr;
-    plan.teamOutput = team && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
-                      findShader(cat("polysketch_output_team.", type)) != nullptr;
-    plan.teamFeatures = team && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
-                        findShader(cat("sketch_features_team.", type)) != nullptr;
-
-    // State rows: dv values and the normalizer, zero-padded to whole vec4s, or to 8 floats where
-    // the team output reads Z 8 floats (one u64vec4) at a time.
-    const uint32_t stateAlign = plan.teamOutput ? 8 : 4;
-    plan.stateStride = (dv + 1 + stateAlign - 1) / stateAlign * stateAlign;
-
-    // Feature map: one row per invocation.
-    plan.featureRows = std::min<uint32_t>(64, invocations);
-    plan.featureShader = cat("sketch_features.", sketch.learned ? "learned" : "random", ".", type);
-    plan.featureSpec = {plan.featureRows, c.headDim, R, sketch.levels, sketch.hidden};
-
-    // Block states: 16 feature groups x 4 column groups of invocations; each invocation holds
-    // 4 features x up to 16 value columns. Keys staged so that they fit in 16 KiB.
-    const uint32_t featGroups = 16, featsPerThread = 4, colGroups = 4;
-    const uint32_t colsPerThread = std::min<uint32_t>(16, (ceilDiv(dv, colGroups) + 3) / 4 * 4);  // whole vec4s
-    plan.statesTileF = featGroups * featsPerThread;
-    plan.statesTileC = colGroups * colsPerThread;
-    const uint32_t statesBudget = std::min<uint32_t>(shared, 16384);
-    const uint32_t statesKeyTile = std::max<uint32_t>(1, std::min<uint32_t>(32, floorPow2(statesBudget / ((plan.statesTileF + plan.statesTileC) * 4))));
-    if (statesKeyTile * (plan.statesTileF + plan.statesTileC) * 4 > shared)
-        fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
-    plan.statesShader = cat("block_states.", type);
-    plan.statesSpec = {featGroups * colGroups, R, dv, featGroups, featsPerThread, colGroups, colsPerThread, statesKeyTile,
-                       plan.stateStride};
-
-    // Output: ROWS query rows per workgroup inside one block (fewer for small blocks, to waste
-    // fewer invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE at a time.
-    // RPI rows per invocation (1, 2 or 4; the shader supports each) let one staged vec4 of Z or
-    // of a key/value row feed RPI x 4 multiply-adds. On llvmpipe RPI = 4 would halve the
-    // output's load count, but its compile time (values live across the barriers become a
-    // coroutine frame) is 20-30 s and RPI = 2 is 10 s, against ~2 s for RPI = 1; GPUs prefer 1
-    // anyway (register pressure). So 1 everywhere for now.
-    plan.outputRows = c.blockSize >= 64 ? 64 : c.blockSize >= 32 ? 32 : 16;
-    plan.outputRows = std::min(plan.outputRows, floorPow2(std::max<uint32_t>(1, shared / 2 / (R * 4))));  // sq_tile <= half
-    plan.outputRowsPerInvocation = 1;
-    const uint32_t outputInvocations = plan.outputRows / plan.outputRowsPerInvocation;
-    const uint32_t featTile = 16;
-    const bool local = c.causal;
-    const uint32_t keyWidth = c.localExact ? c.headDim : R;
-    const uint32_t sqBytes = (R * plan.outputRows + 3) / 4 * 16;  // sq_tile
-    if (featTile * 4 + sqBytes >= shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
-    const uint32_t budget = shared - featTile * 4 - sqBytes;
-    const uint32_t keyRow = (keyWidth + 3) / 4 * 4 + (dv + 3) / 4 * 4, zRow = (dv + 4) / 4 * 4;  // padded to vec4s
-    uint32_t keyTile = std::min<uint32_t>(32, floorPow2(budget / (keyRow * 4)));
-    if (keyTile == 0 || featTile * zRow * 4 > budget)
-        fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
-    const uint32_t smemFloats = std::max(featTile * zRow, local ? keyTile * keyRow : 4u);
-    plan.outputShader = cat("polysketch_output.", type);
-    plan.outputSpec = {outputInvocations, R, c.headDim, dv, featTile, keyTile, c.degree, c.causal ? 1u : 0u,
-                       c.localExact ? 1u : 0u, smemFloats, plan.outputRowsPerInvocation, plan.stateStride};
-
-    if (plan.teamFeatures) {
-        plan.featureRows = kTeamWorkgroupRows;
-        plan.featureShader = cat("sketch_features_team.", type);
-        plan.featureSpec = {c.headDim, R, (R + 31) / 32, 0u};
-        if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
-            // Rows 8 floats per load where h allows it, else vec4s.
-            plan.featureVecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
-            plan.featureSpecVec4 = plan.featureSpec;
-            plan.featureSpecVec4.back() = plan.featureVecRowFloats / 4;
-        }
-    }
-    if (plan.teamStates) {
-        plan.statesShader = cat("block_states_team.", type);
-        plan.statesSpec = {R, dv, plan.stateStride, c4};
-        plan.statesTileF = kTeamWorkgroupRows;
-        plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
-    }
-    if (plan.teamOutput) {
-        plan.outputShader = cat("polysketch_output_team.", type);
-        plan.outputSpec = {R, c.headDim, dv, c.degree, c.causal ? 1u : 0u, c.localExact ? 1u : 0u, plan.stateStride, c4, 0u};
-        if (c.dataType == PSK_DATA_TYPE_FLOAT32) {
-            // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
-            plan.outputVecRowFloats = c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
-            plan.outputSpecVec4 = plan.outputSpec;
-            plan.outputSpecVec4.back() = plan.outputVecRowFloats / 4;
-        }
-        plan.outputRows = kTeamWorkgroupRows;
-        plan.outputRowsPerInvocation = 1;
-    }
-    return plan;
-}
 
 PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const AttentionConfig& c, const ForwardGeometry& g) {
     PolysketchWorkspace ws;
@@ -222,8 +52,8 @@ void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps
     const uint32_t rowsY = std::min(rows, maxY);
     const uint32_t rowsZ = ceilDiv(rows, rowsY);
     if (rowsZ > maxZ || uint64_t(rows) * F >= (uint64_t(1) << 32)) fail(PSK_ERROR_TOO_LARGE, "too many feature rows");
-    const uint32_t push[4] = {rows, sketchLength, F, rowsY};
-    rec.dispatch(pipeline, {reads(sketches), reads(pairs), writes(features)}, push, sizeof(push), ceilDiv(F, 64), rowsY, rowsZ);
+    const kernel::SelfTensorPush push{rows, sketchLength, F, rowsY};
+    rec.dispatch(pipeline, {reads(sketches), reads(pairs), writes(features)}, &push, sizeof(push), ceilDiv(F, 64), rowsY, rowsZ);
 }
 
 FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& c, const PolysketchWorkspace& ws,
@@ -245,27 +75,28 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
                        const AttentionConfig& c, const ForwardGeometry& g, BufferRange q, BufferRange k, const FeatureMapRanges& f) {
     const bool local = c.causal && c.localExact;
     const uint32_t groups = ceilDiv(g.tokens, plan.featureRows);
-    FeaturePush fp{};
+    kernel::SketchFeaturesPush fp{};
     fp.n = g.tokens;
-    fp.nodeScale = sketch.nodeScale;
-    fp.flags = (sketch.qkNorm ? kFlagQkNorm : 0) | (local ? kFlagWriteLocal : 0) | (local && sketch.localNorm ? kFlagLocalNorm : 0);
-    fp.lnScale = sketch.lnScale;
-    fp.lnBias = sketch.lnBias;
-    fp.localLnScale = sketch.localLnScale;
-    fp.localLnBias = sketch.localLnBias;
+    fp.node_scale = sketch.nodeScale;
+    fp.flags = (sketch.qkNorm ? kernel::FLAG_QK_LN : 0) | (local ? kernel::FLAG_WRITE_LOCAL : 0) |
+               (local && sketch.localNorm ? kernel::FLAG_LOCAL_LN : 0);
+    fp.ln_scale = sketch.lnScale;
+    fp.ln_bias = sketch.lnBias;
+    fp.local_ln_scale = sketch.localLnScale;
+    fp.local_ln_bias = sketch.localLnBias;
     std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
     // The team kernel's vec4-row variant where the strides allow it.
     auto pipeline = [&](const PskTensorStrides& st) {
-        return alignedRows(st, plan.featureVecRowFloats) && res.featuresVec4 ? res.featuresVec4 : res.features;
+        return alignedRows(st, plan.featureVecRowFloats) && res.featuresVec ? res.featuresVec : res.features;
     };
     fp.heads = c.numQueryHeads;
     fp.scale = c.scale;
-    putStrides(fp.strides, g.q.strides);
+    fp.x_strides = pushStrides(g.q.strides);
     rec.dispatch(pipeline(g.q.strides), {reads(q), reads(res.weights), writes(f.qSketch), writes(f.qLocal), writes(f.qNodes)}, &fp,
                  sizeof(fp), groups, c.numQueryHeads, g.batch);
     fp.heads = c.numKeyValueHeads;
     fp.scale = 1.0f;  // k is never scaled
-    putStrides(fp.strides, g.k.strides);
+    fp.x_strides = pushStrides(g.k.strides);
     rec.dispatch(pipeline(g.k.strides), {reads(k), reads(res.weights), writes(f.kSketch), writes(f.kLocal), writes(f.kNodes)}, &fp,
                  sizeof(fp), groups, c.numKeyValueHeads, g.batch);
 }
@@ -301,14 +132,14 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     recordFeatureMaps(rec, plan, res, sketch, c, g, t.q, t.k, f);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
-    StatesPush sp{};
+    kernel::BlockStatesPush sp{};
     sp.n = g.tokens;
-    sp.blockSize = plan.blockSize;
+    sp.block_size = plan.blockSize;
     sp.blocks = ws.blocks;
     sp.features = plan.features;
-    sp.kvHeads = c.numKeyValueHeads;
-    sp.featureTiles = featureTiles;
-    putStrides(sp.v, g.v.strides);
+    sp.kv_heads = c.numKeyValueHeads;
+    sp.feature_tiles = featureTiles;
+    sp.v_strides = pushStrides(g.v.strides);
     rec.dispatch(res.states, {reads(f.kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
                  featureTiles * colTiles, ws.blocks, kvSequences);
 
@@ -316,29 +147,120 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     const uint32_t elems = plan.features * plan.stateStride;
     if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
-        recordBlockScan(rec, pipelines.get(blockScanShader(), scan.specConstants), scan, states, kvSequences, ws.blocks, elems);
+        recordBlockScan(rec, pipelines.get(scan.kernel), scan, states, kvSequences, ws.blocks, elems);
     } else {
         const BlockScanPlan reduce = planBlockReduce(ws.blocks, caps);
-        recordBlockReduce(rec, pipelines.get(blockReduceShader(), reduce.specConstants), reduce, states, kvSequences,
-                          ws.blocks, elems);
+        recordBlockReduce(rec, pipelines.get(reduce.kernel), reduce, states, kvSequences, ws.blocks, elems);
     }
 
     // 4. Output: phi(q)^T Z + local part, normalized.
-    OutputPush op{};
+    kernel::PolysketchOutputPush op{};
     op.n = g.tokens;
-    op.blockSize = plan.blockSize;
+    op.block_size = plan.blockSize;
     op.blocks = ws.blocks;
     op.features = plan.features;
-    op.headRatio = c.numQueryHeads / c.numKeyValueHeads;
-    op.qHeads = c.numQueryHeads;
-    op.kvHeads = c.numKeyValueHeads;
-    op.tilesPerBlock = tilesPerBlock;
-    putStrides(op.v, g.v.strides);
-    putStrides(op.o, g.out.strides);
-    rec.dispatch(alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec4 ? res.outputVec4 : res.output,
+    op.head_ratio = c.numQueryHeads / c.numKeyValueHeads;
+    op.q_heads = c.numQueryHeads;
+    op.kv_heads = c.numKeyValueHeads;
+    op.tiles_per_block = tilesPerBlock;
+    op.v_strides = pushStrides(g.v.strides);
+    op.o_strides = pushStrides(g.out.strides);
+    rec.dispatch(alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output,
                  {reads(f.qSketch), reads(local ? f.kLocal : f.kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
                   reads(f.qLocal)},
                  &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
+}
+
+PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, const PskAttentionCreateInfo& info)
+    : context_(context), config_(c) {
+    const DeviceCaps& caps = context_->caps();
+    QkNormWeights norm;
+    if (info.qkNormFile) {
+        norm = loadQkNorm(readSafeTensors(info.qkNormFile), c.headDim);
+        if (norm.hasLocal() && !(c.causal && c.localExact))
+            fail(PSK_ERROR_INVALID_ARGUMENT, "qkNormFile holds local_ln.scale / local_ln.bias, which only a CAUSAL + "
+                 "LOCAL_EXACT attention uses");
+    }
+    const QkNormWeights* normPtr = info.qkNormFile ? &norm : nullptr;
+    switch (info.sketchSource) {
+        case PSK_SKETCH_SOURCE_SEED: {
+            RandomSketchWeights w = generateRandomSketch(info.seed, c.degree, c.headDim, c.sketchSize);
+            w.referenceScaling = c.referenceScaling;
+            sketch_ = packRandomSketch(w, normPtr);
+            break;
+        }
+        case PSK_SKETCH_SOURCE_FILE: {
+            // sketchSize 0 takes the file's; the file's scaling metadata says how its G were meant.
+            const RandomSketchWeights w = loadRandomSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize, c.degree);
+            if (c.referenceScaling && !w.referenceScaling)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING is set but the sketch file says scaling \"unbiased\"");
+            c.referenceScaling = w.referenceScaling;
+            c.sketchSize = w.sketchSize ? w.sketchSize : c.sketchSize;
+            sketch_ = packRandomSketch(w, normPtr);
+            break;
+        }
+        case PSK_SKETCH_SOURCE_LEARNED_FILE: {
+            if (c.degree != 4)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "a learned sketch has degree 4 (degree ", c.degree, " was requested)");
+            if (c.referenceScaling)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING applies to random sketches, not to a learned one");
+            const LearnedSketchWeights w = loadLearnedSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize);
+            c.sketchSize = w.sketchSize;
+            if (c.sketchSize < 8 || c.sketchSize > 128)
+                fail(PSK_ERROR_BAD_FILE, "learned sketch file: sketch_size ", c.sketchSize, " is outside 8 to 128");
+            sketch_ = packLearnedSketch(w, normPtr);
+            break;
+        }
+        default:
+            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range");
+    }
+    plan_ = planPolysketch(c, sketch_, caps);
+    Pipelines& pipelines = context_->pipelines();
+    resources_.features = pipelines.get(plan_.featureKernel);
+    resources_.states = pipelines.get(plan_.statesKernel);
+    resources_.output = pipelines.get(plan_.outputKernel);
+    if (!plan_.featureKernelVec.empty()) resources_.featuresVec = pipelines.get(plan_.featureKernelVec);
+    if (!plan_.outputKernelVec.empty()) resources_.outputVec = pipelines.get(plan_.outputKernelVec);
+    // Every scan (causal) or reduction (full) variant a call may pick, by number of blocks.
+    for (const BlockScanPlan& p : allBlockScanPlans(c.causal, caps)) pipelines.get(p.kernel);
+    weights_ = uploadConstant(sketch_.data.data(), sketch_.data.size() * sizeof(float));
+    const std::vector<uint32_t> pairs = selfTensorPairs(sketch_.sketchLength);
+    pairs_ = uploadConstant(pairs.data(), pairs.size() * sizeof(uint32_t));
+    resources_.weights = {weights_.handle(), 0, weights_.size()};
+    resources_.pairs = {pairs_.handle(), 0, pairs_.size()};
+}
+
+Buffer PolysketchForward::uploadConstant(const void* data, VkDeviceSize bytes) {
+    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    Buffer buffer(context_->allocator(), bytes, flags, MemoryUsage::DeviceLocal);
+    if (buffer.mapped()) {
+        std::memcpy(buffer.mapped(), data, bytes);
+        return buffer;
+    }
+    Buffer staging(context_->allocator(), bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, MemoryUsage::HostUpload);
+    std::memcpy(staging.mapped(), data, bytes);
+    context_->execute([&](Recorder& rec) { rec.copy({staging.handle(), 0, bytes}, {buffer.handle(), 0, bytes}, bytes); });
+    return buffer;
+}
+
+
+std::vector<KernelChoice> PolysketchForward::kernels() const {
+    std::vector<KernelChoice> k{plan_.featureKernel};
+    if (!plan_.featureKernelVec.empty()) k.push_back(plan_.featureKernelVec);
+    k.push_back(plan_.statesKernel);
+    // The prefix kernel depends on the number of blocks: every variant a call may pick.
+    for (const BlockScanPlan& p : allBlockScanPlans(config_.causal, context_->caps())) k.push_back(p.kernel);
+    k.push_back(plan_.outputKernel);
+    if (!plan_.outputKernelVec.empty()) k.push_back(plan_.outputKernelVec);
+    return k;
+}
+
+void PolysketchForward::record(Recorder& recorder, const BoundTensors& tensors) const {
+    recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, sketch_, config_, tensors);
+}
+
+KernelChoice selfTensorKernel() {
+    return KernelChoice::make(KernelId::SelfTensor, "", PSK_DATA_TYPE_FLOAT32, kernel::NoSpec{}, "tests and tools");
 }
 
 }  // namespace psk

@@ -1,51 +1,32 @@
+#include "forward/tiled_forward.hpp"
+
+#include <algorithm>
+
 #include "util/error.hpp"
-#include "forward/kernels.hpp"
+#include "util/sizes.hpp"
+#include "vk/context.hpp"
 
 namespace psk {
-namespace {
-
-// Mirrors the push-constant block of shaders/attention_tiled.comp.
-struct TiledPush {
-    uint32_t n;
-    uint32_t headRatio;
-    float scale;
-    uint32_t flags;
-    uint32_t keyBegin;
-    uint32_t keyLimit;
-    uint32_t numQueryHeads;
-    uint32_t pad0;
-    uint32_t q[3], k[3], v[3], o[3];
-};
-constexpr uint32_t kFlagLoadState = 1, kFlagStoreState = 2;
-static_assert(sizeof(TiledPush) <= Pipelines::kPushConstantBytes, "push constants too large");
-
-void putStrides(uint32_t dst[3], const PskTensorStrides& s) {
-    // makeForwardGeometry guarantees every used offset fits in 32 bits.
-    dst[0] = static_cast<uint32_t>(s.batch);
-    dst[1] = static_cast<uint32_t>(s.head);
-    dst[2] = static_cast<uint32_t>(s.token);
-}
-
-uint32_t floorPow2(uint32_t x) {
-    uint32_t p = 1;
-    while (p * 2 <= x) p *= 2;
-    return p;
-}
-
-}  // namespace
 
 TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps) {
     TiledAttentionPlan plan;
-    plan.shader = cat("attention_tiled.", c.kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "polynomial", ".",
-                      dataTypeSuffix(c.dataType));
     plan.rows = std::min<uint32_t>(64, caps.limits().maxComputeWorkGroupInvocations);
     // Stage as many keys as fit in 32 KiB (or the device's shared memory, if less), up to 64.
     const uint32_t budget = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, 32768);
     const uint32_t bytesPerKey = (c.headDim + c.valueDim) * 4;
     if (bytesPerKey > budget) fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
-    plan.keyTile = std::min<uint32_t>(64, floorPow2(budget / bytesPerKey));
     plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
-    plan.specConstants = {plan.rows, c.headDim, c.valueDim, plan.keyTile, c.degree, c.causal ? 1u : 0u};
+    kernel::AttentionTiledSpec spec;
+    spec.ROWS = plan.rows;
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = c.valueDim;
+    spec.KEY_TILE = std::min<uint32_t>(64, floorPow2(budget / bytesPerKey));
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
+    plan.kernel = KernelChoice::make(KernelId::AttentionTiled, softmax ? "softmax" : "polynomial", c.dataType, spec,
+                                     cat("the only kernel of ", softmax ? "softmax" : "exact polynomial",
+                                         " attention; key tile = keys of h + dv floats that fit min(shared memory, 32 KiB), <= 64"));
     return plan;
 }
 
@@ -65,30 +46,43 @@ VkDeviceSize tiledWorkspaceBytes(const TiledAttentionPlan& plan, const Attention
 
 void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
                           const AttentionConfig& c, const BoundTensors& t) {
-    TiledPush push{};
+    kernel::AttentionTiledPush push{};
     push.n = t.geometry.tokens;
-    push.headRatio = c.numQueryHeads / c.numKeyValueHeads;
+    push.head_ratio = c.numQueryHeads / c.numKeyValueHeads;
     push.scale = c.scale;
-    push.numQueryHeads = c.numQueryHeads;
-    putStrides(push.q, t.geometry.q.strides);
-    putStrides(push.k, t.geometry.k.strides);
-    putStrides(push.v, t.geometry.v.strides);
-    putStrides(push.o, t.geometry.out.strides);
+    push.num_q_heads = c.numQueryHeads;
+    push.q_strides = pushStrides(t.geometry.q.strides);
+    push.k_strides = pushStrides(t.geometry.k.strides);
+    push.v_strides = pushStrides(t.geometry.v.strides);
+    push.o_strides = pushStrides(t.geometry.out.strides);
     const uint32_t groupsX = (t.geometry.tokens + plan.rows - 1) / plan.rows;
     if (groupsX > plan.maxGroupsX)
         fail(PSK_ERROR_TOO_LARGE, "seqLen ", t.geometry.tokens, " needs ", groupsX, " workgroups; the device allows ", plan.maxGroupsX);
     const uint32_t chunks = tiledKeyChunks(plan, t.geometry.tokens);
     for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
         const bool last = chunk + 1 == chunks;
-        push.keyBegin = chunk * plan.keysPerDispatch;
-        push.keyLimit = last ? t.geometry.tokens : push.keyBegin + plan.keysPerDispatch;
-        push.flags = (chunk > 0 ? kFlagLoadState : 0) | (last ? 0 : kFlagStoreState);
+        push.key_begin = chunk * plan.keysPerDispatch;
+        push.key_limit = last ? t.geometry.tokens : push.key_begin + plan.keysPerDispatch;
+        push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | (last ? 0 : kernel::FLAG_STORE_STATE);
         // Without chunks the state binding is never touched; the output stands in for it.
         const Access state = chunks > 1 ? Access{t.workspace, true} : reads(t.out);
         const Access output = last ? writes(t.out) : reads(t.out);
         recorder.dispatch(pipeline, {reads(t.q), reads(t.k), reads(t.v), output, state}, &push, sizeof(push), groupsX,
                           c.numQueryHeads, t.geometry.batch);
     }
+}
+
+TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)
+    : context_(context), config_(config), plan_(planTiledAttention(config, context->caps())) {
+    pipeline_ = context->pipelines().get(plan_.kernel);
+}
+
+VkDeviceSize TiledForward::workspaceBytes(const ForwardGeometry& geometry) const {
+    return tiledWorkspaceBytes(plan_, config_, context_->caps(), geometry);
+}
+
+void TiledForward::record(Recorder& recorder, const BoundTensors& tensors) const {
+    recordTiledAttention(recorder, pipeline_, plan_, config_, tensors);
 }
 
 }  // namespace psk

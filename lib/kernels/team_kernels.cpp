@@ -11,10 +11,24 @@ bool teamKernelsSupported(const DeviceCaps& caps) {
            caps.minSubgroupSize == caps.maxSubgroupSize;  // no varying subgroup size: teams are whole subgroups
 }
 
-bool useTeamKernels(const DeviceCaps& caps) {
+namespace {
+
+bool disabledByEnvironment() {
     const char* env = std::getenv("PSK_DISABLE_TEAM_KERNELS");
-    if (env && *env && std::strcmp(env, "0") != 0) return false;
-    return caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && teamKernelsSupported(caps);
+    return env && *env && std::strcmp(env, "0") != 0;
+}
+
+}  // namespace
+
+bool useTeamKernels(const DeviceCaps& caps) {
+    return !disabledByEnvironment() && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && teamKernelsSupported(caps);
+}
+
+const char* teamKernelsUnusedReason(const DeviceCaps& caps) {
+    if (disabledByEnvironment()) return "PSK_DISABLE_TEAM_KERNELS is set";
+    if (caps.properties.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) return "a GPU (team kernels are for CPU drivers)";
+    if (!teamKernelsSupported(caps)) return "the device lacks 8-lane subgroups with shuffle and arithmetic, or shaderInt64";
+    return "team kernels are in use";
 }
 
 }  // namespace psk

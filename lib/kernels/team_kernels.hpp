@@ -38,4 +38,7 @@ bool teamKernelsSupported(const DeviceCaps& caps);
  */
 bool useTeamKernels(const DeviceCaps& caps);
 
+/** Why useTeamKernels(caps) is false, in a few words (for `psk info --plan`). */
+const char* teamKernelsUnusedReason(const DeviceCaps& caps);
+
 }  // namespace psk

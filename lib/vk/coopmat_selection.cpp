@@ -1,5 +1,7 @@
 #include "vk/coopmat_selection.hpp"
 
+#include "kernels/kernel_interface.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -220,7 +222,20 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
     plan.tileC = sgN * wn * n;
     plan.keyTile = keyTile;
     plan.sharedBytes = shared(keyTile, wn);
-    plan.specConstants = {plan.threads, sketchLength, valueDim, m, n, k, sgM, sgN, wm, wn, keyTile};
+    kernel::BlockStatesCoopMatSpec spec;
+    spec.THREADS = plan.threads;
+    spec.SKETCH = sketchLength;
+    spec.VALUE_DIM = valueDim;
+    spec.CM_M = m;
+    spec.CM_N = n;
+    spec.CM_K = k;
+    spec.SG_M = sgM;
+    spec.SG_N = sgN;
+    spec.WM = wm;
+    spec.WN = wn;
+    spec.KEY_TILE = keyTile;
+    plan.spec = spec;
+    plan.specConstants = kernel::SpecConstants::of(spec).values;
     return plan;
 }
 

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_interface.hpp"
+
 namespace psk {
 
 struct DeviceCaps;
@@ -93,7 +95,8 @@ std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType st
  * tiling (2 x 2 subgroups, 64 features x up to 128 columns per workgroup), not yet tuned on a GPU.
  */
 struct BlockStatesCoopMatPlan {
-    std::vector<uint32_t> specConstants;
+    kernel::BlockStatesCoopMatSpec spec;
+    std::vector<uint32_t> specConstants;  // spec's values by constant_id
     uint32_t threads = 0;
     uint32_t tileF = 0, tileC = 0;  // workgroup tile: features x value columns
     uint32_t keyTile = 0;

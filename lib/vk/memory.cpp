@@ -3,13 +3,9 @@
 #include <algorithm>
 
 #include "util/error.hpp"
+#include "util/sizes.hpp"
 
 namespace psk {
-namespace {
-
-VkDeviceSize alignUp(VkDeviceSize v, VkDeviceSize a) { return (v + a - 1) / a * a; }
-
-}  // namespace
 
 bool Allocator::carve(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceSize* offset) {
     // First fit: the lowest free range that holds the aligned request; split off what is left.

@@ -51,15 +51,20 @@ size_t Pipelines::size() const {
     return cache_.size();
 }
 
-VkPipeline Pipelines::get(std::string_view shader, const std::vector<uint32_t>& specConstants) {
-    std::string key(shader);
-    for (uint32_t v : specConstants) key += cat(':', v);
+size_t Pipelines::KeyHash::operator()(const Key& k) const {
+    size_t h = std::hash<const void*>()(k.shader);
+    for (uint32_t v : k.constants) h = h * 1099511628211ull ^ v;
+    return h;
+}
+
+VkPipeline Pipelines::get(const KernelChoice& choice) {
+    const ShaderCode* code = findShader(choice.variant);
+    if (!code) fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " is not built into this library");
+    const std::vector<uint32_t>& specConstants = choice.constants.values;
+    Key key{code, specConstants};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
-
-    const ShaderCode* code = findShader(shader);
-    if (!code) fail(PSK_ERROR_UNSUPPORTED, "shader variant ", shader, " is not built into this library");
 
     VkShaderModuleCreateInfo moduleInfo{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     moduleInfo.codeSize = code->bytes;

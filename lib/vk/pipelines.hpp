@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/kernel_table.hpp"
 #include "vk/device_caps.hpp"
 #include "vk/vulkan_functions.hpp"
 
@@ -26,10 +27,11 @@ public:
     Pipelines& operator=(const Pipelines&) = delete;
 
     /**
-     * The pipeline for `shader` with specialization constant i = specConstants[i] (32-bit each;
-     * booleans as 0/1). Throws UNSUPPORTED when the variant is not built in. Thread-safe.
+     * The pipeline of a kernel choice (kernels/kernel_table.hpp): its variant with its named
+     * specialization constants (32-bit each; booleans as 0/1). Throws UNSUPPORTED when the variant
+     * is not built in. Thread-safe.
      */
-    VkPipeline get(std::string_view shader, const std::vector<uint32_t>& specConstants);
+    VkPipeline get(const KernelChoice& choice);
 
     VkPipelineLayout layout() const { return layout_; }
     VkDescriptorSetLayout setLayout() const { return setLayout_; }
@@ -42,8 +44,17 @@ private:
     bool pushDescriptors_;
     VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    /** A pipeline is its SPIR-V variant plus its specialization constants (by constant_id). */
+    struct Key {
+        const ShaderCode* shader;
+        std::vector<uint32_t> constants;
+        bool operator==(const Key& o) const { return shader == o.shader && constants == o.constants; }
+    };
+    struct KeyHash {
+        size_t operator()(const Key& k) const;
+    };
     mutable std::mutex mutex_;
-    std::unordered_map<std::string, VkPipeline> cache_;
+    std::unordered_map<Key, VkPipeline, KeyHash> cache_;
 };
 
 }  // namespace psk

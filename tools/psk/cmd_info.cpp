@@ -1,9 +1,13 @@
-// psk info: every Vulkan device the loader reports, with the capabilities the library uses.
+// psk info: every Vulkan device the loader reports, with the capabilities the library uses; with
+// --plan, the kernels one attention configuration runs on a device and why (pskGetAttentionPlan).
 #include <polysketch/polysketch.h>
 
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "cli_util.hpp"
 #include "commands.hpp"
 
 namespace {
@@ -15,17 +19,136 @@ const char* typeName(uint32_t type) {
 
 const char* yesNo(uint32_t v) { return v ? "yes" : "no"; }
 
+const char* kUsage =
+    "usage: psk info\n"
+    "       psk info --plan [--kind softmax|poly|polysketch] [--dtype f32|f16|bf16] [--causal | --full]\n"
+    "                [--degree P] [--sketch-size R] [--block-size B] [--local-exact] [--head-dim H]\n"
+    "                [--value-dim DV] [--heads HQ] [--kv-heads HKV] [--learned FILE | --sketch FILE]\n"
+    "                [--device N|NAME]\n"
+    "\n"
+    "Without --plan: lists every Vulkan device in enumeration order (the index PSK_DEVICE takes).\n"
+    "With --plan: creates the attention on the device (default: the best one, or PSK_DEVICE) and\n"
+    "prints the kernels a forward call runs, one per line: the shader variant, whether it is the\n"
+    "generic, lane-team or cooperative-matrix implementation, its specialization constants and the\n"
+    "reason it was chosen. Defaults: polysketch, f32, causal, p = 4, r = 32, b = 256, h = dv = 64,\n"
+    "1 head.\n";
+
+struct PlanOptions {
+    PskAttentionCreateInfo info{};
+    std::string device, learned, sketch;
+};
+
+int printPlan(const PlanOptions& o) {
+    psk::cli::MessageSink sink;
+    PskContextCreateInfo ci{};
+    ci.device = o.device.empty() ? nullptr : o.device.c_str();
+    ci.messageCallback = psk::cli::MessageSink::callback;
+    ci.messageUserData = &sink;
+    PskContext ctx = nullptr;
+    PskResult r = pskCreateContext(&ci, &ctx);
+    if (r != PSK_SUCCESS) {
+        std::fprintf(stderr, "psk info: cannot create a context: %s\n", sink.describe(r).c_str());
+        return 1;
+    }
+    PskAttentionCreateInfo info = o.info;
+    if (!o.learned.empty()) {
+        info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+        info.sketchFile = o.learned.c_str();
+    } else if (!o.sketch.empty()) {
+        info.sketchSource = PSK_SKETCH_SOURCE_FILE;
+        info.sketchFile = o.sketch.c_str();
+    }
+    PskAttention attn = nullptr;
+    r = pskCreateAttention(ctx, &info, &attn);
+    size_t size = 0;
+    if (r == PSK_SUCCESS) r = pskGetAttentionPlan(attn, nullptr, &size);
+    std::vector<char> text(size + 1, 0);
+    if (r == PSK_SUCCESS) r = pskGetAttentionPlan(attn, text.data(), &size);
+    if (r != PSK_SUCCESS) {
+        std::fprintf(stderr, "psk info: %s\n", sink.describe(r).c_str());
+        pskDestroyAttention(attn);
+        pskDestroyContext(ctx);
+        return 1;
+    }
+    PskDeviceInfo d{};
+    if (pskGetDeviceInfo(ctx, &d) == PSK_SUCCESS) std::printf("device: %s (%s)\n", d.name, typeName(d.deviceType));
+    std::printf("%s", text.data());
+    pskDestroyAttention(attn);
+    pskDestroyContext(ctx);
+    return 0;
+}
+
 }  // namespace
 
 int runInfo(int argc, char** argv) {
-    for (int i = 0; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-            std::printf("usage: psk info\n\nLists every Vulkan device in enumeration order (the index PSK_DEVICE takes).\n");
-            return 0;
+    bool plan = false;
+    PlanOptions o;
+    PskAttentionCreateInfo& ai = o.info;
+    ai.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    ai.flags = PSK_ATTENTION_CAUSAL_BIT;
+    ai.headDim = 64;
+    ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
+    try {
+        psk::cli::ArgReader args(argc, argv);
+        while (args.next()) {
+            const std::string a = args.name();
+            auto number = [&](uint32_t lo, uint32_t hi) {
+                const std::string v = args.value();
+                uint32_t x = 0;
+                if (!psk::cli::parseUint32(v, lo, hi, &x)) throw psk::cli::UsageError{a + " needs an integer (got '" + v + "')"};
+                return x;
+            };
+            if (a == "--help" || a == "-h") {
+                std::printf("%s", kUsage);
+                return 0;
+            } else if (a == "--plan") {
+                args.flag();
+                plan = true;
+            } else if (a == "--kind") {
+                const std::string v = args.value();
+                if (!psk::cli::parseKind(v, &ai.kind)) throw psk::cli::UsageError{"--kind takes softmax, poly or polysketch"};
+            } else if (a == "--dtype") {
+                const std::string v = args.value();
+                if (!psk::cli::parseDataType(v, &ai.dataType)) throw psk::cli::UsageError{"--dtype takes f32, f16 or bf16"};
+            } else if (a == "--causal") {
+                args.flag();
+                ai.flags |= PSK_ATTENTION_CAUSAL_BIT;
+            } else if (a == "--full") {
+                args.flag();
+                ai.flags &= ~uint32_t(PSK_ATTENTION_CAUSAL_BIT);
+            } else if (a == "--local-exact") {
+                args.flag();
+                ai.flags |= PSK_ATTENTION_LOCAL_EXACT_BIT;
+            } else if (a == "--degree") {
+                ai.degree = number(2, 8);
+            } else if (a == "--sketch-size") {
+                ai.sketchSize = number(1, 1024);
+            } else if (a == "--block-size") {
+                ai.blockSize = number(1, 1u << 20);
+            } else if (a == "--head-dim") {
+                ai.headDim = number(1, 4096);
+            } else if (a == "--value-dim") {
+                ai.valueDim = number(1, 4096);
+            } else if (a == "--heads") {
+                ai.numQueryHeads = number(1, 1u << 16);
+            } else if (a == "--kv-heads") {
+                ai.numKeyValueHeads = number(1, 1u << 16);
+            } else if (a == "--learned") {
+                o.learned = args.value();
+            } else if (a == "--sketch") {
+                o.sketch = args.value();
+            } else if (a == "--device") {
+                o.device = args.value();
+            } else {
+                throw psk::cli::UsageError{"unknown option '" + args.raw() + "'"};
+            }
         }
-        std::fprintf(stderr, "psk info: unknown option '%s'\n", argv[i]);
+        if (!plan && argc > 0) throw psk::cli::UsageError{"configuration options need --plan"};
+    } catch (const psk::cli::UsageError& e) {
+        std::fprintf(stderr, "psk info: %s\n", e.message.c_str());
         return 2;
     }
+    if (plan) return printPlan(o);
     const uint32_t v = pskGetVersion();
     std::printf("polysketch %u.%u.%u\n", PSK_VERSION_MAJOR(v), PSK_VERSION_MINOR(v), PSK_VERSION_PATCH(v));
     uint32_t count = 0;

@@ -1,0 +1,40 @@
+// The prefix over block states (causal polysketch) and its full-attention counterpart, the sum
+// over blocks: block_scan.comp and block_reduce.comp.
+#pragma once
+
+#include <vector>
+
+#include "kernels/kernel_table.hpp"
+#include "vk/device_caps.hpp"
+#include "vk/recorder.hpp"
+
+namespace psk {
+
+/**
+ * Exclusive prefix sum over blocks, in place (shaders/block_scan.comp): `states` holds
+ * [sequences][blocks][elems] float32. One dispatch, whatever the number of blocks (at most
+ * 65535 loop iterations per invocation: 2 * threads * 65535 blocks, 65535 * threads for the
+ * reduction). Columns are vec4 (4 adjacent floats) when elems % 4 == 0, else single floats. Needs
+ * basic and relative-shuffle subgroup operations in compute shaders (planning fails otherwise).
+ */
+struct BlockScanPlan {
+    KernelChoice kernel;
+    uint32_t threads = 1;  // lanes per column (one subgroup cluster); a scan segment is 2 * threads blocks
+    uint32_t columns = 1;  // adjacent columns (vec4 or float) per workgroup
+    uint32_t maxGroupsX = 65535;
+    uint32_t maxGroupsY = 65535;
+    uint32_t maxGroupsZ = 65535;
+};
+BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps);
+void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                     uint32_t sequences, uint32_t blocks, uint32_t elems);
+
+/** Sum over all blocks, written into block 0 in place (shaders/block_reduce.comp): full mode. */
+BlockScanPlan planBlockReduce(uint32_t blocks, const DeviceCaps& caps);
+void recordBlockReduce(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
+                       uint32_t sequences, uint32_t blocks, uint32_t elems);
+
+/** Every scan (causal) or reduction (full) plan a call may pick, so that their pipelines exist up front. */
+std::vector<BlockScanPlan> allBlockScanPlans(bool causal, const DeviceCaps& caps);
+
+}  // namespace psk

@@ -1,0 +1,14 @@
+#include "forward/forward_kind.hpp"
+
+#include "forward/polysketch_forward.hpp"
+#include "forward/tiled_forward.hpp"
+
+namespace psk {
+
+std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, AttentionConfig& config,
+                                               const PskAttentionCreateInfo& info) {
+    if (config.kind == PSK_ATTENTION_KIND_POLYSKETCH) return std::make_unique<PolysketchForward>(context, config, info);
+    return std::make_unique<TiledForward>(context, config);
+}
+
+}  // namespace psk

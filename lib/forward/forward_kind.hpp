@@ -1,0 +1,45 @@
+// One object per forward kind (tiled softmax / exact polynomial, polysketch) behind a small
+// interface: the attention object (attention.hpp) owns one and asks it for the workspace a call
+// needs and to record the call; decoding uses the polysketch object directly.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "forward/attention_config.hpp"
+#include "kernels/kernel_table.hpp"
+#include "vk/recorder.hpp"
+
+struct PskContext_T;
+struct PskAttentionCreateInfo;
+
+namespace psk {
+
+/** Device tensors of one forward call: buffers plus the geometry their contents follow. */
+struct BoundTensors {
+    BufferRange q, k, v, out;
+    ForwardGeometry geometry;
+    BufferRange workspace;  // scratch of the size workspaceBytes() returned
+};
+
+class ForwardKind {
+public:
+    virtual ~ForwardKind() = default;
+    /** Workspace bytes of a call with this geometry (0 when none); throws TOO_LARGE. */
+    virtual VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const = 0;
+    /** Records the kernels of one call. */
+    virtual void record(Recorder& recorder, const BoundTensors& tensors) const = 0;
+    /** The kernels a call runs, with their constants and the reason each was chosen. */
+    virtual std::vector<KernelChoice> kernels() const = 0;
+};
+
+/**
+ * The object for config.kind, with its pipelines created (a call never stalls on a compile).
+ * Polysketch loads its sketch here and may complete `config` from the sketch file (sketchSize,
+ * referenceScaling).
+ */
+std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, AttentionConfig& config,
+                                               const PskAttentionCreateInfo& info);
+
+}  // namespace psk

@@ -1,0 +1,98 @@
+// Polysketch (docs/MATH.md section 6): feature map -> block states -> scan (causal) or reduction
+// (full) -> output, four kinds of dispatch in one command buffer. The plan (which kernels, which
+// tiles, why) is forward/polysketch_plan.hpp; this file records it.
+#pragma once
+
+#include "forward/forward_kind.hpp"
+#include "forward/polysketch_plan.hpp"
+#include "sketch/sketch_pack.hpp"
+#include "vk/memory.hpp"
+
+namespace psk {
+
+class Pipelines;
+
+/** Where each intermediate of one call lives in the workspace buffer (bytes). */
+struct PolysketchWorkspace {
+    struct Region {
+        VkDeviceSize offset = 0, size = 0;
+    };
+    Region qSketch, kSketch;  // S(q) rows [B * Hq][n][R], S(k) rows [B * Hkv][n][R]
+    Region qLocal, kLocal;    // local exact only: q' rows [B * Hq][n][h], k' rows [B * Hkv][n][h]
+    Region qNodes, kNodes;    // degree 8 only: level-1 sketch nodes of q and k rows, [rows][2][R]
+    Region states;            // [B * Hkv][t][F][stateStride]: H_l, then Z_l (causal) or Z in block 0 (full)
+    uint32_t blocks = 0;      // t = ceil(n / b)
+    VkDeviceSize total = 0;
+};
+
+/** Workspace of a call; throws TOO_LARGE when a region exceeds what one binding can address. */
+PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const AttentionConfig& config,
+                                        const ForwardGeometry& geometry);
+
+/** Device objects every call uses: the plan's pipelines, the packed sketch and the pair table. */
+struct PolysketchResources {
+    VkPipeline features = VK_NULL_HANDLE, states = VK_NULL_HANDLE, output = VK_NULL_HANDLE;
+    // Team kernels in float32 only: the variants that read q/k (features) or v (output) rows as
+    // vectors (PolysketchPlan::featuresVec, outputVec); null otherwise.
+    VkPipeline featuresVec = VK_NULL_HANDLE, outputVec = VK_NULL_HANDLE;
+    BufferRange weights;  // PackedSketch::data
+    BufferRange pairs;    // selfTensorPairs(R)
+};
+
+/**
+ * Materializes packed features phi = psi(S) of `rows` sketch rows of length R (self_tensor.comp):
+ * sketches [rows][R] float32 -> features [rows][R (R + 1) / 2] float32. Not part of the forward
+ * (which expands psi on the fly); for tests and tools. `pipeline` is pipelines.get(selfTensorKernel()).
+ */
+KernelChoice selfTensorKernel();
+void recordSelfTensor(Recorder& recorder, VkPipeline pipeline, const DeviceCaps& caps, BufferRange sketches,
+                      BufferRange pairs, BufferRange features, uint32_t rows, uint32_t sketchLength);
+
+/** Workspace ranges the feature map writes; bindings a configuration does not use alias the sketch rows. */
+struct FeatureMapRanges {
+    BufferRange qSketch, kSketch, qLocal, kLocal, qNodes, kNodes;
+};
+FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& config, const PolysketchWorkspace& workspace,
+                                  BufferRange workspaceBuffer);
+
+/**
+ * Records the feature maps of q and of k (the forward's first step): S rows, the local-exact rows
+ * and, for degree 8, the node scratch. The decode step runs this alone on its one token.
+ */
+void recordFeatureMaps(Recorder& recorder, const PolysketchPlan& plan, const PolysketchResources& resources,
+                       const PackedSketch& sketch, const AttentionConfig& config, const ForwardGeometry& geometry, BufferRange q,
+                       BufferRange k, const FeatureMapRanges& ranges);
+
+/** Records the whole polysketch forward; tensors.workspace must hold polysketchWorkspace().total. */
+void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
+                      const PolysketchResources& resources, const PackedSketch& sketch, const AttentionConfig& config,
+                      const BoundTensors& tensors);
+
+/** The polysketch forward kind: its sketch (loaded or generated at creation), plan and pipelines. */
+class PolysketchForward final : public ForwardKind {
+public:
+    /** Loads or generates the sketch; completes config.sketchSize / referenceScaling from a sketch file. */
+    PolysketchForward(PskContext_T* context, AttentionConfig& config, const PskAttentionCreateInfo& info);
+    VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const override { return workspace(geometry).total; }
+    void record(Recorder& recorder, const BoundTensors& tensors) const override;
+    std::vector<KernelChoice> kernels() const override;
+
+    PolysketchWorkspace workspace(const ForwardGeometry& geometry) const { return polysketchWorkspace(plan_, config_, geometry); }
+    const PolysketchPlan& plan() const { return plan_; }
+    const PolysketchResources& resources() const { return resources_; }
+    /** The packed sketch (decode states hash it to recognize their attention in a blob). */
+    const PackedSketch& sketch() const { return sketch_; }
+
+private:
+    /** A device-local buffer holding `bytes` of `data` (staged when not host-visible). */
+    Buffer uploadConstant(const void* data, VkDeviceSize bytes);
+
+    PskContext_T* context_;
+    const AttentionConfig& config_;
+    PackedSketch sketch_;
+    PolysketchPlan plan_;
+    PolysketchResources resources_;
+    Buffer weights_, pairs_;
+};
+
+}  // namespace psk

@@ -1,0 +1,62 @@
+// Which kernels a polysketch forward runs on a device, with which tile sizes, and why: the one
+// place that answers "which shaders run for this call". Its two halves, after flash-attention's
+// hopper/ tile_size.h + heuristics.h: the tile sizes (kPolysketchTiles) and the rules that pick a
+// variant per stage (planPolysketch, each choice with its reason). `psk info --plan` prints it.
+#pragma once
+
+#include "forward/attention_config.hpp"
+#include "kernels/kernel_table.hpp"
+#include "sketch/sketch_pack.hpp"
+#include "vk/device_caps.hpp"
+
+namespace psk {
+
+/** Tile sizes of the generic (GPU) kernels; the team kernels' are fixed by kTeamWorkgroupRows. */
+struct PolysketchTiles {
+    uint32_t featureRows = 64;         // feature map: rows per workgroup (one per invocation)
+    uint32_t statesFeatureGroups = 16;  // block states: invocations along features ...
+    uint32_t statesFeaturesPerThread = 4;
+    uint32_t statesColumnGroups = 4;   // ... and along value columns
+    uint32_t statesMaxColumnsPerThread = 16;
+    uint32_t statesMaxKeyTile = 32;    // keys staged per step, in at most statesSharedBytes
+    uint32_t statesSharedBytes = 16384;
+    uint32_t outputMaxRows = 64;       // output: query rows per workgroup (fewer for small blocks)
+    uint32_t outputFeatureTile = 16;   // Z rows staged per step
+    uint32_t outputMaxKeyTile = 32;    // local keys staged per step
+    uint32_t sharedBytesCap = 32768;   // the kernels use at most this much shared memory
+};
+inline constexpr PolysketchTiles kPolysketchTiles{};
+
+struct PolysketchPlan {
+    uint32_t sketchLength = 0;  // R
+    uint32_t features = 0;      // F = R (R + 1) / 2
+    uint32_t blockSize = 256;
+    bool nodeScratch = false;  // degree 8: level-1 nodes pass through workspace memory
+    /**
+     * Floats per feature row of a block state: dv + 1 (value columns, then the normalizer column)
+     * rounded up to a multiple of 4 (8 where the team output reads Z 8 floats at a time), so that
+     * every row starts aligned and kernels read it as vectors. The padding columns are zero.
+     */
+    uint32_t stateStride = 0;
+
+    // Stage by stage: the kernel, and for the team kernels in float32 a second pipeline that reads
+    // rows as vectors, used per dispatch when the tensor's strides are multiples of *VecRowFloats.
+    KernelChoice featureKernel, featureKernelVec;
+    uint32_t featureVecRowFloats = 4;
+    uint32_t featureRows = 64;  // rows per workgroup
+    KernelChoice statesKernel;
+    uint32_t statesTileF = 64, statesTileC = 64;  // features x value columns per workgroup
+    KernelChoice outputKernel, outputKernelVec;
+    uint32_t outputVecRowFloats = 4;
+    uint32_t outputRows = 64;  // query rows per workgroup
+    // The prefix (causal) or reduction (full) kernel depends on the number of blocks of a call:
+    // forward/block_scan.hpp decides it per call.
+
+    uint32_t maxGroups[3] = {65535, 65535, 65535};
+    VkDeviceSize maxRange = 0;           // maxStorageBufferRange
+    VkDeviceSize regionAlignment = 256;  // workspace regions start at multiples of this
+};
+
+PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
+
+}  // namespace psk

@@ -1,0 +1,45 @@
+// Softmax and exact polynomial attention (the quadratic baselines): attention_tiled.comp, one
+// dispatch per chunk of keys.
+#pragma once
+
+#include "forward/forward_kind.hpp"
+
+namespace psk {
+
+/** Tiling of attention_tiled.comp (its constants) and the dispatch limits. */
+struct TiledAttentionPlan {
+    KernelChoice kernel;
+    uint32_t rows = 64;     // query rows per workgroup
+    uint32_t maxGroupsX = 65535;
+    // Keys one dispatch covers; longer sequences chain dispatches through a per-row state. Bounds
+    // each invocation's loop iterations (see the llvmpipe note in attention_tiled.comp).
+    uint32_t keysPerDispatch = 8192;
+};
+
+TiledAttentionPlan planTiledAttention(const AttentionConfig& config, const DeviceCaps& caps);
+
+/** Number of key chunks (dispatches) for a sequence of `tokens`. */
+uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);
+/** Workspace bytes of a call: the per-row state when there is more than one key chunk. */
+VkDeviceSize tiledWorkspaceBytes(const TiledAttentionPlan& plan, const AttentionConfig& config, const DeviceCaps& caps,
+                                 const ForwardGeometry& geometry);
+
+/** Softmax or exact polynomial attention: one dispatch per key chunk. */
+void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
+                          const AttentionConfig& config, const BoundTensors& tensors);
+
+class TiledForward final : public ForwardKind {
+public:
+    TiledForward(PskContext_T* context, const AttentionConfig& config);
+    VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const override;
+    void record(Recorder& recorder, const BoundTensors& tensors) const override;
+    std::vector<KernelChoice> kernels() const override { return {plan_.kernel}; }
+
+private:
+    PskContext_T* context_;
+    const AttentionConfig& config_;
+    TiledAttentionPlan plan_;
+    VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+}  // namespace psk

@@ -1,0 +1,48 @@
+// A minimal safetensors reader/writer (docs/MATH.md section 8): the tensor table (name -> shape and
+// float data, plus the string metadata), parsed from or serialized to the file format. The header
+// is read with the strict JSON parser of io/json.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace psk {
+
+struct Tensor {
+    std::vector<uint32_t> shape;  // empty: a scalar
+    std::vector<float> data;      // row-major, product(shape) entries
+};
+
+struct SafeTensors {
+    std::map<std::string, Tensor> tensors;
+    std::map<std::string, std::string> metadata;  // "__metadata__"
+};
+
+/**
+ * Parses a safetensors image: 8-byte little-endian header length N (at most 100 MB), N bytes of
+ * JSON, then the data buffer. dtypes F32, F16 and BF16 are converted to float. Every defect
+ * (truncation, bad JSON, unknown dtype, offsets outside the buffer, byte length not matching the
+ * shape, ...) throws psk::Error with PSK_ERROR_BAD_FILE and a message naming it.
+ */
+SafeTensors parseSafeTensors(const uint8_t* bytes, size_t size);
+
+/** Reads and parses a file; errors (including a missing file) are PSK_ERROR_BAD_FILE. */
+SafeTensors readSafeTensors(const std::string& path);
+
+/**
+ * Serializes as F32, tensors in name order and contiguous, the header padded with spaces to a
+ * multiple of 8 bytes. Throws PSK_ERROR_INVALID_ARGUMENT when a tensor's data does not match its
+ * shape.
+ */
+std::vector<uint8_t> serializeSafeTensors(const SafeTensors& file);
+
+/** Writes serializeSafeTensors(file); an I/O failure is PSK_ERROR_BAD_FILE. */
+void writeSafeTensors(const std::string& path, const SafeTensors& file);
+
+/** A shape as error messages print it: "[2, 3]". */
+std::string shapeString(const std::vector<uint32_t>& shape);
+
+}  // namespace psk

@@ -1,0 +1,129 @@
+#include "kernels/kernel_table.hpp"
+
+#include "kernels/shader_registry.hpp"
+#include "util/error.hpp"
+
+namespace psk {
+
+namespace {
+
+// One row per kernel, in KernelId order. Axes: "a|b" is the first build axis, "storage" the
+// storage types f32/f16/bf16, "f32" float32 only. The coopmat variant's first axis is
+// "<extension>_<operand>" (nv_f16, khr_f16, khr_bf16), built where glslc supports it.
+constexpr KernelInfo kKernels[] = {
+    {KernelId::AttentionTiled, "attention_tiled", "attention_tiled.comp", KernelImpl::Generic, "softmax|polynomial storage",
+     "AttentionTiledSpec", "AttentionTiledPush", "softmax / exact polynomial attention (flash-style tiles)"},
+    {KernelId::SketchFeatures, "sketch_features", "sketch_features.comp", KernelImpl::Generic, "random|learned storage",
+     "SketchFeaturesSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows, degree-8 nodes)"},
+    {KernelId::SketchFeaturesTeam, "sketch_features_team", "sketch_features_team.comp", KernelImpl::Team, "storage",
+     "SketchFeaturesTeamSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows)"},
+    {KernelId::BlockStates, "block_states", "block_states.comp", KernelImpl::Generic, "storage", "BlockStatesSpec",
+     "BlockStatesPush", "block states H_l = psi(S(K_l))^T [V_l | 1]"},
+    {KernelId::BlockStatesTeam, "block_states_team", "block_states_team.comp", KernelImpl::Team, "storage",
+     "BlockStatesTeamSpec", "BlockStatesPush", "block states H_l = psi(S(K_l))^T [V_l | 1]"},
+    {KernelId::BlockStatesCoopMat, "block_states_coopmat", "block_states_coopmat.comp", KernelImpl::Cooperative,
+     "nv_f16|khr_f16|khr_bf16 storage", "BlockStatesCoopMatSpec", "BlockStatesCoopMatPush",
+     "block states on cooperative matrices"},
+    {KernelId::BlockScan, "block_scan", "block_scan.comp", KernelImpl::Generic, "f32", "BlockScanSpec", "BlockColumnsPush",
+     "exclusive prefix Z_l = sum_{j<l} H_j (Blelloch)"},
+    {KernelId::BlockReduce, "block_reduce", "block_reduce.comp", KernelImpl::Generic, "f32", "BlockReduceSpec",
+     "BlockColumnsPush", "sum of every block (full attention)"},
+    {KernelId::PolysketchOutput, "polysketch_output", "polysketch_output.comp", KernelImpl::Generic, "storage",
+     "PolysketchOutputSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
+    {KernelId::PolysketchOutputTeam, "polysketch_output_team", "polysketch_output_team.comp", KernelImpl::Team, "storage",
+     "PolysketchOutputTeamSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
+    {KernelId::SelfTensor, "self_tensor", "self_tensor.comp", KernelImpl::Generic, "f32", "NoSpec", "SelfTensorPush",
+     "materialized features psi(S) (tests, tools)"},
+    {KernelId::DecodeFold, "decode_fold", "decode_fold.comp", KernelImpl::Generic, "f32", "DecodeFoldSpec",
+     "DecodeFoldPush", "decoding: fold rows or a block sum into z"},
+    {KernelId::DecodeOutput, "decode_output", "decode_output.comp", KernelImpl::Generic, "f32", "DecodeOutputSpec",
+     "DecodeOutputPush", "decoding: phi(q)^T z (+ exact local part)"},
+    {KernelId::DecodeSoftmaxPartial, "decode_softmax_partial", "decode_softmax.comp", KernelImpl::Generic, "f32",
+     "DecodeSoftmaxSpec", "DecodeSoftmaxPush", "decoding baseline: KV-cache partials"},
+    {KernelId::DecodeSoftmaxCombine, "decode_softmax_combine", "decode_softmax.comp", KernelImpl::Generic, "f32",
+     "DecodeSoftmaxSpec", "DecodeSoftmaxPush", "decoding baseline: combine the partials"},
+};
+static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
+
+const char* storageSuffix(PskDataType type) {
+    switch (type) {
+        case PSK_DATA_TYPE_FLOAT16: return "f16";
+        case PSK_DATA_TYPE_BFLOAT16: return "bf16";
+        default: return "f32";
+    }
+}
+
+}  // namespace
+
+const KernelInfo& kernelInfo(KernelId id) {
+    const size_t i = static_cast<size_t>(id);
+    if (i >= size_t(KernelId::Count) || kKernels[i].id != id) fail(PSK_ERROR_INTERNAL, "kernel table out of order");
+    return kKernels[i];
+}
+
+std::string_view kernelAxis(KernelId id, size_t i) {
+    std::string_view axes = kernelInfo(id).axes;
+    const size_t space = axes.find(' ');
+    if (space == std::string_view::npos) return {};
+    std::string_view first = axes.substr(0, space);
+    for (size_t k = 0; k < i; ++k) {
+        const size_t bar = first.find('|');
+        if (bar == std::string_view::npos) return {};
+        first = first.substr(bar + 1);
+    }
+    return first.substr(0, first.find('|'));
+}
+
+bool kernelPerStorageType(KernelId id) {
+    std::string_view axes = kernelInfo(id).axes;
+    return axes.size() >= 7 && axes.substr(axes.size() - 7) == "storage";
+}
+
+std::string kernelVariant(KernelId id, std::string_view axis, PskDataType type) {
+    std::string name = kernelInfo(id).name;
+    if (!axis.empty()) {
+        name += '.';
+        name += axis;
+    }
+    name += '.';
+    name += kernelPerStorageType(id) ? storageSuffix(type) : "f32";
+    return name;
+}
+
+const ShaderCode* findKernelVariant(KernelId id, std::string_view axis, PskDataType type) {
+    return findShader(kernelVariant(id, axis, type));
+}
+
+const char* implName(KernelImpl impl) {
+    switch (impl) {
+        case KernelImpl::Team: return "team";
+        case KernelImpl::Cooperative: return "cooperative";
+        default: return "generic";
+    }
+}
+
+std::string KernelChoice::describe() const {
+    if (empty()) return "(none)";
+    std::string s = variant + " (" + implName(kernelInfo(kernel).impl) + ")";
+    const std::string c = constants.describe();
+    if (!c.empty()) s += " " + c;
+    if (!reason.empty()) s += ": " + reason;
+    return s;
+}
+
+}  // namespace psk
+
+namespace psk::kernel {
+
+std::string SpecConstants::describe() const {
+    std::string s;
+    for (size_t i = 0; i < values.size(); ++i) {
+        if (i) s += ' ';
+        s += names[i];
+        s += '=';
+        s += std::to_string(values[i]);
+    }
+    return s;
+}
+
+}  // namespace psk::kernel

@@ -1,0 +1,99 @@
+// Every GPU kernel of the library, in one table: its GLSL source, its build axes (the defines that
+// make its variants; shaders/CMakeLists.txt builds exactly these, kernel_table_test checks that
+// the two agree), which implementation it is (generic shared-memory kernels for GPUs, lane-team
+// kernels for CPU drivers, cooperative-matrix kernels), the pipeline stage it serves, and its
+// interface (the spec and push structs of kernel_interface.hpp). Which kernel a call runs, and
+// why, is decided in one place per kind: forward/polysketch_plan.cpp and forward/tiled_forward.cpp
+// for the forward, decode/ for decoding; `psk info --plan` prints the decision.
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kernels/kernel_interface.hpp"
+
+namespace psk {
+
+struct ShaderCode;
+
+enum class KernelId : uint8_t {
+    AttentionTiled,        // softmax / exact polynomial, flash-style (the baselines)
+    SketchFeatures,        // polysketch feature map: S(x), local rows, degree-8 nodes
+    SketchFeaturesTeam,    //   lane-team variant (random sketch, one level)
+    BlockStates,           // H_l = psi(S(K_l))^T [V_l | 1]
+    BlockStatesTeam,       //   lane-team variant
+    BlockStatesCoopMat,    //   cooperative-matrix variant (built, not yet chosen by the plan)
+    BlockScan,             // exclusive prefix over blocks (causal)
+    BlockReduce,           // sum over blocks (full)
+    PolysketchOutput,      // phi(q)^T Z + local part, normalized
+    PolysketchOutputTeam,  //   lane-team variant
+    SelfTensor,            // materialized psi(S) rows (tests and tools only)
+    DecodeFold,            // decoding: fold rows or a block sum into the running state
+    DecodeOutput,          // decoding: one token's output from the state
+    DecodeSoftmaxPartial,  // decoding baseline: KV-cache attention, partial pass
+    DecodeSoftmaxCombine,  //   ... and the pass that combines the partials
+    Count
+};
+
+enum class KernelImpl : uint8_t { Generic, Team, Cooperative };
+
+struct KernelInfo {
+    KernelId id;
+    const char* name;      // registry prefix: variants are "<name>.<axis>.<storage>" or "<name>.<storage>"
+    const char* source;    // shaders/<source>
+    KernelImpl impl;
+    const char* axes;      // the variant axes (first axis, if any, then the storage types)
+    const char* spec;      // its specialization-constant struct (kernel_interface.hpp)
+    const char* push;      // its push-constant struct
+    const char* stage;     // what it computes, for `psk info --plan`
+};
+
+/** The table, indexed by KernelId. */
+const KernelInfo& kernelInfo(KernelId id);
+
+/** The values of a kernel's first build axis ("random", "learned", ...), or empty when it has none. */
+std::string_view kernelAxis(KernelId id, size_t i);
+/** Storage types a kernel is built for: all three ("f32", "f16", "bf16"), or only "f32". */
+bool kernelPerStorageType(KernelId id);
+
+/**
+ * The registry name of a variant: kernelVariant(SketchFeatures, "random", FLOAT16) ->
+ * "sketch_features.random.f16"; kernels without an axis take axis = "" and kernels built only in
+ * float32 ignore `type`.
+ */
+std::string kernelVariant(KernelId id, std::string_view axis, PskDataType type);
+
+/** The variant's SPIR-V, or null when this build does not contain it (optional coopmat variants). */
+const ShaderCode* findKernelVariant(KernelId id, std::string_view axis, PskDataType type);
+
+const char* implName(KernelImpl impl);  // "generic", "team", "cooperative"
+
+}  // namespace psk
+
+namespace psk {
+
+/** One kernel a call runs: the variant, its specialization constants, and why the plan chose it. */
+struct KernelChoice {
+    KernelId kernel = KernelId::Count;
+    std::string variant;               // registry name, e.g. "sketch_features_team.f16"
+    kernel::SpecConstants constants;   // by constant_id, with names
+    std::string reason;                // one line: the rule that made it eligible / chosen
+
+    template <typename Spec>
+    static KernelChoice make(KernelId id, std::string_view axis, PskDataType type, const Spec& spec, std::string why) {
+        KernelChoice c;
+        c.kernel = id;
+        c.variant = kernelVariant(id, axis, type);
+        c.constants = kernel::SpecConstants::of(spec);
+        c.reason = std::move(why);
+        return c;
+    }
+    bool empty() const { return variant.empty(); }
+    /** "<variant> (<impl>) NAME=v ...: <reason>" */
+    std::string describe() const;
+};
+
+}  // namespace psk

@@ -1,0 +1,36 @@
+// Kernel interface of attention_tiled.comp (see common.h): its specialization
+// constants and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_ATTENTION_TILED_H
+#define PSK_INTERFACE_ATTENTION_TILED_H
+
+#include "common.h"
+
+// attention_tiled.comp
+#define PSK_ATTENTION_TILED_SPEC(X) \
+    X(0, uint, ROWS, 64) /* query rows per workgroup = invocations */ \
+    X(1, uint, HEAD_DIM, 64) /* h */ \
+    X(2, uint, VALUE_DIM, 64) /* dv */ \
+    X(3, uint, KEY_TILE, 32) /* key rows staged per step */ \
+    X(4, uint, DEGREE, 4) /* polynomial degree p: 2, 4 or 8 */ \
+    X(5, bool, CAUSAL, false)
+
+// Bits of AttentionTiledPush.flags.
+const uint FLAG_LOAD_STATE = 1u;   // continue from the state a previous chunk stored
+const uint FLAG_STORE_STATE = 2u;  // store the state for a later chunk instead of the output
+
+PSK_PUSH_BEGIN(AttentionTiledPush)
+    uint n;           // tokens per sequence
+    uint head_ratio;  // Hq / Hkv (grouped-query attention)
+    float scale;      // score scale s
+    uint flags;
+    uint key_begin;   // this chunk's keys: [key_begin, key_limit)
+    uint key_limit;
+    uint num_q_heads;
+    uint pad0;
+    TensorStrides q_strides;
+    TensorStrides k_strides;
+    TensorStrides v_strides;
+    TensorStrides o_strides;
+PSK_PUSH_END
+
+#endif

@@ -1,0 +1,25 @@
+// Kernel interface of block_reduce.comp and block_scan.comp (see common.h): its specialization
+// constants and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_BLOCK_SCAN_H
+#define PSK_INTERFACE_BLOCK_SCAN_H
+
+#include "common.h"
+
+// block_scan.comp
+#define PSK_BLOCK_SCAN_SPEC(X) \
+    X(0, uint, WORKGROUP, 128) /* invocations, a multiple of the subgroup size */ \
+    X(1, uint, LANES, 8) /* tree lanes per column, a power of two */
+
+// block_reduce.comp
+#define PSK_BLOCK_REDUCE_SPEC(X) \
+    X(0, uint, WORKGROUP, 128) /* invocations, a multiple of the subgroup size */ \
+    X(1, uint, LANES, 8) /* lanes per column, a power of two */
+
+PSK_PUSH_BEGIN(BlockColumnsPush)
+    uint blocks;      // t: blocks per sequence-head
+    uint columns;     // columns of one block state, in vec4 when vectorized, else in floats
+    uint groups_x;    // workgroups along x (column groups are split over x and y)
+    uint vectorized;  // 1: states4 with columns = elems / 4; 0: states with columns = elems
+PSK_PUSH_END
+
+#endif

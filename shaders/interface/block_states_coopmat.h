@@ -1,0 +1,33 @@
+// Kernel interface of block_states_coopmat.comp (see common.h): its specialization
+// constants and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_BLOCK_STATES_COOPMAT_H
+#define PSK_INTERFACE_BLOCK_STATES_COOPMAT_H
+
+#include "common.h"
+
+// block_states_coopmat.comp
+#define PSK_BLOCK_STATES_COOPMAT_SPEC(X) \
+    X(0, uint, THREADS, 128) /* SG_M * SG_N * subgroup size */ \
+    X(1, uint, SKETCH, 32) /* length of S(k) */ \
+    X(2, uint, VALUE_DIM, 64) /* dv */ \
+    X(3, uint, CM_M, 16) \
+    X(4, uint, CM_N, 16) \
+    X(5, uint, CM_K, 16) \
+    X(6, uint, SG_M, 2) /* subgroups along features */ \
+    X(7, uint, SG_N, 2) /* subgroups along value columns */ \
+    X(8, uint, WM, 2) /* matrices per subgroup along features */ \
+    X(9, uint, WN, 2) /* matrices per subgroup along value columns */ \
+    X(10, uint, KEY_TILE, 32) /* keys per step, a multiple of CM_K and of 8 */
+
+PSK_PUSH_BEGIN(BlockStatesCoopMatPush)
+    uint n;
+    uint block_size;
+    uint blocks;         // t = ceil(n / block_size)
+    uint features;       // F = SKETCH (SKETCH + 1) / 2
+    uint kv_heads;
+    uint feature_tiles;  // ceil(F / TILE_M)
+    TensorStrides v_strides;
+    float feature_scale;
+PSK_PUSH_END
+
+#endif

@@ -1,0 +1,48 @@
+// Kernel interface of polysketch_output.comp and polysketch_output_team.comp (see common.h): its specialization
+// constants and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_POLYSKETCH_OUTPUT_H
+#define PSK_INTERFACE_POLYSKETCH_OUTPUT_H
+
+#include "common.h"
+
+// polysketch_output.comp
+#define PSK_POLYSKETCH_OUTPUT_SPEC(X) \
+    X(0, uint, ROWS, 64) /* invocations; a workgroup owns ROWS * RPI query rows */ \
+    X(1, uint, SKETCH, 32) /* length of S(q) */ \
+    X(2, uint, HEAD_DIM, 64) /* h (local exact rows) */ \
+    X(3, uint, VALUE_DIM, 64) /* dv */ \
+    X(4, uint, FEAT_TILE, 16) /* Z rows staged per step (<= ROWS) */ \
+    X(5, uint, KEY_TILE, 32) /* local keys staged per step */ \
+    X(6, uint, DEGREE, 4) /* local exact weights (q.k)^DEGREE */ \
+    X(7, bool, CAUSAL, true) \
+    X(8, bool, LOCAL_EXACT, false) \
+    X(9, uint, SMEM_FLOATS, 2048) /* max(FEAT_TILE ZS4, KEY_TILE (KW4 + VD4)) vec4s, in floats */ \
+    X(10, uint, RPI, 1) /* query rows per invocation (register tile) */ \
+    X(11, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */
+
+// polysketch_output_team.comp
+#define PSK_POLYSKETCH_OUTPUT_TEAM_SPEC(X) \
+    X(0, uint, SKETCH, 32) /* R, a multiple of 4 */ \
+    X(1, uint, HEAD_DIM, 64) /* h (local exact rows), a multiple of 4 */ \
+    X(2, uint, VALUE_DIM, 64) /* dv, a multiple of 4 */ \
+    X(3, uint, DEGREE, 4) /* local exact weights (q.k)^DEGREE */ \
+    X(4, bool, CAUSAL, true) \
+    X(5, bool, LOCAL_EXACT, false) \
+    X(6, uint, Z_STRIDE, 72) /* floats per state row (dv + 1 rounded up to 8) */ \
+    X(7, uint, C4, 2) /* vec4 value columns per lane: ceil(dv / 32) */ \
+    X(8, uint, V_LOAD, 0) /* How v rows are read: 0 element by element, 1 as vec4s (float32, every v stride a multiple of 4), 2 as 8 floats per u64vec4 load (float32, strides and dv multiples of 8, C4 even). A specialization constant, not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask. */
+
+PSK_PUSH_BEGIN(PolysketchOutputPush)
+    uint n;
+    uint block_size;
+    uint blocks;
+    uint features;
+    uint head_ratio;  // Hq / Hkv
+    uint q_heads;
+    uint kv_heads;
+    uint tiles_per_block;  // ceil(block_size / ROWS)
+    TensorStrides v_strides;
+    TensorStrides o_strides;
+PSK_PUSH_END
+
+#endif

@@ -1,0 +1,41 @@
+// Kernel interface of sketch_features.comp and sketch_features_team.comp (see common.h): its specialization
+// constants and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_SKETCH_FEATURES_H
+#define PSK_INTERFACE_SKETCH_FEATURES_H
+
+#include "common.h"
+
+// sketch_features.comp
+#define PSK_SKETCH_FEATURES_SPEC(X) \
+    X(0, uint, ROWS, 64) /* rows per workgroup = invocations */ \
+    X(1, uint, HEAD_DIM, 64) /* h */ \
+    X(2, uint, SKETCH, 32) /* length of S(x): r, or h for degree 2 */ \
+    X(3, uint, LEVELS, 1) /* random sketch: log2(p / 2) */ \
+    X(4, uint, HIDDEN, 256) /* learned sketch: 8r */
+
+// sketch_features_team.comp
+#define PSK_SKETCH_FEATURES_TEAM_SPEC(X) \
+    X(0, uint, HEAD_DIM, 64) /* h, a multiple of 4 */ \
+    X(1, uint, SKETCH, 32) /* r, a multiple of 4 */ \
+    X(2, uint, CPL4, 1) /* vec4 sketch columns per lane: ceil(r / 32) */ \
+    X(3, uint, X_LOAD, 0) /* How rows are read: 0 element by element, 1 as vec4s (float32, every stride a multiple of 4), 2 as 8 floats per u64vec4 load (float32, strides and h multiples of 8). A specialization constant, not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask. */
+
+// Bits of SketchFeaturesPush.flags.
+const uint FLAG_QK_LN = 1u;        // LayerNorm the row before sketching
+const uint FLAG_WRITE_LOCAL = 2u;  // write local_out
+const uint FLAG_LOCAL_LN = 4u;     // local_out uses its own LayerNorm
+
+PSK_PUSH_BEGIN(SketchFeaturesPush)
+    uint n;           // tokens per sequence
+    uint heads;       // heads of this tensor
+    float scale;      // score scale s (1 for k)
+    uint flags;
+    TensorStrides x_strides;
+    float node_scale;  // random sketch: factor per tree node
+    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets (floats) into the weights
+    // Random: G1_0a, G1_0b, G1_1a, G1_1b, G2_0a, G2_0b (transposed, SKETCH x in).
+    // Learned: per FF (b, l) at 4 (2b + l): LN scale, LN bias, D1^T (HIDDEN x in), D2 (HIDDEN x SKETCH).
+    uint w[16];
+PSK_PUSH_END
+
+#endif
