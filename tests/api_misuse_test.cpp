@@ -336,6 +336,42 @@ TEST_F(CreateAttentionMisuse, PositiveControl) {
     expectNoError(sharedLog());
 }
 
+// ---------------------------------------------------------------------------------------------
+// pskGetAttentionPlan
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(CreateAttentionMisuse, AttentionPlanNullArgumentsAndShortBuffer) {
+    const PskAttentionCreateInfo info = validCreateInfo();
+    PskAttention attention = nullptr;
+    ASSERT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
+    size_t size = 12345;
+    EXPECT_EQ(pskGetAttentionPlan(nullptr, nullptr, &size), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(size, 12345u);
+    expectNoError(sharedLog());
+    EXPECT_EQ(pskGetAttentionPlan(attention, nullptr, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectOneError(sharedLog(), PSK_ERROR_INVALID_ARGUMENT, "pSize");
+
+    // Positive control: the size query, then the text.
+    ASSERT_EQ(pskGetAttentionPlan(attention, nullptr, &size), PSK_SUCCESS);
+    ASSERT_GT(size, 1u);
+    std::vector<char> text(size, '#');
+    size_t given = size;
+    ASSERT_EQ(pskGetAttentionPlan(attention, text.data(), &given), PSK_SUCCESS);
+    EXPECT_EQ(given, size);
+    EXPECT_EQ(text.back(), '\0');
+    EXPECT_EQ(std::string(text.data()).rfind("attention_tiled.softmax.f32 (generic) ROWS=", 0), 0u) << text.data();
+    expectNoError(sharedLog());
+
+    // One byte short: BUFFER_TOO_SMALL, the size needed, and nothing written.
+    std::vector<char> shortText(size - 1, '#');
+    given = size - 1;
+    EXPECT_EQ(pskGetAttentionPlan(attention, shortText.data(), &given), PSK_ERROR_BUFFER_TOO_SMALL);
+    EXPECT_EQ(given, size);
+    EXPECT_TRUE(std::all_of(shortText.begin(), shortText.end(), [](char c) { return c == '#'; }));
+    expectOneError(sharedLog(), PSK_ERROR_BUFFER_TOO_SMALL, "bytes");
+    pskDestroyAttention(attention);
+}
+
 TEST_F(CreateAttentionMisuse, FieldsIgnoredByTheKindAreNotChecked) {
     // Softmax ignores degree and every polysketch-only field.
     PskAttentionCreateInfo info = validCreateInfo();
