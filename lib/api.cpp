@@ -10,7 +10,7 @@
 #include "forward/attention.hpp"
 #include "forward/tiled_forward.hpp"
 #include "vk/context.hpp"
-#include "decode/decode.hpp"
+#include "decode/decode_state.hpp"
 #include "util/error.hpp"
 #include "vk/instance.hpp"
 
@@ -227,7 +227,7 @@ PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize)
     });
 }
 
-// ---- Incremental decoding (lib/decode.cpp) ----
+// ---- Incremental decoding (lib/decode/) ----
 
 PskResult pskCreateDecodeState(PskAttention attention, const PskDecodeStateCreateInfo* createInfo, PskDecodeState* pState) {
     return guarded(attention ? attention->context() : nullptr, "pskCreateDecodeState", [&] {

@@ -46,49 +46,14 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
     forward_ = createForwardKind(context, config_, info);
     polysketch_ = dynamic_cast<const PolysketchForward*>(forward_.get());
 
-    const DeviceFunctions& vk = context->vk();
-    try {
-        VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-        poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
-        poolInfo.queueFamilyIndex = context->queueFamily();
-        PSK_VK(vk.vkCreateCommandPool(context->device(), &poolInfo, vk.callbacks, &commandPool_));
-        VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-        cbInfo.commandPool = commandPool_;
-        cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-        cbInfo.commandBufferCount = 1;
-        PSK_VK(vk.vkAllocateCommandBuffers(context->device(), &cbInfo, &commandBuffer_));
-        VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-        PSK_VK(vk.vkCreateFence(context->device(), &fenceInfo, vk.callbacks, &fence_));
-        if (caps.timestampValidBits > 0) {
-            VkQueryPoolCreateInfo queryInfo{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-            queryInfo.queryType = VK_QUERY_TYPE_TIMESTAMP;
-            queryInfo.queryCount = 2;
-            PSK_VK(vk.vkCreateQueryPool(context->device(), &queryInfo, vk.callbacks, &queryPool_));
-        }
-        if (!context->pipelines().usesPushDescriptors())
-            descriptors_ = std::make_unique<DescriptorArena>(vk, context->device());
-    } catch (...) {
-        releaseVulkanObjects();
-        throw;
-    }
+    submitter_ = std::make_unique<Submitter>(*context);
 }
 
-PskAttention_T::~PskAttention_T() { releaseVulkanObjects(); }
+// Members release themselves: the submission objects (every host call waited for its own), the
+// arena of pskCmdAttentionForward, the cached tensors, the pipelines.
+PskAttention_T::~PskAttention_T() = default;
 
 VkDeviceSize PskAttention_T::workspaceBytes(const ForwardGeometry& g) const { return forward_->workspaceBytes(g); }
-
-void PskAttention_T::releaseVulkanObjects() {
-    const DeviceFunctions& vk = context_->vk();
-    VkDevice device = context_->device();
-    descriptors_.reset();
-    commandDescriptors_.reset();
-    if (queryPool_) vk.vkDestroyQueryPool(device, queryPool_, vk.callbacks);
-    if (fence_) vk.vkDestroyFence(device, fence_, vk.callbacks);
-    if (commandPool_) vk.vkDestroyCommandPool(device, commandPool_, vk.callbacks);
-    queryPool_ = VK_NULL_HANDLE;
-    fence_ = VK_NULL_HANDLE;
-    commandPool_ = VK_NULL_HANDLE;
-}
 
 void PskAttention_T::ensureBuffer(Buffer& buffer, VkDeviceSize bytes, MemoryUsage usage) {
     if (buffer && buffer.size() >= bytes) return;
@@ -147,41 +112,25 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     std::memcpy(direct ? k_.mapped() : uploadBase + qBytes, info.k, kBytes);
     std::memcpy(direct ? v_.mapped() : uploadBase + qBytes + kBytes, info.v, vBytes);
 
-    const DeviceFunctions& vk = context_->vk();
-    PSK_VK(vk.vkResetCommandPool(context_->device(), commandPool_, 0));
-    if (descriptors_) descriptors_->reset();
-    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    PSK_VK(vk.vkBeginCommandBuffer(commandBuffer_, &begin));
-    Recorder rec(vk, commandBuffer_, context_->pipelines(), descriptors_.get());
-    BoundTensors tensors{{q_.handle(), 0, qBytes}, {k_.handle(), 0, kBytes}, {v_.handle(), 0, vBytes}, {out_.handle(), 0, oBytes}, g,
-                         {workspace_.handle(), 0, workspaceBytes ? workspaceBytes : VK_WHOLE_SIZE}};
-    if (!direct) {
-        rec.copy({upload_.handle(), 0, qBytes}, tensors.q, qBytes);
-        rec.copy({upload_.handle(), qBytes, kBytes}, tensors.k, kBytes);
-        rec.copy({upload_.handle(), qBytes + kBytes, vBytes}, tensors.v, vBytes);
-    }
-    if (queryPool_) {
-        vk.vkCmdResetQueryPool(commandBuffer_, queryPool_, 0, 2);
-        rec.timestamp(queryPool_, 0);
-    }
-    forward_->record(rec, tensors);
-    if (queryPool_) rec.timestamp(queryPool_, 1);
-    if (after) after(rec, tensors);
-    if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
-    rec.finishForHost();
-    PSK_VK(vk.vkEndCommandBuffer(commandBuffer_));
-    PSK_VK(vk.vkResetFences(context_->device(), 1, &fence_));
-    context_->submitAndWait(commandBuffer_, fence_);
-
+    const BoundTensors tensors{{q_.handle(), 0, qBytes}, {k_.handle(), 0, kBytes}, {v_.handle(), 0, vBytes}, {out_.handle(), 0, oBytes}, g,
+                               {workspace_.handle(), 0, workspaceBytes ? workspaceBytes : VK_WHOLE_SIZE}};
     double gpuMs = 0.0;
-    if (queryPool_) {
-        uint64_t ticks[2] = {0, 0};
-        PSK_VK(vk.vkGetQueryPoolResults(context_->device(), queryPool_, 0, 2, sizeof(ticks), ticks, sizeof(uint64_t),
-                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-        const uint64_t mask = caps.timestampValidBits >= 64 ? ~uint64_t(0) : (uint64_t(1) << caps.timestampValidBits) - 1;
-        gpuMs = double((ticks[1] - ticks[0]) & mask) * caps.limits().timestampPeriod * 1e-6;
-    }
+    submitter_->run(
+        [&](Recorder& rec) {
+            if (!direct) {
+                rec.copy({upload_.handle(), 0, qBytes}, tensors.q, qBytes);
+                rec.copy({upload_.handle(), qBytes, kBytes}, tensors.k, kBytes);
+                rec.copy({upload_.handle(), qBytes + kBytes, vBytes}, tensors.v, vBytes);
+            }
+            // PskForwardStats.gpuMilliseconds is the attention's dispatches alone: not the copies
+            // around them, nor what `after` records.
+            submitter_->startTiming();
+            forward_->record(rec, tensors);
+            submitter_->stopTiming();
+            if (after) after(rec, tensors);
+            if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
+        },
+        info.stats ? &gpuMs : nullptr);
 
     // Copy out row by row: the caller's array may have gaps (custom strides) that stay untouched.
     const uint8_t* src = direct ? out_.mapped() : readback_.mapped();

@@ -1,5 +1,5 @@
 // PskAttention_T: one attention layer's configuration plus everything cached for it (pipelines,
-// command buffer, timestamp queries, device tensors). Externally synchronized.
+// the submitter of its host calls, device tensors). Externally synchronized.
 #pragma once
 
 #include <polysketch/polysketch.h>
@@ -14,6 +14,7 @@
 #include "vk/context.hpp"
 #include "vk/memory.hpp"
 #include "vk/recorder.hpp"
+#include "vk/submitter.hpp"
 
 struct PskAttention_T {
 public:
@@ -48,7 +49,6 @@ public:
     const psk::Buffer& workspaceBuffer() const { return workspace_; }
 
 private:
-    void releaseVulkanObjects();
     /** Frees the cached device tensors of host-array calls (after an allocation failure). */
     void releaseCachedTensors();
     /** Grows `buffer` to at least `bytes` (device-local, storage + transfer usage). */
@@ -59,11 +59,9 @@ private:
     std::unique_ptr<psk::ForwardKind> forward_;
     const psk::PolysketchForward* polysketch_ = nullptr;  // forward_, when the kind is POLYSKETCH
 
-    VkCommandPool commandPool_ = VK_NULL_HANDLE;
-    VkCommandBuffer commandBuffer_ = VK_NULL_HANDLE;
-    VkFence fence_ = VK_NULL_HANDLE;
-    VkQueryPool queryPool_ = VK_NULL_HANDLE;
-    std::unique_ptr<psk::DescriptorArena> descriptors_;
+    // The host calls' command buffer, fence, timestamps and descriptor arena; created last, after
+    // the pipelines, so that an invalid configuration fails before any of it exists.
+    std::unique_ptr<psk::Submitter> submitter_;
     // Descriptor sets of pskCmdAttentionForward (no push descriptors): kept until
     // pskResetCommandDescriptors or destruction, since the app's command buffers may still run.
     std::unique_ptr<psk::DescriptorArena> commandDescriptors_;

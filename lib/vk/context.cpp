@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "vk/submitter.hpp"
 
 using namespace psk;
 
@@ -130,38 +131,6 @@ void PskContext_T::message(PskMessageSeverity severity, PskResult result, const 
 }
 
 void PskContext_T::execute(const std::function<void(Recorder&)>& record) {
-    // Owners release the pool, fence and descriptor arena on every path, exceptions included.
-    struct Transient {
-        const DeviceFunctions& vk;
-        VkDevice device;
-        VkCommandPool pool = VK_NULL_HANDLE;
-        VkFence fence = VK_NULL_HANDLE;
-        ~Transient() {
-            if (fence) vk.vkDestroyFence(device, fence, vk.callbacks);
-            if (pool) vk.vkDestroyCommandPool(device, pool, vk.callbacks);
-        }
-    } t{vk_, device_};
-    VkCommandPoolCreateInfo poolInfo{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-    poolInfo.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
-    poolInfo.queueFamilyIndex = caps_.computeQueueFamily;
-    PSK_VK(vk_.vkCreateCommandPool(device_, &poolInfo, vk_.callbacks, &t.pool));
-    VkCommandBufferAllocateInfo cbInfo{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    cbInfo.commandPool = t.pool;
-    cbInfo.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cbInfo.commandBufferCount = 1;
-    VkCommandBuffer cmd = VK_NULL_HANDLE;
-    PSK_VK(vk_.vkAllocateCommandBuffers(device_, &cbInfo, &cmd));
-    VkFenceCreateInfo fenceInfo{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    PSK_VK(vk_.vkCreateFence(device_, &fenceInfo, vk_.callbacks, &t.fence));
-    std::unique_ptr<DescriptorArena> arena;
-    if (!pipelines_->usesPushDescriptors()) arena = std::make_unique<DescriptorArena>(vk_, device_);
-
-    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    PSK_VK(vk_.vkBeginCommandBuffer(cmd, &begin));
-    Recorder recorder(vk_, cmd, *pipelines_, arena.get());
-    record(recorder);
-    recorder.finishForHost();
-    PSK_VK(vk_.vkEndCommandBuffer(cmd));
-    submitAndWait(cmd, t.fence);
+    // A transient submitter: one-off work is rare enough not to keep a command buffer around.
+    Submitter(*this).run(record);
 }

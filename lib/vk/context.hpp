@@ -41,7 +41,8 @@ public:
 
     /**
      * Records with `record` into a transient command buffer, submits it and waits. For one-off
-     * work (tests of single kernels, utilities); forward calls keep their own command buffers.
+     * work (tests of single kernels, utilities); attentions and decode states keep their own
+     * psk::Submitter (vk/submitter.hpp).
      */
     void execute(const std::function<void(psk::Recorder&)>& record);
 

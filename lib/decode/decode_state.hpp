@@ -1,0 +1,67 @@
+// PskDecodeState_T: incremental decoding (docs/MATH.md section 7, docs/DECODING.md), the object
+// behind PskDecodeState. One causal attention's state for B sequences: it checks the arguments of
+// every call, keeps the positions and a step's host staging, and hands the state itself to its
+// kind's state machine (decoder.hpp: polysketch keeps the running block-state sum z, softmax a KV
+// cache). Externally synchronized with its attention.
+#pragma once
+
+#include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
+
+#include <memory>
+#include <vector>
+
+#include "decode/decode_blob.hpp"
+#include "decode/decoder.hpp"
+#include "forward/attention.hpp"
+#include "vk/submitter.hpp"
+
+struct PskDecodeState_T {
+public:
+    PskDecodeState_T(PskAttention attention, const PskDecodeStateCreateInfo& info);
+    ~PskDecodeState_T();
+    PskDecodeState_T(const PskDecodeState_T&) = delete;
+    PskDecodeState_T& operator=(const PskDecodeState_T&) = delete;
+
+    PskContext context() const { return attention_->context(); }
+    uint64_t stateBytes() const;
+    uint64_t position(uint32_t sequence) const;
+
+    void prefill(const PskDecodePrefillInfo& info);
+    void step(const PskDecodeStepInfo& info);
+    /** Records one step into the app's command buffer on the app's buffers (pskCmdDecodeStep). */
+    void cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo& info);
+    /** Frees the descriptor sets of cmdStep calls (the app says their command buffers completed). */
+    void resetCommandDescriptors();
+    void reset(uint32_t sequence);
+    /** Size of the blob serialize() writes now. */
+    size_t serializedSize() const;
+    void serialize(void* data, size_t* size);
+    void restore(const void* data, size_t size);
+
+private:
+    /** Bytes of q, k, v, out of one step. */
+    void stepBytes(uint64_t bytes[4]) const;
+    /** Fails (BUFFER_TOO_SMALL) when a sequence's cache is full (softmax). */
+    void checkRoomForStep() const;
+    /** Checks a prompt's arrays when prefill produces no output (out == NULL). */
+    void checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const;
+    psk::DecodeBlobHeader blobHeader() const;
+    /** Bytes of the blob's data (after the positions) at `positions`. */
+    uint64_t blobDataBytes(const std::vector<uint64_t>& positions) const;
+    /** Copies the blob's data at `positions` from the state into `host` (toHost) or back. */
+    void transferBlobData(const std::vector<uint64_t>& positions, const psk::Buffer& host, bool toHost);
+
+    PskAttention attention_;
+    psk::DecodeShape shape_;
+    std::vector<uint64_t> positions_;
+
+    // The submissions of host calls; the decoder submits through it too, so it outlives decoder_.
+    std::unique_ptr<psk::Submitter> submitter_;
+    std::unique_ptr<psk::Decoder> decoder_;
+    // A host step's tensors, fixed at creation.
+    psk::Buffer qIn_, kIn_, vIn_, out_;
+    // Descriptor sets of pskCmdDecodeStep (no push descriptors): kept until
+    // pskResetDecodeCommandDescriptors or destruction, since the app's command buffers may still run.
+    std::unique_ptr<psk::DescriptorArena> commandDescriptors_;
+};

@@ -1,0 +1,91 @@
+// The parts of psk::Decoder (decoder.hpp) both kinds share: meta_, buffers, binding limits, the
+// prompt's forward call and host rows.
+#include "decode/decoder.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "forward/attention.hpp"
+#include "util/error.hpp"
+#include "vk/context.hpp"
+
+namespace psk {
+
+Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape)
+    : attention_(attention),
+      submitter_(submitter),
+      batch_(shape.batch),
+      Hq_(shape.Hq),
+      Hkv_(shape.Hkv),
+      h_(shape.h),
+      dv_(shape.dv),
+      meta_(deviceBuffer(uint64_t(shape.batch) * 2 * 4)) {}
+
+PskContext_T& Decoder::context() const { return *attention_.context(); }
+
+Buffer Decoder::deviceBuffer(VkDeviceSize bytes) const { return decodeDeviceBuffer(context().allocator(), bytes); }
+
+Buffer Decoder::hostBuffer(VkDeviceSize bytes, MemoryUsage usage) const {
+    return decodeHostBuffer(context().allocator(), bytes, usage);
+}
+
+void Decoder::checkBindingRange(const char* what, uint64_t floats) const {
+    const VkPhysicalDeviceLimits& limits = context().caps().limits();
+    if (floats >= (uint64_t(1) << 32) || floats * 4 > limits.maxStorageBufferRange)
+        fail(PSK_ERROR_TOO_LARGE, "the decode state's ", what, " needs ", floats * 4,
+             " bytes, more than one storage buffer binding can address (", limits.maxStorageBufferRange, ")");
+}
+
+void Decoder::recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) const {
+    // Fills inside the recording, not host writes: a pending recorded step keeps its own counts
+    // whatever is recorded after it.
+    for (size_t i = 0; i < counts.size();) {
+        size_t j = i + 1;
+        while (j < counts.size() && counts[j] == counts[i]) ++j;
+        rec.fill({meta_.handle(), VkDeviceSize(i) * 4, VkDeviceSize(j - i) * 4}, VkDeviceSize(j - i) * 4, counts[i]);
+        i = j;
+    }
+}
+
+Buffer decodeDeviceBuffer(Allocator& allocator, VkDeviceSize bytes) {
+    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    return Buffer(allocator, std::max<VkDeviceSize>(bytes, 16), flags, MemoryUsage::DeviceLocal);
+}
+
+Buffer decodeHostBuffer(Allocator& allocator, VkDeviceSize bytes, MemoryUsage usage) {
+    const VkBufferUsageFlags flags = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                     VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    Buffer buffer(allocator, std::max<VkDeviceSize>(bytes, 16), flags, usage);
+    if (!buffer.mapped()) fail(PSK_ERROR_INTERNAL, "host-visible buffer is not mapped");
+    return buffer;
+}
+
+PskForwardHostInfo promptForwardInfo(const PskDecodePrefillInfo& info, uint32_t count) {
+    PskForwardHostInfo fwd{};
+    fwd.batchSize = count;
+    fwd.seqLen = info.seqLen;
+    fwd.q = info.q;
+    fwd.k = info.k;
+    fwd.v = info.v;
+    fwd.out = info.out;
+    fwd.qBytes = info.qBytes;
+    fwd.kBytes = info.kBytes;
+    fwd.vBytes = info.vBytes;
+    fwd.outBytes = info.outBytes;
+    return fwd;
+}
+
+std::vector<float> gatherRows(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0,
+                              uint32_t rows, uint32_t dim) {
+    std::vector<float> out(size_t(batch) * heads * rows * dim);
+    const float* src = static_cast<const float*>(data);
+    size_t o = 0;
+    for (uint32_t b = 0; b < batch; ++b)
+        for (uint32_t hd = 0; hd < heads; ++hd)
+            for (uint32_t t = t0; t < t0 + rows; ++t, o += dim)
+                std::memcpy(&out[o], src + b * s.batch + hd * s.head + uint64_t(t) * s.token, dim * sizeof(float));
+    return out;
+}
+
+}  // namespace psk

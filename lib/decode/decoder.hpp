@@ -1,0 +1,99 @@
+// psk::Decoder: what a decode state (decode_state.hpp) asks of its kind's state machine
+// (polysketch_decoder.hpp: running state z; softmax_decoder.hpp: KV cache), and the pieces both
+// kinds share: the step's tensors, the per-sequence row counts `meta`, buffer and host-row helpers.
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <functional>
+#include <vector>
+
+#include "vk/memory.hpp"
+#include "vk/recorder.hpp"
+
+struct PskAttention_T;
+struct PskContext_T;
+
+namespace psk {
+
+class Submitter;
+
+/** Invocations per workgroup of the decode kernels (decode_fold, decode_output, decode_softmax). */
+constexpr uint32_t kDecodeWorkgroup = 64;
+
+/** A state's sequences and heads: B sequences, Hq query and Hkv key/value heads, head dims h and dv. */
+struct DecodeShape {
+    uint32_t batch = 1, Hq = 1, Hkv = 1, h = 1, dv = 1;
+};
+
+/** Step tensors of one call: q [B Hq h], k [B Hkv h], v [B Hkv dv], out [B Hq dv], dense float32. */
+struct StepTensors {
+    BufferRange q, k, v, out;
+};
+
+class Decoder {
+public:
+    virtual ~Decoder() = default;
+    Decoder(const Decoder&) = delete;
+    Decoder& operator=(const Decoder&) = delete;
+
+    /** Device bytes of the state, the positions not included. */
+    virtual uint64_t stateBytes() const = 0;
+    /** Tokens one sequence's cache holds (softmax); 0 where the state does not grow (polysketch). */
+    virtual uint32_t capacity() const { return 0; }
+    /** Device scratch of a step (PskForwardStats.workspaceBytes of pskDecodeStepHost). */
+    virtual VkDeviceSize stepScratchBytes() const = 0;
+    /**
+     * Consumes the prompts of sequences info.firstSequence .. + count - 1, whose arguments the
+     * state checked (with out == NULL, also q, k and v); the state then sets their positions.
+     */
+    virtual void prefill(const PskDecodePrefillInfo& info, uint32_t count) = 0;
+    /**
+     * Records one step at `positions` (which the caller then advances): the per-sequence row
+     * counts are written into meta_ by fills inside the recording, so every recorded step carries
+     * its own and several may be pending at once.
+     */
+    virtual void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) = 0;
+    /** Empties one sequence's state (the state resets its position). */
+    virtual void reset(uint32_t sequence) = 0;
+    /**
+     * Calls `region` for every device range of the blob's data at `positions`, in blob order
+     * (docs/DECODING.md, "Serialization"). Serialize copies them out and restore copies them in
+     * along this one walk, so the two cannot disagree on the layout.
+     */
+    virtual void forEachBlobRegion(const std::vector<uint64_t>& positions,
+                                   const std::function<void(const BufferRange&)>& region) const = 0;
+
+protected:
+    /** Creates meta_ (two counts per sequence). */
+    Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape);
+
+    PskContext_T& context() const;
+    Buffer deviceBuffer(VkDeviceSize bytes) const;
+    Buffer hostBuffer(VkDeviceSize bytes, MemoryUsage usage) const;
+    /** Fails (TOO_LARGE) when `floats` floats of the state's `what` exceed one storage-buffer binding. */
+    void checkBindingRange(const char* what, uint64_t floats) const;
+    /** Records the fills that write `counts` into meta_, one per run of equal values. */
+    void recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) const;
+
+    PskAttention_T& attention_;
+    Submitter& submitter_;  // the state's: for the submissions of prefill, reset, creation
+    const uint32_t batch_, Hq_, Hkv_, h_, dv_;
+    // Device-local, written by fills in each recorded step: per sequence [rows of the unfinished
+    // block | key count] then [rows to fold].
+    Buffer meta_;
+};
+
+/** A device-local state buffer (storage and transfer usage; 16 bytes at least). */
+Buffer decodeDeviceBuffer(Allocator& allocator, VkDeviceSize bytes);
+/** A mapped host-visible buffer for staging (storage and transfer usage; 16 bytes at least). */
+Buffer decodeHostBuffer(Allocator& allocator, VkDeviceSize bytes, MemoryUsage usage);
+
+/** The attention's forward call over a prefill's prompt (its arrays and sizes, `count` sequences). */
+PskForwardHostInfo promptForwardInfo(const PskDecodePrefillInfo& info, uint32_t count);
+
+/** Copies rows [t0, t0 + rows) of every (b, head) of a strided host tensor into dense [b][head][rows][dim]. */
+std::vector<float> gatherRows(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0,
+                              uint32_t rows, uint32_t dim);
+
+}  // namespace psk

@@ -1,0 +1,324 @@
+// psk::PolysketchDecoder (polysketch_decoder.hpp): the polysketch state machine.
+//
+// Step, one command buffer:
+//   1. the forward's feature map (sketch_features.comp, the forward's own pipeline and push
+//      constants) over the one new token per sequence: S(q), S(k) and, in local-exact mode, the
+//      local rows q', k' (the forward's block states, scan and output are not run);
+//   2. sketched local: decode_fold adds phi(k)[v | 1] of the new token to z;
+//      local exact:    the new token's phi(k)[v | 1] joins the unfinished block's sum h, and its
+//                      k', v rows are copied into the block;
+//   3. decode_output: phi(q)^T z (+ the exact local part over the unfinished block);
+//   4. local exact, sequences whose block just completed: decode_fold adds h into z.
+// Prefill runs the attention's own causal forward over the prompt and, in the same command buffer
+// after it, moves what the state needs out of that call's workspace: Z_{t-1} (the exclusive
+// prefix of the block states, block_scan.comp) and the last block's S(k) / k' rows, so the state
+// is Z_{t-1} plus the last block (folded, or kept as rows when it is unfinished in local-exact
+// mode). Nothing is read from the workspace after the call returns.
+#include "decode/polysketch_decoder.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "forward/attention.hpp"
+#include "kernels/kernel_table.hpp"
+#include "util/error.hpp"
+#include "util/sizes.hpp"
+#include "vk/context.hpp"
+#include "vk/submitter.hpp"
+
+namespace psk {
+
+namespace {
+
+using FoldPush = kernel::DecodeFoldPush;
+using OutputPush = kernel::DecodeOutputPush;
+
+/** Tokens [t0, t0 + rows) of every (b, head) of a host tensor, as a dense tensor of `rows` tokens in `layout`. */
+std::vector<float> gatherTokens(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0, uint32_t rows,
+                                uint32_t dim, PskLayout layout) {
+    const PskTensorStrides d = defaultStrides(layout, heads, rows, dim);
+    std::vector<float> out(size_t(batch) * heads * rows * dim);
+    const float* src = static_cast<const float*>(data);
+    for (uint32_t b = 0; b < batch; ++b)
+        for (uint32_t hd = 0; hd < heads; ++hd)
+            for (uint32_t t = 0; t < rows; ++t)
+                std::memcpy(&out[b * d.batch + hd * d.head + uint64_t(t) * d.token],
+                            src + b * s.batch + hd * s.head + uint64_t(t0 + t) * s.token, dim * sizeof(float));
+    return out;
+}
+
+}  // namespace
+
+PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape)
+    : Decoder(attention, submitter, shape), forward_(*attention.polysketch()) {
+    const AttentionConfig& c = attention.config();
+    const DeviceCaps& caps = context().caps();
+    const PolysketchPlan& plan = forward_.plan();
+    R_ = plan.sketchLength;
+    F_ = plan.features;
+    b_ = plan.blockSize;
+    local_ = c.localExact;
+    const uint64_t slots = uint64_t(batch_) * Hkv_;
+    checkBindingRange("z", slots * F_ * (dv_ + 1));
+    if (ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup) > caps.limits().maxComputeWorkGroupCount[0])
+        fail(PSK_ERROR_TOO_LARGE, "the state z of one head needs more workgroups than the device allows");
+    z_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
+    if (local_) {
+        checkBindingRange("block rows", slots * b_ * std::max(std::max(R_, h_), dv_));
+        blockH_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
+        blockK_ = deviceBuffer(slots * b_ * h_ * 4);
+        blockV_ = deviceBuffer(slots * b_ * dv_ * 4);
+    }
+    const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
+    // The feature rows of the one-token forward's workspace layout; its block-state region
+    // (the last one) is not needed: the step runs the feature map alone.
+    stepWorkspace_ = deviceBuffer(forward_.workspace(g1).states.offset);
+    kernel::DecodeFoldSpec foldSpec;
+    foldSpec.WG = kDecodeWorkgroup;
+    foldSpec.SKETCH = R_;
+    foldSpec.VALUE_DIM = dv_;
+    kernel::DecodeOutputSpec outputSpec;
+    outputSpec.WG = kDecodeWorkgroup;
+    outputSpec.SKETCH = R_;
+    outputSpec.HEAD_DIM = h_;
+    outputSpec.VALUE_DIM = dv_;
+    outputSpec.DEGREE = c.degree;
+    outputSpec.LOCAL_EXACT = local_ ? 1u : 0u;
+    outputSpec.BLOCK = local_ ? b_ : 1u;
+    Pipelines& pipelines = context().pipelines();
+    fold_ = pipelines.get(KernelChoice::make(KernelId::DecodeFold, "", PSK_DATA_TYPE_FLOAT32, foldSpec,
+                                             "polysketch decoding: a token's phi(k)[v | 1] (or a finished block) into z"));
+    output_ = pipelines.get(KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, outputSpec,
+                                               "polysketch decoding: phi(q)^T z (+ exact local part), normalized"));
+
+    // A new state is empty: z = 0. The block rows are zeroed too, so that a serialized blob
+    // (which holds them in full) depends only on what the state consumed.
+    submitter_.run([&](Recorder& rec) {
+        for (const Buffer* b : {&z_, &blockH_, &blockK_, &blockV_})
+            if (*b) rec.fill({b->handle(), 0, b->size()}, b->size(), 0);
+    });
+}
+
+uint64_t PolysketchDecoder::stateBytes() const {
+    const uint64_t slots = uint64_t(batch_) * Hkv_;
+    uint64_t bytes = slots * F_ * (dv_ + 1) * 4;
+    if (local_) bytes += slots * (uint64_t(F_) * (dv_ + 1) + uint64_t(b_) * (h_ + dv_)) * 4;
+    return bytes;
+}
+
+void PolysketchDecoder::prefill(const PskDecodePrefillInfo& info, uint32_t count) {
+    if (!info.out) {
+        prefillStateOnly(info, count);
+        return;
+    }
+    // The forward checks every pointer, size and value and writes `out` only when it succeeds.
+    const AttentionConfig& c = attention_.config();
+    Buffer staging, prefix;
+    attention_.forwardHost(promptForwardInfo(info, count), [&](Recorder& rec, const BoundTensors& t) {
+        recordAbsorbPrompt(rec, t, info.v, defaultStrides(c.layout, Hkv_, info.seqLen, dv_), count, info.seqLen,
+                           info.firstSequence * Hkv_, false, staging, prefix);
+    });
+}
+
+void PolysketchDecoder::recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
+                                           uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging, Buffer& prefix) {
+    const uint32_t slots = count * Hkv_;
+    const PolysketchPlan& plan = forward_.plan();
+    const PolysketchWorkspace ws = forward_.workspace(forward.geometry);
+    const uint32_t t = ws.blocks, lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
+    const bool keepRows = local_ && lastRows < b_;
+    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
+    staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
+    std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
+    const VkBuffer work = forward.workspace.buffer;
+    const VkDeviceSize base = forward.workspace.offset;
+    const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
+    const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
+    const BufferRange meta{meta_.handle(), 0, meta_.size()};
+    // Accumulating (a later chunk of a state-only prefill): Z_{t-1} of this chunk goes through a
+    // scratch copy and is added into z (decode_fold's add mode).
+    if (accumulate) prefix = deviceBuffer(VkDeviceSize(slots) * zBytes);
+    // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1). The
+    // forward pads its state rows to plan.stateStride floats; z rows are dv + 1.
+    const Buffer& zDst = accumulate ? prefix : z_;
+    const uint32_t zSlot0 = accumulate ? 0 : s0;
+    for (uint32_t i = 0; i < slots; ++i)
+        rec.copyRows({work, base + ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
+                     {zDst.handle(), VkDeviceSize(zSlot0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
+    if (accumulate) {
+        const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1};
+        rec.dispatch(fold_,
+                     {reads({prefix.handle(), 0, prefix.size()}), reads({prefix.handle(), 0, prefix.size()}),
+                      reads(forward_.resources().pairs), reads(meta), writes({z_.handle(), 0, z_.size()})},
+                     &add, sizeof(add), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup), 1, slots);
+    }
+    // Local exact: the running sum h of the unfinished block starts from zero.
+    if (local_) rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
+    if (keepRows)
+        // Local exact, unfinished last block: its k' and v rows stay for the exact local part.
+        for (uint32_t i = 0; i < slots; ++i) {
+            const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4, vBytes = VkDeviceSize(lastRows) * dv_ * 4;
+            rec.copy({work, base + ws.kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
+                     {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
+            rec.copy({staging.handle(), VkDeviceSize(i) * vBytes, vBytes}, {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes},
+                     vBytes);
+        }
+    // The last block's phi(k)[v | 1] sum: into z (complete, or any block when the local part
+    // is sketched), or into h (local exact, unfinished).
+    const Buffer& dst = keepRows ? blockH_ : z_;
+    const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0};
+    rec.dispatch(fold_,
+                 {reads({work, base + ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
+                  reads(forward_.resources().pairs), reads(meta), writes({dst.handle(), 0, dst.size()})},
+                 &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup), 1, slots);
+}
+
+void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint32_t count) {
+    // The forward over the whole prompt when one call can hold it, else over chunks of whole
+    // blocks (a call's workspace must fit one storage-buffer binding: 64k tokens at b = 256,
+    // r = 32, dv = 64, 4 heads exceed lavapipe's 128 MiB), each chunk's block sums added into z.
+    const AttentionConfig& c = attention_.config();
+    const DeviceCaps& caps = context().caps();
+    const uint32_t n = info.seqLen;
+    auto fits = [&](uint32_t len) {
+        try {
+            const ForwardGeometry g = makeForwardGeometry(c, caps, count, len, nullptr, nullptr, nullptr, nullptr);
+            (void)forward_.workspace(g);
+            return true;
+        } catch (const Error& e) {
+            if (e.code() != PSK_ERROR_TOO_LARGE) throw;
+            return false;
+        }
+    };
+    uint32_t chunk = n;
+    // PSK_DECODE_PREFILL_CHUNK=N caps the chunk at N tokens (rounded down to whole blocks), for
+    // the tests of the chunked path on small prompts.
+    if (const char* cap = std::getenv("PSK_DECODE_PREFILL_CHUNK"))
+        if (const unsigned long tokens = std::strtoul(cap, nullptr, 10)) chunk = std::min<uint64_t>(chunk, std::max<uint64_t>(b_, tokens / b_ * b_));
+    while (chunk > b_ && !fits(chunk)) chunk = std::max(b_, (chunk / 2) / b_ * b_);
+    const PskTensorStrides qS = defaultStrides(c.layout, Hq_, n, h_), kS = defaultStrides(c.layout, Hkv_, n, h_),
+                           vS = defaultStrides(c.layout, Hkv_, n, dv_);
+    for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
+        const uint32_t rows = std::min(chunk, n - t0);
+        std::vector<float> q, k, v;
+        PskForwardHostInfo fwd{};
+        fwd.batchSize = count;
+        fwd.seqLen = rows;
+        if (rows == n) {
+            fwd.q = info.q;
+            fwd.k = info.k;
+            fwd.v = info.v;
+        } else {
+            q = gatherTokens(info.q, qS, count, Hq_, t0, rows, h_, c.layout);
+            k = gatherTokens(info.k, kS, count, Hkv_, t0, rows, h_, c.layout);
+            v = gatherTokens(info.v, vS, count, Hkv_, t0, rows, dv_, c.layout);
+            fwd.q = q.data();
+            fwd.k = k.data();
+            fwd.v = v.data();
+        }
+        fwd.qBytes = size_t(count) * Hq_ * rows * h_ * 4;
+        fwd.kBytes = size_t(count) * Hkv_ * rows * h_ * 4;
+        fwd.vBytes = size_t(count) * Hkv_ * rows * dv_ * 4;
+        std::vector<uint8_t> scratch(size_t(count) * Hq_ * rows * dv_ * 4);  // rows not wanted
+        fwd.out = scratch.data();
+        fwd.outBytes = scratch.size();
+        Buffer staging, prefix;
+        attention_.forwardHost(fwd, [&](Recorder& rec, const BoundTensors& t) {
+            recordAbsorbPrompt(rec, t, fwd.v, defaultStrides(c.layout, Hkv_, rows, dv_), count, rows, info.firstSequence * Hkv_,
+                               t0 > 0, staging, prefix);
+        });
+    }
+}
+
+void PolysketchDecoder::recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1,
+                                           const PolysketchWorkspace& ws) {
+    // The feature-map dispatches of recordPolysketch (forward/polysketch_forward.cpp) for n = 1, and
+    // nothing else: the forward's block states, scan and output over the one token are not
+    // needed (they were ~70% of a step's GPU time on lavapipe). Same kernel, pipeline and
+    // parameters, so S(q), S(k), q', k' are the forward's bit for bit.
+    const FeatureMapRanges ranges = featureMapRanges(forward_.plan(), attention_.config(), ws, {stepWorkspace_.handle(), 0, VK_WHOLE_SIZE});
+    recordFeatureMaps(rec, forward_.plan(), forward_.resources(), forward_.sketch(), attention_.config(), g1, t.q, t.k, ranges);
+}
+
+void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) {
+    // Per-sequence counts: [rows of the unfinished block, this token's row included] then [rows to fold].
+    std::vector<uint32_t> counts(size_t(batch_) * 2, 0);
+    bool anyFold = false;
+    for (uint32_t s = 0; s < batch_; ++s) {
+        counts[s] = local_ ? uint32_t(positions[s] % b_) + 1 : 0;
+        counts[batch_ + s] = local_ && counts[s] == b_ ? b_ : 0;
+        anyFold |= counts[batch_ + s] != 0;
+    }
+    recordCounts(rec, counts);
+    const uint32_t slots = batch_ * Hkv_;
+    const BufferRange meta{meta_.handle(), 0, VkDeviceSize(batch_) * 2 * 4};
+
+    const AttentionConfig& c = attention_.config();
+    const DeviceCaps& caps = context().caps();
+    const PolysketchResources& res = forward_.resources();
+    const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
+    const PolysketchWorkspace ws = forward_.workspace(g1);
+    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
+    const BufferRange z{z_.handle(), 0, z_.size()};
+    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup);
+    // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k').
+    recordStepFeatures(rec, t, g1, ws);
+    // 2. The new token joins the state: its phi(k)[v | 1] into z (sketched local) or into the
+    //    running sum h of the unfinished block (local exact), whose k' and v rows are also kept.
+    {
+        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0, 0};
+        const BufferRange dst = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
+        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(t.v), reads(res.pairs), reads(meta), writes(dst)}, &push, sizeof(push),
+                     foldGroups, 1, slots);
+    }
+    if (local_)
+        for (uint32_t i = 0; i < slots; ++i) {
+            const VkDeviceSize row = VkDeviceSize(i) * b_ + positions[i / Hkv_] % b_;
+            rec.copy({stepWorkspace_.handle(), ws.kLocal.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
+                     {blockK_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
+            rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
+                     {blockV_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
+        }
+    // 3. The output rows.
+    const BufferRange qSketch = sub(ws.qSketch);
+    const BufferRange bk = local_ ? BufferRange{blockK_.handle(), 0, blockK_.size()} : z;
+    const BufferRange bv = local_ ? BufferRange{blockV_.handle(), 0, blockV_.size()} : z;
+    const OutputPush push{F_, Hq_, Hkv_, Hq_ / Hkv_, 0};
+    rec.dispatch(output_,
+                 {reads(qSketch), reads(local_ ? sub(ws.qLocal) : qSketch), reads(z), reads(res.pairs), reads(bk), reads(bv), reads(meta),
+                  writes(t.out)},
+                 &push, sizeof(push), Hq_, batch_);
+    // 4. Local exact: the sums h of blocks this token completed move into z (z += h, then h = 0),
+    //    a cost of F (dv + 1) per head, the same as a step's own fold: no step of the block
+    //    cycle folds b rows at once.
+    if (anyFold) {
+        const FoldPush add{F_, Hkv_, 0, 0, 1, batch_, 0, 0, 0, 0, 1};
+        const BufferRange h{blockH_.handle(), 0, blockH_.size()};
+        rec.dispatch(fold_, {reads(h), reads(bv), reads(res.pairs), reads(meta), writes(z)}, &add, sizeof(add), foldGroups, 1, slots);
+        const VkDeviceSize hBytes = sequenceSumBytes();
+        for (uint32_t s = 0; s < batch_; ++s)
+            if (counts[batch_ + s]) rec.fill({blockH_.handle(), s * hBytes, hBytes}, hBytes, 0);
+    }
+}
+
+void PolysketchDecoder::reset(uint32_t sequence) {
+    const VkDeviceSize bytes = sequenceSumBytes();
+    submitter_.run([&](Recorder& rec) {
+        rec.fill({z_.handle(), sequence * bytes, bytes}, bytes, 0);
+        if (local_) rec.fill({blockH_.handle(), sequence * bytes, bytes}, bytes, 0);
+    });
+}
+
+void PolysketchDecoder::forEachBlobRegion(const std::vector<uint64_t>&, const std::function<void(const BufferRange&)>& region) const {
+    // The whole state, whatever the positions: z, then (local exact) h, the block's k' and v rows.
+    const uint64_t slots = uint64_t(batch_) * Hkv_;
+    region({z_.handle(), 0, slots * F_ * (dv_ + 1) * 4});
+    if (local_) {
+        region({blockH_.handle(), 0, slots * F_ * (dv_ + 1) * 4});
+        region({blockK_.handle(), 0, slots * b_ * h_ * 4});
+        region({blockV_.handle(), 0, slots * b_ * dv_ * 4});
+    }
+}
+
+}  // namespace psk

@@ -1,0 +1,44 @@
+// psk::SoftmaxDecoder: the softmax (baseline) decode state machine, a KV cache of a fixed capacity
+// per (sequence, key/value head) read by decode_softmax's two passes (docs/DECODING.md, "Softmax
+// KV-cache step").
+#pragma once
+
+#include "decode/decoder.hpp"
+
+namespace psk {
+
+class SoftmaxDecoder final : public Decoder {
+public:
+    /** The cache of `capacity` tokens (1 to kMaxDecodeCapacity, checked by the state) and the step's pipelines. */
+    SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape, uint32_t capacity);
+
+    uint64_t stateBytes() const override;
+    uint32_t capacity() const override { return capacity_; }
+    VkDeviceSize stepScratchBytes() const override { return partials_.size(); }
+    void prefill(const PskDecodePrefillInfo& info, uint32_t count) override;
+    void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
+    /** Nothing to clear: the position bounds what is read. */
+    void reset(uint32_t) override {}
+    void forEachBlobRegion(const std::vector<uint64_t>& positions,
+                           const std::function<void(const BufferRange&)>& region) const override;
+
+private:
+    /** The K rows, then the V rows of slot i's first `rows` tokens. */
+    BufferRange kRows(uint64_t slot, uint64_t rows) const;
+    BufferRange vRows(uint64_t slot, uint64_t rows) const;
+
+    uint32_t capacity_ = 0;
+    // Caches [B Hkv][capacity][h | dv], slots kSlot_ / vSlot_ floats apart (capacity h, capacity dv,
+    // rounded up to the storage offset alignment).
+    Buffer kCache_, vCache_;
+    uint64_t kSlot_ = 0, vSlot_ = 0;
+    bool wholeCache_ = true;  // the whole cache fits one binding: one dispatch per step
+    uint32_t chunk_ = 1024, maxChunks_ = 1;
+    Buffer partials_;  // pass 1's (max, sum, weighted values) per chunk of keys
+    VkPipeline partial_ = VK_NULL_HANDLE, combine_ = VK_NULL_HANDLE;
+};
+
+/** The largest capacity a softmax decode state accepts. */
+constexpr uint32_t kMaxDecodeCapacity = 1u << 24;
+
+}  // namespace psk
