@@ -60,7 +60,9 @@ extern "C" {
 uint32_t pskGetVersion(void) { return PSK_HEADER_VERSION; }
 
 const char* pskResultToString(PskResult result) {
-    switch (result) {
+    // Any int from C: switched on as an integer (a C++ enum value out of the enum's range is
+    // undefined behaviour, and with -fstrict-enums the switch's range check may be dropped).
+    switch (enumValue(result)) {
 #define PSK_CASE(x) \
     case x:         \
         return #x;

@@ -296,6 +296,18 @@ TEST_F(DeviceInfoMisuse, PositiveControl) {
 // pskCreateAttention
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * Stores `value` in an enum field the way C code can: by its bytes. An out-of-range value never
+ * exists as a C++ enum value here (a static_cast would be undefined behaviour), and the library
+ * must read the field as an integer before its range check (with clang -O2 -fstrict-enums, a check
+ * on the enum-typed value is optimized away).
+ */
+template <typename E>
+void setRaw(E& field, int32_t value) {
+    static_assert(sizeof(E) == sizeof(value), "the C enums are int-sized");
+    std::memcpy(&field, &value, sizeof value);
+}
+
 PskAttentionCreateInfo validCreateInfo() {
     PskAttentionCreateInfo info{};
     info.kind = PSK_ATTENTION_KIND_SOFTMAX;
@@ -378,7 +390,7 @@ TEST_F(CreateAttentionMisuse, FieldsIgnoredByTheKindAreNotChecked) {
     info.degree = 3;
     info.sketchSize = 7;
     info.blockSize = 5000;
-    info.sketchSource = static_cast<PskSketchSource>(3);
+    setRaw(info.sketchSource, 3);
     PskAttention attention = kAttentionSentinel;
     ASSERT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
     pskDestroyAttention(attention);
@@ -417,16 +429,12 @@ TEST_P(CreateAttentionInvalidField, FailsWithCodeAndMessageAndNoHandle) {
     expectOneError(sharedLog(), c.code, c.keyword);
 }
 
-template <typename E>
-E raw(int value) {
-    return static_cast<E>(value);
-}
 
 const CreateCase kCreateCases[] = {
     {"Kind0", [](PskAttentionCreateInfo& i) { i.kind = PSK_ATTENTION_KIND_NONE; }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
-    {"Kind4", [](PskAttentionCreateInfo& i) { i.kind = raw<PskAttentionKind>(4); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
-    {"Kind99", [](PskAttentionCreateInfo& i) { i.kind = raw<PskAttentionKind>(99); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
-    {"KindNegative", [](PskAttentionCreateInfo& i) { i.kind = raw<PskAttentionKind>(-1); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"Kind4", [](PskAttentionCreateInfo& i) { setRaw(i.kind, 4); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"Kind99", [](PskAttentionCreateInfo& i) { setRaw(i.kind, 99); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
+    {"KindNegative", [](PskAttentionCreateInfo& i) { setRaw(i.kind, -1); }, PSK_ERROR_INVALID_ARGUMENT, "kind"},
     {"UnknownFlag8", [](PskAttentionCreateInfo& i) { i.flags = 0x8; }, PSK_ERROR_INVALID_ARGUMENT, "flags"},
     {"UnknownFlagHigh", [](PskAttentionCreateInfo& i) { i.flags = PSK_ATTENTION_CAUSAL_BIT | 0x80000000u; },
      PSK_ERROR_INVALID_ARGUMENT, "flags"},
@@ -494,14 +502,14 @@ const CreateCase kCreateCases[] = {
          i.scale = std::numeric_limits<float>::quiet_NaN();
      },
      PSK_ERROR_INVALID_ARGUMENT, "scale"},
-    {"DataType3", [](PskAttentionCreateInfo& i) { i.dataType = raw<PskDataType>(3); }, PSK_ERROR_INVALID_ARGUMENT,
+    {"DataType3", [](PskAttentionCreateInfo& i) { setRaw(i.dataType, 3); }, PSK_ERROR_INVALID_ARGUMENT,
      "dataType"},
-    {"DataType99", [](PskAttentionCreateInfo& i) { i.dataType = raw<PskDataType>(99); }, PSK_ERROR_INVALID_ARGUMENT,
+    {"DataType99", [](PskAttentionCreateInfo& i) { setRaw(i.dataType, 99); }, PSK_ERROR_INVALID_ARGUMENT,
      "dataType"},
-    {"DataTypeNegative", [](PskAttentionCreateInfo& i) { i.dataType = raw<PskDataType>(-1); },
+    {"DataTypeNegative", [](PskAttentionCreateInfo& i) { setRaw(i.dataType, -1); },
      PSK_ERROR_INVALID_ARGUMENT, "dataType"},
-    {"Layout2", [](PskAttentionCreateInfo& i) { i.layout = raw<PskLayout>(2); }, PSK_ERROR_INVALID_ARGUMENT, "layout"},
-    {"LayoutNegative", [](PskAttentionCreateInfo& i) { i.layout = raw<PskLayout>(-1); }, PSK_ERROR_INVALID_ARGUMENT,
+    {"Layout2", [](PskAttentionCreateInfo& i) { setRaw(i.layout, 2); }, PSK_ERROR_INVALID_ARGUMENT, "layout"},
+    {"LayoutNegative", [](PskAttentionCreateInfo& i) { setRaw(i.layout, -1); }, PSK_ERROR_INVALID_ARGUMENT,
      "layout"},
     {"LocalExactOnSoftmax", [](PskAttentionCreateInfo& i) { i.flags = PSK_ATTENTION_LOCAL_EXACT_BIT; },
      PSK_ERROR_INVALID_ARGUMENT, "LOCAL_EXACT"},
@@ -540,7 +548,19 @@ const CreateCase kCreateCases[] = {
     {"PolysketchSketchSource99",
      [](PskAttentionCreateInfo& i) {
          i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
-         i.sketchSource = raw<PskSketchSource>(99);
+         setRaw(i.sketchSource, 99);
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchSource"},
+    {"PolysketchSketchSource3",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         setRaw(i.sketchSource, 3);
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "sketchSource"},
+    {"PolysketchSketchSourceNegative",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         setRaw(i.sketchSource, -1);
      },
      PSK_ERROR_INVALID_ARGUMENT, "sketchSource"},
     {"PolysketchFileSourceWithoutFile",
@@ -593,6 +613,19 @@ const CreateCase kCreateCases[] = {
          i.sketchFile = "/nonexistent/psk_learned.safetensors";
      },
      PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING"},
+    {"PolysketchSketchFileIsADirectory",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.sketchSource = PSK_SKETCH_SOURCE_FILE;
+         i.sketchFile = "/";
+     },
+     PSK_ERROR_BAD_FILE, "not a regular file"},
+    {"PolysketchQkNormFileIsADirectory",
+     [](PskAttentionCreateInfo& i) {
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.qkNormFile = "/";
+     },
+     PSK_ERROR_BAD_FILE, "not a regular file"},
     {"PolysketchMissingQkNormFile",
      [](PskAttentionCreateInfo& i) {
          i.kind = PSK_ATTENTION_KIND_POLYSKETCH;

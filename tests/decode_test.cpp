@@ -17,6 +17,7 @@
 #include <memory>
 
 #include "vk/context.hpp"  // internals: the context's device, allocator and queue for pskCmdDecodeStep
+#include "decode/decode_blob.hpp"  // internals: the blob's checksum, to edit one field of a blob at a time
 #include "util/error.hpp"
 #include "vk/memory.hpp"
 #include "reference/reference.hpp"
@@ -429,6 +430,169 @@ TEST_F(ContextTest, RestoreRejectsMismatchedAndTruncatedBlobs) {
     EXPECT_EQ(pskSerializeDecodeState(d.state, out.data(), &small), PSK_ERROR_BUFFER_TOO_SMALL);
     EXPECT_EQ(log.errors.size(), 1u);
     EXPECT_EQ(out, std::vector<uint8_t>(blob.size() - 1, 0xAB));
+}
+
+// ---- corrupt blobs: every field and the payload are checked (docs/DECODING.md, "Serialization") ----
+
+// Byte offsets of the blob's header fields and the version-3 trailer.
+constexpr size_t kBlobVersionAt = 8, kBlobCapacityAt = 68, kBlobPositionsAt = 72, kBlobChecksumBytes = 8;
+
+uint32_t get32(const std::vector<uint8_t>& b, size_t at) {
+    uint32_t x = 0;
+    for (int i = 0; i < 4; ++i) x |= uint32_t(b[at + i]) << (8 * i);
+    return x;
+}
+void put32(std::vector<uint8_t>& b, size_t at, uint32_t x) {
+    for (int i = 0; i < 4; ++i) b[at + i] = uint8_t(x >> (8 * i));
+}
+void put64(std::vector<uint8_t>& b, size_t at, uint64_t x) {
+    for (int i = 0; i < 8; ++i) b[at + i] = uint8_t(x >> (8 * i));
+}
+void putFloat(std::vector<uint8_t>& b, size_t at, float f) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    put32(b, at, bits);
+}
+/** One past the last data byte: before the checksum trailer from version 3 on. */
+size_t blobDataEnd(const std::vector<uint8_t>& b) { return b.size() - (get32(b, kBlobVersionAt) >= 3 ? kBlobChecksumBytes : 0); }
+/** Recomputes a version-3 blob's checksum after an edit, so that only the edited field is wrong. */
+void reseal(std::vector<uint8_t>& b) {
+    if (get32(b, kBlobVersionAt) >= 3) put64(b, b.size() - kBlobChecksumBytes, psk::decodeBlobChecksum(b.data(), b.size() - kBlobChecksumBytes));
+}
+
+TEST(DecodeBlob, ChecksumIsXxh64) {
+    // Published XXH64 vectors (seed 0): the empty input, the tail paths (1 and 3 bytes) and the
+    // 32-byte stripes (39 and 43 bytes).
+    auto h = [](const char* s) { return psk::decodeBlobChecksum(reinterpret_cast<const uint8_t*>(s), std::strlen(s)); };
+    EXPECT_EQ(h(""), 0xEF46DB3751D8E999ull);
+    EXPECT_EQ(h("a"), 0xD24EC4F1A98C6E5Bull);
+    EXPECT_EQ(h("abc"), 0x44BC2CF5AD770999ull);
+    EXPECT_EQ(h("Nobody inspects the spammish repetition"), 0xFBCEA83C8A378BF1ull);
+    EXPECT_EQ(h("The quick brown fox jumps over the lazy dog"), 0x0B242D361FDA71BCull);
+}
+
+TEST_F(ContextTest, RestoreRejectsCorruptFieldsAndPayload) {
+    Config pc;
+    pc.localExact = true;
+    Config sc;
+    sc.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    const auto pa = makeAttention(ctx, pc), sa = makeAttention(ctx, sc);
+    ASSERT_TRUE(pa && sa);
+    std::vector<uint8_t> polysketchBlob, softmaxBlob;
+    {
+        Driver d(*pa, 2);
+        d.prefill(0, 7);
+        d.step();
+        polysketchBlob = serialize(d.state);
+        Driver s(*sa, 2, 64);
+        s.prefill(0, 19);
+        s.prefill(1, 5);
+        s.step();  // positions 20 and 6
+        softmaxBlob = serialize(s.state);
+    }
+    const size_t data = kBlobPositionsAt + 2 * 8;  // B = 2
+    const uint64_t two53 = uint64_t(1) << 53;
+    struct Case {
+        const char* what;
+        bool softmax;
+        std::function<void(std::vector<uint8_t>&)> edit;
+        bool resealed;       // the checksum is recomputed: the field checks must catch it
+        const char* needle;  // in the one error message
+    };
+    const Case cases[] = {
+        {"polysketch capacity 5", false, [](auto& b) { put32(b, kBlobCapacityAt, 5); }, true, "capacity"},
+        {"position 2^64 - 1", false, [](auto& b) { put64(b, kBlobPositionsAt, ~uint64_t(0)); }, true, "position"},
+        {"position 2^53 + 1", false, [&](auto& b) { put64(b, kBlobPositionsAt + 8, two53 + 1); }, true, "position"},
+        {"NaN in z", false, [&](auto& b) { putFloat(b, data, std::numeric_limits<float>::quiet_NaN()); }, true, "NaN"},
+        {"infinity in the block rows", false, [](auto& b) { putFloat(b, blobDataEnd(b) - 4, -INFINITY); }, true, "NaN"},
+        {"softmax capacity 0", true, [](auto& b) { put32(b, kBlobCapacityAt, 0); }, true, "capacity"},
+        {"softmax capacity below a position", true, [](auto& b) { put32(b, kBlobCapacityAt, 10); }, true, "capacity"},
+        {"softmax position beyond its capacity", true, [](auto& b) { put64(b, kBlobPositionsAt, 65); }, true, "capacity"},
+        {"NaN in the V rows", true, [](auto& b) { putFloat(b, blobDataEnd(b) - 4, std::numeric_limits<float>::quiet_NaN()); }, true,
+         "NaN"},
+        {"a flipped data bit", false, [&](auto& b) { b[data + 5] ^= 0x10; }, false, "checksum"},
+        {"a flipped position bit", true, [](auto& b) { b[kBlobPositionsAt] ^= 0x01; }, false, "checksum"},
+    };
+    psk::test::MessageLog& log = psk::test::sharedLog();
+    for (const Case& k : cases) {
+        std::vector<uint8_t> blob = k.softmax ? softmaxBlob : polysketchBlob;
+        k.edit(blob);
+        if (k.resealed) reseal(blob);
+        Driver e(k.softmax ? *sa : *pa, 2, k.softmax ? 64 : 0);
+        e.prefill(0, 3);
+        const std::vector<uint8_t> before = serialize(e.state);
+        log.clear();
+        EXPECT_EQ(pskRestoreDecodeState(e.state, blob.data(), blob.size()), PSK_ERROR_BAD_FILE) << k.what;
+        EXPECT_EQ(log.errors.size(), 1u) << k.what;
+        if (log.errors.empty()) continue;
+        EXPECT_NE(log.errors[0].find(k.needle), std::string::npos) << k.what << ": " << log.errors[0];
+        std::printf("[ decode ] %s: %s\n", k.what, log.errors[0].c_str());
+        EXPECT_EQ(serialize(e.state), before) << k.what << ": a rejected blob changed the state";
+    }
+}
+
+TEST_F(ContextTest, PolysketchPositionLimit) {
+    // Positions up to 2^53 restore; a step at 2^53 fails (TOO_LARGE) and consumes nothing, so that
+    // a state never holds a position its own blob could not restore.
+    Config c;
+    c.localExact = true;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    Driver d(*a, 2);
+    d.prefill(0, 7);
+    std::vector<uint8_t> blob = serialize(d.state);
+    const uint64_t limit = uint64_t(1) << 53;
+    put64(blob, kBlobPositionsAt, limit);
+    put64(blob, kBlobPositionsAt + 8, limit - 1);
+    reseal(blob);
+    ASSERT_EQ(pskRestoreDecodeState(d.state, blob.data(), blob.size()), PSK_SUCCESS);
+    uint64_t pos = 0;
+    ASSERT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
+    EXPECT_EQ(pos, limit);
+    psk::test::MessageLog& log = psk::test::sharedLog();
+    log.clear();
+    const auto in = d.stepInputs();
+    std::vector<float> out(size_t(2) * c.Hq * c.dv, 3.0f);
+    PskDecodeStepInfo si{in[0].data(), in[1].data(), in[2].data(), out.data(), in[0].size() * 4, in[1].size() * 4,
+                         in[2].size() * 4, out.size() * 4, nullptr};
+    EXPECT_EQ(pskDecodeStepHost(d.state, &si), PSK_ERROR_TOO_LARGE);
+    EXPECT_EQ(log.errors.size(), 1u);
+    EXPECT_EQ(serialize(d.state), blob) << "a refused step changed the state";
+    // After a reset the sequence decodes again.
+    ASSERT_EQ(pskResetDecodeSequence(d.state, 0), PSK_SUCCESS);
+    EXPECT_EQ(pskDecodeStepHost(d.state, &si), PSK_SUCCESS);
+    ASSERT_EQ(pskGetDecodePosition(d.state, 1, &pos), PSK_SUCCESS);
+    EXPECT_EQ(pos, limit);
+    log.clear();
+}
+
+TEST_F(ContextTest, RestoresVersion2Blobs) {
+    // Version 2 (no checksum) still restores, with every field and the payload checked.
+    for (int which : {1, 2}) {  // polysketch local exact, softmax (kindConfig's numbering)
+        Config c;
+        c.localExact = which == 1;
+        if (which == 2) c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+        SCOPED_TRACE(which == 1 ? "polysketch" : "softmax");
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        const uint32_t capacity = which == 2 ? 64 : 0;
+        Driver d(*a, 2, capacity);
+        d.prefill(0, 9);
+        d.step();
+        const std::vector<uint8_t> blob = serialize(d.state);
+        std::vector<uint8_t> v2 = blob;
+        if (get32(v2, kBlobVersionAt) >= 3) {
+            v2.resize(v2.size() - kBlobChecksumBytes);
+            put32(v2, kBlobVersionAt, 2);
+        }
+        Driver e(*a, 2, capacity);
+        ASSERT_EQ(pskRestoreDecodeState(e.state, v2.data(), v2.size()), PSK_SUCCESS);
+        EXPECT_EQ(serialize(e.state), blob) << "restored from version 2, serialized as the current version";
+        std::vector<uint8_t> bad = v2;
+        putFloat(bad, bad.size() - 4, std::numeric_limits<float>::quiet_NaN());
+        EXPECT_EQ(pskRestoreDecodeState(e.state, bad.data(), bad.size()), PSK_ERROR_BAD_FILE);
+        psk::test::sharedLog().clear();
+    }
 }
 
 // ---- softmax KV cache ----

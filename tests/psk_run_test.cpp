@@ -82,6 +82,25 @@ TEST(Npy, RoundTripFloat32AndFloat16) {
     }
 }
 
+TEST(Npy, EmptyArraysReadAndWrite) {
+    // No element: the data pointers of the empty vectors are null, and copying zero bytes from or to
+    // them must not reach memcpy (undefined behaviour, reported by -fsanitize=undefined).
+    for (auto dtype : {psk::npy::DType::Float32, psk::npy::DType::Float16}) {
+        for (const std::vector<uint64_t>& shape : {std::vector<uint64_t>{0}, std::vector<uint64_t>{2, 0, 3}, std::vector<uint64_t>{1, 2, 0, 16}}) {
+            TempDir dir;
+            psk::npy::write(dir / "e.npy", shape, {}, dtype);
+            const psk::npy::Array a = psk::npy::read(dir / "e.npy");
+            EXPECT_EQ(a.shape, shape);
+            EXPECT_EQ(a.dtype, dtype);
+            EXPECT_EQ(a.count(), 0u);
+            EXPECT_TRUE(a.data.empty());
+            EXPECT_TRUE(a.toFloat().empty());
+            const std::vector<uint8_t> file = psk::npy::serialize(shape, dtype, nullptr, 0);
+            EXPECT_EQ(psk::npy::parse(file.data(), file.size()).shape, shape);
+        }
+    }
+}
+
 TEST(Npy, HeaderVariantsNumPyWrites) {
     // Version 2.0 and 3.0 headers, double quotes, no trailing comma, keys in another order, scalars.
     auto ok = [](int major, const std::string& header, size_t bytes) {
@@ -463,6 +482,37 @@ INSTANTIATE_TEST_SUITE_P(
                     psk::npy::write(d / "q.npy", {1, 2, 8, 16}, q);
                 }}),
     [](const ::testing::TestParamInfo<BadCase>& i) { return std::string(i.param.name); });
+
+// ------------------------------------------------------------------------------------------------
+// --scale must be finite and non-zero as the float the library receives: a bad value is a bad command
+// line (exit 2), caught before any device is touched
+// ------------------------------------------------------------------------------------------------
+
+TEST(PskRunScale, OutOfFloatRangeExitsTwo) {
+    for (const char* scale : {"1e39", "-1e39", "3.5e38", "1e-50", "-1e-46"}) {
+        SCOPED_TRACE(scale);
+        TempDir dir;
+        writeValid(dir);
+        const std::vector<std::string> args = {"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy",
+                                               "--out", dir / "o.npy", "--scale", scale};
+        const auto before = dir.files();
+        const Outcome r = runPsk(args);
+        EXPECT_EQ(r.code, 2) << r.err;
+        EXPECT_NE(r.err.find("--scale"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find(scale), std::string::npos) << r.err;
+        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line: " << r.err;
+        EXPECT_EQ(dir.files(), before) << "no output file";
+    }
+    // The float range's edges are accepted: FLT_MAX and the smallest subnormal.
+    for (const char* scale : {"3.4028234e38", "1.5e-45"}) {
+        SCOPED_TRACE(scale);
+        TempDir dir;
+        writeValid(dir);
+        const Outcome r = runPsk({"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy", "--out",
+                                  dir / "o.npy", "--scale", scale});
+        EXPECT_NE(r.code, 2) << r.err;
+    }
+}
 
 // ------------------------------------------------------------------------------------------------
 // --layout describes the files: q, k, v that do not fit together read in the declared layout exit 2

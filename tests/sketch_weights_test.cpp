@@ -5,9 +5,15 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
@@ -309,18 +315,24 @@ TEST(SafeTensors, RoundTrip) {
 
 TEST(SafeTensors, ReadsHalfTypesAndLooseLayouts) {
     // F16 1.0, -2.0, 65504, smallest subnormal; BF16 1.0, -3.0 (0x4040 -> 3.0 negated);
-    // F32 0.5 stored twice-overlapping; whitespace, escapes and unsorted keys in the JSON.
+    // F32 0.5, then (after 4 unused bytes) a scalar F32 0.5, an empty tensor inside the gap, and
+    // 4 unused bytes at the end; whitespace, escapes and unsorted keys in the JSON.
     std::vector<uint8_t> data = {0x00, 0x3C, 0x00, 0xC0, 0xFF, 0x7B, 0x01, 0x00,  // f16 x4
                                  0x80, 0x3F, 0x40, 0xC0,                          // bf16 x2
-                                 0x00, 0x00, 0x00, 0x3F};                         // f32 0.5
+                                 0x00, 0x00, 0x00, 0x3F,                          // f32 0.5
+                                 0xEE, 0xEE, 0xEE, 0xEE,                          // a gap
+                                 0x00, 0x00, 0x00, 0x3F,                          // f32 0.5
+                                 0xEE, 0xEE, 0xEE, 0xEE};                         // unused tail
     const std::string header =
         "{ \"h\\u0061lf\" : {\"shape\":[2,2],\"dtype\":\"F16\",\"data_offsets\":[0,8]},\n"
         "  \"bf\": {\"dtype\": \"BF16\", \"shape\": [2], \"data_offsets\": [8, 12]},\r\n"
         "  \"f\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [12, 16]},\t"
-        "  \"f_again\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [12, 16]},"
+        "  \"f_again\": {\"dtype\": \"F32\", \"shape\": [], \"data_offsets\": [20, 24]},"
+        "  \"empty\": {\"dtype\": \"F32\", \"shape\": [0, 3], \"data_offsets\": [18, 18]},"
         "  \"__metadata__\": {\"k\\u00e9y\": \"\\ud83d\\ude00 \\/ \\b\\f\"} }      ";
     const SafeTensors file = parse(rawFile(header, data));
-    ASSERT_EQ(file.tensors.size(), 4u);
+    ASSERT_EQ(file.tensors.size(), 5u);
+    EXPECT_TRUE(file.tensors.at("empty").data.empty());
     const Tensor& half = file.tensors.at("half");
     EXPECT_EQ(half.shape, (std::vector<uint32_t>{2, 2}));
     EXPECT_EQ(half.data[0], 1.0f);
@@ -425,6 +437,98 @@ TEST(SafeTensors, RejectsBadTensorEntries) {
     expectBadHeader("{\"x\":{\"dtype\":\"F32\",\"shape\":[4]}}", "lacks \"data_offsets\"", data);
     expectBadHeader("{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16],\"extra\":1}}",
                     "unknown field \"extra\"", data);
+}
+
+TEST(SafeTensors, RejectsOverlappingTensors) {
+    // No byte may belong to two tensors (the format's guarantee; the reference reader rejects any
+    // layout other than back-to-back tensors): identical ranges, a partial overlap, containment,
+    // in any order of the header. Empty tensors hold no byte and overlap nothing.
+    const std::vector<uint8_t> data(16, 0);
+    auto twoTensors = [](const char* a, const char* b) {
+        return std::string("{\"x\":{\"dtype\":\"F32\",\"shape\":[") + a + "},\"y\":{\"dtype\":\"F32\",\"shape\":[" + b + "}}";
+    };
+    expectBadHeader(twoTensors("1],\"data_offsets\":[12,16]", "1],\"data_offsets\":[12,16]"), "overlap", data);
+    expectBadHeader(twoTensors("2],\"data_offsets\":[0,8]", "2],\"data_offsets\":[4,12]"), "overlap", data);
+    expectBadHeader(twoTensors("2],\"data_offsets\":[4,12]", "2],\"data_offsets\":[0,8]"), "overlap", data);
+    expectBadHeader(twoTensors("4],\"data_offsets\":[0,16]", "1],\"data_offsets\":[8,12]"), "overlap", data);
+    expectBadHeader(twoTensors("1],\"data_offsets\":[8,12]", "4],\"data_offsets\":[0,16]"), "overlap", data);
+    // The message names both tensors and their ranges.
+    expectBadHeader(twoTensors("2],\"data_offsets\":[0,8]", "2],\"data_offsets\":[4,12]"),
+                    "tensors \"x\" [0, 8) and \"y\" [4, 12) overlap", data);
+    // Adjacent ranges and empty tensors inside others are fine.
+    EXPECT_EQ(parse(rawFile(twoTensors("2],\"data_offsets\":[0,8]", "2],\"data_offsets\":[8,16]"), data)).tensors.size(), 2u);
+    EXPECT_EQ(parse(rawFile(twoTensors("4],\"data_offsets\":[0,16]", "0],\"data_offsets\":[8,8]"), data)).tensors.size(), 2u);
+}
+
+/** Writes `bytes` to `path`, then extends the file (sparse, zeros) to `size` bytes if larger. */
+void writeFileOfSize(const std::string& path, const std::vector<uint8_t>& bytes, uint64_t size = 0) {
+    {
+        std::ofstream out(path, std::ios::binary | std::ios::trunc);
+        out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+    }
+    if (size > bytes.size()) std::filesystem::resize_file(path, size);
+}
+
+TEST(SafeTensors, RejectsDirectoriesAndOtherNonRegularFiles) {
+    // A directory opens as a stream on Linux and reports a huge size; it must be BAD_FILE, not an
+    // attempt to allocate that size.
+    const std::string dir = tempPath("a_directory.safetensors");
+    std::filesystem::create_directories(dir);
+    expectBadFile([&] { readSafeTensors(dir); }, "not a regular file");
+    expectBadFile([] { readSafeTensors("/dev/null"); }, "not a regular file");
+    std::filesystem::remove(dir);
+}
+
+/**
+ * In a child process (EXPECT_EXIT): limits the address space to ~256 MiB above what the process maps,
+ * reads the three files and exits with a bit per failed expectation (0: all as expected).
+ */
+[[noreturn]] void readUnderAddressLimit(const std::string& padded, const std::string& longHeader, const std::string& truncated) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(256) << 20);
+    const rlimit rl{limit, limit};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) std::_Exit(100);
+    int status = 0;
+    try {
+        const SafeTensors back = readSafeTensors(padded);
+        if (back.tensors.at("x").data != std::vector<float>{1, 2, 3, 4}) status |= 1;
+    } catch (...) {
+        status |= 2;
+    }
+    auto badFile = [](const std::string& path, const char* needle) {
+        try {
+            readSafeTensors(path);
+        } catch (const Error& e) {
+            return e.code() == PSK_ERROR_BAD_FILE && std::string(e.what()).find(needle) != std::string::npos;
+        } catch (...) {
+        }
+        return false;
+    };
+    if (!badFile(longHeader, "exceeds the limit")) status |= 4;
+    if (!badFile(truncated, "beyond the data buffer")) status |= 8;
+    std::_Exit(status);
+}
+
+TEST(SafeTensors, ReadsTheHeaderAndTheTensorsOnly) {
+    // A 2 GiB file (sparse) read under an address-space limit of ~256 MiB above what the process
+    // already maps: the reader may allocate the header and the tensors, never the file.
+    const uint64_t twoGiB = uint64_t(2) << 30;
+    SafeTensors file;
+    file.tensors["x"] = Tensor{{4}, {1, 2, 3, 4}};
+    const std::string padded = tempPath("padded.safetensors"), longHeader = tempPath("long_header.safetensors"),
+                      truncated = tempPath("truncated.safetensors");
+    writeFileOfSize(padded, serializeSafeTensors(file), twoGiB);  // the tensor, then 2 GiB of unused bytes
+    std::vector<uint8_t> header = rawFile("{}");
+    header[3] = 0x7F;  // a header of 2 GiB - ...: beyond the 100 MB limit
+    writeFileOfSize(longHeader, header, twoGiB);
+    std::vector<uint8_t> cut = serializeSafeTensors(file);
+    cut.resize(cut.size() - 3);
+    writeFileOfSize(truncated, cut);
+    EXPECT_EXIT(readUnderAddressLimit(padded, longHeader, truncated), ::testing::ExitedWithCode(0), "");
+    std::remove(padded.c_str());
+    std::remove(longHeader.c_str());
+    std::remove(truncated.c_str());
 }
 
 TEST(SafeTensors, SerializeRejectsInconsistentTensors) {

@@ -1,10 +1,12 @@
 // The decode state blob's header (decode_blob.hpp): encoding and checks, byte for byte the format
-// of version 2. Layout, little endian: magic (8 bytes), version (4), the 11 config fields (4 each),
-// the sketch hash (8), B (4), capacity (4), then B positions (8 each).
+// of version 3. Layout, little endian: magic (8 bytes), version (4), the 11 config fields (4 each),
+// the sketch hash (8), B (4), capacity (4), then B positions (8 each), the data, and (version 3)
+// the XXH64 checksum of all the bytes before it (8).
 #include "decode/decode_blob.hpp"
 
 #include <cstring>
 
+#include "decode/softmax_decoder.hpp"
 #include "forward/attention.hpp"
 #include "util/error.hpp"
 
@@ -12,7 +14,10 @@ namespace psk {
 
 namespace {
 
-constexpr uint32_t kFormatVersion = 2;  // 2: local exact keeps the running block sum h, not S(k) rows
+// 2: local exact keeps the running block sum h, not S(k) rows. 3: the checksum trailer (version 2
+// blobs, the same but for the trailer, are still read).
+constexpr uint32_t kFormatVersion = 3;
+constexpr uint32_t kOldestReadVersion = 2;
 constexpr char kMagic[8] = {'P', 'S', 'K', 'D', 'E', 'C', 'S', 'T'};
 // Byte offsets of the header's parts.
 constexpr size_t kVersionAt = 8;
@@ -43,6 +48,13 @@ uint64_t get64(const uint8_t* p) {
     for (int i = 0; i < 8; ++i) x |= uint64_t(p[i]) << (8 * i);
     return x;
 }
+
+// XXH64 (the xxHash specification, doc/xxhash_spec.md of github.com/Cyan4973/xxHash), seed 0.
+constexpr uint64_t kPrime1 = 0x9E3779B185EBCA87ull, kPrime2 = 0xC2B2AE3D27D4EB4Full, kPrime3 = 0x165667B19E3779F9ull,
+                   kPrime4 = 0x85EBCA77C2B2AE63ull, kPrime5 = 0x27D4EB2F165667C5ull;
+uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+uint64_t xxRound(uint64_t acc, uint64_t lane) { return rotl(acc + lane * kPrime2, 31) * kPrime1; }
+uint64_t xxMerge(uint64_t acc, uint64_t v) { return (acc ^ xxRound(0, v)) * kPrime1 + kPrime4; }
 
 struct Fnv {
     uint64_t h = 1469598103934665603ull;
@@ -87,6 +99,37 @@ DecodeBlobHeader makeDecodeBlobHeader(const PskAttention_T& attention, uint32_t 
     return h;
 }
 
+uint64_t decodeBlobChecksum(const uint8_t* p, size_t size) {
+    const uint8_t* const end = p + size;
+    uint64_t h;
+    if (size >= 32) {
+        uint64_t v1 = kPrime1 + kPrime2, v2 = kPrime2, v3 = 0, v4 = 0 - kPrime1;
+        for (; end - p >= 32; p += 32) {
+            v1 = xxRound(v1, get64(p));
+            v2 = xxRound(v2, get64(p + 8));
+            v3 = xxRound(v3, get64(p + 16));
+            v4 = xxRound(v4, get64(p + 24));
+        }
+        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
+        h = xxMerge(xxMerge(xxMerge(xxMerge(h, v1), v2), v3), v4);
+    } else {
+        h = kPrime5;
+    }
+    h += uint64_t(size);
+    for (; end - p >= 8; p += 8) h = rotl(h ^ xxRound(0, get64(p)), 27) * kPrime1 + kPrime4;
+    if (end - p >= 4) {
+        h = rotl(h ^ uint64_t(get32(p)) * kPrime1, 23) * kPrime2 + kPrime3;
+        p += 4;
+    }
+    for (; p < end; ++p) h = rotl(h ^ *p * kPrime5, 11) * kPrime1;
+    h ^= h >> 33;
+    h *= kPrime2;
+    h ^= h >> 29;
+    h *= kPrime3;
+    h ^= h >> 32;
+    return h;
+}
+
 size_t decodeBlobPrefixBytes(uint32_t batch) { return kHeaderBytes + size_t(batch) * 8; }
 
 std::vector<uint8_t> writeDecodeBlobPrefix(const DecodeBlobHeader& header, const std::vector<uint64_t>& positions) {
@@ -100,12 +143,29 @@ std::vector<uint8_t> writeDecodeBlobPrefix(const DecodeBlobHeader& header, const
     return out;
 }
 
-std::vector<uint64_t> readDecodeBlobPrefix(const uint8_t* in, size_t size, const DecodeBlobHeader& ours) {
+void sealDecodeBlob(uint8_t* blob, size_t size) {
+    const uint64_t sum = decodeBlobChecksum(blob, size - kDecodeBlobTrailerBytes);
+    for (int i = 0; i < 8; ++i) blob[size - kDecodeBlobTrailerBytes + i] = uint8_t(sum >> (8 * i));
+}
+
+DecodeBlobPrefix readDecodeBlobPrefix(const uint8_t* in, size_t size, const DecodeBlobHeader& ours) {
     if (size < kHeaderBytes) fail(PSK_ERROR_BAD_FILE, "state blob truncated: ", size, " bytes, less than its ", kHeaderBytes, "-byte header");
     if (std::memcmp(in, kMagic, 8) != 0) fail(PSK_ERROR_BAD_FILE, "not a decode state blob (bad magic)");
     const uint32_t version = get32(in + kVersionAt);
-    if (version != kFormatVersion)
-        fail(PSK_ERROR_BAD_FILE, "state blob format version ", version, " is not supported (this library writes ", kFormatVersion, ")");
+    if (version < kOldestReadVersion || version > kFormatVersion)
+        fail(PSK_ERROR_BAD_FILE, "state blob format version ", version, " is not supported (this library reads versions ",
+             kOldestReadVersion, " to ", kFormatVersion, ")");
+    DecodeBlobPrefix prefix;
+    if (version >= 3) {
+        // First the checksum, so that every check below reads the bytes that were written.
+        prefix.trailerBytes = kDecodeBlobTrailerBytes;
+        if (size < kHeaderBytes + kDecodeBlobTrailerBytes)
+            fail(PSK_ERROR_BAD_FILE, "state blob truncated: ", size, " bytes, less than its header and checksum");
+        const uint64_t stored = get64(in + size - kDecodeBlobTrailerBytes), computed = decodeBlobChecksum(in, size - kDecodeBlobTrailerBytes);
+        if (stored != computed)
+            fail(PSK_ERROR_BAD_FILE, "state blob is corrupt or truncated: checksum mismatch (stored 0x", std::hex, stored,
+                 ", computed 0x", computed, " over ", std::dec, size - kDecodeBlobTrailerBytes, " bytes)");
+    }
     for (int f = 0; f < DecodeBlobHeader::kConfigFields; ++f) {
         const uint32_t theirs = get32(in + kConfigAt + 4 * f), mine = ours.config[f];
         if (theirs != mine)
@@ -117,11 +177,29 @@ std::vector<uint64_t> readDecodeBlobPrefix(const uint8_t* in, size_t size, const
     const uint32_t theirBatch = get32(in + kBatchAt);
     if (theirBatch != ours.batch)
         fail(PSK_ERROR_BAD_FILE, "state blob holds ", theirBatch, " sequences; this state has batchSize ", ours.batch);
-    const size_t prefix = decodeBlobPrefixBytes(ours.batch);
-    if (size < prefix) fail(PSK_ERROR_BAD_FILE, "state blob truncated: ", size, " bytes, its positions end at ", prefix);
-    std::vector<uint64_t> positions(ours.batch);
-    for (uint32_t s = 0; s < ours.batch; ++s) positions[s] = get64(in + kHeaderBytes + 8 * s);
-    return positions;
+    // The capacity: none for polysketch (ours.capacity == 0); softmax, the cache the blob came from
+    // (it may differ from this state's, which need only hold every position).
+    const uint32_t theirCapacity = get32(in + kCapacityAt);
+    const bool softmax = ours.capacity != 0;
+    if (!softmax && theirCapacity != 0)
+        fail(PSK_ERROR_BAD_FILE, "state blob: its capacity field is ", theirCapacity, "; a POLYSKETCH state has none (0)");
+    if (softmax && (theirCapacity == 0 || theirCapacity > kMaxDecodeCapacity))
+        fail(PSK_ERROR_BAD_FILE, "state blob: its capacity ", theirCapacity, " is not a SOFTMAX state's (1 to ", kMaxDecodeCapacity, ")");
+    const size_t positionsEnd = decodeBlobPrefixBytes(ours.batch);
+    if (size < positionsEnd + prefix.trailerBytes)
+        fail(PSK_ERROR_BAD_FILE, "state blob truncated: ", size, " bytes, its positions end at ", positionsEnd);
+    prefix.positions.resize(ours.batch);
+    for (uint32_t s = 0; s < ours.batch; ++s) {
+        const uint64_t p = get64(in + kHeaderBytes + 8 * s);
+        if (!softmax && p > kMaxPolysketchPosition)
+            fail(PSK_ERROR_BAD_FILE, "state blob: sequence ", s, " is at position ", p, ", beyond the limit 2^53 (", kMaxPolysketchPosition, ")");
+        if (softmax && p > theirCapacity)
+            fail(PSK_ERROR_BAD_FILE, "state blob: sequence ", s, " is at position ", p, ", beyond the blob's own capacity ", theirCapacity);
+        if (softmax && p > ours.capacity)
+            fail(PSK_ERROR_BAD_FILE, "state blob: sequence ", s, " is at position ", p, ", beyond this state's capacity ", ours.capacity);
+        prefix.positions[s] = p;
+    }
+    return prefix;
 }
 
 }  // namespace psk

@@ -118,11 +118,19 @@ void PskDecodeState_T::stepBytes(uint64_t bytes[4]) const {
 }
 
 void PskDecodeState_T::checkRoomForStep() const {
-    if (const uint32_t capacity = decoder_->capacity())
+    if (const uint32_t capacity = decoder_->capacity()) {
         for (uint32_t s = 0; s < shape_.batch; ++s)
             if (positions_[s] >= capacity)
                 fail(PSK_ERROR_BUFFER_TOO_SMALL, "sequence ", s, " is full: its KV cache holds ", capacity,
                      " tokens (the capacity given at creation)");
+    } else {
+        // Polysketch: the state does not grow, but positions stop at 2^53, so that the state's
+        // blob always restores (decode_blob.hpp).
+        for (uint32_t s = 0; s < shape_.batch; ++s)
+            if (positions_[s] >= kMaxPolysketchPosition)
+                fail(PSK_ERROR_TOO_LARGE, "sequence ", s, " is at position ", positions_[s],
+                     ", the limit 2^53 of a POLYSKETCH sequence; reset it (pskResetDecodeSequence)");
+    }
 }
 
 void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
@@ -233,7 +241,9 @@ void PskDecodeState_T::transferBlobData(const std::vector<uint64_t>& positions, 
     });
 }
 
-size_t PskDecodeState_T::serializedSize() const { return decodeBlobPrefixBytes(shape_.batch) + blobDataBytes(positions_); }
+size_t PskDecodeState_T::serializedSize() const {
+    return decodeBlobPrefixBytes(shape_.batch) + blobDataBytes(positions_) + kDecodeBlobTrailerBytes;
+}
 
 void PskDecodeState_T::serialize(void* data, size_t* size) {
     const size_t total = serializedSize();
@@ -249,27 +259,32 @@ void PskDecodeState_T::serialize(void* data, size_t* size) {
     uint8_t* out = static_cast<uint8_t*>(data);
     std::memcpy(out, prefix.data(), prefix.size());
     std::memcpy(out + prefix.size(), readback.mapped(), bytes);
+    sealDecodeBlob(out, total);
     *size = total;
 }
 
 void PskDecodeState_T::restore(const void* data, size_t size) {
-    // Everything is checked before the state is touched.
+    // Everything is checked before the state is touched: the header, the checksum and the
+    // positions (readDecodeBlobPrefix), the size the positions imply, and the data's values.
     const uint8_t* in = static_cast<const uint8_t*>(data);
-    const std::vector<uint64_t> positions = readDecodeBlobPrefix(in, size, blobHeader());
-    if (const uint32_t capacity = decoder_->capacity())
-        for (uint32_t s = 0; s < shape_.batch; ++s)
-            if (positions[s] > capacity)
-                fail(PSK_ERROR_BAD_FILE, "state blob: sequence ", s, " is at position ", positions[s], ", beyond this state's capacity ",
-                     capacity);
-    const uint64_t bytes = blobDataBytes(positions);
+    const DecodeBlobPrefix prefix = readDecodeBlobPrefix(in, size, blobHeader());
+    const uint64_t bytes = blobDataBytes(prefix.positions);
     const size_t prefixBytes = decodeBlobPrefixBytes(shape_.batch);
-    const uint64_t expected = prefixBytes + bytes;
+    const uint64_t expected = prefixBytes + bytes + prefix.trailerBytes;
     if (size < expected) fail(PSK_ERROR_BAD_FILE, "state blob truncated: ", size, " bytes, expected ", expected);
     if (size > expected) fail(PSK_ERROR_BAD_FILE, "state blob has ", size - expected, " trailing bytes (expected ", expected, ")");
+    // The data is float32 throughout (z, h, block rows; K and V rows). A state built from finite
+    // inputs holds finite values; NaN or infinity would make every later step return NaN.
+    for (uint64_t i = 0; i < bytes / 4; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, in + prefixBytes + 4 * i, 4);
+        if ((bits & 0x7F800000u) == 0x7F800000u)
+            fail(PSK_ERROR_BAD_FILE, "state blob: its data holds NaN or infinity (float ", i, " of ", bytes / 4, ")");
+    }
     if (bytes) {
         Buffer staging = decodeHostBuffer(context()->allocator(), bytes, MemoryUsage::HostUpload);
         std::memcpy(staging.mapped(), in + prefixBytes, bytes);
-        transferBlobData(positions, staging, false);
+        transferBlobData(prefix.positions, staging, false);
     }
-    positions_ = positions;
+    positions_ = prefix.positions;
 }

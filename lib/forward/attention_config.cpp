@@ -23,10 +23,11 @@ const char* dataTypeSuffix(PskDataType type) {
 
 AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const DeviceCaps& caps) {
     AttentionConfig c;
-    if (info.kind < PSK_ATTENTION_KIND_SOFTMAX || info.kind > PSK_ATTENTION_KIND_POLYSKETCH)
-        fail(PSK_ERROR_INVALID_ARGUMENT, "kind must be PSK_ATTENTION_KIND_SOFTMAX, _POLYNOMIAL or _POLYSKETCH (got ",
-             static_cast<int>(info.kind), ")");
-    c.kind = info.kind;
+    // Enum fields are read as the integers C stored (enumValue), checked, then converted.
+    const int32_t kind = enumValue(info.kind);
+    if (kind < PSK_ATTENTION_KIND_SOFTMAX || kind > PSK_ATTENTION_KIND_POLYSKETCH)
+        fail(PSK_ERROR_INVALID_ARGUMENT, "kind must be PSK_ATTENTION_KIND_SOFTMAX, _POLYNOMIAL or _POLYSKETCH (got ", kind, ")");
+    c.kind = static_cast<PskAttentionKind>(kind);
     const uint32_t knownFlags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT | PSK_ATTENTION_REFERENCE_SCALING_BIT;
     if (info.flags & ~knownFlags) fail(PSK_ERROR_INVALID_ARGUMENT, "unknown bits in flags: 0x", std::hex, info.flags & ~knownFlags);
     c.causal = info.flags & PSK_ATTENTION_CAUSAL_BIT;
@@ -61,14 +62,15 @@ AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const De
     else
         c.scale = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 1.0f / std::sqrt(static_cast<float>(c.headDim)) : 1.0f;
 
-    if (info.dataType < PSK_DATA_TYPE_FLOAT32 || info.dataType > PSK_DATA_TYPE_BFLOAT16)
-        fail(PSK_ERROR_INVALID_ARGUMENT, "dataType out of range (", static_cast<int>(info.dataType), ")");
-    c.dataType = info.dataType;
+    const int32_t dataType = enumValue(info.dataType);
+    if (dataType < PSK_DATA_TYPE_FLOAT32 || dataType > PSK_DATA_TYPE_BFLOAT16)
+        fail(PSK_ERROR_INVALID_ARGUMENT, "dataType out of range (", dataType, ")");
+    c.dataType = static_cast<PskDataType>(dataType);
     if (c.dataType != PSK_DATA_TYPE_FLOAT32 && !caps.storageBuffer16BitAccess)
         fail(PSK_ERROR_UNSUPPORTED, "this device lacks storageBuffer16BitAccess, needed for float16/bfloat16 storage");
-    if (info.layout != PSK_LAYOUT_BHND && info.layout != PSK_LAYOUT_BNHD)
-        fail(PSK_ERROR_INVALID_ARGUMENT, "layout out of range (", static_cast<int>(info.layout), ")");
-    c.layout = info.layout;
+    const int32_t layout = enumValue(info.layout);
+    if (layout != PSK_LAYOUT_BHND && layout != PSK_LAYOUT_BNHD) fail(PSK_ERROR_INVALID_ARGUMENT, "layout out of range (", layout, ")");
+    c.layout = static_cast<PskLayout>(layout);
 
     if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
         c.sketchSize = info.sketchSize ? info.sketchSize : 32;
@@ -77,9 +79,10 @@ AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const De
         c.blockSize = info.blockSize ? info.blockSize : 256;
         if (c.blockSize < 16 || c.blockSize > 1024)
             fail(PSK_ERROR_INVALID_ARGUMENT, "blockSize must be 16 to 1024 (got ", c.blockSize, ")");
-        if (info.sketchSource < PSK_SKETCH_SOURCE_SEED || info.sketchSource > PSK_SKETCH_SOURCE_LEARNED_FILE)
-            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range (", static_cast<int>(info.sketchSource), ")");
-        if (info.sketchSource != PSK_SKETCH_SOURCE_SEED && !info.sketchFile)
+        const int32_t sketchSource = enumValue(info.sketchSource);
+        if (sketchSource < PSK_SKETCH_SOURCE_SEED || sketchSource > PSK_SKETCH_SOURCE_LEARNED_FILE)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range (", sketchSource, ")");
+        if (sketchSource != PSK_SKETCH_SOURCE_SEED && !info.sketchFile)
             fail(PSK_ERROR_INVALID_ARGUMENT, "sketchFile must not be NULL with PSK_SKETCH_SOURCE_FILE or _LEARNED_FILE");
     }
     return c;

@@ -5,10 +5,26 @@
 #include <polysketch/polysketch.h>
 
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "vk/device_caps.hpp"
 
 namespace psk {
+
+/**
+ * The integer a C caller stored in an enum-typed field (PskAttentionCreateInfo::kind, dataType,
+ * layout, sketchSource) or parameter, read from its bytes. A C enum may hold any int; a C++ enum
+ * value outside the enum's range is undefined behaviour, and clang -O2 -fstrict-enums drops range
+ * checks made on one. Check the integer, then convert.
+ */
+template <typename E>
+int32_t enumValue(const E& field) {
+    static_assert(std::is_enum_v<E> && sizeof(E) == sizeof(int32_t), "the C API's enums are 32-bit");
+    int32_t value;
+    std::memcpy(&value, &field, sizeof value);
+    return value;
+}
 
 struct AttentionConfig {
     PskAttentionKind kind = PSK_ATTENTION_KIND_NONE;

@@ -22,14 +22,21 @@ struct SafeTensors {
 };
 
 /**
- * Parses a safetensors image: 8-byte little-endian header length N (at most 100 MB), N bytes of
- * JSON, then the data buffer. dtypes F32, F16 and BF16 are converted to float. Every defect
- * (truncation, bad JSON, unknown dtype, offsets outside the buffer, byte length not matching the
- * shape, ...) throws psk::Error with PSK_ERROR_BAD_FILE and a message naming it.
+ * Parses a safetensors image: 8-byte little-endian header length N (at most 100 MB, the reference
+ * implementation's limit), N bytes of JSON, then the data buffer. dtypes F32, F16 and BF16 are
+ * converted to float. Every defect (truncation, bad JSON, unknown dtype, offsets outside the
+ * buffer, byte length not matching the shape, two tensors sharing a byte, ...) throws psk::Error
+ * with PSK_ERROR_BAD_FILE and a message naming it. Gaps between tensors and unused bytes after the
+ * last one are accepted (docs/MATH.md section 8).
  */
 SafeTensors parseSafeTensors(const uint8_t* bytes, size_t size);
 
-/** Reads and parses a file; errors (including a missing file) are PSK_ERROR_BAD_FILE. */
+/**
+ * Reads and parses a regular file, with the checks of parseSafeTensors. It reads the length field,
+ * then the header, then each tensor's bytes where the header places them: memory is the header and
+ * the tensors, never the whole file. Errors (a missing file, a directory or other non-regular
+ * file, a failed read) are PSK_ERROR_BAD_FILE.
+ */
 SafeTensors readSafeTensors(const std::string& path);
 
 /**

@@ -6,8 +6,10 @@
 #include <polysketch/polysketch.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <unistd.h>
@@ -45,7 +47,7 @@ void runUsage(FILE* out) {
         "  --causal            row i attends to j <= i (the DEFAULT: the language-model case)\n"
         "  --full              every row attends to every j\n"
         "  --degree P          2, 4 or 8 (poly and polysketch; default 4)\n"
-        "  --scale S           score scale s, finite and non-zero (default 1/sqrt(h) for softmax, 1 otherwise)\n"
+        "  --scale S           score scale s, a finite non-zero float32 (default 1/sqrt(h) for softmax, 1 otherwise)\n"
         "  --dtype T           storage type on the device (default f32); inputs are converted on the host\n"
         "  --layout L          the layout of the FILES: bhnd (default) or bnhd, see above; the output file is\n"
         "                      written in the same layout as the inputs\n"
@@ -125,9 +127,17 @@ RunOptions parseOptions(int argc, char** argv, bool* help) {
             if (s != "2" && s != "4" && s != "8") throw UsageError{"--degree must be 2, 4 or 8 (got '" + s + "')"};
             o.degree = uint32_t(std::stoul(s));
         } else if (a == "--scale") {
+            // The library takes a float: the value must be finite and non-zero as a float, not
+            // only as a double (1e39 overflows to infinity, 1e-50 underflows to 0, which would
+            // select the default scale).
             const std::string s = next();
             if (!psk::cli::parseDouble(s, &o.scale) || o.scale == 0)
                 throw UsageError{"--scale needs a finite non-zero number (got '" + s + "')"};
+            // (A double beyond FLT_MAX is not converted at all: that conversion is undefined.)
+            const bool overflows = std::fabs(o.scale) > double(std::numeric_limits<float>::max());
+            if (overflows || static_cast<float>(o.scale) == 0.0f)
+                throw UsageError{"--scale '" + s + "' is " + (overflows ? "infinite" : "zero") +
+                                 " as a float32 (the library's type): give a magnitude from 1.4e-45 to 3.4e38"};
         } else if (a == "--sketch-size") {
             o.sketchSize = uintOpt(1, 1u << 20);
             o.polysketchOnly.push_back(a);

@@ -168,7 +168,9 @@ std::vector<float> Array::toFloat() const {
     const size_t n = static_cast<size_t>(count());
     std::vector<float> out(n);
     if (dtype == DType::Float32) {
-        std::memcpy(out.data(), data.data(), n * 4);  // the host is little-endian (x86-64, ARM64)
+        // The host is little-endian (x86-64, ARM64). No copy of an empty array: its data() may be
+        // null, and memcpy's pointers must not be, whatever the size.
+        if (n) std::memcpy(out.data(), data.data(), n * 4);
     } else {
         for (size_t i = 0; i < n; ++i) out[i] = halfToFloat(uint16_t(data[2 * i] | (data[2 * i + 1] << 8)));
     }
@@ -275,7 +277,7 @@ void write(const std::string& path, const std::vector<uint64_t>& shape, const st
     std::vector<uint8_t> raw;
     if (dtype == DType::Float32) {
         raw.resize(values.size() * 4);
-        std::memcpy(raw.data(), values.data(), raw.size());
+        if (!raw.empty()) std::memcpy(raw.data(), values.data(), raw.size());  // not with null pointers (empty)
     } else {
         raw.resize(values.size() * 2);
         for (size_t i = 0; i < values.size(); ++i) {
