@@ -1,6 +1,7 @@
 #version 450
 // Block states of polysketch (docs/MATH.md section 6) on cooperative matrices: the same result as
-// block_states.comp, H_l = phi(K_l)^T [V_l | 1] in the layout [seq][block][feature][VALUE_DIM + 1],
+// block_states.comp, H_l = phi(K_l)^T [V_l | 1] in the layout [seq][block][feature][Z_STRIDE]
+// (VALUE_DIM values, the normalizer, zero padding to Z_STRIDE),
 // computed as a GEMM C = A B with
 //   A = psi(S(K_l))^T   (features x keys), expanded from the pair table (self_tensor.glsl),
 //   B = V_l             (keys x value columns),
@@ -16,11 +17,14 @@
 //   2. expand A = coef_f * S_a * S_b * feature_scale into shared memory, column-major,
 //   3. every subgroup runs KEY_TILE / CM_K steps of CM_MULADD.
 // Keys past the end of a short last block become zero rows and columns, which add nothing.
-// The accumulators go out through a per-subgroup shared scratch matrix, since the states' row
-// stride (VALUE_DIM + 1 floats) is not 16-byte aligned and the tiles may hang over F or dv.
+// The accumulators go out through a per-subgroup shared scratch matrix, since the tiles may hang
+// over F or dv (and coopMatStore needs 16-byte aligned rows in global memory too).
 //
-// feature_scale (a power of two, 1 unless the host knows the features overflow float16) scales
-// A before rounding; the results are divided by it again, which is exact.
+// Range: features psi(S(k)) reach 1e4-1e5 with LayerNorm'd keys (p = 4) and far more for p = 8,
+// beyond float16's 65504, and bfloat16 values stored as float16 operands may overflow too. So
+// each workgroup first finds its block's largest |S(k)| and |v| and scales A and B by powers of
+// two that bring their largest element to at most 2^14 (and small ones up, for precision); the
+// float32 results are divided by the same powers of two, which is exact. No host input needed.
 //
 // One source for GL_NV_cooperative_matrix and GL_KHR_cooperative_matrix (coopmat.glsl); the
 // shape (CM_M, CM_N, CM_K) is chosen at run time from the device's enumerated properties
@@ -34,6 +38,7 @@ layout(local_size_x_id = 0) in;
 #include "interface/block_states_coopmat.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_STATES_COOPMAT_SPEC)
 
+#define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
 #include "self_tensor.glsl"
 #include "storage.glsl"
@@ -52,13 +57,22 @@ layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
 layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = 3) writeonly buffer States { float states[]; };
 
-// The scalar kernel's parameters, then feature_scale.
+// The scalar kernel's parameters (BlockStatesPush).
 
 shared float sk_tile[KEY_TILE * SKETCH];
 shared CM_OPERAND a_tile[KEY_TILE * LDA];
 shared CM_OPERAND b_tile[KEY_TILE * LDB];
 shared uint pair_tile[TILE_M];
 shared float c_scratch[SG_M * SG_N * CM_M * CM_N];
+shared float range_max[2 * THREADS];  // per invocation: max |S(k)|, max |v| of the block
+
+// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e clamped to +-100 (float32 range).
+float operand_scale(float x) {
+    if (!(x > 0.0)) return 1.0;
+    int e;
+    frexp(x, e);  // x < 2^e
+    return exp2(float(clamp(14 - e, -100, 100)));
+}
 
 void main() {
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
@@ -85,6 +99,26 @@ void main() {
     const uint sk_base = seq * params.n * SKETCH;
     const uint v_base = tensor_row(params.v_strides, batch, head, 0u);
 
+    // The block's operand ranges (see "Range" above): |psi_f| <= sqrt(2) max|S|^2.
+    float s_max = 0.0, v_max = 0.0;
+    for (uint i = lid; i < (key_end - key_begin) * SKETCH; i += THREADS)
+        s_max = max(s_max, abs(k_sketch[sk_base + key_begin * SKETCH + i]));
+    for (uint i = lid; i < (key_end - key_begin) * TILE_N; i += THREADS) {
+        const uint j = i / TILE_N, c = i % TILE_N;
+        if (c0 + c < VALUE_DIM) v_max = max(v_max, abs(LOAD_ELEM(v_data[v_base + (key_begin + j) * params.v_strides.token + c0 + c])));
+    }
+    range_max[lid] = s_max;
+    range_max[THREADS + lid] = v_max;
+    barrier();
+    s_max = 0.0;
+    v_max = 0.0;
+    for (uint i = 0u; i < THREADS; ++i) {
+        s_max = max(s_max, range_max[i]);
+        v_max = max(v_max, range_max[THREADS + i]);
+    }
+    const float a_scale = operand_scale(1.4142135 * s_max * s_max);
+    const float b_scale = operand_scale(v_max);
+
     for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
         const uint tile_len = min(KEY_TILE, key_end - tile_start);
         barrier();  // the previous step's tiles are no longer being read
@@ -100,7 +134,7 @@ void main() {
                 float v = 0.0;
                 if (j < tile_len && c0 + c < VALUE_DIM)
                     v = LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c0 + c]);
-                b_tile[j * LDB + c] = CM_OPERAND(v);
+                b_tile[j * LDB + c] = CM_TO_OPERAND(v * b_scale);
             }
         }
         barrier();
@@ -112,9 +146,9 @@ void main() {
                 const uint entry = pair_tile[f];
                 float p = 0.0;
                 if (entry != 0xFFFFFFFFu)
-                    p = pair_coefficient(entry) * params.feature_scale * sk_tile[j * SKETCH + pair_first(entry)] *
+                    p = pair_coefficient(entry) * a_scale * sk_tile[j * SKETCH + pair_first(entry)] *
                         sk_tile[j * SKETCH + pair_second(entry)];
-                a_tile[j * LDA + f] = CM_OPERAND(p);
+                a_tile[j * LDA + f] = CM_TO_OPERAND(p);
             }
         }
         barrier();
@@ -129,17 +163,17 @@ void main() {
             CM_A ma[WM];
             CM_B mb[WN];
             [[unroll]] for (uint a = 0u; a < WM; ++a)
-                CM_LOAD_COL(ma[a], a_tile, kk * LDA + (sg_m * WM + a) * CM_M, LDA);
+                CM_LOAD_COL_A(ma[a], a_tile, kk * LDA + (sg_m * WM + a) * CM_M, LDA);
             [[unroll]] for (uint b = 0u; b < WN; ++b)
-                CM_LOAD_ROW(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
+                CM_LOAD_ROW_B(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
             [[unroll]] for (uint a = 0u; a < WM; ++a)
                 [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma[a], mb[b], acc[a][b]);
         }
     }
 
     // Out through this subgroup's scratch matrix, one accumulator at a time.
-    const float inv_scale = 1.0 / params.feature_scale;
-    const uint row_stride = VALUE_DIM + 1u;
+    const float inv_a = 1.0 / a_scale, inv_b = 1.0 / b_scale;  // exact: powers of two
+    const uint row_stride = Z_STRIDE;
     const uint state_base = (seq * params.blocks + block) * params.features * row_stride;
     const uint scratch = sg * CM_M * CM_N;
     [[unroll]] for (uint a = 0u; a < WM; ++a) {
@@ -151,7 +185,7 @@ void main() {
             for (uint i = gl_SubgroupInvocationID; i < CM_M * CM_N; i += gl_SubgroupSize) {
                 const uint f = fm + i / CM_N, c = cn + i % CM_N;
                 if (f < params.features && c < VALUE_DIM)
-                    states[state_base + f * row_stride + c] = c_scratch[scratch + i] * inv_scale;
+                    states[state_base + f * row_stride + c] = c_scratch[scratch + i] * inv_a * inv_b;
             }
             subgroupMemoryBarrierShared();
             subgroupBarrier();  // the scratch is free for the next accumulator
@@ -160,8 +194,10 @@ void main() {
     if (keep_ones) {
         [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
             const uint f = f0 + i * THREADS + lid;
-            if (i * THREADS + lid < TILE_M && f < params.features)
-                states[state_base + f * row_stride + VALUE_DIM] = ones[i] * inv_scale;
+            if (i * THREADS + lid < TILE_M && f < params.features) {
+                states[state_base + f * row_stride + VALUE_DIM] = ones[i] * inv_a;
+                for (uint c = VALUE_DIM + 1u; c < Z_STRIDE; ++c) states[state_base + f * row_stride + c] = 0.0;  // padding
+            }
         }
     }
 }

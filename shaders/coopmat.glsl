@@ -1,21 +1,128 @@
-// One spelling of cooperative matrices for GL_NV_cooperative_matrix and GL_KHR_cooperative_matrix.
-// A kernel includes this with exactly one of COOPMAT_NV, COOPMAT_KHR and one operand type,
-// OPERAND_F16 (float16_t) or OPERAND_BF16 (bfloat16_t: KHR only, GL_EXT_bfloat16), and declares
-// the shape as specialization constants CM_M, CM_N, CM_K before including it. Products are
-// accumulated in float32 whatever the operand type.
+// One spelling of cooperative matrices for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix
+// and an emulation of both. A kernel includes this with exactly one backend, COOPMAT_KHR,
+// COOPMAT_NV or COOPMAT_EMULATED, and one operand type, OPERAND_F16 (float16) or OPERAND_BF16
+// (bfloat16: KHR with GL_EXT_bfloat16, or emulated), and declares the shape as specialization
+// constants CM_M, CM_N, CM_K before including it. Products are accumulated in float32 whatever
+// the operand type.
 //
-//   CM_OPERAND             scalar type of the A and B operands (shared memory staging)
+//   CM_OPERAND             scalar type of the A and B operands in shared memory
+//   CM_TO_OPERAND(x)       a float rounded to the operand type (store it in a CM_OPERAND array)
 //   CM_A, CM_B, CM_ACC     types of an M x K operand, a K x N operand, an M x N float32 accumulator
 //   CM_ACC_ZERO            a zero accumulator
 //   CM_LOAD_ROW(m, arr, element, stride)  load m from arr[element...], rows `stride` elements apart
 //   CM_LOAD_COL(m, arr, element, stride)  same, column-major (columns `stride` elements apart)
 //   CM_STORE_ROW(m, arr, element, stride) store m row-major
 //   CM_MULADD(a, b, c)     a * b + c
+//   CM_ADD_SCALED(total, m, s)  total += m * s for float32 accumulators and a float s (component-wise;
+//                          with s a power of two, this undoes operand scaling exactly)
 //
 // Loads and stores need element offsets and strides whose byte values are multiples of 16 (the
 // Vulkan rule for both extensions); the kernels keep every shared-memory row 16-byte aligned.
+//
+// COOPMAT_EMULATED runs on any Vulkan 1.1 device with basic subgroup operations (lavapipe in CI):
+// not for speed, but so that every cooperative kernel's tiling, staging, edge tiles, scaling and
+// masking run in the conformance suite where no device has cooperative matrices. A matrix is
+// spread over the subgroup as the hardware spreads it: element e of its row-major M x N (or
+// M x K, K x N) elements lives in lane e % gl_SubgroupSize, slot e / gl_SubgroupSize of that
+// lane's private array. Operands are rounded to float16 / bfloat16 when staged (CM_TO_OPERAND),
+// as the hardware path stores them, and kept as float in shared memory, so the numbers are those
+// of the hardware path up to the order of the float32 additions. The multiply-add exchanges the
+// operands through a per-subgroup region of shared memory: the kernel defines CM_SUBGROUPS
+// (subgroups per workgroup) before the include. Shapes up to M * N, M * K, K * N <= 64 x the
+// subgroup size (the host plans 16 x 16 x 16 with subgroups of 4 or more).
 #ifndef PSK_COOPMAT_GLSL
 #define PSK_COOPMAT_GLSL
+
+#if defined(COOPMAT_EMULATED)
+
+#extension GL_KHR_shader_subgroup_basic : require
+#if !defined(CM_SUBGROUPS)
+#error "the emulated backend needs CM_SUBGROUPS (subgroups per workgroup) defined before the include"
+#endif
+#define CM_OPERAND float
+#if defined(OPERAND_F16)
+// Round to float16 (nearest even) and back: packHalf2x16 is core GLSL, no float16 arithmetic needed.
+#define CM_TO_OPERAND(value) unpackHalf2x16(packHalf2x16(vec2(value, 0.0))).x
+#elif defined(OPERAND_BF16)
+float cm_round_bf16(float x) {
+    uint u = floatBitsToUint(x);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return x;  // NaN stays NaN
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return uintBitsToFloat(u & 0xFFFF0000u);
+}
+#define CM_TO_OPERAND(x) cm_round_bf16(x)
+#else
+#error "define OPERAND_F16 or OPERAND_BF16"
+#endif
+
+const uint CM_SLOTS = 64u;  // per lane: M * N / subgroup size at most (checked by the host)
+struct CmFragment {
+    float e[CM_SLOTS];
+};
+#define CM_A CmFragment
+#define CM_B CmFragment
+#define CM_ACC CmFragment
+
+CmFragment cm_fill(float v) {
+    CmFragment m;
+    [[unroll]] for (uint s = 0u; s < CM_SLOTS; ++s) m.e[s] = v;
+    return m;
+}
+#define CM_ACC_ZERO cm_fill(0.0)
+
+// Element e of a rows x cols matrix (row-major index) at arr[element + r * stride + c] (row-major)
+// or arr[element + c * stride + r] (column-major).
+#define CM_EMU_LOAD(m, arr, element, stride, rows, cols, column_major)                              \
+    for (uint cm_s = 0u; cm_s * gl_SubgroupSize < (rows) * (cols); ++cm_s) {                          \
+        const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                            \
+        const uint cm_r = cm_e / (cols), cm_c = cm_e % (cols);                                        \
+        if (cm_e < (rows) * (cols))                                                                   \
+            m.e[cm_s] = float(arr[(element) + ((column_major) ? cm_c * (stride) + cm_r : cm_r * (stride) + cm_c)]); \
+    }
+#define CM_LOAD_ROW_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, false)
+#define CM_LOAD_COL_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, true)
+#define CM_LOAD_ROW_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, false)
+#define CM_LOAD_COL_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, true)
+#define CM_STORE_ROW(m, arr, element, stride)                                                       \
+    for (uint cm_s = 0u; cm_s * gl_SubgroupSize < CM_M * CM_N; ++cm_s) {                              \
+        const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                            \
+        if (cm_e < CM_M * CM_N) arr[(element) + (cm_e / CM_N) * (stride) + cm_e % CM_N] = m.e[cm_s];    \
+    }
+
+const uint CM_SCRATCH = CM_M * CM_K + CM_K * CM_N;  // per subgroup: A, then B, row-major
+shared float cm_scratch[CM_SUBGROUPS * CM_SCRATCH];
+
+// c + a * b: the subgroup writes a and b to its scratch region, then every lane computes its own
+// elements of c from whole rows of a and columns of b.
+CmFragment cm_muladd(CmFragment a, CmFragment b, CmFragment c) {
+    const uint base = gl_SubgroupID * CM_SCRATCH, lanes = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+    subgroupBarrier();  // the previous product's reads of the scratch are done
+    for (uint s = 0u; s * lanes < CM_M * CM_K; ++s)
+        if (s * lanes + lane < CM_M * CM_K) cm_scratch[base + s * lanes + lane] = a.e[s];
+    for (uint s = 0u; s * lanes < CM_K * CM_N; ++s)
+        if (s * lanes + lane < CM_K * CM_N) cm_scratch[base + CM_M * CM_K + s * lanes + lane] = b.e[s];
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint s = 0u; s * lanes < CM_M * CM_N; ++s) {
+        const uint e = s * lanes + lane;
+        if (e < CM_M * CM_N) {
+            const uint r = e / CM_N, col = e % CM_N;
+            float sum = c.e[s];
+            [[unroll]] for (uint k = 0u; k < CM_K; ++k)
+                sum += cm_scratch[base + r * CM_K + k] * cm_scratch[base + CM_M * CM_K + k * CM_N + col];
+            c.e[s] = sum;
+        }
+    }
+    return c;
+}
+#define CM_MULADD(a, b, c) cm_muladd(a, b, c)
+
+void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
+    [[unroll]] for (uint slot = 0u; slot < CM_SLOTS; ++slot) total.e[slot] += m.e[slot] * s;
+}
+#define CM_ADD_SCALED(total, m, s) cm_add_scaled(total, m, s)
+
+#else  // hardware backends
 
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -31,6 +138,7 @@
 #else
 #error "define OPERAND_F16 or OPERAND_BF16"
 #endif
+#define CM_TO_OPERAND(x) CM_OPERAND(x)
 
 #if defined(COOPMAT_NV)
 #extension GL_NV_cooperative_matrix : require
@@ -42,6 +150,10 @@
 #define CM_ACC fcoopmatNV<32, gl_ScopeSubgroup, CM_M, CM_N>
 #define CM_LOAD_ROW(m, arr, element, stride) coopMatLoadNV(m, arr, element, stride, false)
 #define CM_LOAD_COL(m, arr, element, stride) coopMatLoadNV(m, arr, element, stride, true)
+#define CM_LOAD_ROW_A CM_LOAD_ROW
+#define CM_LOAD_COL_A CM_LOAD_COL
+#define CM_LOAD_ROW_B CM_LOAD_ROW
+#define CM_LOAD_COL_B CM_LOAD_COL
 #define CM_STORE_ROW(m, arr, element, stride) coopMatStoreNV(m, arr, element, stride, false)
 #define CM_MULADD(a, b, c) coopMatMulAddNV(a, b, c)
 #elif defined(COOPMAT_KHR)
@@ -55,10 +167,25 @@
 #define CM_STORE_ROW(m, arr, element, stride) \
     coopMatStore(m, arr, element, stride, gl_CooperativeMatrixLayoutRowMajor)
 #define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
+#define CM_LOAD_ROW_A CM_LOAD_ROW
+#define CM_LOAD_COL_A CM_LOAD_COL
+#define CM_LOAD_ROW_B CM_LOAD_ROW
+#define CM_LOAD_COL_B CM_LOAD_COL
 #else
-#error "define COOPMAT_NV or COOPMAT_KHR"
+#error "define COOPMAT_KHR, COOPMAT_NV or COOPMAT_EMULATED"
 #endif
 
 #define CM_ACC_ZERO CM_ACC(0.0)
+#if defined(COOPMAT_NV)
+// Element by element over the invocation's components (matrices of one type share the layout):
+// Debian 12's spirv-opt (SPIRV-Tools 2022.4, glslc -O) crashes on OpFAdd of NV cooperative matrices.
+#define CM_ADD_SCALED(total, m, s) \
+    for (int cm_i = 0; cm_i < (total).length(); ++cm_i) (total)[cm_i] += (m)[cm_i] * (s)
+#else
+// Component-wise arithmetic on accumulators: matrix times scalar, then matrix plus matrix.
+#define CM_ADD_SCALED(total, m, s) total = (total) + (m) * (s)
+#endif
+
+#endif  // hardware backends
 
 #endif

@@ -15,6 +15,7 @@
 #include "reference/storage_types.hpp"
 #include "vk/context.hpp"
 #include "sketch/sketch_weights.hpp"
+#include "forward/polysketch_plan.hpp"
 #include "kernels/team_kernels.hpp"
 #include "support/host_forward.hpp"
 #include "support/sketch_fixtures.hpp"
@@ -310,7 +311,55 @@ TEST_F(ContextTest, PolysketchWorkspaceIsLinearInN) {
     psk::test::sharedLog().clear();  // the three refused calls above reported their errors
 }
 
+// The sweep runs once more with PSK_COOPMAT_EMULATION=1 (tests/CMakeLists.txt): then 16-bit
+// storage must take the emulated variants of the cooperative block-state and output kernels, and
+// without it the CI device (no cooperative matrices) must not, so neither run passes by running
+// the other's kernels.
+TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
+    for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
+        PskAttentionCreateInfo info{};
+        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        info.flags = PSK_ATTENTION_CAUSAL_BIT;
+        info.headDim = 32;
+        info.dataType = type;
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        size_t size = 0;
+        ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
+        std::string plan(size, '\0');
+        ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
+        pskDestroyAttention(attn);
+        const bool coop = plan.find("_coopmat.") != std::string::npos;
+        if (psk::coopMatEmulationRequested() && type != PSK_DATA_TYPE_FLOAT32) {
+            const std::string variant = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16.bf16" : "emu_f16.f16";
+            for (const char* kernel : {"block_states_coopmat.", "polysketch_output_coopmat."})
+                EXPECT_NE(plan.find(kernel + variant), std::string::npos) << plan;
+        } else {
+            EXPECT_FALSE(coop) << plan;  // float32 storage keeps float32 operands; lavapipe has no cooperative matrices
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Sweep, PolysketchConformance, ::testing::ValuesIn(sweep()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
+
+/**
+ * Every float32 case of the sweep once more in 16-bit storage (float16 and bfloat16 in turn), with
+ * the 16-bit thresholds: the cooperative-matrix kernels take only 16-bit storage, so this is the
+ * sweep their emulated run (PSK_COOPMAT_EMULATION=1) exercises; in the other runs it covers the
+ * same shapes in 16-bit storage through the team and generic kernels.
+ */
+std::vector<Case> sixteenBitSweep() {
+    std::vector<Case> cases;
+    for (Case c : sweep()) {
+        if (c.type != PSK_DATA_TYPE_FLOAT32) continue;
+        c.type = cases.size() % 2 ? PSK_DATA_TYPE_BFLOAT16 : PSK_DATA_TYPE_FLOAT16;
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep16, PolysketchConformance, ::testing::ValuesIn(sixteenBitSweep()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 }  // namespace

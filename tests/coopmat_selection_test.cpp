@@ -1,8 +1,18 @@
 // The cooperative-matrix path selection on simulated devices (no GPU): which extension, which shape,
-// and why, for float16 and bfloat16 operands; the environment switch; the kernel's tile plan.
+// and why, for float16 and bfloat16 operands; the environment switch; the kernel's tile plan; how
+// DeviceCaps (the enumerated NV and KHR lists) becomes CoopMatCapabilities; and, on the real device
+// of the machine (lavapipe in CI), that the selection stays scalar and says why.
 #include <gtest/gtest.h>
 
+#include <polysketch/polysketch.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "kernels/shader_registry.hpp"
+#include "vk/context.hpp"
 #include "vk/coopmat_selection.hpp"
+#include "vk/device_caps.hpp"
 
 namespace {
 
@@ -11,6 +21,9 @@ using psk::CoopMatComponent;
 using psk::CoopMatOperand;
 using psk::CoopMatPath;
 using psk::CoopMatProperty;
+
+// Specialization constants of block_states_coopmat.comp (its interface header decides how many).
+const size_t kSpecCount = psk::kernel::SpecConstants::of(psk::kernel::BlockStatesCoopMatSpec{}).values.size();
 
 CoopMatProperty prop(uint32_t m, uint32_t n, uint32_t k, CoopMatComponent ab = CoopMatComponent::Float16,
                      CoopMatComponent cr = CoopMatComponent::Float32, bool subgroup = true) {
@@ -34,30 +47,72 @@ CoopMatCapabilities baseDevice() {
     return c;
 }
 
-/** Like an NVIDIA driver: NV and KHR, f16 shapes with f16 and f32 accumulators, no bf16 extension. */
+// Simulated devices, from enumerated property lists that real drivers report (M x N x K, A/B type,
+// C/result type, all at subgroup scope unless said otherwise).
+
+/**
+ * An NVIDIA Turing/Ampere driver with both extensions. NV list: 16x8x16 and 16x8x8 with float16
+ * operands, float16 or float32 accumulators (TITAN RTX, driver 440.100, in
+ * jeffbolznv/vk_cooperative_matrix_perf issue #1). KHR list: 16x8x8, 16x8x16 and 16x16x16 with
+ * float16 operands (NVIDIA's list as NVK mirrors it, KhronosGroup/VK-GL-CTS issue #546), plus the
+ * int8 shapes with int32 accumulators.
+ */
 CoopMatCapabilities nvidiaLike() {
     CoopMatCapabilities c = baseDevice();
     c.nvCooperativeMatrix = c.khrCooperativeMatrix = true;
-    for (auto* list : {&c.nvProperties, &c.khrProperties}) {
-        *list = {prop(16, 8, 16), prop(16, 8, 8), prop(16, 16, 16), prop(16, 16, 16, CoopMatComponent::Float16,
-                                                                          CoopMatComponent::Float16)};
-    }
+    using C = CoopMatComponent;
+    c.nvProperties = {prop(16, 8, 16, C::Float16, C::Float16), prop(16, 8, 8, C::Float16, C::Float16),
+                      prop(16, 8, 16), prop(16, 8, 8)};
+    c.khrProperties = {prop(16, 8, 8, C::Float16, C::Float16),   prop(16, 8, 16, C::Float16, C::Float16),
+                       prop(16, 16, 16, C::Float16, C::Float16), prop(16, 8, 8),
+                       prop(16, 8, 16),                          prop(16, 16, 16),
+                       prop(16, 8, 32, C::Other, C::Other),      prop(16, 16, 32, C::Other, C::Other)};
     return c;
 }
 
-/** Like RADV / AMDVLK on RDNA3: KHR only, 16x16x16. */
+/** An NVIDIA driver from before VK_KHR_cooperative_matrix (NV list as above). */
+CoopMatCapabilities nvidiaNvOnly() {
+    CoopMatCapabilities c = nvidiaLike();
+    c.khrCooperativeMatrix = false;
+    c.khrProperties.clear();
+    return c;
+}
+
+/**
+ * RADV on RDNA3 (RX 7900 XTX): KHR only, everything 16x16x16: float16 operands with float32 or
+ * float16 accumulators, int8/uint8 with int32 (pytorch/executorch pull request #18726 lists it).
+ * Subgroups of 32 or 64 lanes, so the kernel's size gets pinned.
+ */
 CoopMatCapabilities amdLike() {
     CoopMatCapabilities c = baseDevice();
     c.khrCooperativeMatrix = true;
-    c.khrProperties = {prop(16, 16, 16), prop(16, 16, 16, CoopMatComponent::Float16, CoopMatComponent::Float16)};
+    using C = CoopMatComponent;
+    c.khrProperties = {prop(16, 16, 16), prop(16, 16, 16, C::Float16, C::Float16),
+                       prop(16, 16, 16, C::Float16, C::Float16), prop(16, 16, 16, C::Other, C::Other),
+                       prop(16, 16, 16, C::Other, C::Other)};
     return c;
 }
 
-/** Like ANV on Arc (DG2): KHR only, 8x8x16. */
+/**
+ * ANV on Arc A-series (DG2, Xe-HPG): KHR only, 8x8x16 float16 with float16 or float32
+ * accumulators, 8x8x32 int8/uint8 (Mesa src/intel/dev/intel_device_info.c, XEHP_FEATURES
+ * cooperative_matrix_configurations); DPAS runs on subgroups of 8.
+ */
 CoopMatCapabilities intelLike() {
     CoopMatCapabilities c = baseDevice();
     c.khrCooperativeMatrix = true;
-    c.khrProperties = {prop(8, 8, 16), prop(8, 8, 16, CoopMatComponent::Float16, CoopMatComponent::Float16)};
+    using C = CoopMatComponent;
+    c.khrProperties = {prop(8, 8, 16, C::Float16, C::Float16), prop(8, 8, 16), prop(8, 8, 32, C::Other, C::Other),
+                       prop(8, 8, 32, C::Other, C::Other)};
+    return c;
+}
+
+/** ANV on Arc B-series (Xe2, B570): 8x16x16 float16 -> float32 (kvark/blade pull request #399). */
+CoopMatCapabilities intelXe2Like() {
+    CoopMatCapabilities c = baseDevice();
+    c.khrCooperativeMatrix = true;
+    using C = CoopMatComponent;
+    c.khrProperties = {prop(8, 16, 16, C::Float16, C::Float16), prop(8, 16, 16), prop(8, 16, 32, C::Other, C::Other)};
     return c;
 }
 
@@ -78,14 +133,30 @@ TEST(CoopMatSelection, NvidiaLikePrefersKhrWithTheLargestShape) {
 
 TEST(CoopMatSelection, NvidiaLikeFallsBackToNvWithoutKhrShaders) {
     auto caps = nvidiaLike();
-    caps.khrShaders = caps.khrBf16Shaders = false;  // e.g. Debian's glslc: NV only
+    caps.khrShaders = caps.khrBf16Shaders = false;  // e.g. Debian's glslc without .venv-build: NV only
     const auto s = psk::selectCoopMat(caps, false);
     EXPECT_EQ(s.float16.path, CoopMatPath::NV);
-    EXPECT_EQ(s.float16.shape.m, 16u);
-    EXPECT_EQ(s.float16.shape.n, 16u);
+    EXPECT_EQ(s.float16.shape.m, 16u);  // the NV list's largest: 16x8x16
+    EXPECT_EQ(s.float16.shape.n, 8u);
+    EXPECT_EQ(s.float16.shape.k, 16u);
     EXPECT_NE(s.float16.reason.find("KHR: this build has no KHR shaders"), std::string::npos) << s.float16.reason;
     EXPECT_EQ(s.bfloat16.path, CoopMatPath::NV);
     EXPECT_EQ(psk::blockStatesCoopMatShader(s.float16, PSK_DATA_TYPE_FLOAT32), "block_states_coopmat.nv_f16.f32");
+}
+
+TEST(CoopMatSelection, NvOnlyDriverTakesNv) {
+    const auto s = psk::selectCoopMat(nvidiaNvOnly(), false);
+    EXPECT_EQ(s.float16.path, CoopMatPath::NV);
+    EXPECT_EQ(s.float16.shape.m, 16u);
+    EXPECT_EQ(s.float16.shape.n, 8u);
+    EXPECT_EQ(s.float16.shape.k, 16u);
+    EXPECT_NE(s.float16.reason.find("GL_NV_cooperative_matrix, float16 operands, float32 accumulation, 16x8x16"),
+              std::string::npos) << s.float16.reason;
+    EXPECT_NE(s.float16.reason.find("KHR: no VK_KHR_cooperative_matrix"), std::string::npos) << s.float16.reason;
+    // bfloat16 data: float16 operands on NV.
+    EXPECT_EQ(s.bfloat16.path, CoopMatPath::NV);
+    EXPECT_EQ(s.bfloat16.operand, CoopMatOperand::Float16);
+    EXPECT_EQ(psk::blockStatesCoopMatShader(s.bfloat16, PSK_DATA_TYPE_BFLOAT16), "block_states_coopmat.nv_f16.bf16");
 }
 
 TEST(CoopMatSelection, BFloat16OperandsNeedKhrAndAnEnumeratedShape) {
@@ -119,7 +190,11 @@ TEST(CoopMatSelection, AmdLikeKhrOnly) {
     const auto s = psk::selectCoopMat(amdLike(), false);
     EXPECT_EQ(s.float16.path, CoopMatPath::KHR);
     EXPECT_EQ(s.float16.shape.m, 16u);
+    EXPECT_EQ(s.float16.shape.n, 16u);
     EXPECT_EQ(s.float16.shape.k, 16u);
+    // Wave32 and wave64: THREADS follows the (pinned) subgroup size.
+    EXPECT_EQ(psk::planBlockStatesCoopMat(s.float16, 32, 32, 64, 65536).threads, 128u);
+    EXPECT_EQ(psk::planBlockStatesCoopMat(s.float16, 64, 32, 64, 65536).threads, 256u);
     EXPECT_EQ(s.bfloat16.path, CoopMatPath::KHR);
     EXPECT_EQ(s.bfloat16.operand, CoopMatOperand::Float16);
 
@@ -140,12 +215,23 @@ TEST(CoopMatSelection, IntelLike8x8x16) {
     EXPECT_EQ(s.float16.shape.n, 8u);
     EXPECT_EQ(s.float16.shape.k, 16u);
     const auto plan = psk::planBlockStatesCoopMat(s.float16, 8, 32, 64, 32768);
-    ASSERT_EQ(plan.specConstants.size(), 11u);
+    ASSERT_EQ(plan.specConstants.size(), kSpecCount);
     EXPECT_EQ(plan.threads, 32u);  // 2 x 2 subgroups of 8
     EXPECT_EQ(plan.tileF, 64u);
     EXPECT_EQ(plan.tileC % 8, 0u);
     EXPECT_EQ(plan.keyTile % 16, 0u);
     EXPECT_LE(plan.sharedBytes, 32768u);
+}
+
+TEST(CoopMatSelection, IntelXe2Like8x16x16) {
+    const auto s = psk::selectCoopMat(intelXe2Like(), false);
+    EXPECT_EQ(s.float16.path, CoopMatPath::KHR);
+    EXPECT_EQ(s.float16.shape.m, 8u);
+    EXPECT_EQ(s.float16.shape.n, 16u);
+    EXPECT_EQ(s.float16.shape.k, 16u);
+    const auto plan = psk::planBlockStatesCoopMat(s.float16, 16, 32, 64, 65536);
+    EXPECT_EQ(plan.threads, 64u);  // 2 x 2 subgroups of 16
+    EXPECT_EQ(plan.tileC % 16, 0u);
 }
 
 TEST(CoopMatSelection, LavapipeLikeHasNothing) {
@@ -157,6 +243,22 @@ TEST(CoopMatSelection, LavapipeLikeHasNothing) {
     EXPECT_EQ(s.bfloat16.path, CoopMatPath::Scalar);
     EXPECT_EQ(s.float16.reason, "scalar (KHR: no VK_KHR_cooperative_matrix; NV: no VK_NV_cooperative_matrix)");
     EXPECT_NE(s.describe().find("bfloat16 operands: scalar"), std::string::npos) << s.describe();
+}
+
+TEST(CoopMatSelection, CpuDeviceStaysScalarEvenWithKhr) {
+    // A newer lavapipe with VK_KHR_cooperative_matrix (8x8x8 float16 and float32 configurations):
+    // a CPU driver lowers them to loops, so the lane-team kernels stay.
+    CoopMatCapabilities caps = baseDevice();
+    caps.khrCooperativeMatrix = true;
+    caps.khrProperties = {prop(8, 8, 8), prop(8, 8, 8, CoopMatComponent::Float16, CoopMatComponent::Float16),
+                          prop(8, 8, 8, CoopMatComponent::Float32, CoopMatComponent::Float32)};
+    EXPECT_EQ(psk::selectCoopMat(caps, false).float16.path, CoopMatPath::KHR);  // as a GPU it would
+    caps.cpuDevice = true;
+    const auto s = psk::selectCoopMat(caps, false);
+    EXPECT_EQ(s.float16.path, CoopMatPath::Scalar);
+    EXPECT_EQ(s.bfloat16.path, CoopMatPath::Scalar);
+    EXPECT_NE(s.float16.reason.find("CPU device"), std::string::npos) << s.float16.reason;
+    EXPECT_NE(s.float16.reason.find("8x8x8"), std::string::npos) << s.float16.reason;
 }
 
 TEST(CoopMatSelection, EnvironmentSwitch) {
@@ -184,6 +286,15 @@ TEST(CoopMatSelection, MissingFeatures) {
     s = psk::selectCoopMat(caps, false);
     EXPECT_EQ(s.float16.path, CoopMatPath::Scalar);
     EXPECT_NE(s.float16.reason.find("no vulkanMemoryModel"), std::string::npos) << s.float16.reason;
+
+    // Without the memory model, every vendor stays scalar (NVIDIA: KHR and NV both).
+    for (auto device : {nvidiaLike(), nvidiaNvOnly(), intelLike(), intelXe2Like()}) {
+        device.vulkanMemoryModel = false;
+        s = psk::selectCoopMat(device, false);
+        EXPECT_EQ(s.float16.path, CoopMatPath::Scalar) << s.float16.reason;
+        EXPECT_EQ(s.bfloat16.path, CoopMatPath::Scalar) << s.bfloat16.reason;
+        EXPECT_NE(s.float16.reason.find("no vulkanMemoryModel"), std::string::npos) << s.float16.reason;
+    }
 
     caps = amdLike();
     caps.storageBuffer16BitAccess = false;
@@ -215,7 +326,7 @@ TEST(CoopMatSelection, ShapeOrder) {
 TEST(CoopMatSelection, PlanFitsSharedMemory) {
     const auto s = psk::selectCoopMat(nvidiaLike(), false);
     const auto plan = psk::planBlockStatesCoopMat(s.float16, 32, 64, 128, 49152);
-    ASSERT_EQ(plan.specConstants.size(), 11u);
+    ASSERT_EQ(plan.specConstants.size(), kSpecCount);
     EXPECT_EQ(plan.specConstants[0], 128u);
     EXPECT_EQ(plan.tileC, 128u);  // the whole value dimension in one column tile
     EXPECT_LE(plan.sharedBytes, 49152u);
@@ -223,6 +334,163 @@ TEST(CoopMatSelection, PlanFitsSharedMemory) {
     EXPECT_LE(small.sharedBytes, 16384u);
     EXPECT_EQ(small.keyTile % 16, 0u);
     EXPECT_TRUE(psk::planBlockStatesCoopMat(psk::CoopMatChoice{}, 32, 64, 128, 49152).specConstants.empty());
+}
+
+psk::CoopMatEntry entry(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeKHR ab, VkComponentTypeKHR cr,
+                       VkScopeKHR scope = VK_SCOPE_SUBGROUP_KHR) {
+    psk::CoopMatEntry e;
+    e.m = m;
+    e.n = n;
+    e.k = k;
+    e.a = e.b = ab;
+    e.c = e.result = cr;
+    e.scope = scope;
+    return e;
+}
+
+/** DeviceCaps as queryDeviceCaps fills them on an NVIDIA GPU (lists as in nvidiaLike()). */
+psk::DeviceCaps nvidiaDeviceCaps() {
+    psk::DeviceCaps caps;
+    caps.properties.deviceType = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+    caps.subgroupSize = caps.minSubgroupSize = caps.maxSubgroupSize = 32;
+    caps.shaderFloat16 = caps.storageBuffer16BitAccess = true;
+    caps.cooperativeMatrixNV = caps.cooperativeMatrixKHR = true;
+    caps.vulkanMemoryModel = caps.vulkanMemoryModelDeviceScope = true;
+    const VkComponentTypeKHR f16 = VK_COMPONENT_TYPE_FLOAT16_KHR, f32 = VK_COMPONENT_TYPE_FLOAT32_KHR;
+    caps.coopMatPropertiesNV = {entry(16, 8, 16, f16, f16), entry(16, 8, 8, f16, f16), entry(16, 8, 16, f16, f32),
+                                entry(16, 8, 8, f16, f32)};
+    caps.coopMatPropertiesKHR = {entry(16, 8, 16, f16, f16), entry(16, 16, 16, f16, f16), entry(16, 8, 16, f16, f32),
+                                 entry(16, 16, 16, f16, f32),
+                                 entry(16, 8, 32, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_SINT32_KHR)};
+    return caps;
+}
+
+TEST(CoopMatCapabilitiesFromDeviceCaps, KeepsBothListsAndTheFeatures) {
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    caps.shaderBFloat16Type = caps.shaderBFloat16CooperativeMatrix = true;
+    caps.coopMatPropertiesKHR.push_back(entry(16, 16, 16, VK_COMPONENT_TYPE_BFLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR));
+    caps.coopMatPropertiesKHR.push_back(
+        entry(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR, VK_SCOPE_WORKGROUP_KHR));
+    const CoopMatCapabilities c = psk::coopMatCapabilities(caps);
+    EXPECT_TRUE(c.nvCooperativeMatrix);
+    EXPECT_TRUE(c.khrCooperativeMatrix);
+    EXPECT_TRUE(c.vulkanMemoryModel);
+    EXPECT_TRUE(c.bfloat16CooperativeMatrix);
+    EXPECT_FALSE(c.cpuDevice);
+    ASSERT_EQ(c.nvProperties.size(), 4u);
+    ASSERT_EQ(c.khrProperties.size(), 7u);
+    EXPECT_EQ(c.nvProperties[0].a, CoopMatComponent::Float16);
+    EXPECT_EQ(c.nvProperties[0].result, CoopMatComponent::Float16);  // DType
+    EXPECT_EQ(c.nvProperties[2].c, CoopMatComponent::Float32);
+    EXPECT_EQ(c.khrProperties[4].a, CoopMatComponent::Other);  // int8
+    EXPECT_EQ(c.khrProperties[5].a, CoopMatComponent::BFloat16);
+    EXPECT_TRUE(c.khrProperties[5].subgroupScope);
+    EXPECT_FALSE(c.khrProperties[6].subgroupScope);
+    EXPECT_EQ(c.nvShaders, psk::findShader("block_states_coopmat.nv_f16.f32") != nullptr);
+    EXPECT_EQ(c.khrShaders, psk::findShader("block_states_coopmat.khr_f16.f32") != nullptr);
+
+    // With every variant built, this device takes KHR 16x16x16 and bfloat16 operands.
+    CoopMatCapabilities all = c;
+    all.nvShaders = all.khrShaders = all.khrBf16Shaders = true;
+    const auto s = psk::selectCoopMat(all, false);
+    EXPECT_EQ(s.float16.path, CoopMatPath::KHR);
+    EXPECT_EQ(s.float16.shape.n, 16u);
+    EXPECT_EQ(s.bfloat16.operand, CoopMatOperand::BFloat16);
+
+    // Without the bfloat16 matrix feature the bf16 entries are not usable.
+    caps.shaderBFloat16CooperativeMatrix = false;
+    EXPECT_FALSE(psk::coopMatCapabilities(caps).bfloat16CooperativeMatrix);
+    caps.properties.deviceType = VK_PHYSICAL_DEVICE_TYPE_CPU;
+    EXPECT_TRUE(psk::coopMatCapabilities(caps).cpuDevice);
+}
+
+/** Sets an environment variable for one scope. */
+struct ScopedEnv {
+    std::string name, old;
+    bool had;
+    ScopedEnv(const char* n, const char* value) : name(n) {
+        const char* v = std::getenv(n);
+        had = v != nullptr;
+        if (had) old = v;
+        if (value)
+            setenv(n, value, 1);
+        else
+            unsetenv(n);
+    }
+    ~ScopedEnv() {
+        if (had)
+            setenv(name.c_str(), old.c_str(), 1);
+        else
+            unsetenv(name.c_str());
+    }
+};
+
+TEST(CoopMatCapabilitiesFromDeviceCaps, SelectForDeviceFollowsTheBuildAndTheSwitch) {
+    const psk::DeviceCaps caps = nvidiaDeviceCaps();
+    {
+        ScopedEnv env("PSK_DISABLE_COOPMAT", nullptr);
+        const auto s = psk::selectCoopMatForDevice(caps);
+        if (psk::findShader("block_states_coopmat.khr_f16.f32")) {
+            EXPECT_EQ(s.float16.path, CoopMatPath::KHR) << s.float16.reason;
+            EXPECT_EQ(s.float16.shape.m, 16u);
+            EXPECT_EQ(s.float16.shape.n, 16u);
+        } else if (psk::findShader("block_states_coopmat.nv_f16.f32")) {
+            EXPECT_EQ(s.float16.path, CoopMatPath::NV) << s.float16.reason;
+            EXPECT_EQ(s.float16.shape.n, 8u);
+            EXPECT_NE(s.float16.reason.find("this build has no KHR shaders"), std::string::npos) << s.float16.reason;
+        } else {
+            EXPECT_EQ(s.float16.path, CoopMatPath::Scalar) << s.float16.reason;
+        }
+    }
+    {
+        ScopedEnv env("PSK_DISABLE_COOPMAT", "1");
+        const auto s = psk::selectCoopMatForDevice(caps);
+        EXPECT_EQ(s.float16.path, CoopMatPath::Scalar);
+        EXPECT_NE(s.float16.reason.find("PSK_DISABLE_COOPMAT"), std::string::npos) << s.float16.reason;
+    }
+    {
+        // An app's device: the Vulkan memory model is not known to be enabled there.
+        ScopedEnv env("PSK_DISABLE_COOPMAT", nullptr);
+        const psk::DeviceCaps app =
+            psk::restrictDeviceCaps(caps, PSK_DEVICE_CAPABILITY_ALL & ~uint32_t(PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) &
+                                              ~uint32_t(PSK_DEVICE_CAPABILITY_INT64_BIT) &
+                                              ~uint32_t(PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT),
+                                    "test");
+        EXPECT_FALSE(app.vulkanMemoryModel);
+        EXPECT_TRUE(app.coopMatPropertiesNV.empty());  // KHR is the one the requirements name
+        EXPECT_EQ(psk::selectCoopMatForDevice(app).float16.path, CoopMatPath::Scalar);
+    }
+}
+
+// The machine's own device (lavapipe in CI, which has neither extension): scalar, with a reason,
+// and the context creation with the extended feature chain raises no validation message.
+TEST(CoopMatSelectionOnThisDevice, LavapipeStaysScalar) {
+    PskContextCreateInfo info{};
+    info.device = "llvmpipe";
+    info.flags = PSK_CONTEXT_ENABLE_VALIDATION_BIT;
+    PskContext context = nullptr;
+    if (pskCreateContext(&info, &context) != PSK_SUCCESS) GTEST_SKIP() << "no lavapipe device";
+    const psk::DeviceCaps& caps = context->caps();
+    const CoopMatCapabilities c = psk::coopMatCapabilities(caps);
+    EXPECT_TRUE(c.cpuDevice);
+    EXPECT_EQ(c.nvCooperativeMatrix, caps.cooperativeMatrixNV);
+    EXPECT_EQ(c.khrCooperativeMatrix, caps.cooperativeMatrixKHR);
+    EXPECT_EQ(c.nvProperties.size(), caps.coopMatPropertiesNV.size());
+    EXPECT_EQ(c.khrProperties.size(), caps.coopMatPropertiesKHR.size());
+    if (!caps.cooperativeMatrixNV && !caps.cooperativeMatrixKHR) {
+        EXPECT_FALSE(caps.vulkanMemoryModel);  // enabled only with a cooperative-matrix extension
+        EXPECT_TRUE(caps.coopMatPropertiesNV.empty());
+        EXPECT_TRUE(caps.coopMatPropertiesKHR.empty());
+    }
+    const auto s = psk::selectCoopMat(c, false);
+    EXPECT_EQ(s.float16.path, CoopMatPath::Scalar);
+    EXPECT_EQ(s.bfloat16.path, CoopMatPath::Scalar);
+    EXPECT_EQ(s.float16.reason.rfind("scalar (", 0), 0u) << s.float16.reason;
+    if (!caps.cooperativeMatrixKHR)
+        EXPECT_NE(s.float16.reason.find("no VK_KHR_cooperative_matrix"), std::string::npos) << s.float16.reason;
+    std::printf("%s: %s\n", caps.properties.deviceName, s.describe().c_str());
+    EXPECT_EQ(context->validationMessageCount(), 0u);
+    pskDestroyContext(context);
 }
 
 }  // namespace

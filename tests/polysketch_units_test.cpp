@@ -451,3 +451,52 @@ TEST_F(PolysketchProperties, SketchApproximatesPolynomialWeightsBetterAsRGrows) 
 }
 
 }  // namespace
+
+namespace {
+
+// PskForwardStats.stageMilliseconds: polysketch enters all four stages, each takes time, and the
+// stages add up to the whole (timestamps between the stages' dispatches); softmax has one stage.
+TEST_F(PolysketchProperties, StageTimesAddUpToTheForwardTime) {
+    const uint32_t h = 32, dv = 32, n = 700;
+    const std::vector<float> q = psk::test::randomNormal(size_t(n) * h, 21), k = psk::test::randomNormal(size_t(n) * h, 22),
+                             v = psk::test::randomNormal(size_t(n) * dv, 23);
+    for (PskAttentionKind kind : {PSK_ATTENTION_KIND_POLYSKETCH, PSK_ATTENTION_KIND_SOFTMAX}) {
+        PskAttentionCreateInfo info{};
+        info.kind = kind;
+        info.flags = PSK_ATTENTION_CAUSAL_BIT;
+        info.headDim = h;
+        info.valueDim = dv;
+        info.sketchSize = 16;
+        info.blockSize = 64;
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        std::vector<float> out(size_t(n) * dv);
+        PskForwardStats stats{};
+        for (double& ms : stats.stageMilliseconds) ms = -1.0;  // every entry must be written
+        PskForwardHostInfo fwd{};
+        fwd.seqLen = n;
+        fwd.q = q.data();
+        fwd.k = k.data();
+        fwd.v = v.data();
+        fwd.out = out.data();
+        fwd.qBytes = q.size() * 4;
+        fwd.kBytes = k.size() * 4;
+        fwd.vBytes = v.size() * 4;
+        fwd.outBytes = out.size() * 4;
+        fwd.stats = &stats;
+        ASSERT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
+        pskDestroyAttention(attn);
+        ASSERT_GT(stats.gpuMilliseconds, 0.0);
+        double sum = 0;
+        for (uint32_t s = 0; s < PSK_FORWARD_STAGE_COUNT; ++s) {
+            const bool present = kind == PSK_ATTENTION_KIND_POLYSKETCH || s == PSK_FORWARD_STAGE_OUTPUT;
+            if (present) EXPECT_GT(stats.stageMilliseconds[s], 0.0) << "stage " << s;
+            else EXPECT_EQ(stats.stageMilliseconds[s], 0.0) << "stage " << s;
+            sum += stats.stageMilliseconds[s];
+        }
+        // Only the gap between the span's start and the first stage mark is outside the stages.
+        EXPECT_NEAR(sum, stats.gpuMilliseconds, 0.02 * stats.gpuMilliseconds) << "kind " << kind;
+    }
+}
+
+}  // namespace

@@ -156,6 +156,13 @@ TEST_F(PskBench, TinySweepWritesParseableJsonAndCsv) {
         ASSERT_EQ(e.find("samples_ms")->array.size(), 3u);
         EXPECT_NEAR(e.num("ms_per_token"), med / e.num("n"), 1e-7 * e.num("ms_per_token"));
         EXPECT_NEAR(e.num("tflops"), e.num("flop") / (med * 1e-3) / 1e12, 1e-6 * e.num("tflops"));
+        // Softmax and polynomial attention are one stage: the output.
+        const psk::json::Value* stages = e.find("stage_median_ms");
+        ASSERT_TRUE(stages);
+        EXPECT_GT(stages->num("output"), 0);
+        EXPECT_EQ(stages->num("feature_map"), 0);
+        EXPECT_EQ(stages->num("block_states"), 0);
+        EXPECT_EQ(stages->num("prefix"), 0);
     }
     EXPECT_EQ(ok, 4);
 

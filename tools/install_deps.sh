@@ -8,6 +8,9 @@
 #   libgtest-dev           GoogleTest
 #   cmake, g++, make       the build
 #   pkg-config             the consume tests build an app with pkg-config --cflags --libs polysketch
+# Optional, from PyPI into .venv-build/: glslangValidator (glslang >= 13) for the KHR
+# cooperative-matrix shader variants, which Debian 12's glslc cannot compile: tools/install_build_tools.sh
+# (tools/build.sh runs it).
 set -euo pipefail
 packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libgtest-dev)
 missing=()

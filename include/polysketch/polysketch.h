@@ -210,6 +210,24 @@ typedef struct PskContextCreateInfo {
 PSK_API PskResult pskCreateContext(const PskContextCreateInfo* createInfo, PskContext* pContext);
 PSK_API void pskDestroyContext(PskContext context);
 
+/**
+ * One cooperative-matrix configuration a device enumerates (vkGetPhysicalDeviceCooperativeMatrix-
+ * Properties{NV,KHR}), in PskDeviceInfo::cooperativeMatrixProperties.
+ */
+typedef struct PskCooperativeMatrixProperty {
+    /** 0: VK_NV_cooperative_matrix, 1: VK_KHR_cooperative_matrix. */
+    uint32_t extension;
+    uint32_t m, n, k;
+    /**
+     * Component types of A, B, C and the result as VkComponentTypeKHR values: 0 float16,
+     * 1 float32, 2 float64, 3..6 sint8..sint64, 7..10 uint8..uint64, 1000141000 bfloat16.
+     */
+    uint32_t aType, bType, cType, resultType;
+    /** VkScopeKHR: 1 device, 2 workgroup, 3 subgroup, 5 queue family. */
+    uint32_t scope;
+    uint32_t saturatingAccumulation; /* KHR only */
+} PskCooperativeMatrixProperty;
+
 /** What a device can do, as the library detected it. Every field is filled by pskGetDeviceInfo. */
 typedef struct PskDeviceInfo {
     char name[256];
@@ -239,6 +257,23 @@ typedef struct PskDeviceInfo {
     /** Cooperative-matrix shapes with float16 A/B and float32 C (M, N, K), up to 8 of them. */
     uint32_t cooperativeMatrixShapeCount;
     uint32_t cooperativeMatrixShapes[8][3];
+    /* The fields below were appended after cooperativeMatrixShapes (the struct grew by them). */
+    /**
+     * The Vulkan memory model (VkPhysicalDeviceVulkanMemoryModelFeatures::vulkanMemoryModel), which
+     * cooperative-matrix shaders are compiled under: 1 when the device has it and a cooperative-
+     * matrix extension, so that the library enables it; 0 otherwise.
+     */
+    uint32_t vulkanMemoryModel;
+    /** VK_KHR_shader_bfloat16 with shaderBFloat16CooperativeMatrix (bfloat16 matrix operands). */
+    uint32_t bfloat16CooperativeMatrix;
+    /**
+     * Every enumerated cooperative-matrix configuration, the NV extension's first, then the KHR
+     * extension's: cooperativeMatrixPropertyTotal of them, of which the first
+     * cooperativeMatrixPropertyCount (at most 64) are stored.
+     */
+    uint32_t cooperativeMatrixPropertyCount;
+    uint32_t cooperativeMatrixPropertyTotal;
+    PskCooperativeMatrixProperty cooperativeMatrixProperties[64];
 } PskDeviceInfo;
 
 /** Number of Vulkan devices the loader reports (no context needed). */
@@ -373,12 +408,31 @@ typedef struct PskTensorStrides {
     uint64_t token;
 } PskTensorStrides;
 
+/** The stages of a forward call that PskForwardStats times separately. */
+typedef enum PskForwardStage {
+    /** Polysketch: the sketches S(q), S(k) (and the local-exact rows q', k'). */
+    PSK_FORWARD_STAGE_FEATURE_MAP = 0,
+    /** Polysketch: the block states H_l = phi(K_l)^T [V_l | 1]. */
+    PSK_FORWARD_STAGE_BLOCK_STATES = 1,
+    /** Polysketch: the prefix over blocks (causal) or their sum (full). */
+    PSK_FORWARD_STAGE_PREFIX = 2,
+    /** Polysketch: phi(q)^T Z plus the local part, normalized. Softmax and polynomial: everything. */
+    PSK_FORWARD_STAGE_OUTPUT = 3,
+    PSK_FORWARD_STAGE_COUNT = 4
+} PskForwardStage;
+
 /** Optional results of a forward call. */
 typedef struct PskForwardStats {
     /** GPU time of the attention dispatches alone (timestamp queries), in milliseconds. */
     double gpuMilliseconds;
     /** Bytes of device workspace the call used beyond q, k, v and the output. */
     uint64_t workspaceBytes;
+    /**
+     * GPU time of each stage (PskForwardStage), in milliseconds: timestamps written between the
+     * stages' dispatches, so they add up to gpuMilliseconds. 0 for a stage the kind does not have
+     * and on a queue without timestamps. Decode steps leave them 0.
+     */
+    double stageMilliseconds[PSK_FORWARD_STAGE_COUNT];
 } PskForwardStats;
 
 typedef struct PskForwardHostInfo {
@@ -542,11 +596,14 @@ PSK_API PskResult pskResetDecodeSequence(PskDecodeState state, uint32_t sequence
 /**
  * Serializes the state (as pskGetPipelineCacheData in Vulkan): with data NULL, *pSize receives
  * the size; otherwise *pSize must be at least that size (else PSK_ERROR_BUFFER_TOO_SMALL, nothing
- * written) and receives the bytes written. Format (little-endian): magic "PSKDECST", format
- * version, the attention config (kind, degree, R, b, h, dv, Hq, Hkv, flags, scale, data type, a
- * 64-bit hash of the sketch weights and LayerNorm parameters), B, capacity, the B positions, then
- * the float32 data: polysketch z (and, local exact, the unfinished block's sum and rows), softmax the cached K and V rows
- * up to each position. Softmax blobs grow with the positions; polysketch blobs do not.
+ * written) and receives the bytes written. Format (little-endian, docs/DECODING.md): magic
+ * "PSKDECST", format version (3), the attention config (kind, degree, R, b, h, dv, Hq, Hkv, flags,
+ * scale, data type, a 64-bit hash of the sketch weights and LayerNorm parameters), B, capacity
+ * (0 for polysketch), the B positions, the float32 data: polysketch z (and, local exact, the
+ * unfinished block's sum and rows), softmax the cached K and V rows up to each position; then the
+ * XXH64 checksum (seed 0) of all the bytes before it. Softmax blobs grow with the positions;
+ * polysketch blobs do not. A polysketch sequence's position is at most 2^53: a step of a
+ * sequence at 2^53 fails with PSK_ERROR_TOO_LARGE (reset it to continue).
  */
 PSK_API PskResult pskSerializeDecodeState(PskDecodeState state, void* data, size_t* pSize);
 
@@ -555,7 +612,11 @@ PSK_API PskResult pskSerializeDecodeState(PskDecodeState state, void* data, size
  * context or process. The state must belong to an attention with the same configuration and
  * sketch and have the same B (softmax: a capacity holding every position). Otherwise, and for a
  * truncated or corrupt blob, PSK_ERROR_BAD_FILE with a message naming the mismatch; the state is
- * then unchanged.
+ * then unchanged. Every field is checked before the state is touched: magic, version, the
+ * checksum, each config field, B, the capacity (0 for polysketch; softmax 1 to 2^24), each
+ * position (polysketch at most 2^53; softmax at most the blob's capacity and this state's), the
+ * size, and the data (NaN or infinity is rejected). Blobs of format version 2 (earlier releases:
+ * the same layout without the checksum) are still accepted, with every other check.
  */
 PSK_API PskResult pskRestoreDecodeState(PskDecodeState state, const void* data, size_t size);
 

@@ -114,7 +114,8 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
 
     const BoundTensors tensors{{q_.handle(), 0, qBytes}, {k_.handle(), 0, kBytes}, {v_.handle(), 0, vBytes}, {out_.handle(), 0, oBytes}, g,
                                {workspace_.handle(), 0, workspaceBytes ? workspaceBytes : VK_WHOLE_SIZE}};
-    double gpuMs = 0.0;
+    double gpuMs = 0.0, stageMs[Submitter::kMaxStages] = {};
+    static_assert(Submitter::kMaxStages == PSK_FORWARD_STAGE_COUNT, "one timestamp per PskForwardStage");
     submitter_->run(
         [&](Recorder& rec) {
             if (!direct) {
@@ -130,7 +131,7 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
             if (after) after(rec, tensors);
             if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
         },
-        info.stats ? &gpuMs : nullptr);
+        info.stats ? &gpuMs : nullptr, info.stats ? stageMs : nullptr);
 
     // Copy out row by row: the caller's array may have gaps (custom strides) that stay untouched.
     const uint8_t* src = direct ? out_.mapped() : readback_.mapped();
@@ -140,6 +141,7 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     if (info.stats) {
         info.stats->gpuMilliseconds = gpuMs;
         info.stats->workspaceBytes = workspaceBytes;
+        for (uint32_t i = 0; i < PSK_FORWARD_STAGE_COUNT; ++i) info.stats->stageMilliseconds[i] = stageMs[i];
     }
 }
 

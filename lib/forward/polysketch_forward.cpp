@@ -129,9 +129,11 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
              plan.maxGroups[2]);
 
     // 1. Feature map of q and of k (independent: no barrier between them).
+    rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);
     recordFeatureMaps(rec, plan, res, sketch, c, g, t.q, t.k, f);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
+    rec.beginStage(PSK_FORWARD_STAGE_BLOCK_STATES);
     kernel::BlockStatesPush sp{};
     sp.n = g.tokens;
     sp.block_size = plan.blockSize;
@@ -140,10 +142,12 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     sp.kv_heads = c.numKeyValueHeads;
     sp.feature_tiles = featureTiles;
     sp.v_strides = pushStrides(g.v.strides);
+    // The cooperative variant takes the same push constants (and finds its operand scales itself).
     rec.dispatch(res.states, {reads(f.kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
                  featureTiles * colTiles, ws.blocks, kvSequences);
 
     // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
+    rec.beginStage(PSK_FORWARD_STAGE_PREFIX);
     const uint32_t elems = plan.features * plan.stateStride;
     if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
@@ -154,6 +158,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     }
 
     // 4. Output: phi(q)^T Z + local part, normalized.
+    rec.beginStage(PSK_FORWARD_STAGE_OUTPUT);
     kernel::PolysketchOutputPush op{};
     op.n = g.tokens;
     op.block_size = plan.blockSize;
@@ -165,6 +170,8 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.tiles_per_block = tilesPerBlock;
     op.v_strides = pushStrides(g.v.strides);
     op.o_strides = pushStrides(g.out.strides);
+    // Every output variant takes these push constants and this grid: plan.outputRows rows per
+    // workgroup (the cooperative kernel's TILE_M = SG_M * CM_M); only the team kernel has a vec variant.
     rec.dispatch(alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output,
                  {reads(f.qSketch), reads(local ? f.kLocal : f.kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
                   reads(f.qLocal)},

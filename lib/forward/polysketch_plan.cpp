@@ -1,12 +1,140 @@
 #include "forward/polysketch_plan.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/team_kernels.hpp"
+#include "vk/coopmat_selection.hpp"
 #include "util/error.hpp"
 #include "util/sizes.hpp"
 
 namespace psk {
+
+bool coopMatEmulationRequested() {
+    const char* env = std::getenv("PSK_COOPMAT_EMULATION");
+    return env && *env && std::strcmp(env, "0") != 0;
+}
+
+namespace {
+
+// Loop iterations per invocation the emulated cooperative output may take on a CPU driver: half
+// of llvmpipe's 65535 (its count is an estimate, polysketchOutputCoopMatEmulatedLoopIterations).
+constexpr uint32_t kEmulatedLoopBudget = 32768;
+
+/**
+ * The cooperative-matrix block-state kernel on a device that has no cooperative matrices
+ * (COOPMAT_EMULATED in shaders/coopmat.glsl): 16 x 16 x 16 products, 2 x 2 subgroups of one
+ * matrix each (a 32 x 32 tile: the emulated product costs per element, so small tiles keep the
+ * per-invocation work, and llvmpipe's loop budget, small), keys 32 at a time or fewer when shared
+ * memory is short. Operands stay float in shared memory (4 bytes).
+ */
+kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, uint32_t R, uint32_t dv, uint32_t zStride,
+                                                       uint32_t sharedBytes) {
+    kernel::BlockStatesCoopMatSpec spec;
+    spec.CM_M = spec.CM_N = spec.CM_K = 16;
+    spec.SG_M = spec.SG_N = 2;
+    spec.WM = spec.WN = 1;
+    spec.THREADS = spec.SG_M * spec.SG_N * subgroupSize;
+    spec.SKETCH = R;
+    spec.VALUE_DIM = dv;
+    spec.Z_STRIDE = zStride;
+    const uint32_t tileM = 32, tileN = 32, subgroups = 4;
+    auto bytes = [&](uint32_t keyTile) {
+        return 4 * keyTile * R + 4 * keyTile * (tileM + 8) + 4 * keyTile * (tileN + 8) + 4 * tileM + 4 * subgroups * 16 * 16 +
+               4 * subgroups * (16 * 16 + 16 * 16) + 8 * spec.THREADS;  // sketch rows, A, B, pairs, C scratch,
+                                                                          // product scratch, range maxima
+    };
+    spec.KEY_TILE = 32;
+    if (bytes(spec.KEY_TILE) > sharedBytes) spec.KEY_TILE = 16;
+    if (bytes(spec.KEY_TILE) > sharedBytes) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
+    return spec;
+}
+
+}  // namespace
+
+uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMatSpec& s, bool emulated) {
+    // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
+    const uint32_t tileM = s.SG_M * s.CM_M, nc = (s.VALUE_DIM + s.CM_N) / s.CM_N * s.CM_N, pad = 8;
+    const uint32_t subgroups = s.SG_M * s.SG_N;
+    const uint32_t opInter = tileM * (s.FEAT_CHUNK + pad) + s.FEAT_CHUNK * (nc + pad);
+    const uint32_t opLocal = s.CAUSAL ? tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) +
+                                            tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad)
+                                      : 0;
+    const uint32_t operandBytes = emulated ? 4 : 2;
+    const uint32_t fPool = std::max({tileM * s.SKETCH, tileM * s.KEY_TILE, subgroups * s.CM_M * s.CM_N});
+    const uint32_t exchange = emulated ? subgroups * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
+    return operandBytes * std::max(opInter, opLocal) + 4 * (fPool + tileM + 7 + exchange);
+}
+
+uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchOutputCoopMatSpec& s, uint32_t subgroupSize,
+                                                       uint32_t features, uint32_t blockSize) {
+    // The emulated backend walks matrix elements in per-lane loops: a load of an r x c matrix
+    // costs r c / lanes iterations, a product (M K + K N + M N) / lanes. Counted per invocation,
+    // with every loop of the kernel that is not unrolled.
+    const uint32_t lanes = std::max<uint32_t>(1, subgroupSize), m = s.CM_M, n = s.CM_N, k = s.CM_K;
+    const uint32_t loadA = ceilDiv(m * k, lanes), loadB = ceilDiv(k * n, lanes);
+    const uint32_t product = ceilDiv(m * k + k * n + m * n, lanes), tile = ceilDiv(m * n, lanes);
+    const uint32_t nt = (s.VALUE_DIM + n) / n, wn = std::min(s.WN, nt), su = ceilDiv(s.KEY_TILE / n, s.SG_N);
+    const uint32_t keyWidth = s.LOCAL_EXACT ? s.HEAD_DIM : s.SKETCH;
+    const uint32_t threads = s.SG_M * s.SG_N * lanes;
+    uint64_t total = uint64_t(ceilDiv(features, s.FEAT_CHUNK)) + uint64_t(ceilDiv(features, k)) * (loadA + wn * (loadB + product));
+    if (s.CAUSAL) {
+        const uint64_t keyTiles = ceilDiv(blockSize, s.KEY_TILE), widthSteps = ceilDiv(keyWidth, s.WIDTH_CHUNK);
+        const uint64_t scores = uint64_t(ceilDiv(keyWidth, k)) * (loadA + su * (loadB + product)) + su * tile;
+        const uint64_t weighted = uint64_t(s.KEY_TILE / k) * (loadA + wn * (loadB + product));
+        total += keyTiles * (1 + widthSteps + scores + weighted);
+        total += ceilDiv(blockSize * (keyWidth + s.VALUE_DIM) + s.SG_M * s.CM_M * s.HEAD_DIM, threads);  // maxima passes
+    }
+    total += (wn + 1) * (2 * tile + ceilDiv(m, lanes));  // output
+    return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
+}
+
+bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const AttentionConfig& c,
+                                 uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec) {
+    spec.SKETCH = R;
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = c.valueDim;
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
+    spec.Z_STRIDE = stateStride;
+    spec.CM_M = m;
+    spec.CM_N = n;
+    spec.CM_K = k;
+    // Column tiles over SG_N subgroups, WN each. Emulated (lavapipe): one row group of 16 rows and
+    // one column tile per subgroup (up to 8 subgroups, then WN grows), so that an invocation walks
+    // few matrix elements (the emulated product costs per element and llvmpipe counts every loop
+    // iteration); 32 features and 32 keys per step. Hardware: 2 row groups x up to 2 column
+    // groups, 64 features and 64 keys per step (an initial tiling, not yet tuned on a GPU).
+    const uint32_t nt = (c.valueDim + n) / n;
+    const uint32_t keyWidth = c.localExact ? c.headDim : R;
+    const uint32_t keyStep = n % k == 0 ? n : k % n == 0 ? k : n * k;  // KEY_TILE: a multiple of CM_N and CM_K
+    const uint32_t sgMax = emulated ? 1 : 2, sgNMax = emulated ? 8 : 2;
+    const uint32_t featMax = std::max(k, (emulated ? 32u : 64u) / k * k);
+    const uint32_t keyMax = std::max(keyStep, (emulated ? 32u : 64u) / keyStep * keyStep);
+    const uint32_t widthMax = std::min(ceilDiv(keyWidth, k) * k, std::max(k, (emulated ? 64u : 128u) / k * k));
+    auto shrink = [](uint32_t v, uint32_t step) { return v / 2 >= step && (v / 2) % step == 0 ? v / 2 : v - step; };
+    for (uint32_t wn = ceilDiv(nt, sgNMax); wn <= nt; ++wn) {
+        spec.WN = wn;
+        spec.SG_N = ceilDiv(nt, wn);
+        for (uint32_t sg = sgMax; sg >= 1; sg /= 2) {
+            for (uint32_t fk = featMax; fk >= k; fk = shrink(fk, k)) {
+                for (uint32_t kt = keyMax; kt >= keyStep; kt = shrink(kt, keyStep)) {
+                    for (uint32_t wc = widthMax; wc >= k; wc = shrink(wc, k)) {
+                        spec.SG_M = sg;
+                        spec.THREADS = sg * spec.SG_N * subgroupSize;
+                        spec.FEAT_CHUNK = fk;
+                        spec.KEY_TILE = kt;
+                        spec.WIDTH_CHUNK = wc;
+                        if (polysketchOutputCoopMatSharedBytes(spec, emulated) <= sharedBytes) return true;
+                    }
+                }
+            }
+        }
+    }
+    return false;
+}
 
 PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
     const PolysketchTiles& tiles = kPolysketchTiles;
@@ -78,8 +206,41 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
                                                  : cat("generic kernel: ", whyNotTeam));
     }
 
-    // --- Block states.
-    if (teamStates) {
+    // --- Block states. Cooperative matrices first: emulated when asked for (the conformance suite
+    // runs the cooperative kernels' logic on devices without them), else the device's KHR or NV
+    // path where selectCoopMatForDevice finds a usable shape. Only for 16-bit storage: their
+    // operands are float16 / bfloat16, and float32 storage promises float32 operands (the same
+    // thresholds as the generic kernels), so it keeps the FP32 kernels.
+    const bool emulate = coopMatEmulationRequested();
+    const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
+    const char* coopAxis = nullptr;
+    if (type == PSK_DATA_TYPE_FLOAT32)
+        coopAxis = nullptr;
+    else if (emulate)
+        coopAxis = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
+    else if (coop.path != CoopMatPath::Scalar)
+        coopAxis = coop.path == CoopMatPath::NV ? "nv_f16" : coop.operand == CoopMatOperand::BFloat16 ? "khr_bf16" : "khr_f16";
+    if (coopAxis && emulate && (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize))
+        coopAxis = nullptr;  // the emulation spreads a 16 x 16 matrix over a fixed subgroup of >= 4 lanes
+    if (coopAxis && findKernelVariant(KernelId::BlockStatesCoopMat, coopAxis, type) != nullptr) {
+        // The cooperative output reads the states as the generic output does (rows of stateStride).
+        kernel::BlockStatesCoopMatSpec spec;
+        if (emulate) {
+            spec = planEmulatedBlockStates(caps.subgroupSize, R, dv, plan.stateStride, shared);
+        } else {
+            // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop, caps.subgroupSize, R, dv, shared - 1024);
+            spec = cm.spec;
+            spec.Z_STRIDE = plan.stateStride;
+        }
+        plan.statesTileF = spec.SG_M * spec.WM * spec.CM_M;
+        plan.statesTileC = spec.SG_N * spec.WN * spec.CM_N;
+        plan.statesKernel = KernelChoice::make(
+            KernelId::BlockStatesCoopMat, coopAxis, type, spec,
+            emulate ? "cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums"
+                    : cat("cooperative kernel: ", coop.reason));
+        plan.statesKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+    } else if (teamStates) {
         kernel::BlockStatesTeamSpec spec;
         spec.SKETCH = R;
         spec.VALUE_DIM = dv;
@@ -142,7 +303,39 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     outSpec.CAUSAL = c.causal ? 1u : 0u;
     outSpec.LOCAL_EXACT = c.localExact ? 1u : 0u;
     outSpec.Z_STRIDE = plan.stateStride;
-    if (teamOutput) {
+    // Cooperative matrices under the same conditions as the block states above (emulation
+    // requested or a device path, 16-bit storage): phi(q)^T Z and the local products as GEMMs.
+    // On a CPU driver the emulated kernel must also stay within llvmpipe's loop budget (65535
+    // iterations per invocation, docs/ARCHITECTURE.md): the emulation walks matrix elements in
+    // per-lane loops, so long feature lists (r >= ~96 at small dv) would exceed it; those keep the
+    // team / generic output, with the reason in the plan.
+    bool coopOutput = coopAxis && findKernelVariant(KernelId::PolysketchOutputCoopMat, coopAxis, type) != nullptr;
+    kernel::PolysketchOutputCoopMatSpec coopSpec;
+    uint32_t emulatedIterations = 0;
+    std::string whyNotCoopOutput;
+    if (coopOutput) {
+        const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
+        if (!planPolysketchOutputCoopMat(m, n, k, caps.subgroupSize, emulate, c, R, plan.stateStride, shared, coopSpec)) {
+            coopOutput = false;
+            whyNotCoopOutput = "; not the cooperative output: no tiling fits this device's shared memory";
+        } else if (emulate && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+            emulatedIterations = polysketchOutputCoopMatEmulatedLoopIterations(coopSpec, caps.subgroupSize, plan.features, c.blockSize);
+            coopOutput = emulatedIterations <= kEmulatedLoopBudget;
+            if (!coopOutput)
+                whyNotCoopOutput = cat("; not the emulated cooperative output: about ", emulatedIterations,
+                                       " loop iterations per invocation, over ", kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
+        }
+    }
+    if (coopOutput) {
+        const kernel::PolysketchOutputCoopMatSpec& spec = coopSpec;
+        plan.outputRows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
+        plan.outputKernel = KernelChoice::make(
+            KernelId::PolysketchOutputCoopMat, coopAxis, type, spec,
+            emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums",
+                          emulatedIterations ? cat("; about ", emulatedIterations, " loop iterations per invocation") : std::string())
+                    : cat("cooperative kernel: ", coop.reason));
+        plan.outputKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+    } else if (teamOutput) {
         kernel::PolysketchOutputTeamSpec spec;
         spec.SKETCH = R;
         spec.HEAD_DIM = c.headDim;
@@ -155,7 +348,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         spec.V_LOAD = 0;
         plan.outputRows = kTeamWorkgroupRows;
         plan.outputKernel = KernelChoice::make(KernelId::PolysketchOutputTeam, "", type, spec,
-                                         "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0 (local exact: h % 4 == 0, h <= 128)");
+                                         "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0 (local exact: h % 4 == 0, h <= 128)" +
+                                             whyNotCoopOutput);
         if (type == PSK_DATA_TYPE_FLOAT32) {
             // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
             plan.outputVecRowFloats = c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
@@ -167,8 +361,9 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         }
     } else {
         plan.outputKernel = KernelChoice::make(KernelId::PolysketchOutput, "", type, outSpec,
-                                         team ? "generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built"
-                                              : cat("generic kernel: ", whyNotTeam));
+                                         (team ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
+                                               : cat("generic kernel: ", whyNotTeam)) +
+                                             whyNotCoopOutput);
     }
     return plan;
 }

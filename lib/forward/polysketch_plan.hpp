@@ -59,4 +59,34 @@ struct PolysketchPlan {
 
 PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
 
+/**
+ * Tiles of the cooperative-matrix output (shaders/polysketch_output_coopmat.comp) for a product
+ * shape m x n x k: SG_M x SG_N subgroups (CM_M query rows each; WN of the ceil((dv + 1) / n)
+ * column tiles each), FEAT_CHUNK features per step of phi(q)^T Z, KEY_TILE local keys per step,
+ * WIDTH_CHUNK columns of the local rows per step of the scores; the largest of these (WN grows
+ * first, then SG_M, FEAT_CHUNK, KEY_TILE, WIDTH_CHUNK shrink, last to first) whose shared memory
+ * fits `sharedBytes`. `emulated`: the COOPMAT_EMULATED backend (4-byte operands plus its
+ * per-subgroup exchange region; small tiles, see the definition); otherwise 2-byte operands.
+ * Returns false when even the smallest tiling does not fit.
+ */
+bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const AttentionConfig& config,
+                                 uint32_t sketchLength, uint32_t stateStride, uint32_t sharedBytes,
+                                 kernel::PolysketchOutputCoopMatSpec& spec);
+/** The shared memory polysketch_output_coopmat.comp declares for `spec` (the shader's pools, in bytes). */
+uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMatSpec& spec, bool emulated);
+/**
+ * An estimate of the loop iterations one invocation of the emulated (COOPMAT_EMULATED) output
+ * runs for the last row tile of a full block: what llvmpipe counts against its 65535 limit.
+ */
+uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchOutputCoopMatSpec& spec, uint32_t subgroupSize,
+                                                       uint32_t features, uint32_t blockSize);
+
+/**
+ * PSK_COOPMAT_EMULATION=1 (any value but "" and "0"): the cooperative-matrix kernels run through
+ * the emulated backend of shaders/coopmat.glsl on any device, so that their tiling, staging, edge
+ * tiles and scaling are tested where no device has cooperative matrices (lavapipe in CI). Slow;
+ * for tests, never for speed. Read when an attention object is created.
+ */
+bool coopMatEmulationRequested();
+
 }  // namespace psk

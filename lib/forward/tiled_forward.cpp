@@ -82,6 +82,7 @@ VkDeviceSize TiledForward::workspaceBytes(const ForwardGeometry& geometry) const
 }
 
 void TiledForward::record(Recorder& recorder, const BoundTensors& tensors) const {
+    recorder.beginStage(PSK_FORWARD_STAGE_OUTPUT);  // one stage: the whole attention
     recordTiledAttention(recorder, pipeline_, plan_, config_, tensors);
 }
 

@@ -24,6 +24,7 @@ using uint = std::uint32_t;
 #include "interface/decode_output.h"
 #include "interface/decode_softmax.h"
 #include "interface/polysketch_output.h"
+#include "interface/polysketch_output_coopmat.h"
 #include "interface/self_tensor.h"
 #include "interface/sketch_features.h"
 
@@ -56,6 +57,7 @@ PSK_SPEC_STRUCT(BlockScanSpec, PSK_BLOCK_SCAN_SPEC)
 PSK_SPEC_STRUCT(BlockReduceSpec, PSK_BLOCK_REDUCE_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputSpec, PSK_POLYSKETCH_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputTeamSpec, PSK_POLYSKETCH_OUTPUT_TEAM_SPEC)
+PSK_SPEC_STRUCT(PolysketchOutputCoopMatSpec, PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(DecodeFoldSpec, PSK_DECODE_FOLD_SPEC)
 PSK_SPEC_STRUCT(DecodeOutputSpec, PSK_DECODE_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(DecodeSoftmaxSpec, PSK_DECODE_SOFTMAX_SPEC)
@@ -96,7 +98,7 @@ struct SpecConstants {
 
 // Every push block fits the one pipeline layout's push-constant range (vk/pipelines.hpp).
 static_assert(sizeof(AttentionTiledPush) <= 128 && sizeof(SketchFeaturesPush) <= 128 && sizeof(BlockStatesPush) <= 128 &&
-                  sizeof(BlockStatesCoopMatPush) <= 128 && sizeof(BlockColumnsPush) <= 128 &&
+                  sizeof(BlockColumnsPush) <= 128 &&
                   sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 && sizeof(DecodeFoldPush) <= 128 &&
                   sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128,
               "a push-constant block exceeds the 128 bytes of the pipeline layout");

@@ -9,7 +9,8 @@ namespace {
 
 // One row per kernel, in KernelId order. Axes: "a|b" is the first build axis, "storage" the
 // storage types f32/f16/bf16, "f32" float32 only. The coopmat variant's first axis is
-// "<extension>_<operand>" (nv_f16, khr_f16, khr_bf16), built where glslc supports it.
+// "<backend>_<operand>": nv_f16, khr_f16, khr_bf16 (built where the compiler supports the
+// extension) and emu_f16, emu_bf16 (the emulated backend, always built: tests on any device).
 constexpr KernelInfo kKernels[] = {
     {KernelId::AttentionTiled, "attention_tiled", "attention_tiled.comp", KernelImpl::Generic, "softmax|polynomial storage",
      "AttentionTiledSpec", "AttentionTiledPush", "softmax / exact polynomial attention (flash-style tiles)"},
@@ -22,7 +23,7 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::BlockStatesTeam, "block_states_team", "block_states_team.comp", KernelImpl::Team, "storage",
      "BlockStatesTeamSpec", "BlockStatesPush", "block states H_l = psi(S(K_l))^T [V_l | 1]"},
     {KernelId::BlockStatesCoopMat, "block_states_coopmat", "block_states_coopmat.comp", KernelImpl::Cooperative,
-     "nv_f16|khr_f16|khr_bf16 storage", "BlockStatesCoopMatSpec", "BlockStatesCoopMatPush",
+     "nv_f16|khr_f16|khr_bf16|emu_f16|emu_bf16 storage", "BlockStatesCoopMatSpec", "BlockStatesPush",
      "block states on cooperative matrices"},
     {KernelId::BlockScan, "block_scan", "block_scan.comp", KernelImpl::Generic, "f32", "BlockScanSpec", "BlockColumnsPush",
      "exclusive prefix Z_l = sum_{j<l} H_j (Blelloch)"},
@@ -32,6 +33,9 @@ constexpr KernelInfo kKernels[] = {
      "PolysketchOutputSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
     {KernelId::PolysketchOutputTeam, "polysketch_output_team", "polysketch_output_team.comp", KernelImpl::Team, "storage",
      "PolysketchOutputTeamSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
+    {KernelId::PolysketchOutputCoopMat, "polysketch_output_coopmat", "polysketch_output_coopmat.comp", KernelImpl::Cooperative,
+     "nv_f16|khr_f16|khr_bf16|emu_f16|emu_bf16 storage", "PolysketchOutputCoopMatSpec", "PolysketchOutputPush",
+     "output on cooperative matrices: phi(q)^T Z + local part, normalized"},
     {KernelId::SelfTensor, "self_tensor", "self_tensor.comp", KernelImpl::Generic, "f32", "NoSpec", "SelfTensorPush",
      "materialized features psi(S) (tests, tools)"},
     {KernelId::DecodeFold, "decode_fold", "decode_fold.comp", KernelImpl::Generic, "f32", "DecodeFoldSpec",

@@ -25,11 +25,12 @@ enum class KernelId : uint8_t {
     SketchFeaturesTeam,    //   lane-team variant (random sketch, one level)
     BlockStates,           // H_l = psi(S(K_l))^T [V_l | 1]
     BlockStatesTeam,       //   lane-team variant
-    BlockStatesCoopMat,    //   cooperative-matrix variant (built, not yet chosen by the plan)
+    BlockStatesCoopMat,    //   cooperative-matrix variant (16-bit storage, device or emulated)
     BlockScan,             // exclusive prefix over blocks (causal)
     BlockReduce,           // sum over blocks (full)
     PolysketchOutput,      // phi(q)^T Z + local part, normalized
     PolysketchOutputTeam,  //   lane-team variant
+    PolysketchOutputCoopMat,  //   cooperative-matrix variant
     SelfTensor,            // materialized psi(S) rows (tests and tools only)
     DecodeFold,            // decoding: fold rows or a block sum into the running state
     DecodeOutput,          // decoding: one token's output from the state
@@ -81,6 +82,7 @@ struct KernelChoice {
     std::string variant;               // registry name, e.g. "sketch_features_team.f16"
     kernel::SpecConstants constants;   // by constant_id, with names
     std::string reason;                // one line: the rule that made it eligible / chosen
+    uint32_t requiredSubgroupSize = 0; // the kernel assumes this subgroup size (0: any); pinned where it can vary
 
     template <typename Spec>
     static KernelChoice make(KernelId id, std::string_view axis, PskDataType type, const Spec& spec, std::string why) {

@@ -57,7 +57,9 @@ bool tryFloat16(const CoopMatCapabilities& caps, CoopMatPath path, CoopMatChoice
         return false;
     }
     if (!(nv ? caps.nvShaders : caps.khrShaders)) {
-        *why = std::string("this build has no ") + (nv ? "NV" : "KHR") + " shaders (glslc too old)";
+        *why = std::string("this build has no ") + (nv ? "NV" : "KHR") +
+               (nv ? " shaders (glslc without GL_NV_cooperative_matrix)"
+                   : " shaders (neither glslc nor PSK_GLSLANG_VALIDATOR is glslang >= 13; see tools/install_build_tools.sh)");
         return false;
     }
     if (!caps.shaderFloat16) {
@@ -128,15 +130,30 @@ CoopMatChoice chooseBFloat16(const CoopMatCapabilities& caps, const CoopMatChoic
     return choice;
 }
 
-CoopMatProperty float16Property(const CoopMatShape& s) {
-    CoopMatProperty p;
-    p.m = s.m;
-    p.n = s.n;
-    p.k = s.k;
-    p.a = p.b = CoopMatComponent::Float16;
-    p.c = p.result = CoopMatComponent::Float32;
-    p.subgroupScope = true;
-    return p;
+CoopMatComponent component(VkComponentTypeKHR type) {
+    if (type == VK_COMPONENT_TYPE_FLOAT16_KHR) return CoopMatComponent::Float16;
+    if (type == VK_COMPONENT_TYPE_FLOAT32_KHR) return CoopMatComponent::Float32;
+    if (type == VK_COMPONENT_TYPE_BFLOAT16_KHR) return CoopMatComponent::BFloat16;
+    return CoopMatComponent::Other;
+}
+
+std::vector<CoopMatProperty> properties(const std::vector<CoopMatEntry>& entries) {
+    std::vector<CoopMatProperty> list;
+    list.reserve(entries.size());
+    for (const CoopMatEntry& e : entries) {
+        CoopMatProperty p;
+        p.m = e.m;
+        p.n = e.n;
+        p.k = e.k;
+        p.a = component(e.a);
+        p.b = component(e.b);
+        p.c = component(e.c);
+        p.result = component(e.result);
+        p.subgroupScope = e.scope == VK_SCOPE_SUBGROUP_KHR;
+        // A saturating entry is an integer configuration: its types already make it unusable.
+        list.push_back(p);
+    }
+    return list;
 }
 
 const char* storageSuffix(PskDataType type) {
@@ -166,6 +183,15 @@ CoopMatSelection selectCoopMat(const CoopMatCapabilities& caps, bool disabled) {
     }
     selection.float16 = chooseFloat16(caps);
     selection.bfloat16 = chooseBFloat16(caps, selection.float16);
+    if (caps.cpuDevice) {
+        for (CoopMatChoice* choice : {&selection.float16, &selection.bfloat16}) {
+            if (choice->path == CoopMatPath::Scalar) continue;
+            CoopMatChoice scalar;
+            scalar.reason = "scalar (CPU device: its driver runs cooperative matrices as plain loops, slower than the "
+                            "lane-team kernels; it offers " + choice->reason + ")";
+            *choice = scalar;
+        }
+    }
     return selection;
 }
 
@@ -179,11 +205,11 @@ CoopMatCapabilities coopMatCapabilities(const DeviceCaps& caps) {
     c.khrCooperativeMatrix = caps.cooperativeMatrixKHR;
     c.shaderFloat16 = caps.shaderFloat16;
     c.storageBuffer16BitAccess = caps.storageBuffer16BitAccess;
-    c.vulkanMemoryModel = false;          // not queried nor enabled by DeviceCaps yet
-    c.bfloat16CooperativeMatrix = false;  // likewise
-    // DeviceCaps lists the NV shapes when NV is there, else the KHR ones.
-    std::vector<CoopMatProperty>& list = caps.cooperativeMatrixNV ? c.nvProperties : c.khrProperties;
-    for (const CoopMatShape& s : caps.coopMatShapes) list.push_back(float16Property(s));
+    c.vulkanMemoryModel = caps.vulkanMemoryModel;
+    c.cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    c.bfloat16CooperativeMatrix = caps.shaderBFloat16Type && caps.shaderBFloat16CooperativeMatrix;
+    c.nvProperties = properties(caps.coopMatPropertiesNV);
+    c.khrProperties = properties(caps.coopMatPropertiesKHR);
     c.nvShaders = findShader("block_states_coopmat.nv_f16.f32") != nullptr;
     c.khrShaders = findShader("block_states_coopmat.khr_f16.f32") != nullptr;
     c.khrBf16Shaders = findShader("block_states_coopmat.khr_bf16.bf16") != nullptr;

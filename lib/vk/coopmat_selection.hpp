@@ -41,6 +41,10 @@ struct CoopMatCapabilities {
     bool storageBuffer16BitAccess = false;
     bool vulkanMemoryModel = false;      // glslang emits coopmat code under the Vulkan memory model
     bool bfloat16CooperativeMatrix = false;  // VK_KHR_shader_bfloat16: shaderBFloat16Type + ...CooperativeMatrix
+    // A CPU driver (VK_PHYSICAL_DEVICE_TYPE_CPU): it lowers cooperative matrices to plain loops,
+    // so they are never faster than its lane-team kernels; the selection stays scalar there even
+    // where the driver exposes an extension (newer lavapipe exposes VK_KHR_cooperative_matrix).
+    bool cpuDevice = false;
     std::vector<CoopMatProperty> nvProperties;
     std::vector<CoopMatProperty> khrProperties;
     // Shader variants this build contains (the glslc probes decide which are compiled).
@@ -76,10 +80,12 @@ bool coopMatDisabledBy(const char* environmentValue);
 CoopMatSelection selectCoopMat(const CoopMatCapabilities& caps, bool disabled);
 
 /**
- * The capabilities of a device as DeviceCaps records them, plus this build's shader registry.
- * DeviceCaps keeps only the float16 x float16 -> float32 subgroup shapes of one extension (NV when
- * present, else KHR) and neither vulkanMemoryModel nor bfloat16 support, so until it records
- * those this reports no Vulkan memory model and the selection stays scalar on every device.
+ * The capabilities of a device as DeviceCaps records them (the features as enabled on the device:
+ * both cooperative-matrix extensions, vulkanMemoryModel, VK_KHR_shader_bfloat16, and every
+ * enumerated NV and KHR configuration), plus which variants this build's shader registry has. On
+ * a GPU with VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix the selection takes that path;
+ * on lavapipe (neither extension) and on an app's device (whose Vulkan memory model is not known
+ * to be enabled, device_caps.cpp restrictDeviceCaps) it stays scalar, with the reason.
  */
 CoopMatCapabilities coopMatCapabilities(const DeviceCaps& caps);
 

@@ -20,6 +20,32 @@ void copyString(char* dst, size_t capacity, const std::string& src) {
     dst[len] = '\0';
 }
 
+/** Every entry of vkGetPhysicalDeviceCooperativeMatrixProperties{NV,KHR} (`Props` is the struct). */
+template <typename Props, typename Fn>
+std::vector<Props> enumerateCoopMat(Fn fn, VkPhysicalDevice pd, VkStructureType sType) {
+    std::vector<Props> list;
+    if (!fn) return list;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        uint32_t count = 0;
+        if (fn(pd, &count, nullptr) != VK_SUCCESS || count == 0) return {};
+        Props blank{};
+        blank.sType = sType;
+        list.assign(count, blank);
+        const VkResult r = fn(pd, &count, list.data());
+        if (r == VK_INCOMPLETE) continue;  // the list grew between the two calls
+        if (r != VK_SUCCESS) return {};
+        list.resize(count);
+        return list;
+    }
+    return {};
+}
+
+bool isFloat16Shape(const CoopMatEntry& e) {
+    return e.a == VK_COMPONENT_TYPE_FLOAT16_KHR && e.b == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+           e.c == VK_COMPONENT_TYPE_FLOAT32_KHR && e.result == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+           e.scope == VK_SCOPE_SUBGROUP_KHR;
+}
+
 }  // namespace
 
 int deviceTypeRank(VkPhysicalDeviceType type) {
@@ -54,9 +80,9 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     const bool hasDriverPropsExt = v12 || hasExtension(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
     caps.pushDescriptors = hasExtension(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     const bool hasCoopNV = hasExtension(exts, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
     const bool hasCoopKHR = hasExtension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-#endif
+    const bool hasMemoryModelExt = v12 || hasExtension(exts, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    const bool hasBFloat16Ext = hasExtension(exts, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
 
     // Properties.
     VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -84,6 +110,8 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     if (hasSubgroupControlExt) {
         caps.minSubgroupSize = subgroupControl.minSubgroupSize;
         caps.maxSubgroupSize = subgroupControl.maxSubgroupSize;
+        caps.requiredSubgroupSizeStages = subgroupControl.requiredSubgroupSizeStages;
+        caps.maxComputeWorkgroupSubgroups = subgroupControl.maxComputeWorkgroupSubgroups;
     }
     if (hasDriverPropsExt) {
         caps.driverName = driver.driverName;
@@ -111,13 +139,21 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
         *tail = &coopNV;
         tail = &coopNV.pNext;
     }
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopKHR{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
     if (hasCoopKHR) {
         *tail = &coopKHR;
         tail = &coopKHR.pNext;
     }
-#endif
+    VkPhysicalDeviceVulkanMemoryModelFeatures memoryModel{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+    if (hasMemoryModelExt) {
+        *tail = &memoryModel;
+        tail = &memoryModel.pNext;
+    }
+    VkPhysicalDeviceShaderBfloat16FeaturesKHR bfloat16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+    if (hasBFloat16Ext) {
+        *tail = &bfloat16;
+        tail = &bfloat16.pNext;
+    }
     vki.vkGetPhysicalDeviceFeatures2(pd, &features2);
     caps.storageBuffer16BitAccess = storage16.storageBuffer16BitAccess == VK_TRUE;
     caps.shaderInt64 = features2.features.shaderInt64 == VK_TRUE;
@@ -125,38 +161,54 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     caps.subgroupSizeControl = hasSubgroupControlExt && subgroupFeatures.subgroupSizeControl == VK_TRUE;
     caps.computeFullSubgroups = hasSubgroupControlExt && subgroupFeatures.computeFullSubgroups == VK_TRUE;
     caps.cooperativeMatrixNV = hasCoopNV && coopNV.cooperativeMatrix == VK_TRUE;
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
     caps.cooperativeMatrixKHR = hasCoopKHR && coopKHR.cooperativeMatrix == VK_TRUE;
-#endif
+    const bool anyCoopMat = caps.cooperativeMatrixNV || caps.cooperativeMatrixKHR;
+    // Only cooperative-matrix shaders are compiled under the Vulkan memory model.
+    caps.vulkanMemoryModel = anyCoopMat && hasMemoryModelExt && memoryModel.vulkanMemoryModel == VK_TRUE;
+    caps.vulkanMemoryModelDeviceScope = caps.vulkanMemoryModel && memoryModel.vulkanMemoryModelDeviceScope == VK_TRUE;
+    caps.shaderBFloat16Type = caps.cooperativeMatrixKHR && hasBFloat16Ext && bfloat16.shaderBFloat16Type == VK_TRUE;
+    caps.shaderBFloat16CooperativeMatrix = caps.shaderBFloat16Type && bfloat16.shaderBFloat16CooperativeMatrix == VK_TRUE;
 
-    // Cooperative-matrix shapes: float16 inputs, float32 accumulator, subgroup scope.
-    if (caps.cooperativeMatrixNV && vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV) {
-        uint32_t count = 0;
-        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, nullptr);
-        std::vector<VkCooperativeMatrixPropertiesNV> list(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV(pd, &count, list.data());
-        for (const auto& p : list) {
-            if (p.AType == VK_COMPONENT_TYPE_FLOAT16_NV && p.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
-                p.CType == VK_COMPONENT_TYPE_FLOAT32_NV && p.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
-                p.scope == VK_SCOPE_SUBGROUP_NV)
-                caps.coopMatShapes.push_back({p.MSize, p.NSize, p.KSize});
+    // Cooperative-matrix configurations: every enumerated entry of each extension.
+    if (caps.cooperativeMatrixNV) {
+        for (const auto& p : enumerateCoopMat<VkCooperativeMatrixPropertiesNV>(
+                 vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesNV, pd, VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV)) {
+            CoopMatEntry e;
+            e.m = p.MSize;
+            e.n = p.NSize;
+            e.k = p.KSize;
+            e.a = static_cast<VkComponentTypeKHR>(p.AType);
+            e.b = static_cast<VkComponentTypeKHR>(p.BType);
+            e.c = static_cast<VkComponentTypeKHR>(p.CType);
+            e.result = static_cast<VkComponentTypeKHR>(p.DType);
+            e.scope = static_cast<VkScopeKHR>(p.scope);
+            caps.coopMatPropertiesNV.push_back(e);
         }
     }
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
-    if (caps.cooperativeMatrixKHR && vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR &&
-        caps.coopMatShapes.empty()) {
-        uint32_t count = 0;
-        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, nullptr);
-        std::vector<VkCooperativeMatrixPropertiesKHR> list(count, {VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR});
-        vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR(pd, &count, list.data());
-        for (const auto& p : list) {
-            if (p.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && p.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-                p.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && p.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-                p.scope == VK_SCOPE_SUBGROUP_KHR)
-                caps.coopMatShapes.push_back({p.MSize, p.NSize, p.KSize});
+    if (caps.cooperativeMatrixKHR) {
+        for (const auto& p : enumerateCoopMat<VkCooperativeMatrixPropertiesKHR>(
+                 vki.vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR, pd, VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR)) {
+            CoopMatEntry e;
+            e.m = p.MSize;
+            e.n = p.NSize;
+            e.k = p.KSize;
+            e.a = p.AType;
+            e.b = p.BType;
+            e.c = p.CType;
+            e.result = p.ResultType;
+            e.scope = p.scope;
+            e.saturatingAccumulation = p.saturatingAccumulation == VK_TRUE;
+            caps.coopMatPropertiesKHR.push_back(e);
         }
     }
-#endif
+    for (const auto* list : {&caps.coopMatPropertiesKHR, &caps.coopMatPropertiesNV})
+        for (const CoopMatEntry& e : *list) {
+            if (!isFloat16Shape(e)) continue;
+            const bool seen = std::any_of(caps.coopMatShapes.begin(), caps.coopMatShapes.end(), [&](const CoopMatShape& s) {
+                return s.m == e.m && s.n == e.n && s.k == e.k;
+            });
+            if (!seen) caps.coopMatShapes.push_back({e.m, e.n, e.k});
+        }
 
     // Memory and queues.
     VkPhysicalDeviceMemoryProperties mem{};
@@ -185,9 +237,9 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     if (!v13 && caps.subgroupSizeControl) caps.deviceExtensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     if (caps.pushDescriptors) caps.deviceExtensions.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (caps.cooperativeMatrixNV) caps.deviceExtensions.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
     if (caps.cooperativeMatrixKHR) caps.deviceExtensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-#endif
+    if (!v12 && caps.vulkanMemoryModel) caps.deviceExtensions.push_back(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+    if (caps.shaderBFloat16Type) caps.deviceExtensions.push_back(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
     return caps;
 }
 
@@ -213,13 +265,23 @@ DeviceFeatureChain::DeviceFeatureChain(const DeviceCaps& caps) {
         *tail = &coopMatNV;
         tail = &coopMatNV.pNext;
     }
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
     if (caps.cooperativeMatrixKHR) {
         coopMatKHR.cooperativeMatrix = VK_TRUE;
         *tail = &coopMatKHR;
         tail = &coopMatKHR.pNext;
     }
-#endif
+    if (caps.vulkanMemoryModel) {
+        memoryModel.vulkanMemoryModel = VK_TRUE;
+        memoryModel.vulkanMemoryModelDeviceScope = caps.vulkanMemoryModelDeviceScope;
+        *tail = &memoryModel;
+        tail = &memoryModel.pNext;
+    }
+    if (caps.shaderBFloat16Type) {
+        bfloat16.shaderBFloat16Type = VK_TRUE;
+        bfloat16.shaderBFloat16CooperativeMatrix = caps.shaderBFloat16CooperativeMatrix;
+        *tail = &bfloat16;
+        tail = &bfloat16.pNext;
+    }
 }
 
 uint32_t supportedCapabilities(const DeviceCaps& caps) {
@@ -245,12 +307,23 @@ DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* wha
     if (!(enabled & PSK_DEVICE_CAPABILITY_INT64_BIT)) caps.shaderInt64 = false;
     if (!(enabled & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT)) {
         caps.cooperativeMatrixNV = caps.cooperativeMatrixKHR = false;
+        caps.coopMatPropertiesNV.clear();
+        caps.coopMatPropertiesKHR.clear();
         caps.coopMatShapes.clear();
     } else if (caps.cooperativeMatrixKHR) {
         caps.cooperativeMatrixNV = false;  // the requirements name the KHR extension when both exist
+        caps.coopMatPropertiesNV.clear();
     }
+    // PskVulkanDeviceRequirements has no field for the Vulkan memory model nor for
+    // VK_KHR_shader_bfloat16, so an app's device is not known to enable them: cooperative-matrix
+    // kernels (compiled under the Vulkan memory model) stay off there.
+    caps.vulkanMemoryModel = caps.vulkanMemoryModelDeviceScope = false;
+    caps.shaderBFloat16Type = caps.shaderBFloat16CooperativeMatrix = false;
     // Subgroup sizes outside [min, max] of the control extension are not requestable without it.
-    if (!caps.subgroupSizeControl) caps.minSubgroupSize = caps.maxSubgroupSize = caps.subgroupSize;
+    if (!caps.subgroupSizeControl) {
+        caps.minSubgroupSize = caps.maxSubgroupSize = caps.subgroupSize;
+        caps.requiredSubgroupSizeStages = 0;
+    }
     caps.deviceExtensions.clear();  // the app created the device
     return caps;
 }
@@ -275,13 +348,10 @@ void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_
     if (flags & PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) add(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     if (flags & PSK_DEVICE_CAPABILITY_INT64_BIT) out->shaderInt64 = VK_TRUE;
     if (flags & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT) {
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
         if (caps.cooperativeMatrixKHR) {
             out->cooperativeMatrixKHR = VK_TRUE;
             add(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
-        } else
-#endif
-        {
+        } else {
             out->cooperativeMatrixNV = VK_TRUE;
             add(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
         }
@@ -319,6 +389,25 @@ void DeviceCaps::fillInfo(PskDeviceInfo* info) const {
         info->cooperativeMatrixShapes[i][1] = coopMatShapes[i].n;
         info->cooperativeMatrixShapes[i][2] = coopMatShapes[i].k;
     }
+    info->vulkanMemoryModel = vulkanMemoryModel;
+    info->bfloat16CooperativeMatrix = shaderBFloat16Type && shaderBFloat16CooperativeMatrix;
+    const uint32_t capacity = sizeof(info->cooperativeMatrixProperties) / sizeof(info->cooperativeMatrixProperties[0]);
+    info->cooperativeMatrixPropertyTotal = static_cast<uint32_t>(coopMatPropertiesNV.size() + coopMatPropertiesKHR.size());
+    for (uint32_t extension = 0; extension < 2; ++extension)
+        for (const CoopMatEntry& e : extension == 0 ? coopMatPropertiesNV : coopMatPropertiesKHR) {
+            if (info->cooperativeMatrixPropertyCount == capacity) break;
+            PskCooperativeMatrixProperty& p = info->cooperativeMatrixProperties[info->cooperativeMatrixPropertyCount++];
+            p.extension = extension;
+            p.m = e.m;
+            p.n = e.n;
+            p.k = e.k;
+            p.aType = static_cast<uint32_t>(e.a);
+            p.bType = static_cast<uint32_t>(e.b);
+            p.cType = static_cast<uint32_t>(e.c);
+            p.resultType = static_cast<uint32_t>(e.result);
+            p.scope = static_cast<uint32_t>(e.scope);
+            p.saturatingAccumulation = e.saturatingAccumulation;
+        }
 }
 
 }  // namespace psk

@@ -1,5 +1,5 @@
 // Everything the library needs to know about a physical device, detected in one place: limits,
-// optional features, which extensions to enable, and cooperative-matrix shapes.
+// optional features, which extensions to enable, and the cooperative-matrix configurations.
 #pragma once
 
 #include <polysketch/polysketch.h>
@@ -17,6 +17,19 @@ struct CoopMatShape {
     uint32_t m, n, k;
 };
 
+/**
+ * One entry of vkGetPhysicalDeviceCooperativeMatrixProperties{NV,KHR}, as enumerated. The NV and
+ * KHR component types and scopes share their values (VkComponentTypeNV / VkScopeNV are the same
+ * numbers); `result` is the NV struct's DType.
+ */
+struct CoopMatEntry {
+    uint32_t m = 0, n = 0, k = 0;
+    VkComponentTypeKHR a = VK_COMPONENT_TYPE_FLOAT16_KHR, b = VK_COMPONENT_TYPE_FLOAT16_KHR;
+    VkComponentTypeKHR c = VK_COMPONENT_TYPE_FLOAT32_KHR, result = VK_COMPONENT_TYPE_FLOAT32_KHR;
+    VkScopeKHR scope = VK_SCOPE_SUBGROUP_KHR;
+    bool saturatingAccumulation = false;  // KHR only
+};
+
 struct DeviceCaps {
     VkPhysicalDeviceProperties properties{};
     std::string driverName;
@@ -24,6 +37,10 @@ struct DeviceCaps {
     uint32_t subgroupSize = 1;
     uint32_t minSubgroupSize = 1;
     uint32_t maxSubgroupSize = 1;
+    // VK_EXT_subgroup_size_control (Vulkan 1.3): stages that take a required subgroup size, and
+    // the most subgroups a workgroup may have (0 when the device has no subgroup size control).
+    VkShaderStageFlags requiredSubgroupSizeStages = 0;
+    uint32_t maxComputeWorkgroupSubgroups = 0;
     VkSubgroupFeatureFlags subgroupOperations = 0;  // supported in the compute stage (0 when it has none)
     uint64_t maxMemoryAllocationSize = 0;
     uint64_t deviceLocalBytes = 0;
@@ -40,7 +57,21 @@ struct DeviceCaps {
     bool cooperativeMatrixKHR = false;
     // 64-bit integers in shaders: the lane-team kernels load 8 floats at a time as a u64vec4.
     bool shaderInt64 = false;
-    std::vector<CoopMatShape> coopMatShapes;  // float16 x float16 -> float32, subgroup scope
+    // The Vulkan memory model (core 1.2, VK_KHR_vulkan_memory_model): glslang compiles cooperative
+    // matrices under it, so it is enabled only with a cooperative-matrix extension (true: supported
+    // and enabled for that purpose; false on devices without cooperative matrices).
+    bool vulkanMemoryModel = false;
+    bool vulkanMemoryModelDeviceScope = false;  // enabled along with it where supported
+    // VK_KHR_shader_bfloat16 (enabled only with VK_KHR_cooperative_matrix): bfloat16 in shaders,
+    // and as cooperative-matrix operands.
+    bool shaderBFloat16Type = false;
+    bool shaderBFloat16CooperativeMatrix = false;
+    // Every enumerated cooperative-matrix configuration of each extension (empty without it).
+    std::vector<CoopMatEntry> coopMatPropertiesNV;
+    std::vector<CoopMatEntry> coopMatPropertiesKHR;
+    // float16 x float16 -> float32 subgroup-scope shapes of both lists (KHR first, no duplicates):
+    // the summary PskDeviceInfo::cooperativeMatrixShapes reports.
+    std::vector<CoopMatShape> coopMatShapes;
 
     // Extensions to enable at device creation (subset of the above).
     std::vector<const char*> deviceExtensions;
@@ -79,9 +110,9 @@ struct DeviceFeatureChain {
     VkPhysicalDeviceShaderFloat16Int8Features float16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
     VkPhysicalDeviceSubgroupSizeControlFeaturesEXT subgroupControl{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
     VkPhysicalDeviceCooperativeMatrixFeaturesNV coopMatNV{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-#if PSK_HAVE_KHR_COOPMAT_HEADERS
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopMatKHR{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
-#endif
+    VkPhysicalDeviceVulkanMemoryModelFeatures memoryModel{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+    VkPhysicalDeviceShaderBfloat16FeaturesKHR bfloat16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
 
     explicit DeviceFeatureChain(const DeviceCaps& caps);
     DeviceFeatureChain(const DeviceFeatureChain&) = delete;

@@ -1,9 +1,71 @@
 #include "vk/pipelines.hpp"
 
+#include <unordered_map>
+
 #include "util/error.hpp"
 #include "kernels/shader_registry.hpp"
 
 namespace psk {
+namespace {
+
+// The few SPIR-V opcodes, decorations and modes the workgroup size needs (SPIR-V spec, 3.x).
+constexpr uint32_t kOpExecutionMode = 16, kOpConstant = 43, kOpConstantComposite = 44, kOpSpecConstant = 50,
+                   kOpSpecConstantComposite = 51, kOpDecorate = 71, kOpExecutionModeId = 331;
+constexpr uint32_t kDecorationSpecId = 1, kDecorationBuiltIn = 11, kBuiltInWorkgroupSize = 25;
+constexpr uint32_t kModeLocalSize = 17, kModeLocalSizeId = 38;
+
+bool isPowerOfTwo(uint32_t v) { return v && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint32_t>& specConstants) {
+    const uint32_t* w = code.code;
+    const size_t words = code.bytes / 4;
+    if (words < 5 || w[0] != 0x07230203u) return {};
+    std::unordered_map<uint32_t, uint32_t> specId, scalar;
+    std::unordered_map<uint32_t, std::vector<uint32_t>> composite;
+    uint32_t builtinId = 0;
+    uint32_t literal[3] = {0, 0, 0}, ids[3] = {0, 0, 0};
+    bool haveLiteral = false, haveIds = false;
+    for (size_t i = 5; i < words;) {
+        const uint32_t count = w[i] >> 16, op = w[i] & 0xFFFFu;
+        if (count == 0 || i + count > words) return {};
+        const uint32_t* a = w + i + 1;  // operands
+        const uint32_t n = count - 1;
+        if (op == kOpDecorate && n >= 3 && a[1] == kDecorationSpecId) {
+            specId[a[0]] = a[2];
+        } else if (op == kOpDecorate && n >= 3 && a[1] == kDecorationBuiltIn && a[2] == kBuiltInWorkgroupSize) {
+            builtinId = a[0];
+        } else if ((op == kOpConstant || op == kOpSpecConstant) && n >= 3) {
+            scalar[a[1]] = a[2];
+        } else if ((op == kOpConstantComposite || op == kOpSpecConstantComposite) && n >= 2) {
+            composite[a[1]] = std::vector<uint32_t>(a + 2, a + n);
+        } else if (op == kOpExecutionMode && n >= 5 && a[1] == kModeLocalSize) {
+            literal[0] = a[2], literal[1] = a[3], literal[2] = a[4];
+            haveLiteral = true;
+        } else if (op == kOpExecutionModeId && n >= 5 && a[1] == kModeLocalSizeId) {
+            ids[0] = a[2], ids[1] = a[3], ids[2] = a[4];
+            haveIds = true;
+        }
+        i += count;
+    }
+    auto value = [&](uint32_t id) -> uint32_t {
+        const auto s = specId.find(id);
+        if (s != specId.end() && s->second < specConstants.size()) return specConstants[s->second];
+        const auto v = scalar.find(id);
+        return v == scalar.end() ? 0u : v->second;
+    };
+    WorkgroupSize size;
+    const auto c = builtinId ? composite.find(builtinId) : composite.end();
+    if (c != composite.end() && c->second.size() == 3) {
+        size = {value(c->second[0]), value(c->second[1]), value(c->second[2])};
+    } else if (haveIds) {
+        size = {value(ids[0]), value(ids[1]), value(ids[2])};
+    } else if (haveLiteral) {
+        size = {literal[0], literal[1], literal[2]};
+    }
+    return size;
+}
 
 const ShaderCode* findShader(std::string_view name) {
     for (size_t i = 0; i < kShaderRegistrySize; ++i)
@@ -12,7 +74,15 @@ const ShaderCode* findShader(std::string_view name) {
 }
 
 Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps)
-    : vk_(vk), device_(device), pushDescriptors_(caps.pushDescriptors) {
+    : vk_(vk),
+      device_(device),
+      pushDescriptors_(caps.pushDescriptors),
+      subgroupSize_(caps.subgroupSize),
+      minSubgroupSize_(caps.minSubgroupSize),
+      maxSubgroupSize_(caps.maxSubgroupSize),
+      maxWorkgroupSubgroups_(caps.maxComputeWorkgroupSubgroups),
+      sizeControl_(caps.subgroupSizeControl && (caps.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT)),
+      fullSubgroups_(caps.subgroupSizeControl && caps.computeFullSubgroups) {
     VkDescriptorSetLayoutBinding bindings[kMaxBindings];
     for (uint32_t i = 0; i < kMaxBindings; ++i) {
         bindings[i] = VkDescriptorSetLayoutBinding{};
@@ -54,14 +124,29 @@ size_t Pipelines::size() const {
 size_t Pipelines::KeyHash::operator()(const Key& k) const {
     size_t h = std::hash<const void*>()(k.shader);
     for (uint32_t v : k.constants) h = h * 1099511628211ull ^ v;
-    return h;
+    return h * 1099511628211ull ^ k.requiredSubgroupSize;
+}
+
+bool Pipelines::supportsSubgroupSize(uint32_t size) const {
+    if (size == subgroupSize_) return true;
+    return sizeControl_ && isPowerOfTwo(size) && size >= minSubgroupSize_ && size <= maxSubgroupSize_;
+}
+
+bool Pipelines::pinsSubgroupSize(uint32_t size) const {
+    return size != 0 && sizeControl_ && minSubgroupSize_ != maxSubgroupSize_ && supportsSubgroupSize(size);
 }
 
 VkPipeline Pipelines::get(const KernelChoice& choice) {
     const ShaderCode* code = findShader(choice.variant);
     if (!code) fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " is not built into this library");
     const std::vector<uint32_t>& specConstants = choice.constants.values;
-    Key key{code, specConstants};
+    const uint32_t required = choice.requiredSubgroupSize;
+    if (required && !supportsSubgroupSize(required))
+        fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " needs subgroups of ", required,
+             " lanes; the device's subgroup size is ", subgroupSize_,
+             sizeControl_ ? " and it can require sizes " : " and it cannot require another",
+             sizeControl_ ? cat(minSubgroupSize_, " to ", maxSubgroupSize_) : std::string());
+    Key key{code, specConstants, required};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
@@ -86,6 +171,21 @@ VkPipeline Pipelines::get(const KernelChoice& choice) {
     info.stage.module = module;
     info.stage.pName = "main";
     info.stage.pSpecializationInfo = &spec;
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT sizeInfo{
+        VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
+    if (pinsSubgroupSize(required)) {
+        const WorkgroupSize wg = shaderWorkgroupSize(*code, specConstants);
+        if (maxWorkgroupSubgroups_ && wg.invocations() > uint64_t(maxWorkgroupSubgroups_) * required) {
+            vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
+            fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, ": ", wg.invocations(),
+                 " invocations are more than maxComputeWorkgroupSubgroups (", maxWorkgroupSubgroups_,
+                 ") subgroups of ", required);
+        }
+        sizeInfo.requiredSubgroupSize = required;
+        info.stage.pNext = &sizeInfo;
+        if (fullSubgroups_ && wg.x != 0 && wg.x % required == 0)
+            info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
+    }
     info.layout = layout_;
     VkPipeline pipeline = VK_NULL_HANDLE;
     const VkResult r = vk_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, vk_.callbacks, &pipeline);

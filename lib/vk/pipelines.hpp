@@ -1,5 +1,5 @@
-// Compute pipelines, created once per (shader variant, specialization constants) and cached for
-// the context's lifetime. Every kernel shares one pipeline layout: up to kMaxBindings storage
+// Compute pipelines, created once per (shader variant, specialization constants, required
+// subgroup size) and cached for the context's lifetime. Every kernel shares one pipeline layout: up to kMaxBindings storage
 // buffers in set 0 (push descriptors where the device has them) and kPushConstantBytes of push
 // constants for run-time sizes and strides.
 #pragma once
@@ -16,6 +16,19 @@
 
 namespace psk {
 
+/** A compute shader's local workgroup size (x, y, z), or all zeros when it cannot be read. */
+struct WorkgroupSize {
+    uint32_t x = 0, y = 0, z = 0;
+    uint32_t invocations() const { return x * y * z; }
+};
+
+/**
+ * The workgroup size of a SPIR-V compute module once specialized with `specConstants` (value i
+ * for constant_id i, as Pipelines::get passes them): the WorkgroupSize built-in where the module
+ * has one (glslang's local_size_x_id), else LocalSize / LocalSizeId.
+ */
+WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint32_t>& specConstants);
+
 class Pipelines {
 public:
     static constexpr uint32_t kMaxBindings = 8;
@@ -28,10 +41,25 @@ public:
 
     /**
      * The pipeline of a kernel choice (kernels/kernel_table.hpp): its variant with its named
-     * specialization constants (32-bit each; booleans as 0/1). Throws UNSUPPORTED when the variant
-     * is not built in. Thread-safe.
+     * specialization constants (32-bit each; booleans as 0/1) and, when `requiredSubgroupSize`
+     * is not 0, that subgroup size. Where the device's subgroup size can vary (min != max) and it
+     * has subgroupSizeControl for compute, the size is pinned with
+     * VkPipelineShaderStageRequiredSubgroupSizeCreateInfo, plus REQUIRE_FULL_SUBGROUPS where
+     * computeFullSubgroups is enabled and the workgroup's x size is a multiple of it; where the size
+     * cannot vary it must be the device's. Throws UNSUPPORTED when the variant is not built in or
+     * the device cannot run it with that subgroup size (see supportsSubgroupSize). Thread-safe.
      */
     VkPipeline get(const KernelChoice& choice);
+
+    /**
+     * True when a kernel that assumes subgroups of `size` lanes can run here: `size` is the
+     * device's subgroup size (the default of every pipeline), or the size can be pinned (subgroup
+     * size control for compute, `size` a power of two in [minSubgroupSize, maxSubgroupSize]).
+     * The plans check this before setting KernelChoice::requiredSubgroupSize.
+     */
+    bool supportsSubgroupSize(uint32_t size) const;
+    /** True when `size` would be pinned on pipeline creation (not the device's fixed size). */
+    bool pinsSubgroupSize(uint32_t size) const;
 
     VkPipelineLayout layout() const { return layout_; }
     VkDescriptorSetLayout setLayout() const { return setLayout_; }
@@ -42,13 +70,20 @@ private:
     const DeviceFunctions& vk_;
     VkDevice device_;
     bool pushDescriptors_;
+    // Subgroup size control as enabled on the device (device_caps.hpp).
+    uint32_t subgroupSize_, minSubgroupSize_, maxSubgroupSize_, maxWorkgroupSubgroups_;
+    bool sizeControl_, fullSubgroups_;
     VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
-    /** A pipeline is its SPIR-V variant plus its specialization constants (by constant_id). */
+    /** A pipeline is its SPIR-V variant, its specialization constants (by constant_id) and its
+     *  required subgroup size (0: any). */
     struct Key {
         const ShaderCode* shader;
         std::vector<uint32_t> constants;
-        bool operator==(const Key& o) const { return shader == o.shader && constants == o.constants; }
+        uint32_t requiredSubgroupSize = 0;
+        bool operator==(const Key& o) const {
+            return shader == o.shader && constants == o.constants && requiredSubgroupSize == o.requiredSubgroupSize;
+        }
     };
     struct KeyHash {
         size_t operator()(const Key& k) const;

@@ -5,6 +5,7 @@
 // workspace buffer whose disjoint regions must not serialize each other.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <vector>
 
@@ -58,12 +59,21 @@ public:
                   uint32_t rows);
     void fill(BufferRange dst, VkDeviceSize bytes, uint32_t value);
     void timestamp(VkQueryPool pool, uint32_t query);
+    /**
+     * The recording enters forward stage `stage` (PskForwardStage): where the submission times
+     * stages (Submitter::run with stage times) this writes a timestamp, else it does nothing.
+     */
+    void beginStage(uint32_t stage) {
+        if (stageMarker_) stageMarker_(stage);
+    }
+    void setStageMarker(std::function<void(uint32_t)> marker) { stageMarker_ = std::move(marker); }
     /** Makes every write so far visible to the host (before the host reads mapped memory). */
     void finishForHost();
     uint32_t barrierCount() const { return barriers_; }
     uint32_t dispatchCount() const { return dispatches_; }
 
 private:
+    std::function<void(uint32_t)> stageMarker_;
     void track(const Access* begin, const Access* end);
 
     const DeviceFunctions& vk_;

@@ -2,6 +2,9 @@
 // queries of the library's own submissions, and the record / submit / wait / time sequence.
 #include "vk/submitter.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include "util/error.hpp"
 #include "vk/context.hpp"
 
@@ -14,7 +17,8 @@ namespace {
 constexpr uint32_t kQueryRunStart = 0;
 constexpr uint32_t kQueryMarkedStart = 1;
 constexpr uint32_t kQueryEnd = 2;  // marked stop, or the end of the callback's recording
-constexpr uint32_t kQueryCount = 3;
+constexpr uint32_t kQueryStages = 3;  // then one query per stage (Submitter::kMaxStages)
+constexpr uint32_t kQueryCount = kQueryStages + Submitter::kMaxStages;
 
 }  // namespace
 
@@ -56,7 +60,11 @@ void Submitter::release() {
     commandBuffer_ = VK_NULL_HANDLE;
 }
 
-void Submitter::run(const Record& record, double* gpuMs) {
+void Submitter::run(const Record& record, double* gpuMs) { run(record, gpuMs, nullptr); }
+
+void Submitter::run(const Record& record, double* gpuMs, double* stageMs) {
+    if (stageMs)
+        for (uint32_t i = 0; i < kMaxStages; ++i) stageMs[i] = 0.0;
     if (recorder_) fail(PSK_ERROR_INTERNAL, "Submitter::run called from its own callback");
     const DeviceFunctions& vk = context_.vk();
     const VkDevice device = context_.device();
@@ -80,6 +88,14 @@ void Submitter::run(const Record& record, double* gpuMs) {
         vk.vkCmdResetQueryPool(commandBuffer_, queryPool_, 0, kQueryCount);
         rec.timestamp(queryPool_, kQueryRunStart);
     }
+    // Stage marks in the order the recording enters them (each stage at most once).
+    std::vector<uint32_t> stages;
+    if (timed && stageMs)
+        rec.setStageMarker([&](uint32_t stage) {
+            if (stage >= kMaxStages || std::find(stages.begin(), stages.end(), stage) != stages.end()) return;
+            rec.timestamp(queryPool_, kQueryStages + stage);
+            stages.push_back(stage);
+        });
     {
         // The marks are valid only while the callback runs, also when it throws.
         recorder_ = &rec;
@@ -106,7 +122,13 @@ void Submitter::run(const Record& record, double* gpuMs) {
         };
         const uint64_t first = ticks(started_ ? kQueryMarkedStart : kQueryRunStart), last = ticks(kQueryEnd);
         const uint64_t mask = caps.timestampValidBits >= 64 ? ~uint64_t(0) : (uint64_t(1) << caps.timestampValidBits) - 1;
-        *gpuMs = double((last - first) & mask) * caps.limits().timestampPeriod * 1e-6;
+        const double msPerTick = caps.limits().timestampPeriod * 1e-6;
+        *gpuMs = double((last - first) & mask) * msPerTick;
+        for (size_t i = 0; i < stages.size(); ++i) {
+            const uint64_t from = ticks(kQueryStages + stages[i]);
+            const uint64_t to = i + 1 < stages.size() ? ticks(kQueryStages + stages[i + 1]) : last;
+            stageMs[stages[i]] = double((to - from) & mask) * msPerTick;
+        }
     }
 }
 

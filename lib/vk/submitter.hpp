@@ -37,6 +37,14 @@ public:
      */
     void run(const Record& record, double* gpuMs = nullptr);
 
+    /**
+     * The same, and with `stageMs` (kMaxStages entries, zeroed first) the GPU time of each stage the
+     * recording enters with Recorder::beginStage: from its mark to the next stage's mark, the
+     * last one to the end of the timed span. A stage never entered stays 0.
+     */
+    static constexpr uint32_t kMaxStages = 4;
+    void run(const Record& record, double* gpuMs, double* stageMs);
+
     /** Inside run's callback, at most once: the timed span starts after the commands recorded so far. */
     void startTiming();
     /** Inside run's callback, at most once, after startTiming if any: the timed span ends here. */

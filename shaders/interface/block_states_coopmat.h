@@ -17,17 +17,10 @@
     X(7, uint, SG_N, 2) /* subgroups along value columns */ \
     X(8, uint, WM, 2) /* matrices per subgroup along features */ \
     X(9, uint, WN, 2) /* matrices per subgroup along value columns */ \
-    X(10, uint, KEY_TILE, 32) /* keys per step, a multiple of CM_K and of 8 */
+    X(10, uint, KEY_TILE, 32) /* keys per step, a multiple of CM_K and of 8 */ \
+    X(11, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 (zero padding) */
 
-PSK_PUSH_BEGIN(BlockStatesCoopMatPush)
-    uint n;
-    uint block_size;
-    uint blocks;         // t = ceil(n / block_size)
-    uint features;       // F = SKETCH (SKETCH + 1) / 2
-    uint kv_heads;
-    uint feature_tiles;  // ceil(F / TILE_M)
-    TensorStrides v_strides;
-    float feature_scale;
-PSK_PUSH_END
+// The push constants are the scalar kernel's: BlockStatesPush (block_states.h).
+#include "block_states.h"
 
 #endif

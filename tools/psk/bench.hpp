@@ -36,6 +36,9 @@ struct Result {
     std::string reason;  // why it was skipped
     Timing gpu;
     std::vector<double> samplesMs;
+    // Per stage (PskForwardStage): the samples of PskForwardStats.stageMilliseconds and their median.
+    std::vector<double> stageSamplesMs[PSK_FORWARD_STAGE_COUNT];
+    double stageMedianMs[PSK_FORWARD_STAGE_COUNT] = {};
     uint64_t workspaceBytes = 0;
     double flops = 0;
     // Decode mode (psk bench --decode): config.n is the context length L the state was prefilled
@@ -48,6 +51,12 @@ struct Result {
     Timing peer;
     std::string peerReason;
 };
+
+/** JSON / CSV names of the stages, in PskForwardStage order. */
+inline const char* stageName(uint32_t stage) {
+    static const char* names[PSK_FORWARD_STAGE_COUNT] = {"feature_map", "block_states", "prefix", "output"};
+    return stage < PSK_FORWARD_STAGE_COUNT ? names[stage] : "?";
+}
 
 /** The effective FLOP count of one forward call (formulas in docs/PERFORMANCE.md). */
 double flops(const Config&);

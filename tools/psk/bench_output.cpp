@@ -110,7 +110,8 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
       << ", \"driver_info\": " << quote(info.driverInfo) << ", \"type\": " << info.deviceType << "},\n";
     o << "  \"runs\": " << info.runs << ",\n";
     o << "  \"warmup\": " << info.warmup << ",\n";
-    o << "  \"time\": \"median, min and max of the GPU timestamps around the attention dispatches (PskForwardStats.gpuMilliseconds)\",\n";
+    o << "  \"time\": \"median, min and max of the GPU timestamps around the attention dispatches (PskForwardStats.gpuMilliseconds); "
+         "stage_median_ms: the median of each stage's time (PskForwardStats.stageMilliseconds, timestamps between the stages)\",\n";
     if (info.peer.name.empty()) {
         o << "  \"peer\": null,\n";
     } else {
@@ -139,7 +140,10 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
             o << ", \"status\": \"ok\", \"median_ms\": " << number(r.gpu.medianMs) << ", \"min_ms\": " << number(r.gpu.minMs)
               << ", \"max_ms\": " << number(r.gpu.maxMs) << ", \"ms_per_token\": " << number(msPerToken(r))
               << ", \"tokens_per_s\": " << number(1e3 / msPerToken(r)) << ", \"tflops\": " << number(tflops(r))
-              << ", \"workspace_bytes\": " << u(r.workspaceBytes) << ", \"samples_ms\": [";
+              << ", \"workspace_bytes\": " << u(r.workspaceBytes) << ", \"stage_median_ms\": {";
+            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
+                o << (st ? ", " : "") << quote(stageName(st)) << ": " << number(r.stageMedianMs[st]);
+            o << "}, \"samples_ms\": [";
             for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
             o << "]";
         } else {
@@ -167,8 +171,8 @@ std::string toCsv(const RunInfo& info, const std::vector<Result>& results) {
     if (info.decode) return decodeCsv(results);
     std::ostringstream o;
     o << "kind,dtype,layout,batch,heads,kv_heads,n,head_dim,value_dim,causal,degree,sketch_size,block_size,local_exact,"
-         "status,median_ms,min_ms,max_ms,ms_per_token,tflops,flop,workspace_bytes,peer,peer_median_ms,peer_min_ms,peer_max_ms,"
-         "speedup_vs_peer,reason\n";
+         "status,median_ms,min_ms,max_ms,ms_per_token,tflops,flop,workspace_bytes,feature_map_ms,block_states_ms,prefix_ms,output_ms,"
+         "peer,peer_median_ms,peer_min_ms,peer_max_ms,speedup_vs_peer,reason\n";
     for (const Result& r : results) {
         const Config& c = r.config;
         const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
@@ -182,6 +186,7 @@ std::string toCsv(const RunInfo& info, const std::vector<Result>& results) {
         else
             o << ",,,,,";
         o << number(r.flops, 15) << ',' << (r.ok ? u(r.workspaceBytes) : "") << ',';
+        for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) o << (r.ok ? number(r.stageMedianMs[st]) : "") << ',';
         std::string peerReason;
         if (info.peer.name.empty()) {
             o << ",,,,";

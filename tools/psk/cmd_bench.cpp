@@ -41,7 +41,9 @@ void benchUsage(FILE* out) {
         "Times every combination of the lists (comma-separated; 'k' multiplies by 1024: --n 1k,2k).\n"
         "Per configuration: median, min and max GPU time of N runs after the warm-up runs (timestamp\n"
         "queries around the attention dispatches; uploads and downloads excluded), ms per token,\n"
-        "effective TFLOP/s (formulas in docs/PERFORMANCE.md) and device workspace bytes. A\n"
+        "effective TFLOP/s (formulas in docs/PERFORMANCE.md), device workspace bytes, and the median\n"
+        "time of each stage (feature map, block states, prefix, output: timestamps between the\n"
+        "stages' dispatches; softmax and polynomial are all output). A\n"
         "configuration that fails (unsupported, too large, out of memory) is recorded as skipped\n"
         "with its reason; the sweep goes on. Random inputs are generated once per shape.\n"
         "\n"
@@ -358,8 +360,8 @@ private:
 };
 
 void printHeader() {
-    std::printf("%-34s %6s %10s %10s %10s %11s %9s %12s\n", "configuration", "n", "median ms", "min ms", "max ms", "ms/token",
-                "TFLOP/s", "workspace B");
+    std::printf("%-34s %6s %10s %10s %10s %11s %9s %12s | %9s %9s %9s %9s\n", "configuration", "n", "median ms", "min ms", "max ms",
+                "ms/token", "TFLOP/s", "workspace B", "features", "states", "prefix", "output");
 }
 
 void printRow(const Result& r) {
@@ -368,10 +370,11 @@ void printRow(const Result& r) {
     if (!r.ok) {
         std::printf("%-34s %6u skipped: %s\n", what.c_str(), r.config.n, r.reason.c_str());
     } else {
-        std::printf("%-34s %6u %10.3f %10.3f %10.3f %11.3e %9.4f %12llu\n", what.c_str(), r.config.n, r.gpu.medianMs, r.gpu.minMs,
-                    r.gpu.maxMs, r.gpu.medianMs / (double(r.config.batch) * r.config.n),
+        std::printf("%-34s %6u %10.3f %10.3f %10.3f %11.3e %9.4f %12llu | %9.3f %9.3f %9.3f %9.3f\n", what.c_str(), r.config.n,
+                    r.gpu.medianMs, r.gpu.minMs, r.gpu.maxMs, r.gpu.medianMs / (double(r.config.batch) * r.config.n),
                     r.gpu.medianMs > 0 ? r.flops / (r.gpu.medianMs * 1e-3) / 1e12 : 0.0,
-                    static_cast<unsigned long long>(r.workspaceBytes));
+                    static_cast<unsigned long long>(r.workspaceBytes), r.stageMedianMs[0], r.stageMedianMs[1], r.stageMedianMs[2],
+                    r.stageMedianMs[3]);
     }
     std::fflush(stdout);
 }
@@ -435,13 +438,17 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
             res.samplesMs.clear();
             break;
         }
-        if (run >= o.warmup) res.samplesMs.push_back(stats.gpuMilliseconds);
+        if (run >= o.warmup) {
+            res.samplesMs.push_back(stats.gpuMilliseconds);
+            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) res.stageSamplesMs[st].push_back(stats.stageMilliseconds[st]);
+        }
         res.workspaceBytes = stats.workspaceBytes;
     }
     pskDestroyAttention(attn);
     if (res.reason.empty()) {
         res.ok = true;
         res.gpu = summarize(res.samplesMs);
+        for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) res.stageMedianMs[st] = summarize(res.stageSamplesMs[st]).medianMs;
     }
     return res;
 }

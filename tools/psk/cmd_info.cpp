@@ -19,6 +19,29 @@ const char* typeName(uint32_t type) {
 
 const char* yesNo(uint32_t v) { return v ? "yes" : "no"; }
 
+/** A VkComponentTypeKHR value (PskCooperativeMatrixProperty) as a short name. */
+std::string componentName(uint32_t type) {
+    static const char* names[] = {"f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"};
+    if (type < 11) return names[type];
+    if (type == 1000141000u) return "bf16";
+    return "type " + std::to_string(type);
+}
+
+const char* scopeName(uint32_t scope) {
+    switch (scope) {
+        case 1:
+            return "device";
+        case 2:
+            return "workgroup";
+        case 3:
+            return "subgroup";
+        case 5:
+            return "queue family";
+        default:
+            return "unknown scope";
+    }
+}
+
 const char* kUsage =
     "usage: psk info\n"
     "       psk info --plan [--kind softmax|poly|polysketch] [--dtype f32|f16|bf16] [--causal | --full]\n"
@@ -182,9 +205,19 @@ int runInfo(int argc, char** argv) {
         std::printf("    push descriptors:           %s\n", yesNo(d.pushDescriptors));
         std::printf("    timestamp period:           %g ns\n", d.timestampPeriodNs);
         std::printf("    cooperative matrix:         NV %s, KHR %s\n", yesNo(d.cooperativeMatrixNV), yesNo(d.cooperativeMatrixKHR));
-        for (uint32_t s = 0; s < d.cooperativeMatrixShapeCount; ++s)
-            std::printf("      f16 x f16 -> f32 shape:   %ux%ux%u\n", d.cooperativeMatrixShapes[s][0],
-                        d.cooperativeMatrixShapes[s][1], d.cooperativeMatrixShapes[s][2]);
+        std::printf("    vulkanMemoryModel:          %s%s\n", yesNo(d.vulkanMemoryModel),
+                    d.cooperativeMatrixNV || d.cooperativeMatrixKHR ? "" : " (enabled only with cooperative matrices)");
+        std::printf("    bfloat16 matrices:          %s\n", yesNo(d.bfloat16CooperativeMatrix));
+        // Every enumerated configuration: M x N x K, A x B + C -> result, scope.
+        for (uint32_t s = 0; s < d.cooperativeMatrixPropertyCount; ++s) {
+            const PskCooperativeMatrixProperty& p = d.cooperativeMatrixProperties[s];
+            const std::string shape = std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k);
+            std::printf("      %-3s %-10s %s x %s + %s -> %s, %s%s\n", p.extension ? "KHR" : "NV", shape.c_str(),
+                        componentName(p.aType).c_str(), componentName(p.bType).c_str(), componentName(p.cType).c_str(),
+                        componentName(p.resultType).c_str(), scopeName(p.scope), p.saturatingAccumulation ? ", saturating" : "");
+        }
+        if (d.cooperativeMatrixPropertyTotal > d.cooperativeMatrixPropertyCount)
+            std::printf("      ... and %u more\n", d.cooperativeMatrixPropertyTotal - d.cooperativeMatrixPropertyCount);
     }
     return 0;
 }

@@ -1,0 +1,32 @@
+// Kernel interface of polysketch_output_coopmat.comp (see common.h): its specialization
+// constants and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_POLYSKETCH_OUTPUT_COOPMAT_H
+#define PSK_INTERFACE_POLYSKETCH_OUTPUT_COOPMAT_H
+
+#include "common.h"
+
+// polysketch_output_coopmat.comp
+#define PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC(X) \
+    X(0, uint, THREADS, 64) /* SG_M * SG_N * subgroup size */ \
+    X(1, uint, SKETCH, 32) /* length of S(q) */ \
+    X(2, uint, HEAD_DIM, 64) /* h (local exact rows) */ \
+    X(3, uint, VALUE_DIM, 64) /* dv */ \
+    X(4, uint, DEGREE, 4) /* local exact weights (q.k)^DEGREE */ \
+    X(5, bool, CAUSAL, true) \
+    X(6, bool, LOCAL_EXACT, false) \
+    X(7, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 (zero padding) */ \
+    X(8, uint, CM_M, 16) \
+    X(9, uint, CM_N, 16) \
+    X(10, uint, CM_K, 16) \
+    X(11, uint, SG_M, 2) /* subgroups along rows, CM_M each: TILE_M = SG_M * CM_M query rows per workgroup */ \
+    X(12, uint, SG_N, 2) /* subgroups along the NT = ceil((dv + 1) / CM_N) column tiles */ \
+    X(13, uint, WN, 3) /* column tiles per subgroup: SG_N * WN >= NT */ \
+    X(14, uint, FEAT_CHUNK, 32) /* features (Z rows) per step of phi(q)^T Z, a multiple of CM_K */ \
+    X(15, uint, KEY_TILE, 32) /* local keys per step, a multiple of CM_K and of CM_N */ \
+    X(16, uint, WIDTH_CHUNK, 64) /* local: q'/k' (or S) columns per step of the scores, a multiple of CM_K */
+
+// The push constants are the generic kernel's: PolysketchOutputPush (polysketch_output.h), with
+// tiles_per_block = ceil(block_size / TILE_M).
+#include "polysketch_output.h"
+
+#endif

@@ -1,0 +1,429 @@
+#version 450
+// Polysketch output (docs/MATH.md section 6) on cooperative matrices: the result of
+// polysketch_output.comp (same bindings, push constants PolysketchOutputPush, output layout):
+// for query row i of block l
+//
+//   num_i = phi(q_i)^T Z + local_i,      O_i[c] = num_i[c] / (1 + num_i[dv])  (c < dv)
+//
+//   Z:       CAUSAL: Z_l, the exclusive prefix of the block states (zero for l = 0: skipped);
+//            full:   the sum of every block state, reduced into block 0. Rows of Z_STRIDE floats:
+//            dv values, the normalizer at column dv, zero padding.
+//   local_i: CAUSAL only, keys j of block l with j <= i: w_ij [v_j | 1] with
+//            w_ij = <S(q_i), S(k_j)>^2 (sketched) or (q'_i . k'_j)^DEGREE (LOCAL_EXACT, the rows
+//            the feature map wrote; q' is already scaled).
+//
+// Tiling: a workgroup owns TILE_M = SG_M * CM_M consecutive query rows of one block (grid x =
+// blocks * tiles_per_block, tiles_per_block = ceil(block_size / TILE_M)) and all NT =
+// ceil((dv + 1) / CM_N) column tiles of them, as float32 accumulators spread over SG_M x SG_N
+// subgroups: subgroup (m, n) owns rows m CM_M .. and the column tiles n WN .. n WN + WN - 1 that
+// are < NT. The normalizer is column dv of the same GEMMs (the normalizer column of Z, the ones
+// column of [V | 1]), so there is no separate sum.
+//
+//  1. S(q) rows of the tile are staged once (float32), with the range maxima of the operands.
+//  2. Inter-block, chunks of FEAT_CHUNK features: A = phi(q) rows (TILE_M x FEAT_CHUNK, expanded
+//     from the pair table, self_tensor.glsl), B = the Z chunk (FEAT_CHUNK x NT CM_N, zero past
+//     column dv); part = A B in float32, then acc += part / (scale_A scale_B) (CM_ADD_SCALED).
+//  3. Local part (CAUSAL), keys KEY_TILE at a time up to the tile's last row: scores S = Q K^T
+//     (operands q' and k', or S(q) and S(k), WIDTH_CHUNK columns per step; the KEY_TILE / CM_N
+//     score tiles of a row group are spread over its SG_N subgroups) out through a float32
+//     scratch (CM_STORE_ROW); there, in float32 by the whole workgroup: undo the operand scales,
+//     mask (j <= i, rows of the block), raise to DEGREE (2 when sketched), choose the tile's
+//     power-of-two weight scale, round into the W operand; then part = W [V | 1] (the V tile
+//     staged once per key tile with its own scale; its column dv holds the scale itself, the
+//     ones), acc += part / (scale_W scale_V).
+//  4. The accumulators leave through per-subgroup scratch tiles: first the normalizer column
+//     (column dv, in tile NT - 1) into den_s, then every tile normalized, STORE_ELEM.
+//
+// Range (as block_states_coopmat.comp): features reach 1e4-1e5 with LayerNorm'd inputs and Z 1e7
+// and more at long n, outside float16. Every operand is scaled by a power of two that brings its
+// largest |element| to at most 2^14 before it is rounded (CM_TO_OPERAND): phi(q) once per
+// workgroup (the bound sqrt(2) max|S(q)|^2, reached by the square features), each Z chunk by its
+// own maximum (a pass over the chunk before it is staged), q' (or S(q)), k' (or S(k)) and v once
+// per workgroup from the maxima over its rows and keys (v's scale covers the ones column), the
+// weights once per key tile. Maxima are combined with atomicMax on the float bits (non-negative
+// floats order as their bit patterns). Scales are powers of two in 2^-60 .. 2^60, so undoing them
+// (one float32 product of two) is exact. Weights below 2^-28 of the tile's largest weight fall
+// out of float16's normal range (2^-14 .. 2^14 after scaling) and lose precision.
+//
+// Shared memory: two pools whose regions alias by phase. The float32 pool holds the S(q) rows
+// (TILE_M x SKETCH) in steps 1-2, the scores / weights (TILE_M x KEY_TILE) in step 3 and one
+// CM_M x CM_N scratch per subgroup in step 4; the operand pool holds A and B in step 2 and Q, K,
+// W, V in step 3. Operand rows are padded by 8 elements: 16-byte aligned for 2-byte operands
+// (the load/store rule) and spread over the banks. The host computes the bytes
+// (polysketchOutputCoopMatSharedBytes, lib/forward/polysketch_plan.cpp); with the emulated
+// backend operands are 4-byte floats and coopmat.glsl adds 2 KiB per subgroup (16 x 16 x 16).
+//
+// llvmpipe's loop budget (docs/ARCHITECTURE.md): loops with spec-constant trip counts are
+// unrolled; the run-time loops are the feature chunks (F / FEAT_CHUNK), the key tiles (at most
+// block_size / KEY_TILE), the width steps, the maxima passes over the tile's keys, the lane loops
+// over a scratch tile and, in the emulated backend, its per-lane loops over matrix elements (about
+// (M K + 2 K N + M N) / lanes per product: the host keeps their sum bounded, see planPolysketch).
+//
+// One source for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix and the emulated backend
+// (coopmat.glsl). The workgroup must consist of exactly SG_M * SG_N subgroups: the host sets
+// THREADS = SG_M * SG_N * subgroup size and pins the subgroup size where it can vary.
+
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+
+layout(local_size_x_id = 0) in;
+#include "interface/polysketch_output_coopmat.h"
+PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC)
+
+#define CM_SUBGROUPS (SG_M * SG_N)
+#include "coopmat.glsl"
+#include "self_tensor.glsl"
+#include "storage.glsl"
+#include "tensor_strides.glsl"
+
+layout(std430, binding = 0) readonly buffer QSketch { float q_sketch[]; };
+layout(std430, binding = 1) readonly buffer KLocal { float k_local[]; };  // S(k) rows, or k' rows
+layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
+layout(std430, binding = 4) readonly buffer States { float states[]; };
+layout(std430, binding = 5) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = 6) readonly buffer QLocal { float q_local[]; };  // q' rows (LOCAL_EXACT)
+
+const uint TILE_M = SG_M * CM_M;
+const uint NT = (VALUE_DIM + CM_N) / CM_N;   // column tiles: ceil((dv + 1) / CM_N)
+const uint NC = NT * CM_N;
+const uint ST = KEY_TILE / CM_N;             // score tiles of a row group per key tile ...
+const uint SU = (ST + SG_N - 1u) / SG_N;     // ... per subgroup
+const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
+const uint PAD = 8u;
+const uint LDA = FEAT_CHUNK + PAD;   // A: phi(q) rows, row-major
+const uint LDB = NC + PAD;           // B: Z chunk rows / V rows, row-major
+const uint LDQ = WIDTH_CHUNK + PAD;  // Q rows (row-major A), K rows (column-major B = K^T)
+const uint LDW = KEY_TILE + PAD;     // W rows, row-major
+// Operand pool: step 2 [A | B], step 3 [Q | K | W | V].
+const uint OP_A = 0u;
+const uint OP_B = TILE_M * LDA;
+const uint OP_INTER = OP_B + FEAT_CHUNK * LDB;
+const uint OP_Q = 0u;
+const uint OP_K = TILE_M * LDQ;
+const uint OP_W = OP_K + KEY_TILE * LDQ;
+const uint OP_V = OP_W + TILE_M * LDW;
+const uint OP_LOCAL = CAUSAL ? OP_V + KEY_TILE * LDB : 0u;
+const uint OP_POOL = OP_INTER > OP_LOCAL ? OP_INTER : OP_LOCAL;
+// Float32 pool: [TILE_M][SKETCH] S(q) rows (steps 1-2), [TILE_M][KEY_TILE] scores (step 3),
+// [subgroup][CM_M][CM_N] (step 4).
+const uint F_SQ = TILE_M * SKETCH;
+const uint F_SCORES = TILE_M * KEY_TILE;
+const uint F_OUT = SG_M * SG_N * CM_M * CM_N;
+const uint F_POOL_12 = F_SQ > F_SCORES ? F_SQ : F_SCORES;
+const uint F_POOL = F_POOL_12 > F_OUT ? F_POOL_12 : F_OUT;
+// Range maxima (float bits): S(q), q', k', v, two Z chunk slots, the key tile's weights.
+const uint R_S = 0u, R_Q = 1u, R_K = 2u, R_V = 3u, R_Z = 4u, R_W = 6u;
+const uint RANGE_SLOTS = 7u;
+// The normalizer column dv lies in column tile NT - 1: its owner subgroup column and slot.
+const uint DEN_SG_N = (NT - 1u) / WN, DEN_W = (NT - 1u) % WN;
+
+shared CM_OPERAND op_pool[OP_POOL];
+shared float f_pool[F_POOL];
+shared float den_s[TILE_M];
+shared uint range_bits[RANGE_SLOTS];
+
+// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 so that the product of
+// two inverse scales stays a normal float32.
+float operand_scale(float x) {
+    if (!(x > 0.0)) return 1.0;
+    int e;
+    frexp(x, e);  // x < 2^e
+    return exp2(float(clamp(14 - e, -60, 60)));
+}
+
+float range_max(uint slot) { return uintBitsToFloat(range_bits[slot]); }
+
+float weight_power(float x) {
+    float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
+    [[unroll]] for (uint e = 1u; e < DEGREE; e *= 2u) w *= w;
+    return w;
+}
+
+void main() {
+    const uint block = gl_WorkGroupID.x / params.tiles_per_block;
+    const uint tile = gl_WorkGroupID.x % params.tiles_per_block;
+    const uint q_head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
+    const uint kv_head = q_head / params.head_ratio;
+    const uint q_seq = batch * params.q_heads + q_head;
+    const uint kv_seq = batch * params.kv_heads + kv_head;
+    const uint lid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+    const uint sg_m = sg % SG_M, sg_n = sg / SG_M;
+
+    const uint block_begin = block * params.block_size;
+    const uint block_end = min(params.n, block_begin + params.block_size);
+    const uint row_begin = block_begin + tile * TILE_M;
+    if (row_begin >= block_end) return;  // a tile past a short last block (the whole workgroup)
+    const uint row_end = min(block_end, row_begin + TILE_M);
+    const uint sg_row = row_begin + sg_m * CM_M;  // this subgroup's first row
+    const uint sg_end = min(row_end, sg_row + CM_M);
+    const bool sg_rows = sg_row < row_end;        // the subgroup has rows (subgroup-uniform)
+    const uint key_end = row_end;                 // keys past the tile's last row never count
+
+    [[unroll]] for (uint i = 0u; i < RANGE_SLOTS; i += THREADS)
+        if (i + lid < RANGE_SLOTS) range_bits[i + lid] = 0u;
+    barrier();
+
+    // ---- 1. S(q) rows of the tile (zero past its last row), and the operand ranges ----
+    {
+        float s_max = 0.0;
+        [[unroll]] for (uint it = 0u; it < (F_SQ + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < F_SQ) {
+                const float s = row_begin + i / SKETCH < row_end ? q_sketch[(q_seq * params.n + row_begin) * SKETCH + i] : 0.0;
+                f_pool[i] = s;
+                s_max = max(s_max, abs(s));
+            }
+        }
+        atomicMax(range_bits[R_S], floatBitsToUint(s_max));
+        if (CAUSAL) {
+            float q_max = 0.0, k_max = 0.0, v_max = 0.0;
+            if (LOCAL_EXACT) {
+                for (uint i = lid; i < (row_end - row_begin) * HEAD_DIM; i += THREADS)
+                    q_max = max(q_max, abs(q_local[(q_seq * params.n + row_begin) * HEAD_DIM + i]));
+            }
+            const uint k_base = (kv_seq * params.n + block_begin) * KEY_WIDTH;
+            for (uint i = lid; i < (key_end - block_begin) * KEY_WIDTH; i += THREADS) k_max = max(k_max, abs(k_local[k_base + i]));
+            const uint v_base = tensor_row(params.v_strides, batch, kv_head, block_begin);
+            for (uint i = lid; i < (key_end - block_begin) * VALUE_DIM; i += THREADS) {
+                const uint j = i / VALUE_DIM, c = i % VALUE_DIM;
+                v_max = max(v_max, abs(LOAD_ELEM(v_data[v_base + j * params.v_strides.token + c])));
+            }
+            atomicMax(range_bits[R_Q], floatBitsToUint(q_max));
+            atomicMax(range_bits[R_K], floatBitsToUint(k_max));
+            atomicMax(range_bits[R_V], floatBitsToUint(v_max));
+        }
+    }
+    barrier();
+
+    CM_ACC acc[WN];
+    [[unroll]] for (uint w = 0u; w < WN; ++w) acc[w] = CM_ACC_ZERO;
+
+    // ---- 2. phi(q)^T Z: everything before this block (causal) or everything (full) ----
+    if (!CAUSAL || block > 0u) {
+        const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
+        const float s_max = range_max(R_S);
+        const float a_scale = operand_scale(SQRT2 * s_max * s_max);
+        const float inv_a = 1.0 / a_scale;
+        uint chunk = 0u;
+        for (uint f0 = 0u; f0 < params.features; f0 += FEAT_CHUNK, ++chunk) {
+            const uint flen = min(FEAT_CHUNK, params.features - f0);
+            const uint slot = R_Z + (chunk & 1u);
+            barrier();  // the previous chunk's operands and its maximum slot are read
+            if (lid == 0u) range_bits[R_Z + ((chunk + 1u) & 1u)] = 0u;  // the next chunk's slot
+            // The chunk's largest |Z| (normalizer column included) ...
+            float z_max = 0.0;
+            [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * (VALUE_DIM + 1u) + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < flen * (VALUE_DIM + 1u)) {
+                    const uint f = i / (VALUE_DIM + 1u), c = i % (VALUE_DIM + 1u);
+                    z_max = max(z_max, abs(states[z_base + (f0 + f) * Z_STRIDE + c]));
+                }
+            }
+            atomicMax(range_bits[slot], floatBitsToUint(z_max));
+            // ... while A = phi(q) rows of the chunk are expanded (features past F are zero).
+            [[unroll]] for (uint it = 0u; it < (TILE_M * FEAT_CHUNK + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < TILE_M * FEAT_CHUNK) {
+                    const uint r = i / FEAT_CHUNK, f = i % FEAT_CHUNK;
+                    float p = 0.0;
+                    if (f < flen) {
+                        const uint entry = pairs[f0 + f];
+                        p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
+                            f_pool[r * SKETCH + pair_second(entry)];
+                    }
+                    op_pool[OP_A + r * LDA + f] = CM_TO_OPERAND(p);
+                }
+            }
+            barrier();
+            // B = the Z chunk, scaled by its own power of two, zero past column dv.
+            const float z_scale = operand_scale(range_max(slot));
+            [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * NC + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < FEAT_CHUNK * NC) {
+                    const uint f = i / NC, c = i % NC;
+                    float z = 0.0;
+                    if (f < flen && c <= VALUE_DIM) z = states[z_base + (f0 + f) * Z_STRIDE + c] * z_scale;
+                    op_pool[OP_B + f * LDB + c] = CM_TO_OPERAND(z);
+                }
+            }
+            barrier();
+            if (sg_rows) {
+                CM_ACC part[WN];
+                [[unroll]] for (uint w = 0u; w < WN; ++w) part[w] = CM_ACC_ZERO;
+                [[unroll]] for (uint kk = 0u; kk < FEAT_CHUNK; kk += CM_K) {
+                    if (kk < flen) {
+                        CM_A ma;
+                        CM_LOAD_ROW_A(ma, op_pool, OP_A + sg_m * CM_M * LDA + kk, LDA);
+                        [[unroll]] for (uint w = 0u; w < WN; ++w) {
+                            const uint t = sg_n * WN + w;
+                            if (t < NT) {
+                                CM_B mb;
+                                CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
+                                part[w] = CM_MULADD(ma, mb, part[w]);
+                            }
+                        }
+                    }
+                }
+                const float back = inv_a * (1.0 / z_scale);  // exact: powers of two in 2^-120 .. 2^120
+                [[unroll]] for (uint w = 0u; w < WN; ++w) CM_ADD_SCALED(acc[w], part[w], back);
+            }
+        }
+    }
+
+    // ---- 3. Local part: keys of this block up to each row ----
+    if (CAUSAL) {
+        const float q_scale = operand_scale(LOCAL_EXACT ? range_max(R_Q) : range_max(R_S));
+        const float k_scale = operand_scale(range_max(R_K));
+        const float v_scale = operand_scale(max(range_max(R_V), 1.0));  // the ones column is v_scale
+        const float inv_qk = (1.0 / q_scale) * (1.0 / k_scale);
+        const float inv_v = 1.0 / v_scale;
+        const uint q_base = (q_seq * params.n + row_begin) * (LOCAL_EXACT ? HEAD_DIM : SKETCH);
+        const uint k_base = kv_seq * params.n * KEY_WIDTH;
+        const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
+        for (uint ks = block_begin; ks < key_end; ks += KEY_TILE) {
+            const bool sees_keys = sg_rows && ks < sg_end;  // a key of the tile is visible to a row of the subgroup
+            CM_ACC score[SU];
+            [[unroll]] for (uint u = 0u; u < SU; ++u) score[u] = CM_ACC_ZERO;
+            [[dont_unroll]] for (uint w0 = 0u; w0 < KEY_WIDTH; w0 += WIDTH_CHUNK) {
+                barrier();  // the previous step's operands (and the previous key tile's W and V) are read
+                // Q: the tile's rows (zero past its last row), once when one step covers the width.
+                if (KEY_WIDTH > WIDTH_CHUNK || ks == block_begin) {
+                    [[unroll]] for (uint it = 0u; it < (TILE_M * WIDTH_CHUNK + THREADS - 1u) / THREADS; ++it) {
+                        const uint i = it * THREADS + lid;
+                        if (i < TILE_M * WIDTH_CHUNK) {
+                            const uint r = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
+                            float x = 0.0;
+                            if (row_begin + r < row_end && d < KEY_WIDTH)
+                                x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
+                            op_pool[OP_Q + r * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x);
+                        }
+                    }
+                }
+                // K: the key tile's rows (zero past the last key any row of the tile sees).
+                [[unroll]] for (uint it = 0u; it < (KEY_TILE * WIDTH_CHUNK + THREADS - 1u) / THREADS; ++it) {
+                    const uint i = it * THREADS + lid;
+                    if (i < KEY_TILE * WIDTH_CHUNK) {
+                        const uint j = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
+                        float x = 0.0;
+                        if (ks + j < key_end && d < KEY_WIDTH) x = k_local[k_base + (ks + j) * KEY_WIDTH + d] * k_scale;
+                        op_pool[OP_K + j * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x);
+                    }
+                }
+                // [V | 1] of the key tile, scaled (the ones column holds v_scale), once per key tile.
+                if (w0 == 0u) {
+                    [[unroll]] for (uint it = 0u; it < (KEY_TILE * NC + THREADS - 1u) / THREADS; ++it) {
+                        const uint i = it * THREADS + lid;
+                        if (i < KEY_TILE * NC) {
+                            const uint j = i / NC, c = i % NC;
+                            float x = 0.0;
+                            if (ks + j < key_end) {
+                                if (c < VALUE_DIM) x = LOAD_ELEM(v_data[v_base + (ks + j) * params.v_strides.token + c]) * v_scale;
+                                else if (c == VALUE_DIM) x = v_scale;
+                            }
+                            op_pool[OP_V + j * LDB + c] = CM_TO_OPERAND(x);
+                        }
+                    }
+                }
+                barrier();
+                if (sees_keys) {
+                    [[unroll]] for (uint kk = 0u; kk < WIDTH_CHUNK; kk += CM_K) {
+                        if (w0 + kk < KEY_WIDTH) {
+                            CM_A ma;
+                            CM_LOAD_ROW_A(ma, op_pool, OP_Q + sg_m * CM_M * LDQ + kk, LDQ);
+                            [[unroll]] for (uint u = 0u; u < SU; ++u) {
+                                const uint s = sg_n + u * SG_N;
+                                if (s < ST) {
+                                    CM_B mb;
+                                    CM_LOAD_COL_B(mb, op_pool, OP_K + s * CM_N * LDQ + kk, LDQ);  // K^T
+                                    score[u] = CM_MULADD(ma, mb, score[u]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if (sees_keys) {
+                [[unroll]] for (uint u = 0u; u < SU; ++u) {
+                    const uint s = sg_n + u * SG_N;
+                    if (s < ST) CM_STORE_ROW(score[u], f_pool, sg_m * CM_M * KEY_TILE + s * CM_N, KEY_TILE);
+                }
+            }
+            if (lid == 0u) range_bits[R_W] = 0u;  // its last reads were before the staging barrier
+            barrier();
+            // Weights in float32: unscaled scores, masked (j <= i inside the tile's rows; this also
+            // masks the rows of subgroups that computed no scores, ks >= their last row), raised;
+            // and the key tile's largest.
+            float w_max = 0.0;
+            [[unroll]] for (uint it = 0u; it < (F_SCORES + THREADS - 1u) / THREADS; ++it) {
+                const uint e = it * THREADS + lid;
+                if (e < F_SCORES) {
+                    const uint i = row_begin + e / KEY_TILE, j = ks + e % KEY_TILE;
+                    const float x = f_pool[e] * inv_qk;
+                    const float w = i < row_end && j <= i ? (LOCAL_EXACT ? weight_power(x) : x * x) : 0.0;
+                    f_pool[e] = w;
+                    w_max = max(w_max, abs(w));
+                }
+            }
+            atomicMax(range_bits[R_W], floatBitsToUint(w_max));
+            barrier();
+            const float w_scale = operand_scale(range_max(R_W));
+            [[unroll]] for (uint it = 0u; it < (F_SCORES + THREADS - 1u) / THREADS; ++it) {
+                const uint e = it * THREADS + lid;
+                if (e < F_SCORES) op_pool[OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE] = CM_TO_OPERAND(f_pool[e] * w_scale);
+            }
+            barrier();
+            if (sees_keys) {
+                CM_ACC part[WN];
+                [[unroll]] for (uint w = 0u; w < WN; ++w) part[w] = CM_ACC_ZERO;
+                [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
+                    CM_A ma;
+                    CM_LOAD_ROW_A(ma, op_pool, OP_W + sg_m * CM_M * LDW + kk, LDW);
+                    [[unroll]] for (uint w = 0u; w < WN; ++w) {
+                        const uint t = sg_n * WN + w;
+                        if (t < NT) {
+                            CM_B mb;
+                            CM_LOAD_ROW_B(mb, op_pool, OP_V + kk * LDB + t * CM_N, LDB);
+                            part[w] = CM_MULADD(ma, mb, part[w]);
+                        }
+                    }
+                }
+                const float back = (1.0 / w_scale) * inv_v;
+                [[unroll]] for (uint w = 0u; w < WN; ++w) CM_ADD_SCALED(acc[w], part[w], back);
+            }
+        }
+    }
+
+    // ---- 4. Normalize and write, through this subgroup's scratch tile ----
+    barrier();  // every read of the float32 pool and of the operand pool is done
+    const uint scratch = sg * CM_M * CM_N;
+    // The normalizer column dv (tile NT - 1) into den_s, by the subgroups that own it.
+    if (sg_rows && sg_n == DEN_SG_N) {
+        CM_STORE_ROW(acc[DEN_W], f_pool, scratch, CM_N);
+        subgroupMemoryBarrierShared();
+        subgroupBarrier();
+        for (uint r = lane; r < CM_M; r += gl_SubgroupSize)
+            den_s[sg_m * CM_M + r] = f_pool[scratch + r * CM_N + VALUE_DIM - (NT - 1u) * CM_N];
+    }
+    barrier();
+    if (sg_rows) {
+        [[unroll]] for (uint w = 0u; w < WN; ++w) {
+            const uint t = sg_n * WN + w;
+            if (t < NT) {
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();  // the scratch is free (previous tile written out)
+                CM_STORE_ROW(acc[w], f_pool, scratch, CM_N);
+                subgroupMemoryBarrierShared();
+                subgroupBarrier();
+                for (uint e = lane; e < CM_M * CM_N; e += gl_SubgroupSize) {
+                    const uint r = e / CM_N, c = t * CM_N + e % CM_N;
+                    if (sg_row + r < sg_end && c < VALUE_DIM) {
+                        const uint o = tensor_row(params.o_strides, batch, q_head, sg_row + r) + c;
+                        o_data[o] = STORE_ELEM(f_pool[scratch + e] / (1.0 + den_s[sg_m * CM_M + r]));
+                    }
+                }
+            }
+        }
+    }
+}

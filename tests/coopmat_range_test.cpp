@@ -1,0 +1,133 @@
+// Range safety of the cooperative-matrix kernels' 16-bit operands (docs/ARCHITECTURE.md,
+// "Cooperative-matrix path"): with LayerNorm'd q and k (h = 64) the features psi(S(k)) reach
+// 1e4-1e5 at p = 4 and far more at p = 8, and the prefix states 1e7 and beyond at long n, all
+// outside float16 (65504). The kernels scale their operands by powers of two per block / chunk.
+// This runs n >= 64k through the emulated backend (PSK_COOPMAT_EMULATION, so it runs on lavapipe)
+// and checks that no output is inf or NaN and that the output matches the float64 reference with
+// the float16 threshold of the conformance suite.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "forward/polysketch_plan.hpp"
+#include "reference/reference.hpp"
+#include "reference/storage_types.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "support/host_forward.hpp"
+#include "support/sketch_fixtures.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+
+/** Sets PSK_COOPMAT_EMULATION=1 for its lifetime (attention objects read it at creation). */
+class EmulationOn {
+public:
+    EmulationOn() {
+        if (const char* old = std::getenv(kName)) saved_ = old, had_ = true;
+        setenv(kName, "1", 1);
+    }
+    ~EmulationOn() {
+        if (had_) setenv(kName, saved_.c_str(), 1);
+        else unsetenv(kName);
+    }
+
+private:
+    static constexpr const char* kName = "PSK_COOPMAT_EMULATION";
+    std::string saved_;
+    bool had_ = false;
+};
+
+struct RangeCase {
+    uint32_t degree, r, n;
+    bool localExact;
+};
+
+class CoopMatRange : public ContextTest, public ::testing::WithParamInterface<RangeCase> {};
+
+TEST_P(CoopMatRange, LayerNormedInputsAtLongNStayFiniteAndAccurate) {
+    const RangeCase rc = GetParam();
+    const uint32_t h = 64, dv = 64, b = 256;
+    const PskDataType type = PSK_DATA_TYPE_FLOAT16;
+    const uint64_t seed = 1234 + rc.degree * 7 + rc.r;
+    // Inputs with an offset and spread per dimension (LayerNorm removes both): what a model's
+    // activations look like, and LayerNorm'd rows have norm sqrt(h) = 8.
+    std::vector<float> q = psk::test::randomNormal(size_t(rc.n) * h, seed + 1), k = psk::test::randomNormal(size_t(rc.n) * h, seed + 2);
+    for (size_t i = 0; i < q.size(); ++i) {
+        q[i] = 3.0f * q[i] + 0.5f * float(i % h) / h;
+        k[i] = 2.0f * k[i] - 0.25f;
+    }
+    q = psk::storage::quantize(q, type);
+    k = psk::storage::quantize(k, type);
+    const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(rc.n) * dv, seed + 3), type);
+
+    psk::QkNormWeights norm;
+    norm.scale.assign(h, 1.0f);
+    norm.bias.assign(h, 0.0f);
+    psk::test::TempFile normFile("psk_range_qknorm");
+    psk::writeSafeTensors(normFile.path(), psk::qkNormToSafeTensors(norm));
+
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT | (rc.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+    info.degree = rc.degree;
+    info.scale = 1.0f / std::sqrt(float(h));
+    info.headDim = h;
+    info.valueDim = dv;
+    info.dataType = type;
+    info.sketchSize = rc.r;
+    info.blockSize = b;
+    info.seed = seed;
+    info.qkNormFile = normFile.path().c_str();
+
+    std::vector<float> got;
+    {
+        EmulationOn emulation;
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        size_t size = 0;
+        ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
+        std::string plan(size, '\0');
+        ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
+        EXPECT_NE(plan.find("block_states_coopmat.emu_f16.f16"), std::string::npos) << plan;
+        psk::test::HostForward forward;
+        forward.layout = {1, rc.n, PSK_LAYOUT_BHND, 0};
+        forward.type = type;
+        forward.h = h;
+        forward.dv = dv;
+        got = forward.run(attn, q, k, v, nullptr);
+        pskDestroyAttention(attn);
+    }
+    ASSERT_EQ(got.size(), size_t(rc.n) * dv);
+    size_t nonFinite = 0;
+    for (float x : got) nonFinite += !std::isfinite(x);
+    EXPECT_EQ(nonFinite, 0u);
+
+    psk::RandomSketchWeights w = psk::generateRandomSketch(seed, rc.degree, h, rc.r);
+    psk::ref::PolysketchConfig config;
+    config.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+    const psk::ref::LayerNormParams ln = psk::test::toReference(norm.scale, norm.bias);
+    config.qkNorm = &ln;
+    config.degree = int(rc.degree);
+    config.scale = info.scale;
+    config.causal = true;
+    config.localExact = rc.localExact;
+    config.blockSize = int(b);
+    const psk::ref::Shape shape{1, 1, 1, int(rc.n), int(h), int(dv)};
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
+    psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
+    EXPECT_LE(psk::test::relativeMaxError(got, want), psk::test::outputThreshold(type, 2e-4));
+}
+
+INSTANTIATE_TEST_SUITE_P(Long, CoopMatRange,
+                         ::testing::Values(RangeCase{4, 32, 65536 + 37, true}, RangeCase{8, 16, 65536 + 37, false}),
+                         [](const ::testing::TestParamInfo<RangeCase>& i) {
+                             return "p" + std::to_string(i.param.degree) + "_r" + std::to_string(i.param.r) + "_n" +
+                                    std::to_string(i.param.n) + (i.param.localExact ? "_localexact" : "_sketchedlocal");
+                         });
+
+}  // namespace
