@@ -8,19 +8,6 @@
 
 namespace psk {
 
-size_t elementBytes(PskDataType type) { return type == PSK_DATA_TYPE_FLOAT32 ? 4 : 2; }
-
-const char* dataTypeSuffix(PskDataType type) {
-    switch (type) {
-        case PSK_DATA_TYPE_FLOAT16:
-            return "f16";
-        case PSK_DATA_TYPE_BFLOAT16:
-            return "bf16";
-        default:
-            return "f32";
-    }
-}
-
 AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const DeviceCaps& caps) {
     AttentionConfig c;
     // Enum fields are read as the integers C stored (enumValue), checked, then converted.

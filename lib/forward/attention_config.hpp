@@ -8,6 +8,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "util/storage_type.hpp"
 #include "vk/device_caps.hpp"
 
 namespace psk {
@@ -46,8 +47,6 @@ struct AttentionConfig {
 /** Applies defaults and checks every field; throws psk::Error naming the first bad one. */
 AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const DeviceCaps& caps);
 
-size_t elementBytes(PskDataType type);
-const char* dataTypeSuffix(PskDataType type);  // "f32", "f16", "bf16"
 
 /** One tensor of a call: [batch, heads, tokens, dim] with element strides. */
 struct TensorGeometry {

@@ -2,6 +2,7 @@
 
 #include "kernels/shader_registry.hpp"
 #include "util/error.hpp"
+#include "util/storage_type.hpp"
 
 namespace psk {
 
@@ -49,14 +50,6 @@ constexpr KernelInfo kKernels[] = {
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 
-const char* storageSuffix(PskDataType type) {
-    switch (type) {
-        case PSK_DATA_TYPE_FLOAT16: return "f16";
-        case PSK_DATA_TYPE_BFLOAT16: return "bf16";
-        default: return "f32";
-    }
-}
-
 }  // namespace
 
 const KernelInfo& kernelInfo(KernelId id) {
@@ -90,7 +83,7 @@ std::string kernelVariant(KernelId id, std::string_view axis, PskDataType type) 
         name += axis;
     }
     name += '.';
-    name += kernelPerStorageType(id) ? storageSuffix(type) : "f32";
+    name += kernelPerStorageType(id) ? dataTypeSuffix(type) : "f32";
     return name;
 }
 

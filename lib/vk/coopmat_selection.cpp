@@ -1,13 +1,13 @@
 #include "vk/coopmat_selection.hpp"
 
-#include "kernels/kernel_interface.hpp"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
-#include "vk/device_caps.hpp"
+#include "kernels/kernel_interface.hpp"
 #include "kernels/shader_registry.hpp"
+#include "util/storage_type.hpp"
+#include "vk/device_caps.hpp"
 
 namespace psk {
 namespace {
@@ -156,17 +156,6 @@ std::vector<CoopMatProperty> properties(const std::vector<CoopMatEntry>& entries
     return list;
 }
 
-const char* storageSuffix(PskDataType type) {
-    switch (type) {
-        case PSK_DATA_TYPE_FLOAT16:
-            return "f16";
-        case PSK_DATA_TYPE_BFLOAT16:
-            return "bf16";
-        default:
-            return "f32";
-    }
-}
-
 }  // namespace
 
 bool coopMatDisabledBy(const char* value) {
@@ -225,7 +214,7 @@ std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType st
     std::string name = "block_states_coopmat.";
     name += choice.path == CoopMatPath::NV ? "nv" : "khr";
     name += choice.operand == CoopMatOperand::BFloat16 ? "_bf16." : "_f16.";
-    return name + storageSuffix(storage);
+    return name + dataTypeSuffix(storage);
 }
 
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
