@@ -62,13 +62,30 @@ bool hasLayer(const GlobalFunctions& vkg, const char* name) {
     return std::any_of(layers.begin(), layers.end(), [&](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
 }
 
-bool hasInstanceExtension(const GlobalFunctions& vkg, const char* name) {
+/** An instance extension of the implementation and implicit layers, or (layer != null) of that layer. */
+bool hasInstanceExtension(const GlobalFunctions& vkg, const char* name, const char* layer = nullptr) {
     uint32_t count = 0;
-    vkg.vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr);
+    vkg.vkEnumerateInstanceExtensionProperties(layer, &count, nullptr);
     std::vector<VkExtensionProperties> exts(count);
-    vkg.vkEnumerateInstanceExtensionProperties(nullptr, &count, exts.data());
+    vkg.vkEnumerateInstanceExtensionProperties(layer, &count, exts.data());
+    exts.resize(count);
     return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
+
+bool envIs(const char* name, const char* value) {
+    const char* env = std::getenv(name);
+    return env && std::strcmp(env, value) == 0;
+}
+
+// The best-practices check (PSK_VALIDATION_BEST_PRACTICES=1) that is filtered out, and why: every
+// kernel with a specialization-constant workgroup size (GLSL local_size_x_id) reaches SPIR-V as
+// the WorkgroupSize built-in, which SPIR-V 1.6 deprecates in favour of the LocalSizeId execution
+// mode. The layer warns on every pipeline of a device with VK_KHR_maintenance4 (every Vulkan 1.3
+// device). LocalSizeId is not an option for the library's one SPIR-V build: it requires
+// maintenance4 on the device (VUID-RuntimeSpirv-LocalSizeId-06434), which Vulkan 1.1 / 1.2 devices
+// need not have, and glslang emits it only for SPIR-V 1.6 (--target-env vulkan1.3). The built-in
+// is valid on every Vulkan version; docs/RELIABILITY.md has the details.
+constexpr const char* kFilteredMessageIds[] = {"UNASSIGNED-BestPractices-SpirvDeprecated_WorkgroupSize"};
 
 std::string lower(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -97,9 +114,32 @@ Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
         if (!useValidation && sink_)
             sink_(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS, "validation requested but the layer is not installed; running without it");
     }
+    // With the layer on, synchronization validation too (VK_EXT_validation_features; Debian 12's
+    // layer, 1.3.239, predates VK_EXT_layer_settings): hazards between commands with no barrier
+    // between them are reported as SYNC-HAZARD-* messages. On lavapipe commands run in order, so
+    // this is the only check of the barriers a GPU depends on. PSK_VALIDATION_SYNC=0 turns it off;
+    // PSK_VALIDATION_BEST_PRACTICES=1 adds the best-practices checks.
+    VkValidationFeaturesEXT validationFeatures{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+    std::vector<VkValidationFeatureEnableEXT> enables;
     if (useValidation) {
         layers.push_back(validationLayer);
         extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        if (!envIs("PSK_VALIDATION_SYNC", "0")) enables.push_back(VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT);
+        if (envIs("PSK_VALIDATION_BEST_PRACTICES", "1")) enables.push_back(VK_VALIDATION_FEATURE_ENABLE_BEST_PRACTICES_EXT);
+        if (!enables.empty()) {
+            if (hasInstanceExtension(vkg_, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME, validationLayer)) {
+                extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+                validationFeatures.enabledValidationFeatureCount = static_cast<uint32_t>(enables.size());
+                validationFeatures.pEnabledValidationFeatures = enables.data();
+                for (VkValidationFeatureEnableEXT e : enables) {
+                    if (e == VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT) syncValidation_ = true;
+                    if (e == VK_VALIDATION_FEATURE_ENABLE_BEST_PRACTICES_EXT) bestPractices_ = true;
+                }
+            } else if (sink_) {
+                sink_(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
+                      "the validation layer has no VK_EXT_validation_features: running without synchronization validation");
+            }
+        }
     }
     VkInstanceCreateFlags flags = 0;
     if (hasInstanceExtension(vkg_, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
@@ -114,6 +154,7 @@ Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
     app.engineVersion = PSK_HEADER_VERSION;
     app.apiVersion = apiVersion_;
     VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    if (validationFeatures.enabledValidationFeatureCount) info.pNext = &validationFeatures;
     info.flags = flags;
     info.pApplicationInfo = &app;
     info.enabledLayerCount = static_cast<uint32_t>(layers.size());
@@ -129,6 +170,8 @@ Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
         VkDebugUtilsMessengerCreateInfoEXT m{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
         m.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
         m.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT;
+        // Best-practices warnings come as performance messages.
+        if (bestPractices_) m.messageType |= VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
         m.pfnUserCallback = &Instance::onDebugMessage;
         m.pUserData = this;
         const VkResult mr = vki_.vkCreateDebugUtilsMessengerEXT(instance_, &m, nullptr, &messenger_);
@@ -148,7 +191,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Instance::onDebugMessage(VkDebugUtilsMessageSever
                                                        VkDebugUtilsMessageTypeFlagsEXT,
                                                        const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
     auto* self = static_cast<Instance*>(user);
-    if (self->sink_) self->sink_(PSK_MESSAGE_SEVERITY_VALIDATION, PSK_SUCCESS, data && data->pMessage ? data->pMessage : "");
+    const char* id = data ? data->pMessageIdName : nullptr;
+    if (id)
+        for (const char* filtered : kFilteredMessageIds)
+            if (std::strcmp(id, filtered) == 0) return VK_FALSE;
+    if (!self->sink_) return VK_FALSE;
+    std::string text = data && data->pMessage ? data->pMessage : "";
+    // The message ID (e.g. SYNC-HAZARD-WRITE-AFTER-WRITE, a VUID) leads, where the text lacks it.
+    if (id && *id && text.find(id) == std::string::npos) text = cat("[ ", id, " ] ", text);
+    self->sink_(PSK_MESSAGE_SEVERITY_VALIDATION, PSK_SUCCESS, text);
     return VK_FALSE;
 }
 

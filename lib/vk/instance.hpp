@@ -34,7 +34,8 @@ class Instance {
 public:
     /**
      * validation: 0 off, 1 on when installed, 2 required. Validation messages (warnings and
-     * errors) go to `sink` with PSK_MESSAGE_SEVERITY_VALIDATION.
+     * errors) go to `sink` with PSK_MESSAGE_SEVERITY_VALIDATION, led by their message ID.
+     * With the layer, synchronization validation is on too (see syncValidationEnabled).
      */
     Instance(int validation, MessageSink sink);
     ~Instance();
@@ -46,6 +47,12 @@ public:
     const InstanceFunctions& vk() const { return vki_; }
     PFN_vkGetInstanceProcAddr getInstanceProcAddr() const { return library_.getInstanceProcAddr(); }
     bool validationEnabled() const { return messenger_ != VK_NULL_HANDLE; }
+    /**
+     * Synchronization validation is on: with the layer, unless PSK_VALIDATION_SYNC=0 (hazards come
+     * as SYNC-HAZARD-* validation messages). Best practices: PSK_VALIDATION_BEST_PRACTICES=1.
+     */
+    bool syncValidationEnabled() const { return validationEnabled() && syncValidation_; }
+    bool bestPracticesEnabled() const { return validationEnabled() && bestPractices_; }
     std::vector<VkPhysicalDevice> physicalDevices() const;
 
     /** Picks a device by selector (see PskContextCreateInfo::device). Throws NO_DEVICE. */
@@ -63,6 +70,7 @@ private:
     VkInstance instance_ = VK_NULL_HANDLE;
     VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
     uint32_t apiVersion_ = VK_API_VERSION_1_1;
+    bool syncValidation_ = false, bestPractices_ = false;
     MessageSink sink_;
 };
 

@@ -6,6 +6,24 @@
 
 namespace psk::test {
 
+namespace {
+// With validation on, the library enables synchronization validation (lib/vk/instance.cpp), which
+// checks hazards inside each command buffer. This adds its check across submissions (a command
+// buffer reading what an earlier submission wrote with no semaphore or fence wait between them),
+// which the layer of Debian 12 (1.3.239) takes only from VK_LAYER_ENABLES or vk_layer_settings.txt,
+// not from VkValidationFeaturesEXT. Set during static initialization, while the process has one
+// thread (setenv is not thread-safe); a VK_LAYER_ENABLES of the developer's is left as it is. The
+// psk processes that tests start inherit it.
+[[maybe_unused]] const bool kQueueSubmitSyncValidation = [] {
+#if defined(_WIN32)
+    if (!std::getenv("VK_LAYER_ENABLES")) _putenv_s("VK_LAYER_ENABLES", kQueueSubmitValidationEnable);
+#else
+    setenv("VK_LAYER_ENABLES", kQueueSubmitValidationEnable, 0);
+#endif
+    return true;
+}();
+}  // namespace
+
 void MessageLog::clear() {
     std::lock_guard<std::mutex> lock(mutex);
     validation.clear();

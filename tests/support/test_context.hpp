@@ -15,6 +15,12 @@
 
 namespace psk::test {
 
+/**
+ * The validation layer's setting for synchronization validation across queue submissions; test
+ * binaries that link these fixtures put it in VK_LAYER_ENABLES (when unset) before main.
+ */
+inline constexpr const char* kQueueSubmitValidationEnable = "VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT";
+
 /** Collects every message a context sends. */
 struct MessageLog {
     std::mutex mutex;
