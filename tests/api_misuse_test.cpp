@@ -577,6 +577,13 @@ const CreateCase kCreateCases[] = {
          i.sketchFile = nullptr;
      },
      PSK_ERROR_INVALID_ARGUMENT, "sketchFile"},
+    {"PolysketchTensorPrefixTooLong",
+     [](PskAttentionCreateInfo& i) {
+         static const std::string longPrefix(256, 'x');
+         i.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+         i.tensorPrefix = longPrefix.c_str();
+     },
+     PSK_ERROR_INVALID_ARGUMENT, "tensorPrefix"},
     {"PolysketchLocalExactWithoutCausal",
      [](PskAttentionCreateInfo& i) {
          i.kind = PSK_ATTENTION_KIND_POLYSKETCH;

@@ -400,6 +400,68 @@ TEST_F(PolysketchProperties, SketchedLocalOutputDoesNotDependOnBlockSize) {
     }
 }
 
+TEST_F(PolysketchProperties, TensorPrefixReadsALayerOfAModelFile) {
+    // One model file holding two layers' learned sketches and q/k LayerNorms under
+    // "layers.{l}.attn." gives, per layer, the output of that layer's own sketch and norm files.
+    const uint32_t h = 32, dv = 32, n = 70, r = 16;
+    const std::vector<float> q = psk::test::randomNormal(size_t(n) * h, 21), k = psk::test::randomNormal(size_t(n) * h, 22),
+                             v = psk::test::randomNormal(size_t(n) * dv, 23);
+    psk::SafeTensors model;
+    std::vector<std::unique_ptr<psk::test::TempFile>> own;
+    for (uint32_t l = 0; l < 2; ++l) {
+        const psk::SafeTensors sketch = psk::learnedSketchToSafeTensors(psk::test::randomLearnedSketch(h, r, 30 + l));
+        const psk::SafeTensors norm = psk::qkNormToSafeTensors(psk::test::randomQkNorm(h, false, 40 + l));
+        model.metadata = sketch.metadata;
+        for (const auto& [name, t] : sketch.tensors) model.tensors["layers." + std::to_string(l) + ".attn." + name] = t;
+        for (const auto& [name, t] : norm.tensors) model.tensors["layers." + std::to_string(l) + ".attn." + name] = t;
+        own.push_back(std::make_unique<psk::test::TempFile>("psk_prefix_sketch"));
+        psk::writeSafeTensors(own.back()->path(), sketch);
+        own.push_back(std::make_unique<psk::test::TempFile>("psk_prefix_norm"));
+        psk::writeSafeTensors(own.back()->path(), norm);
+    }
+    model.tensors["tok_emb"] = psk::Tensor{{5, 8}, std::vector<float>(40, 1.0f)};
+    psk::test::TempFile modelFile("psk_prefix_model");
+    psk::writeSafeTensors(modelFile.path(), model);
+
+    auto forward = [&](const char* sketchFile, const char* normFile, const char* prefix, PskResult expect = PSK_SUCCESS) {
+        PskAttentionCreateInfo info{};
+        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        info.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
+        info.headDim = h;
+        info.valueDim = dv;
+        info.blockSize = 32;
+        info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+        info.sketchFile = sketchFile;
+        info.qkNormFile = normFile;
+        info.tensorPrefix = prefix;
+        std::vector<float> out(size_t(n) * dv);
+        PskAttention attn = nullptr;
+        EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), expect);
+        if (!attn) return out;
+        PskForwardHostInfo fwd{};
+        fwd.seqLen = n;
+        fwd.q = q.data();
+        fwd.k = k.data();
+        fwd.v = v.data();
+        fwd.out = out.data();
+        fwd.qBytes = q.size() * 4;
+        fwd.kBytes = k.size() * 4;
+        fwd.vBytes = v.size() * 4;
+        fwd.outBytes = out.size() * 4;
+        EXPECT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
+        pskDestroyAttention(attn);
+        return out;
+    };
+    const std::vector<float> layer0 = forward(modelFile.path().c_str(), modelFile.path().c_str(), "layers.0.attn.");
+    const std::vector<float> layer1 = forward(modelFile.path().c_str(), modelFile.path().c_str(), "layers.1.attn.");
+    EXPECT_EQ(layer0, forward(own[0]->path().c_str(), own[1]->path().c_str(), nullptr));
+    EXPECT_EQ(layer1, forward(own[2]->path().c_str(), own[3]->path().c_str(), ""));
+    EXPECT_NE(layer0, layer1);
+    // The whole model file is not a sketch file, and an absent prefix reads nothing.
+    forward(modelFile.path().c_str(), nullptr, nullptr, PSK_ERROR_BAD_FILE);
+    forward(modelFile.path().c_str(), nullptr, "layers.2.attn.", PSK_ERROR_BAD_FILE);
+}
+
 TEST_F(PolysketchProperties, SketchApproximatesPolynomialWeightsBetterAsRGrows) {
     // Degree 4: w_ij = <phi(q_i), phi(k_j)> from the device's sketch rows, expanded to packed
     // features by the self-tensoring kernel, against the exact (q_i . k_j)^4, over 6 seeds.

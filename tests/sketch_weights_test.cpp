@@ -726,5 +726,47 @@ TEST(LearnedSketchFile, RejectsMismatches) {
                   "\"kind\" is \"random\"");
 }
 
+TEST(SafeTensors, ReadsOnlyTheTensorsUnderAPrefix) {
+    // A model file: two layers' learned sketches and q/k LayerNorms under "layers.{l}.attn.", and
+    // a tensor of another kind (an embedding) that no prefix reads.
+    SafeTensors model;
+    model.metadata = learnedSketchToSafeTensors(makeLearned(32, 8)).metadata;
+    model.metadata["format"] = "polysketch-tinylm";
+    std::vector<LearnedSketchWeights> layers = {makeLearned(32, 8), makeLearned(32, 8)};
+    layers[1].ff[0][0].dense1[5] += 1.0f;  // the layers differ
+    for (size_t l = 0; l < layers.size(); ++l) {
+        const std::string prefix = "layers." + std::to_string(l) + ".attn.";
+        for (const auto& [name, t] : learnedSketchToSafeTensors(layers[l]).tensors) model.tensors[prefix + name] = t;
+        model.tensors[prefix + "ln.scale"] = Tensor{{32}, std::vector<float>(32, 1.5f)};
+        model.tensors[prefix + "ln.bias"] = Tensor{{32}, std::vector<float>(32, 0.25f)};
+    }
+    model.tensors["tok_emb"] = Tensor{{7, 32}, std::vector<float>(7 * 32, 0.5f)};
+    const std::string path = tempPath("model.safetensors");
+    writeSafeTensors(path, model);
+
+    for (size_t l = 0; l < layers.size(); ++l) {
+        const SafeTensors view = readSafeTensors(path, "layers." + std::to_string(l) + ".attn.");
+        EXPECT_EQ(view.tensors.size(), 18u);  // 16 sketch tensors and the LayerNorm pair, prefix removed
+        EXPECT_EQ(view.tensors.count("tok_emb"), 0u);
+        EXPECT_EQ(view.metadata.at("format"), "polysketch-tinylm");
+        // Side by side, each loader rejects the other's tensors until given its own part.
+        expectBadFile([&] { loadLearnedSketch(view, 32, 8); }, "unexpected tensor \"ln.bias\"");
+        expectBadFile([&] { loadQkNorm(view, 32); }, "unexpected tensor \"f1.0.dense1\"");
+        SafeTensors sketchPart = view, normPart = view;
+        keepLayerPart(sketchPart, false);
+        keepLayerPart(normPart, true);
+        EXPECT_EQ(sketchPart.tensors.size(), 16u);
+        EXPECT_EQ(normPart.tensors.size(), 2u);
+        const LearnedSketchWeights back = loadLearnedSketch(sketchPart, 32, 8);
+        EXPECT_EQ(back.ff[0][0].dense1, layers[l].ff[0][0].dense1);
+        EXPECT_EQ(loadQkNorm(normPart, 32).bias, std::vector<float>(32, 0.25f));
+    }
+    // Without a prefix the file is not a sketch file; under an absent prefix nothing is read.
+    expectBadFile([&] { loadLearnedSketch(readSafeTensors(path), 32, 8); }, "missing tensor");
+    EXPECT_TRUE(readSafeTensors(path, "layers.9.attn.").tensors.empty());
+    expectBadFile([&] { loadLearnedSketch(readSafeTensors(path, "layers.9.attn."), 32, 8); }, "missing tensor \"f1.0.ln.scale\"");
+    std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace psk

@@ -378,6 +378,17 @@ typedef struct PskAttentionCreateInfo {
      * PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT. NULL for none.
      */
     const char* qkNormFile;
+    /**
+     * Optional: a prefix of every tensor name read from sketchFile and qkNormFile (NULL or "" for
+     * none), so that one model file holds every layer's sketch and LayerNorm: with "layers.3.attn."
+     * the learned sketch is read from "layers.3.attn.f1.0.ln.scale" and so on, and the q/k
+     * LayerNorm from "layers.3.attn.ln.scale" (the same file may be both sketchFile and qkNormFile:
+     * under a prefix each reads its own names, ln.* and local_ln.* being the LayerNorm's). Tensors
+     * outside the prefix are not read (the file's header is still validated whole); the metadata
+     * (kind, degree, sketch_size, scaling) is the file's, shared by every prefix. At most 255
+     * bytes. Format: docs/MATH.md section 8.
+     */
+    const char* tensorPrefix;
 } PskAttentionCreateInfo;
 
 PSK_API PskResult pskCreateAttention(PskContext context, const PskAttentionCreateInfo* createInfo,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 
 #include "util/error.hpp"
 
@@ -71,6 +72,8 @@ AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const De
             fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range (", sketchSource, ")");
         if (sketchSource != PSK_SKETCH_SOURCE_SEED && !info.sketchFile)
             fail(PSK_ERROR_INVALID_ARGUMENT, "sketchFile must not be NULL with PSK_SKETCH_SOURCE_FILE or _LEARNED_FILE");
+        if (info.tensorPrefix && std::strlen(info.tensorPrefix) > 255)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "tensorPrefix is longer than 255 bytes");
     }
     return c;
 }

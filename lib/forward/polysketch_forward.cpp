@@ -181,9 +181,17 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
 PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, const PskAttentionCreateInfo& info)
     : context_(context), config_(c) {
     const DeviceCaps& caps = context_->caps();
+    // Under a tensor prefix a model file holds each layer's sketch and q/k LayerNorm side by side:
+    // each loader is given its own part (and still rejects anything else under the prefix).
+    const std::string prefix = info.tensorPrefix ? info.tensorPrefix : "";
+    auto read = [&](const char* path, bool qkNorm) {
+        SafeTensors file = readSafeTensors(path, prefix);
+        if (!prefix.empty()) keepLayerPart(file, qkNorm);
+        return file;
+    };
     QkNormWeights norm;
     if (info.qkNormFile) {
-        norm = loadQkNorm(readSafeTensors(info.qkNormFile), c.headDim);
+        norm = loadQkNorm(read(info.qkNormFile, true), c.headDim);
         if (norm.hasLocal() && !(c.causal && c.localExact))
             fail(PSK_ERROR_INVALID_ARGUMENT, "qkNormFile holds local_ln.scale / local_ln.bias, which only a CAUSAL + "
                  "LOCAL_EXACT attention uses");
@@ -198,7 +206,7 @@ PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, 
         }
         case PSK_SKETCH_SOURCE_FILE: {
             // sketchSize 0 takes the file's; the file's scaling metadata says how its G were meant.
-            const RandomSketchWeights w = loadRandomSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize, c.degree);
+            const RandomSketchWeights w = loadRandomSketch(read(info.sketchFile, false), c.headDim, info.sketchSize, c.degree);
             if (c.referenceScaling && !w.referenceScaling)
                 fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING is set but the sketch file says scaling \"unbiased\"");
             c.referenceScaling = w.referenceScaling;
@@ -211,7 +219,7 @@ PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, 
                 fail(PSK_ERROR_INVALID_ARGUMENT, "a learned sketch has degree 4 (degree ", c.degree, " was requested)");
             if (c.referenceScaling)
                 fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING applies to random sketches, not to a learned one");
-            const LearnedSketchWeights w = loadLearnedSketch(readSafeTensors(info.sketchFile), c.headDim, info.sketchSize);
+            const LearnedSketchWeights w = loadLearnedSketch(read(info.sketchFile, false), c.headDim, info.sketchSize);
             c.sketchSize = w.sketchSize;
             if (c.sketchSize < 8 || c.sketchSize > 128)
                 fail(PSK_ERROR_BAD_FILE, "learned sketch file: sketch_size ", c.sketchSize, " is outside 8 to 128");

@@ -258,7 +258,7 @@ SafeTensors parseSafeTensors(const uint8_t* bytes, size_t size) {
     return assemble(std::move(header));
 }
 
-SafeTensors readSafeTensors(const std::string& path) {
+SafeTensors readSafeTensors(const std::string& path, const std::string& prefix) {
     // The file's size from the file system, not from the stream (a directory opens as a stream on
     // Linux and reports a size of 2^63 - 1); then the length field, the header (at most
     // kMaxHeaderBytes) and each tensor's bytes, read where the header says: memory is the header
@@ -288,6 +288,17 @@ SafeTensors readSafeTensors(const std::string& path) {
         std::string text(size_t(headerBytes), '\0');
         readAt(8, text.data(), headerBytes);
         Header header = parseHeader(text, size - 8 - headerBytes);
+        // Only the tensors under `prefix` are read (the whole header was still validated), renamed
+        // without it: one model file holds every layer's weights.
+        if (!prefix.empty()) {
+            std::vector<Entry> kept;
+            for (Entry& e : header.entries)
+                if (e.name.size() > prefix.size() && e.name.compare(0, prefix.size(), prefix) == 0) {
+                    e.name.erase(0, prefix.size());
+                    kept.push_back(std::move(e));
+                }
+            header.entries = std::move(kept);
+        }
         std::vector<uint8_t> bytes;
         for (Entry& e : header.entries) {
             bytes.resize(size_t(e.end - e.begin));

@@ -34,10 +34,12 @@ SafeTensors parseSafeTensors(const uint8_t* bytes, size_t size);
 /**
  * Reads and parses a regular file, with the checks of parseSafeTensors. It reads the length field,
  * then the header, then each tensor's bytes where the header places them: memory is the header and
- * the tensors, never the whole file. Errors (a missing file, a directory or other non-regular
- * file, a failed read) are PSK_ERROR_BAD_FILE.
+ * the tensors, never the whole file. With a non-empty `prefix` only the tensors whose names start
+ * with it are read, and they are returned without it (the whole header is still validated; the
+ * metadata is returned whole). Errors (a missing file, a directory or other non-regular file, a
+ * failed read) are PSK_ERROR_BAD_FILE.
  */
-SafeTensors readSafeTensors(const std::string& path);
+SafeTensors readSafeTensors(const std::string& path, const std::string& prefix = {});
 
 /**
  * Serializes as F32, tensors in name order and contiguous, the header padded with spaces to a

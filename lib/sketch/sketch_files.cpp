@@ -151,6 +151,15 @@ LearnedSketchWeights loadLearnedSketch(const SafeTensors& file, uint32_t h, uint
     return weights;
 }
 
+bool isQkNormTensorName(const std::string& name) {
+    return name == "ln.scale" || name == "ln.bias" || name == "local_ln.scale" || name == "local_ln.bias";
+}
+
+void keepLayerPart(SafeTensors& file, bool qkNorm) {
+    for (auto it = file.tensors.begin(); it != file.tensors.end();)
+        it = isQkNormTensorName(it->first) == qkNorm ? std::next(it) : file.tensors.erase(it);
+}
+
 QkNormWeights loadQkNorm(const SafeTensors& file, uint32_t h) {
     const char* what = "q/k LayerNorm";
     if (h == 0) fail(PSK_ERROR_INVALID_ARGUMENT, "loadQkNorm: the head dim must be non-zero");

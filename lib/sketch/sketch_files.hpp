@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "io/safetensors.hpp"
 #include "sketch/sketch_names.hpp"
@@ -35,6 +36,16 @@ LearnedSketchWeights loadLearnedSketch(const SafeTensors& file, uint32_t h, uint
  * Throws PSK_ERROR_BAD_FILE naming the problem.
  */
 QkNormWeights loadQkNorm(const SafeTensors& file, uint32_t h);
+
+/**
+ * The q/k LayerNorm's tensor names ("ln.scale", "ln.bias", "local_ln.scale", "local_ln.bias").
+ * Under a tensor prefix one file holds a layer's sketch and its LayerNorm side by side
+ * (docs/MATH.md section 8): the sketch loader is given the other names, loadQkNorm these.
+ */
+bool isQkNormTensorName(const std::string& name);
+
+/** Keeps the tensors of one part of a layer's file: the q/k LayerNorm (qkNorm) or the sketch. */
+void keepLayerPart(SafeTensors& file, bool qkNorm);
 
 /** The file form of q/k LayerNorm parameters: loadQkNorm inverts it. */
 SafeTensors qkNormToSafeTensors(const QkNormWeights& weights);
