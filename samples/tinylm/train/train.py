@@ -1,0 +1,245 @@
+"""Trains a tinylm model (samples/tinylm/MODEL.md) on one task and writes the model file, its golden
+file, the task's evaluation file (synthetic tasks) and a json of the results.
+
+  .venv-train/bin/python samples/tinylm/train/train.py --task bytes --attention polysketch_learned \\
+      --steps 2000 --seed 1 --context 256 --name bytes_polysketch
+
+Outputs (in --out-dir, default samples/tinylm/models):
+  <name>.safetensors            the model (F32 tensors, metadata per MODEL.md)
+  <name>.golden.safetensors     tokens, PyTorch's float32 logits (and eval_correct, synthetic tasks)
+  <task>.eval.safetensors       the task's N held-out examples (synthetic tasks; the same file for
+                                every model of the task)
+  <name>.json                   results: accuracy or held-out bits per byte, training time, command
+"""
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model as M  # noqa: E402
+import tasks as T  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_OUT = os.path.normpath(os.path.join(HERE, "..", "models"))
+SHORT = {"selective_copy": "selcopy", "assoc_recall": "recall", "bytes": "bytes"}
+ATT_SHORT = {"softmax": "softmax", "polynomial": "polynomial", "polysketch_learned": "polysketch",
+             "polysketch_random": "polysketch_random"}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", choices=T.TASKS, required=True)
+    p.add_argument("--attention", choices=M.ATTENTION_KINDS, required=True)
+    p.add_argument("--steps", type=int, required=True)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--context", type=int, default=None,
+                   help="bytes: the training window; synthetic tasks: the region length (n is a little longer)")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--min-lr-frac", type=float, default=0.1, help="cosine decay down to lr * this")
+    p.add_argument("--warmup", type=int, default=100)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--d-model", type=int, default=64)
+    p.add_argument("--n-layers", type=int, default=2)
+    p.add_argument("--n-heads", type=int, default=2)
+    p.add_argument("--scale", type=float, default=0.25, help="s (polynomial, polysketch), a fixed constant")
+    p.add_argument("--sketch-size", type=int, default=16)
+    p.add_argument("--block-size", type=int, default=64)
+    p.add_argument("--no-local-exact", action="store_true", help="sketched local weights instead of exact")
+    p.add_argument("--sketch-seed", type=int, default=0, help="polysketch_random: the Gaussian matrices")
+    # task parameters
+    p.add_argument("--copy", type=int, default=16, help="selective_copy: tokens to copy")
+    p.add_argument("--colors", type=int, default=16, help="selective_copy: colors")
+    p.add_argument("--pairs", type=int, default=32, help="assoc_recall: key-value pairs")
+    p.add_argument("--queries", type=int, default=4, help="assoc_recall: queries")
+    p.add_argument("--keys", type=int, default=64, help="assoc_recall: key tokens")
+    p.add_argument("--values", type=int, default=64, help="assoc_recall: value tokens")
+    p.add_argument("--kjv", default=None, help="bytes: the text file (default: `bible -f gen1:1-rev22:21`)")
+    # outputs and logging
+    p.add_argument("--name", default=None, help="output base name (default <task>_<attention>)")
+    p.add_argument("--out-dir", default=DEFAULT_OUT)
+    p.add_argument("--eval-count", type=int, default=1000, help="synthetic tasks: held-out examples")
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--time-limit", type=float, default=0, help="minutes; stop training early (0: none)")
+    return p.parse_args(argv)
+
+
+def build_task(a):
+    if a.task == "selective_copy":
+        return T.SelectiveCopy(region=a.context or 512, copy=a.copy, colors=a.colors)
+    if a.task == "assoc_recall":
+        return T.AssocRecall(region=a.context or 512, pairs=a.pairs, queries=a.queries, keys=a.keys,
+                             values=a.values)
+    return T.Bytes(context=a.context or 512, text=T.kjv_text(a.kjv))
+
+
+def loss_fn(net, x, task):
+    """Cross-entropy: synthetic tasks on the answer positions only, bytes on every next byte."""
+    if task.name == "bytes":
+        logits = net(x[:, :-1])
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    logits = net(x)[:, task.answer_start - 1:-1]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, task.answer_start:].reshape(-1))
+
+
+@torch.no_grad()
+def exact_match(net, task, examples, batch=50):
+    """Per example: argmax of the logits at i - 1 equals the token at i for every answer position i."""
+    correct = []
+    for s in range(0, len(examples), batch):
+        x = torch.from_numpy(examples[s:s + batch])
+        pred = net(x)[:, task.answer_start - 1:-1].argmax(-1)
+        correct.append((pred == x[:, task.answer_start:]).all(-1))
+    return torch.cat(correct).numpy().astype(np.uint8)
+
+
+@torch.no_grad()
+def bits_per_byte(net, task, limit=None, batch=16):
+    wins = task.held_out_windows(limit)
+    total_nats, total = 0.0, 0
+    full = [w for w in wins if len(w) == task.context]
+    rest = [w for w in wins if len(w) != task.context]
+    groups = [np.stack(full[i:i + batch]) for i in range(0, len(full), batch)] + [w[None] for w in rest]
+    for g in groups:
+        x = torch.from_numpy(g)
+        logits = net(x[:, :-1])
+        nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
+        total_nats += nll.item()
+        total += x[:, 1:].numel()
+    return total_nats / total / math.log(2), total
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(a.threads)
+    command = "samples/tinylm/train/train.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:]))
+    task = build_task(a)
+    name = a.name or f"{SHORT[a.task]}_{ATT_SHORT[a.attention]}"
+    os.makedirs(a.out_dir, exist_ok=True)
+
+    torch.manual_seed(a.seed)
+    cfg = M.Config(vocab_size=task.vocab_size, d_model=a.d_model, n_layers=a.n_layers, n_heads=a.n_heads,
+                   attention=a.attention, scale=a.scale, sketch_size=a.sketch_size, block_size=a.block_size,
+                   local_exact=not a.no_local_exact, sketch_seed=a.sketch_seed)
+    net = M.TinyLM(cfg)
+    n_params = sum(p.numel() for p in net.parameters())
+    decay, no_decay = net.weight_decay_groups()
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": no_decay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.95))
+
+    def lr_at(step):
+        if step < a.warmup:
+            return a.lr * (step + 1) / a.warmup
+        t = (step - a.warmup) / max(1, a.steps - a.warmup)
+        return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(1.0, t))))
+
+    rng = np.random.default_rng(a.seed)
+    synthetic = a.task != "bytes"
+    if synthetic:
+        eval_x = T.eval_examples(task, a.eval_count)
+    print(f"{name}: {a.task} n={task.n} vocab={task.vocab_size} {a.attention} D={a.d_model} L={a.n_layers} "
+          f"H={a.n_heads} h={cfg.head_dim} r={a.sketch_size} b={a.block_size} local_exact={int(cfg.local_exact)} "
+          f"s={a.scale} params={n_params} steps={a.steps} batch={a.batch} lr={a.lr} seed={a.seed}", flush=True)
+
+    log = []
+    t0 = time.time()
+    train_time = 0.0
+    step = 0
+    ema = None
+    for step in range(a.steps):
+        ts = time.time()
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        x = torch.from_numpy(task.batch(rng, a.batch))
+        net.train()
+        loss = loss_fn(net, x, task)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+        train_time += time.time() - ts
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        entry = None
+        if (step + 1) % a.log_every == 0 or step == 0:
+            entry = {"step": step + 1, "loss": round(loss.item(), 5), "loss_ema": round(ema, 5),
+                     "lr": lr_at(step), "train_s": round(train_time, 1)}
+        if a.eval_every and (step + 1) % a.eval_every == 0 and step + 1 < a.steps:
+            net.eval()
+            entry = entry or {"step": step + 1, "loss": round(loss.item(), 5), "train_s": round(train_time, 1)}
+            if synthetic:
+                entry["eval_acc_200"] = float(exact_match(net, task, eval_x[:200]).mean())
+            else:
+                entry["held_out_bpb_20win"] = round(bits_per_byte(net, task, limit=20)[0], 4)
+        if entry:
+            log.append(entry)
+            print(json.dumps(entry), flush=True)
+        if a.time_limit and time.time() - t0 > a.time_limit * 60:
+            print(f"time limit reached after {step + 1} steps", flush=True)
+            break
+    steps_done = step + 1
+    net.eval()
+
+    # Results
+    result = {"name": name, "task": a.task, "attention": a.attention, "seed": a.seed, "steps": steps_done,
+              "batch": a.batch, "lr": a.lr, "params": n_params, "train_seconds": round(train_time, 1),
+              "command": command, "threads": a.threads, "torch": torch.__version__,
+              "cpu": platform.processor() or platform.machine(), "config": json.loads(M.config_json(cfg)),
+              "task_params": task.params(), "seq_len": task.n}
+    te = time.time()
+    if synthetic:
+        correct = exact_match(net, task, eval_x)
+        result["eval_examples"] = int(len(correct))
+        result["exact_match"] = float(correct.mean())
+        print(f"exact match on {len(correct)} held-out examples: {correct.mean():.4f}", flush=True)
+    else:
+        bpb, count = bits_per_byte(net, task)
+        result["held_out_bits_per_byte"] = round(bpb, 5)
+        result["held_out_bytes_scored"] = count
+        print(f"held-out bits per byte: {bpb:.4f} over {count} bytes", flush=True)
+    result["eval_seconds"] = round(time.time() - te, 1)
+    result["log"] = log
+
+    # Files
+    from safetensors.numpy import save_file
+    model_path = os.path.join(a.out_dir, name + ".safetensors")
+    train_context = task.n if synthetic else task.context
+    md = M.save_model(net, model_path, a.task, train_context, task.params())
+    if synthetic:
+        prompt = eval_x[0]
+    else:
+        prompt = task.held[:200]
+    with torch.no_grad():
+        logits = net(torch.from_numpy(np.asarray(prompt, dtype=np.int64))[None])[0].float().numpy()
+    golden = {"tokens": np.ascontiguousarray(prompt, dtype=np.int32),
+              "logits": np.ascontiguousarray(logits, dtype=np.float32)}
+    golden_md = {"model": name + ".safetensors"}
+    if synthetic:
+        golden["eval_correct"] = np.ascontiguousarray(correct, dtype=np.uint8)
+        golden_md["eval_file"] = f"{a.task}.eval.safetensors"
+        golden_md["exact_match"] = f"{correct.mean():.4f}"
+        save_file({"inputs": np.ascontiguousarray(eval_x, dtype=np.uint8),
+                   "answer_start": np.full(len(eval_x), task.answer_start, dtype=np.int32)},
+                  os.path.join(a.out_dir, f"{a.task}.eval.safetensors"),
+                  metadata={"task": a.task, "seed": str(T.EVAL_SEED),
+                            **{"task_" + k: str(v) for k, v in task.params().items()}})
+    save_file(golden, os.path.join(a.out_dir, name + ".golden.safetensors"), metadata=golden_md)
+    result["metadata"] = md
+    result["model_bytes"] = os.path.getsize(model_path)
+    with open(os.path.join(a.out_dir, name + ".json"), "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {model_path} ({result['model_bytes']} bytes), golden, json; train {train_time:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
