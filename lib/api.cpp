@@ -8,6 +8,7 @@
 #include <string>
 
 #include "forward/attention.hpp"
+#include "forward/polysketch_forward.hpp"
 #include "forward/tiled_forward.hpp"
 #include "vk/context.hpp"
 #include "decode/decode_state.hpp"
@@ -80,6 +81,7 @@ const char* pskResultToString(PskResult result) {
         PSK_CASE(PSK_ERROR_VULKAN)
         PSK_CASE(PSK_ERROR_BAD_FILE)
         PSK_CASE(PSK_ERROR_INTERNAL)
+        PSK_CASE(PSK_ERROR_COMMUNICATION)
 #undef PSK_CASE
     }
     return "PSK_ERROR_UNKNOWN";
@@ -226,6 +228,32 @@ PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize)
         }
         std::memcpy(text, plan.c_str(), needed);
         *pSize = needed;
+    });
+}
+
+PskResult pskGetAttentionInfo(PskAttention attention, PskAttentionInfo* pInfo) {
+    return guarded(attention ? attention->context() : nullptr, "pskGetAttentionInfo", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!pInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "pInfo must not be NULL");
+        const psk::AttentionConfig& c = attention->config();
+        PskAttentionInfo info{};
+        info.kind = c.kind;
+        info.flags = (c.causal ? uint32_t(PSK_ATTENTION_CAUSAL_BIT) : 0u) | (c.localExact ? uint32_t(PSK_ATTENTION_LOCAL_EXACT_BIT) : 0u) |
+                     (c.referenceScaling ? uint32_t(PSK_ATTENTION_REFERENCE_SCALING_BIT) : 0u);
+        info.degree = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 0 : c.degree;
+        info.scale = c.scale;
+        info.numQueryHeads = c.numQueryHeads;
+        info.numKeyValueHeads = c.numKeyValueHeads;
+        info.headDim = c.headDim;
+        info.valueDim = c.valueDim;
+        info.dataType = c.dataType;
+        info.layout = c.layout;
+        if (const psk::PolysketchForward* p = attention->polysketch()) {
+            info.sketchLength = p->plan().sketchLength;
+            info.blockSize = p->plan().blockSize;
+            info.features = p->plan().features;
+        }
+        *pInfo = info;
     });
 }
 

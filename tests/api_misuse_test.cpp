@@ -93,6 +93,7 @@ TEST(ApiBasics, ResultToStringNamesEveryCodeDistinctly) {
         {PSK_ERROR_VULKAN, "PSK_ERROR_VULKAN"},
         {PSK_ERROR_BAD_FILE, "PSK_ERROR_BAD_FILE"},
         {PSK_ERROR_INTERNAL, "PSK_ERROR_INTERNAL"},
+        {PSK_ERROR_COMMUNICATION, "PSK_ERROR_COMMUNICATION"},
     };
     std::set<std::string> seen;
     for (const auto& c : codes) {
@@ -102,7 +103,7 @@ TEST(ApiBasics, ResultToStringNamesEveryCodeDistinctly) {
         EXPECT_TRUE(seen.insert(s).second) << "duplicate string " << s;
     }
     // Values that are not codes (within the enum's range of values, so well-defined in C++).
-    for (int unknown : {1, 2, 15, -14, -15, -16}) {
+    for (int unknown : {1, 2, 15, -15, -16}) {
         const char* s = pskResultToString(static_cast<PskResult>(unknown));
         ASSERT_NE(s, nullptr) << unknown;
         EXPECT_TRUE(containsNoCase(s, "UNKNOWN")) << unknown << " -> " << s;
@@ -381,6 +382,49 @@ TEST_F(CreateAttentionMisuse, AttentionPlanNullArgumentsAndShortBuffer) {
     EXPECT_EQ(given, size);
     EXPECT_TRUE(std::all_of(shortText.begin(), shortText.end(), [](char c) { return c == '#'; }));
     expectOneError(sharedLog(), PSK_ERROR_BUFFER_TOO_SMALL, "bytes");
+    pskDestroyAttention(attention);
+}
+
+TEST_F(CreateAttentionMisuse, AttentionInfoReportsTheConfigurationWithDefaults) {
+    PskAttentionInfo got{};
+    EXPECT_EQ(pskGetAttentionInfo(nullptr, &got), PSK_ERROR_INVALID_ARGUMENT);
+    expectNoError(sharedLog());
+    PskAttentionCreateInfo info = validCreateInfo();
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
+    info.numQueryHeads = 4;
+    info.numKeyValueHeads = 2;
+    info.headDim = 32;
+    info.valueDim = 0;  // defaults: dv = h, r = 32, b = 256, scale 1, degree 4
+    info.layout = PSK_LAYOUT_BNHD;
+    PskAttention attention = nullptr;
+    ASSERT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
+    EXPECT_EQ(pskGetAttentionInfo(attention, nullptr), PSK_ERROR_INVALID_ARGUMENT);
+    expectOneError(sharedLog(), PSK_ERROR_INVALID_ARGUMENT, "pInfo");
+    ASSERT_EQ(pskGetAttentionInfo(attention, &got), PSK_SUCCESS);
+    EXPECT_EQ(got.kind, PSK_ATTENTION_KIND_POLYSKETCH);
+    EXPECT_EQ(got.flags, uint32_t(PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT));
+    EXPECT_EQ(got.degree, 4u);
+    EXPECT_EQ(got.scale, 1.0f);
+    EXPECT_EQ(got.numQueryHeads, 4u);
+    EXPECT_EQ(got.numKeyValueHeads, 2u);
+    EXPECT_EQ(got.headDim, 32u);
+    EXPECT_EQ(got.valueDim, 32u);
+    EXPECT_EQ(got.layout, PSK_LAYOUT_BNHD);
+    EXPECT_EQ(got.sketchLength, 32u);
+    EXPECT_EQ(got.blockSize, 256u);
+    EXPECT_EQ(got.features, 32u * 33u / 2u);
+    pskDestroyAttention(attention);
+    // Softmax: its default scale, no degree, no polysketch geometry.
+    info = validCreateInfo();
+    info.headDim = 64;
+    ASSERT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
+    ASSERT_EQ(pskGetAttentionInfo(attention, &got), PSK_SUCCESS);
+    EXPECT_EQ(got.kind, PSK_ATTENTION_KIND_SOFTMAX);
+    EXPECT_EQ(got.degree, 0u);
+    EXPECT_EQ(got.scale, 0.125f);
+    EXPECT_EQ(got.features, 0u);
+    expectNoError(sharedLog());
     pskDestroyAttention(attention);
 }
 

@@ -137,7 +137,9 @@ typedef enum PskResult {
     /** A file could not be read or is malformed (safetensors, state blobs). */
     PSK_ERROR_BAD_FILE = -12,
     /** An internal invariant failed: a bug in polysketch. Please report the message. */
-    PSK_ERROR_INTERNAL = -13
+    PSK_ERROR_INTERNAL = -13,
+    /** A call of the MPI component (polysketch_mpi.h) failed in MPI itself. */
+    PSK_ERROR_COMMUNICATION = -14
 } PskResult;
 
 /** A static string naming the code, e.g. "PSK_ERROR_INVALID_SHAPE". Never NULL. */
@@ -496,6 +498,27 @@ PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize
  * (`*pSize` is then set to the bytes needed and `text` is left untouched).
  */
 PSK_API PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize);
+
+/** The configuration an attention object was created with, defaults applied. */
+typedef struct PskAttentionInfo {
+    PskAttentionKind kind;
+    PskAttentionCreateFlags flags;
+    uint32_t degree;          /**< p (0 for SOFTMAX) */
+    float scale;              /**< s, the default applied */
+    uint32_t numQueryHeads;   /**< Hq */
+    uint32_t numKeyValueHeads; /**< Hkv */
+    uint32_t headDim;         /**< h */
+    uint32_t valueDim;        /**< dv */
+    PskDataType dataType;
+    PskLayout layout;
+    /** Polysketch: R, the sketch length (r; h at degree 2), b, and F = R(R+1)/2 features; else 0. */
+    uint32_t sketchLength;
+    uint32_t blockSize;
+    uint32_t features;
+} PskAttentionInfo;
+
+/** Fills *pInfo. Errors: INVALID_ARGUMENT (a NULL argument). */
+PSK_API PskResult pskGetAttentionInfo(PskAttention attention, PskAttentionInfo* pInfo);
 
 /* ---------------------------------------------------------------------------------------------
  * Incremental decoding (docs/DECODING.md)
