@@ -1,0 +1,1 @@
+# tests: see CMakeLists.txt
