@@ -1342,7 +1342,7 @@ static int writeLayerAttentionFile(StFile* f, uint32_t l, char* path, size_t pat
 static int createAttention(Model* m, StFile* f, uint32_t l, StError* err) {
     const ModelConfig* c = &m->c;
     PskAttentionCreateInfo info;
-    char prefix[64];
+    char prefix[64] = "";
     PskResult r;
     memset(&info, 0, sizeof info);
     info.kind = c->attention == ATTENTION_SOFTMAX      ? PSK_ATTENTION_KIND_SOFTMAX
@@ -1394,7 +1394,13 @@ static int createAttention(Model* m, StFile* f, uint32_t l, StError* err) {
                     prefix, first);
         }
     }
-    if (r != PSK_SUCCESS) return pskFail(m->gpu, err, r, "pskCreateAttention");
+    if (r != PSK_SUCCESS) {
+        /* The library's message names the tensor without the prefix and not the file: add both. */
+        snprintf(err->text, sizeof err->text, "\"%s\": the attention of layer %u (tensors \"%s*\"): %s: %s", m->path, l,
+                 c->attention == ATTENTION_POLYSKETCH ? prefix : "", pskResultToString(r),
+                 m->gpu->lastError[0] ? m->gpu->lastError : "(no message)");
+        return r == PSK_ERROR_BAD_FILE ? TINYLM_EXIT_BAD_INPUT : TINYLM_EXIT_FAILED;
+    }
     return 0;
 }
 
