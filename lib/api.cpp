@@ -181,7 +181,12 @@ PskResult pskCmdAttentionForward(PskAttention attention, VkCommandBuffer command
     return guarded(attention ? attention->context() : nullptr, "pskCmdAttentionForward", [&] {
         if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
         if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
-        attention->cmdForward(commandBuffer, *info);
+        if (info->state)
+            info->state->cmdForward(attention, commandBuffer, *info);
+        else if (info->stateFirstSequence)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->stateFirstSequence is ", info->stateFirstSequence, " but info->state is NULL");
+        else
+            attention->cmdForward(commandBuffer, *info);
     });
 }
 
@@ -196,7 +201,12 @@ PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostIn
     return guarded(attention ? attention->context() : nullptr, "pskAttentionForwardHost", [&] {
         if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
         if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
-        attention->forwardHost(*info);
+        if (info->state)
+            info->state->forwardHost(attention, *info);
+        else if (info->stateFirstSequence)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->stateFirstSequence is ", info->stateFirstSequence, " but info->state is NULL");
+        else
+            attention->forwardHost(*info);
     });
 }
 
@@ -207,6 +217,16 @@ PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32
         const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), batchSize,
                                                                 seqLen, nullptr, nullptr, nullptr, nullptr);
         *pBytes = attention->workspaceBytes(g);
+    });
+}
+
+PskResult pskGetStateWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes) {
+    return guarded(attention ? attention->context() : nullptr, "pskGetStateWorkspaceSize", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!pBytes) fail(PSK_ERROR_INVALID_ARGUMENT, "pBytes must not be NULL");
+        const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), batchSize,
+                                                                seqLen, nullptr, nullptr, nullptr, nullptr);
+        *pBytes = psk::stateForwardWorkspaceBytes(*attention, g);
     });
 }
 

@@ -23,6 +23,12 @@
 // time). Both paths are in one module because the pipeline is chosen before the number of
 // columns is known (blockScanShader() takes no arguments).
 //
+// Optional initial prefix (push constant init_row != 0; a forward that continues a decode state,
+// docs/DECODING.md "State passing"): Z_l = z + sum_{j<l} H_j, with z the state's running sum
+// (bindings 1 and 2 hold z and h in the state's [sequence][F][dv + 1] rows); it seeds the carry,
+// and with init_h the unfinished block's sum h joins H_0 in lane 0 of the first segment. Z_0 = z
+// is then written too (the host dispatches even for one block).
+//
 // The mapping of invocations to (column, lane) goes through gl_SubgroupID and
 // gl_SubgroupInvocationID, so it holds whatever order a driver packs invocations into subgroups;
 // it assumes full subgroups (the workgroup size is a multiple of every subgroup size).
@@ -38,6 +44,19 @@ const uint SEGMENT = 2u * LANES;                     // blocks per segment, two 
 // The same buffer seen as floats (scalar path) and as vec4 (vectorized path).
 layout(std430, binding = 0) buffer States { float states[]; };
 layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
+// The optional initial prefix (params.init_row != 0): a decode state's running sum z, where every
+// prefix starts, and the unfinished block's sum h, which joins block 0 (docs/DECODING.md, "State
+// passing"). Rows of init_row floats, F rows per sequence; bound to any valid range when unused.
+layout(std430, binding = 1) readonly buffer InitZ { float init_z[]; };
+layout(std430, binding = 2) readonly buffer InitH { float init_h[]; };
+
+// Element e (< elems) of sequence `seq`'s initial z (from_h false) or h, 0 in the padding columns.
+float initial(bool from_h, uint seq, uint e, uint features) {
+    const uint f = e / params.init_stride, c = e % params.init_stride;
+    if (c >= params.init_row) return 0.0;
+    const uint i = params.init_base + (seq * features + f) * params.init_row + c;
+    return from_h ? init_h[i] : init_z[i];
+}
 
 // The tree is written out level by level, without loops: llvmpipe does not unroll these loops
 // (it kept them even with [[unroll]]), and its 65535-iteration limit counts every inner
@@ -67,7 +86,7 @@ layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
     {                                                                                            \
         const uint l0 = seg + 2u * lane;                                                         \
         const bool has0 = inRange && l0 < params.blocks, has1 = inRange && l0 + 1u < params.blocks; \
-        const T a = has0 ? DATA[base + l0 * params.columns] : T(0.0);                            \
+        const T a = (has0 ? DATA[base + l0 * params.columns] : T(0.0)) + (seg == 0u ? first : T(0.0)); \
         const T b = has1 ? DATA[base + (l0 + 1u) * params.columns] : T(0.0);                     \
         T s = a + b; /* up-sweep inside the lane */                                              \
         UP_LEVEL(T, 1u) UP_LEVEL(T, 2u) UP_LEVEL(T, 4u) UP_LEVEL(T, 8u) UP_LEVEL(T, 16u)         \
@@ -92,11 +111,26 @@ void main() {
     const bool inRange = column < params.columns;
     const uint base = gl_WorkGroupID.z * params.blocks * params.columns + column;
 
+    // The initial prefix seeds the carry (read by the root lane only) and `first` is added to
+    // block 0 (lane 0 of the first segment); both zero without one.
+    const bool init = params.init_row != 0u && inRange;
+    const bool add_first = init && params.init_h != 0u && lane == 0u;
+    const uint seq = gl_WorkGroupID.z;
+    const uint elems = params.vectorized != 0u ? params.columns * 4u : params.columns;
+    const uint features = params.init_stride != 0u ? elems / params.init_stride : 0u;
     if (params.vectorized != 0u) {
-        vec4 carry = vec4(0.0);
+        const uint e = 4u * column;
+        vec4 carry = vec4(0.0), first = vec4(0.0);
+        if (init)
+            carry = vec4(initial(false, seq, e, features), initial(false, seq, e + 1u, features),
+                         initial(false, seq, e + 2u, features), initial(false, seq, e + 3u, features));
+        if (add_first)
+            first = vec4(initial(true, seq, e, features), initial(true, seq, e + 1u, features),
+                         initial(true, seq, e + 2u, features), initial(true, seq, e + 3u, features));
         for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) SCAN_SEGMENT(vec4, states4)
     } else {
-        float carry = 0.0;
+        float carry = init ? initial(false, seq, column, features) : 0.0;
+        const float first = add_first ? initial(true, seq, column, features) : 0.0;
         for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) SCAN_SEGMENT(float, states)
     }
 }

@@ -49,7 +49,7 @@ void main() {
     const uint f = e / GROUPS, c0 = (e % GROUPS) * 4u;
     const uint base = dst * params.features * Z_STRIDE + f * Z_STRIDE;
     if (params.add != 0u) {  // merge a block's running sum (binding 0) into z; the caller zeroes it
-        const uint from = src * params.features * Z_STRIDE + f * Z_STRIDE;
+        const uint from = (params.add_src0 + src) * params.features * Z_STRIDE + f * Z_STRIDE;
         [[unroll]] for (uint m = 0u; m < 4u; ++m)
             if (c0 + m < Z_STRIDE) z[base + c0 + m] = z[base + c0 + m] + sk[from + c0 + m];
         return;

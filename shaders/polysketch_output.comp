@@ -95,7 +95,7 @@ void main() {
     }
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
-    if (!CAUSAL || block > 0u) {
+    if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_TILE) {
             const uint flen = min(FEAT_TILE, params.features - f0);

@@ -201,7 +201,7 @@ void main() {
     [[unroll]] for (uint w = 0u; w < WN; ++w) acc[w] = CM_ACC_ZERO;
 
     // ---- 2. phi(q)^T Z: everything before this block (causal) or everything (full) ----
-    if (!CAUSAL || block > 0u) {
+    if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         const float s_max = range_max(R_S);
         const float a_scale = operand_scale(SQRT2 * s_max * s_max);

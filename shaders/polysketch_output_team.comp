@@ -144,7 +144,7 @@ void main() {
     [[unroll]] for (uint s = 0u; s < RPL; ++s) den_mine[s] = 0.0;
 
     // ---- phi(q_i)^T Z ----
-    if (!CAUSAL || block > 0u) {
+    if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
         const uint z_row0 = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features;  // in rows
         // The lane's S(q) rows in registers, read back by the loop indices a and b4 through
         // constant-index select chains: cheaper on llvmpipe than reloading them (a load is a loop

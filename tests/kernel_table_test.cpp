@@ -62,6 +62,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::DecodeOutput: return SpecConstants::of(DecodeOutputSpec{});
         case KernelId::DecodeSoftmaxPartial:
         case KernelId::DecodeSoftmaxCombine: return SpecConstants::of(DecodeSoftmaxSpec{});
+        case KernelId::CopyRows: return SpecConstants::of(CopyRowsSpec{});
         default: return {};
     }
 }

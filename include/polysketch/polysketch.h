@@ -168,6 +168,8 @@ typedef void (*PskMessageCallback)(PskMessageSeverity severity, PskResult result
 
 typedef struct PskContext_T* PskContext;
 typedef struct PskAttention_T* PskAttention;
+/** A decode state (incremental decoding, below); forward calls may continue one (state passing). */
+typedef struct PskDecodeState_T* PskDecodeState;
 
 typedef enum PskContextCreateFlagBits {
     /**
@@ -469,6 +471,33 @@ typedef struct PskForwardHostInfo {
     const PskTensorStrides* outStrides;
     /** Optional, filled on success. */
     PskForwardStats* stats;
+    /* The fields below were appended after stats (the struct grew by them). */
+    /**
+     * Optional state passing (docs/DECODING.md, "State passing"): a decode state of this attention.
+     * The call then continues sequences stateFirstSequence .. + batchSize - 1 of the state, which
+     * must all be at the same position p: row i of the output is position p + i of its sequence,
+     * attending to everything the state holds and to rows 0..i of this call (exactly one causal
+     * forward over the concatenation, block boundaries at multiples of b from the sequence's
+     * start), and the sequences are left at p + n holding the final state (decode steps, or
+     * another forward with the state, continue from it). NULL: a fresh sequence, nothing kept.
+     *
+     * So a prompt may be prefilled in chunks of any length (1 token, fewer than b, not multiples
+     * of b), prefill and steps may alternate, and the rows equal one forward over the whole
+     * sequence within float32 rounding. Supported: causal POLYSKETCH at any position (local exact
+     * or not); causal SOFTMAX at position 0 only (the forward, and its k, v rows fill the KV cache;
+     * a later position is PSK_ERROR_UNSUPPORTED: continue with decode steps).
+     * Errors (the state, its positions and `out` are then unchanged): PSK_ERROR_UNSUPPORTED for
+     * POLYNOMIAL or non-causal attention (which have no decode state) and softmax at p > 0;
+     * PSK_ERROR_INVALID_ARGUMENT for a state of another attention object, sequences beyond the
+     * state's batchSize, or stateFirstSequence != 0 without a state; PSK_ERROR_INVALID_SHAPE when
+     * the sequences are at different positions; PSK_ERROR_BUFFER_TOO_SMALL when a softmax cache
+     * cannot hold the n tokens; PSK_ERROR_TOO_LARGE past a polysketch position of 2^53, or where
+     * the call's workspace (pskGetStateWorkspaceSize, which can exceed pskGetWorkspaceSize) does
+     * not fit the device. Only float32 attention objects have decode states.
+     * The state is externally synchronized with the attention, as for the decode calls.
+     */
+    PskDecodeState state;
+    uint32_t stateFirstSequence;
 } PskForwardHostInfo;
 
 /**
@@ -487,6 +516,18 @@ PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwa
  * PSK_ERROR_TOO_LARGE exactly when a call of that size would.
  */
 PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
+
+/**
+ * Bytes of device workspace a forward call with a decode state (PskCmdForwardInfo::state, state
+ * passing) of `batchSize` (0 means 1) sequences of `seqLen` tokens needs, at any position of the
+ * state, so one allocation serves every chunk of a prompt. At least pskGetWorkspaceSize.
+ * Polysketch: the forward's workspace plus the last block's value rows (b dv floats per key/value
+ * head), and in local-exact mode, where a call that starts inside a block runs behind that block's
+ * rows, the forward's workspace over seqLen + b - 1 rows and dense copies of q, k, v and out of
+ * that many rows. Softmax: pskGetWorkspaceSize. Errors: PSK_ERROR_UNSUPPORTED for POLYNOMIAL and
+ * non-causal attention, PSK_ERROR_TOO_LARGE exactly when such a call would fail with it.
+ */
+PSK_API PskResult pskGetStateWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
 
 /**
  * Which GPU kernels a forward call of this attention runs on its device, and why: one line per
@@ -540,8 +581,12 @@ PSK_API PskResult pskGetAttentionInfo(PskAttention attention, PskAttentionInfo* 
  * Only float32 attention objects decode (PSK_ERROR_UNSUPPORTED otherwise). The attention must
  * outlive its decode states. A state is externally synchronized together with its attention: no
  * call on the state may run at the same time as another call on the state or on the attention.
+ *
+ * Besides prefill and steps, forward calls continue a state and leave their final state in it
+ * (PskForwardHostInfo::state, PskCmdForwardInfo::state: state passing), so prompts may be
+ * prefilled in chunks and prefill, forward and steps interoperate. (PskDecodeState is declared
+ * with PskContext above.)
  */
-typedef struct PskDecodeState_T* PskDecodeState;
 
 typedef struct PskDecodeStateCreateInfo {
     uint32_t batchSize; /**< B, the number of sequences; 0 means 1 */

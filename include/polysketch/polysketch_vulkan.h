@@ -137,15 +137,34 @@ typedef struct PskCmdForwardInfo {
     /** In the attention's dataType and layout, shapes as in PskForwardHostInfo. out must not overlap the inputs. */
     PskVulkanTensor q, k, v, out;
     /**
-     * Scratch of at least pskGetWorkspaceSize(attention, batchSize, seqLen) bytes (custom strides
-     * do not change it), usage STORAGE_BUFFER | TRANSFER_DST, offset aligned as the tensors', not
-     * overlapping them. Its contents need not be preserved between calls (it may be reused, e.g.
-     * aliased with other transient memory, once the recorded commands completed). May be
-     * VK_NULL_HANDLE when the workspace size is 0.
+     * Scratch of at least pskGetWorkspaceSize(attention, batchSize, seqLen) bytes (with `state`:
+     * pskGetStateWorkspaceSize; custom strides do not change either), usage STORAGE_BUFFER |
+     * TRANSFER_DST, offset aligned as the tensors', not overlapping them. Its contents need not be
+     * preserved between calls (it may be reused, e.g. aliased with other transient memory, once
+     * the recorded commands completed). May be VK_NULL_HANDLE when the workspace size is 0.
      */
     VkBuffer workspace;
     VkDeviceSize workspaceOffset;
     VkDeviceSize workspaceSize;
+    /* The fields below were appended after workspaceSize (the struct grew by them). */
+    /**
+     * Optional state passing, as PskForwardHostInfo::state and stateFirstSequence (semantics and
+     * errors there): the recorded forward continues those sequences of the decode state and
+     * leaves their final state in it. The workspace must then hold pskGetStateWorkspaceSize bytes
+     * (not pskGetWorkspaceSize; BUFFER_TOO_SMALL otherwise). As with pskCmdDecodeStep, the
+     * positions advance when the call returns and what is recorded depends on them: the recorded
+     * commands must execute exactly once, in the order of recording relative to the state's other
+     * recorded commands (steps, forwards), on one queue; every recorded command of the state must
+     * have completed before any host call on the state or its attention. The recorded commands
+     * start with a memory barrier (COMPUTE_SHADER | TRANSFER to COMPUTE_SHADER | TRANSFER) that
+     * orders them after the state's earlier recorded commands; they also read and write the
+     * state's own buffers with dispatches and transfer commands (copies, fills), and fill and copy
+     * into the workspace, so the app's earlier accesses of the workspace must also be made
+     * available to VK_PIPELINE_STAGE_TRANSFER_BIT (TRANSFER_WRITE); q, k, v and out are accessed by
+     * compute dispatches only, as without a state. NULL: no state.
+     */
+    PskDecodeState state;
+    uint32_t stateFirstSequence;
 } PskCmdForwardInfo;
 
 /**

@@ -110,6 +110,52 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
     for (uint32_t s = 0; s < count; ++s) positions_[info.firstSequence + s] = info.seqLen;
 }
 
+uint64_t PskDecodeState_T::checkForward(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint32_t first) const {
+    const AttentionConfig& c = attention->config();
+    if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH && c.kind != PSK_ATTENTION_KIND_SOFTMAX)
+        fail(PSK_ERROR_UNSUPPORTED, "a forward with a decode state needs POLYSKETCH or SOFTMAX attention, not POLYNOMIAL");
+    if (!c.causal) fail(PSK_ERROR_UNSUPPORTED, "a forward with a decode state needs a CAUSAL attention");
+    if (attention != attention_)
+        fail(PSK_ERROR_INVALID_ARGUMENT, "info->state is a decode state of another attention object");
+    const uint32_t count = batchSize ? batchSize : 1;
+    if (uint64_t(first) + count > shape_.batch)
+        fail(PSK_ERROR_INVALID_ARGUMENT, "sequences ", first, " to ", uint64_t(first) + count - 1,
+             " are out of range (the state has batchSize ", shape_.batch, ")");
+    if (seqLen == 0) fail(PSK_ERROR_INVALID_SHAPE, "seqLen must be at least 1");
+    const uint64_t position = positions_[first];
+    for (uint32_t s = first + 1; s < first + count; ++s)
+        if (positions_[s] != position)
+            fail(PSK_ERROR_INVALID_SHAPE, "sequences ", first, " and ", s, " of the state are at positions ", position, " and ",
+                 positions_[s], "; a forward with a decode state continues sequences at one position");
+    decoder_->checkForward(position, seqLen);
+    return position;
+}
+
+PskAttention_T::Override PskDecodeState_T::forwardOverride(uint32_t first, uint64_t position, bool recorded) {
+    PskAttention_T::Override o;
+    o.workspaceBytes = [this](const ForwardGeometry& g) { return stateForwardWorkspaceBytes(*attention_, g); };
+    o.record = [this, first, position](Recorder& rec, const BoundTensors& t) { decoder_->recordForward(rec, t, first, position); };
+    o.orderAfterEarlierWork = recorded;
+    return o;
+}
+
+void PskDecodeState_T::forwardHost(PskAttention attention, const PskForwardHostInfo& info) {
+    const uint64_t position = checkForward(attention, info.batchSize, info.seqLen, info.stateFirstSequence);
+    const PskAttention_T::Override o = forwardOverride(info.stateFirstSequence, position, false);
+    // The attention checks the arrays (pointers, sizes, NaN) and writes `out` only when it succeeds.
+    attention_->forwardHost(info, {}, &o);
+    const uint32_t count = info.batchSize ? info.batchSize : 1;
+    for (uint32_t s = 0; s < count; ++s) positions_[info.stateFirstSequence + s] += info.seqLen;
+}
+
+void PskDecodeState_T::cmdForward(PskAttention attention, VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info) {
+    const uint64_t position = checkForward(attention, info.batchSize, info.seqLen, info.stateFirstSequence);
+    const PskAttention_T::Override o = forwardOverride(info.stateFirstSequence, position, true);
+    attention_->cmdForward(commandBuffer, info, &o);
+    const uint32_t count = info.batchSize ? info.batchSize : 1;
+    for (uint32_t s = 0; s < count; ++s) positions_[info.stateFirstSequence + s] += info.seqLen;
+}
+
 void PskDecodeState_T::stepBytes(uint64_t bytes[4]) const {
     bytes[0] = uint64_t(shape_.batch) * shape_.Hq * shape_.h * 4;
     bytes[1] = uint64_t(shape_.batch) * shape_.Hkv * shape_.h * 4;

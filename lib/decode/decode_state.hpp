@@ -28,6 +28,10 @@ public:
     uint64_t position(uint32_t sequence) const;
 
     void prefill(const PskDecodePrefillInfo& info);
+    /** pskAttentionForwardHost with info.state == this (docs/DECODING.md, "State passing"). */
+    void forwardHost(PskAttention attention, const PskForwardHostInfo& info);
+    /** pskCmdAttentionForward with info.state == this. */
+    void cmdForward(PskAttention attention, VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info);
     void step(const PskDecodeStepInfo& info);
     /** Records one step into the app's command buffer on the app's buffers (pskCmdDecodeStep). */
     void cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo& info);
@@ -44,6 +48,14 @@ private:
     void stepBytes(uint64_t bytes[4]) const;
     /** Fails (BUFFER_TOO_SMALL) when a sequence's cache is full (softmax). */
     void checkRoomForStep() const;
+    /**
+     * Checks a forward with this state by `attention` over sequences first .. first + batchSize
+     * - 1 (0 means 1) of seqLen more tokens, before anything is recorded or written; returns
+     * their common position.
+     */
+    uint64_t checkForward(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint32_t first) const;
+    /** The attention's recording of such a forward (workspace, record). */
+    PskAttention_T::Override forwardOverride(uint32_t first, uint64_t position, bool recorded);
     /** Checks a prompt's arrays when prefill produces no output (out == NULL). */
     void checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const;
     psk::DecodeBlobHeader blobHeader() const;

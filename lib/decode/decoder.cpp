@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "decode/polysketch_decoder.hpp"
 #include "forward/attention.hpp"
+#include "kernels/kernel_table.hpp"
 #include "util/error.hpp"
+#include "util/sizes.hpp"
 #include "vk/context.hpp"
 
 namespace psk {
@@ -19,7 +22,12 @@ Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeSh
       Hkv_(shape.Hkv),
       h_(shape.h),
       dv_(shape.dv),
-      meta_(deviceBuffer(uint64_t(shape.batch) * 2 * 4)) {}
+      meta_(deviceBuffer(uint64_t(shape.batch) * 2 * 4)) {
+    kernel::CopyRowsSpec spec;
+    spec.WG = kDecodeWorkgroup;
+    copyRows_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRows, "", attention.config().dataType, spec,
+                                                             "state passing: rows between strided tensors"));
+}
 
 PskContext_T& Decoder::context() const { return *attention_.context(); }
 
@@ -45,6 +53,41 @@ void Decoder::recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) c
         rec.fill({meta_.handle(), VkDeviceSize(i) * 4, VkDeviceSize(j - i) * 4}, VkDeviceSize(j - i) * 4, counts[i]);
         i = j;
     }
+}
+
+void Decoder::recordCopyRows(Recorder& rec, const RowTensor& src, const RowTensor& dst, uint32_t batch, uint32_t heads,
+                             uint32_t rows, uint32_t dim) const {
+    if (!rows || !dim || !batch || !heads) return;
+    const VkPhysicalDeviceLimits& limits = context().caps().limits();
+    const uint64_t groups = ceilDiv(uint64_t(rows) * dim, kDecodeWorkgroup);
+    const uint32_t groupsX = uint32_t(std::min<uint64_t>(groups, limits.maxComputeWorkGroupCount[0]));
+    const uint64_t groupsY = ceilDiv(groups, uint64_t(groupsX));
+    if (groupsY > limits.maxComputeWorkGroupCount[1] || heads > limits.maxComputeWorkGroupCount[2])
+        fail(PSK_ERROR_TOO_LARGE, "a row copy of ", rows, " rows exceeds the device's dispatch limits");
+    kernel::CopyRowsPush push{};
+    push.dim = dim;
+    push.rows = rows;
+    push.heads = heads;
+    push.groups_x = groupsX;
+    push.src_base = uint32_t(src.base);
+    push.src = pushStrides(src.strides);
+    push.dst_base = uint32_t(dst.base);
+    push.dst = pushStrides(dst.strides);
+    // Batch entries per dispatch: as many as the z dimension allows.
+    const uint32_t perDispatch = std::max<uint32_t>(1, std::min<uint32_t>(batch, limits.maxComputeWorkGroupCount[2] / heads));
+    for (uint32_t b0 = 0; b0 < batch; b0 += perDispatch) {
+        push.batch_base = b0;
+        rec.dispatch(copyRows_, {reads(src.binding), writes(dst.binding)}, &push, sizeof(push), groupsX, uint32_t(groupsY),
+                     std::min(perDispatch, batch - b0) * heads);
+    }
+}
+
+VkDeviceSize stateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& g) {
+    const AttentionConfig& c = attention.config();
+    if (!c.causal || (c.kind != PSK_ATTENTION_KIND_POLYSKETCH && c.kind != PSK_ATTENTION_KIND_SOFTMAX))
+        fail(PSK_ERROR_UNSUPPORTED, "a forward with a decode state needs a CAUSAL POLYSKETCH or SOFTMAX attention");
+    if (c.kind == PSK_ATTENTION_KIND_SOFTMAX) return attention.workspaceBytes(g);
+    return polysketchStateForwardWorkspaceBytes(attention, g);
 }
 
 Buffer decodeDeviceBuffer(Allocator& allocator, VkDeviceSize bytes) {

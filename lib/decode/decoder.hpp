@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "forward/forward_kind.hpp"
 #include "vk/memory.hpp"
 #include "vk/recorder.hpp"
 
@@ -64,6 +65,20 @@ public:
     virtual void forEachBlobRegion(const std::vector<uint64_t>& positions,
                                    const std::function<void(const BufferRange&)>& region) const = 0;
 
+    /**
+     * A forward with the state (docs/DECODING.md, "State passing"), sequences `first` ..
+     * first + count - 1, all at `position`, n more tokens: fails (with nothing recorded) when the
+     * kind cannot continue from there (softmax: a position other than 0, a full cache; polysketch:
+     * the position limit).
+     */
+    virtual void checkForward(uint64_t position, uint32_t n) const = 0;
+    /**
+     * Records that forward on the call's checked tensors (t.geometry: count sequences of n tokens)
+     * and its workspace (stateForwardWorkspaceBytes(t.geometry) bytes): the output rows, then the
+     * state of those sequences after the n tokens. The caller advances the positions.
+     */
+    virtual void recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) = 0;
+
 protected:
     /** Creates meta_ (two counts per sequence). */
     Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape);
@@ -75,6 +90,18 @@ protected:
     void checkBindingRange(const char* what, uint64_t floats) const;
     /** Records the fills that write `counts` into meta_, one per run of equal values. */
     void recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) const;
+    /**
+     * copy_rows.comp in the attention's storage type: rows [0, rows) of every (batch, head) of
+     * `batch` x `heads`, `dim` elements each, from src to dst (bindings, plus element bases and
+     * strides).
+     */
+    struct RowTensor {
+        BufferRange binding;
+        uint64_t base = 0;  // elements from the binding's start to row 0 of (batch 0, head 0)
+        PskTensorStrides strides{};
+    };
+    void recordCopyRows(Recorder& rec, const RowTensor& src, const RowTensor& dst, uint32_t batch, uint32_t heads, uint32_t rows,
+                        uint32_t dim) const;
 
     PskAttention_T& attention_;
     Submitter& submitter_;  // the state's: for the submissions of prefill, reset, creation
@@ -82,7 +109,17 @@ protected:
     // Device-local, written by fills in each recorded step: per sequence [rows of the unfinished
     // block | key count] then [rows to fold].
     Buffer meta_;
+    VkPipeline copyRows_ = VK_NULL_HANDLE;  // copy_rows.comp, the attention's storage type
 };
+
+/**
+ * Workspace bytes of pskCmdAttentionForward with a decode state of `attention` for `geometry`, at
+ * any position (pskGetStateWorkspaceSize): polysketch the forward's own workspace plus the
+ * last block's value rows and, local exact, the staged tensors of a call that starts inside a
+ * block (b - 1 rows in front); softmax the forward's. Other kinds and non-causal attention:
+ * UNSUPPORTED. Throws TOO_LARGE as the forward does.
+ */
+VkDeviceSize stateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& geometry);
 
 /** A device-local state buffer (storage and transfer usage; 16 bytes at least). */
 Buffer decodeDeviceBuffer(Allocator& allocator, VkDeviceSize bytes);

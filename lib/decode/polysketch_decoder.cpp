@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "decode/decode_blob.hpp"
 #include "forward/attention.hpp"
 #include "kernels/kernel_table.hpp"
 #include "util/error.hpp"
@@ -123,55 +124,76 @@ void PolysketchDecoder::prefill(const PskDecodePrefillInfo& info, uint32_t count
 
 void PolysketchDecoder::recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
                                            uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging, Buffer& prefix) {
+    const uint32_t t = ceilDiv(n, b_), lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
+    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
+    staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
+    std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
+    recordAbsorb(rec, forward, {staging.handle(), 0, staging.size()}, count, n, s0, accumulate, false, prefix);
+}
+
+void PolysketchDecoder::recordAbsorb(Recorder& rec, const BoundTensors& forward, const BufferRange& vLast, uint32_t count, uint32_t n,
+                                     uint32_t s0, bool accumulate, bool oldInLast, Buffer& prefix) {
     const uint32_t slots = count * Hkv_;
     const PolysketchPlan& plan = forward_.plan();
     const PolysketchWorkspace ws = forward_.workspace(forward.geometry);
     const uint32_t t = ws.blocks, lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
     const bool keepRows = local_ && lastRows < b_;
-    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
-    staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
-    std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
     const VkBuffer work = forward.workspace.buffer;
     const VkDeviceSize base = forward.workspace.offset;
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
     const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
     const BufferRange meta{meta_.handle(), 0, meta_.size()};
+    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup);
     // Accumulating (a later chunk of a state-only prefill): Z_{t-1} of this chunk goes through a
     // scratch copy and is added into z (decode_fold's add mode).
     if (accumulate) prefix = deviceBuffer(VkDeviceSize(slots) * zBytes);
-    // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1). The
-    // forward pads its state rows to plan.stateStride floats; z rows are dv + 1.
+    // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1, or the
+    // state's z when the forward continued one). The forward pads its state rows to
+    // plan.stateStride floats; z rows are dv + 1.
     const Buffer& zDst = accumulate ? prefix : z_;
     const uint32_t zSlot0 = accumulate ? 0 : s0;
     for (uint32_t i = 0; i < slots; ++i)
         rec.copyRows({work, base + ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
                      {zDst.handle(), VkDeviceSize(zSlot0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
+    const BufferRange z{z_.handle(), 0, z_.size()};
     if (accumulate) {
-        const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1};
+        const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1, 0};
         rec.dispatch(fold_,
                      {reads({prefix.handle(), 0, prefix.size()}), reads({prefix.handle(), 0, prefix.size()}),
-                      reads(forward_.resources().pairs), reads(meta), writes({z_.handle(), 0, z_.size()})},
-                     &add, sizeof(add), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup), 1, slots);
+                      reads(forward_.resources().pairs), reads(meta), writes(z)},
+                     &add, sizeof(add), foldGroups, 1, slots);
     }
-    // Local exact: the running sum h of the unfinished block starts from zero.
-    if (local_) rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
+    if (local_) {
+        const BufferRange h{blockH_.handle(), 0, blockH_.size()};
+        // The forward continued an unfinished block and that block is the last one and complete:
+        // its earlier rows are in h only (their S(k) rows were zeroed), so h joins z.
+        if (oldInLast && !keepRows) {
+            const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1, s0};
+            rec.dispatch(fold_, {reads(h), reads(h), reads(forward_.resources().pairs), reads(meta), writes(z)}, &add, sizeof(add),
+                         foldGroups, 1, slots);
+        }
+        // The running sum h of the unfinished block starts from zero, unless the last block is
+        // the one the forward continued: h holds its earlier rows.
+        if (!(oldInLast && keepRows))
+            rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
+    }
     if (keepRows)
         // Local exact, unfinished last block: its k' and v rows stay for the exact local part.
         for (uint32_t i = 0; i < slots; ++i) {
             const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4, vBytes = VkDeviceSize(lastRows) * dv_ * 4;
             rec.copy({work, base + ws.kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
                      {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
-            rec.copy({staging.handle(), VkDeviceSize(i) * vBytes, vBytes}, {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes},
-                     vBytes);
+            rec.copy({vLast.buffer, vLast.offset + VkDeviceSize(i) * vBytes, vBytes},
+                     {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes}, vBytes);
         }
     // The last block's phi(k)[v | 1] sum: into z (complete, or any block when the local part
     // is sketched), or into h (local exact, unfinished).
     const Buffer& dst = keepRows ? blockH_ : z_;
-    const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0};
+    const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0, 0};
     rec.dispatch(fold_,
-                 {reads({work, base + ws.kSketch.offset, ws.kSketch.size}), reads({staging.handle(), 0, staging.size()}),
-                  reads(forward_.resources().pairs), reads(meta), writes({dst.handle(), 0, dst.size()})},
-                 &push, sizeof(push), ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup), 1, slots);
+                 {reads({work, base + ws.kSketch.offset, ws.kSketch.size}), reads(vLast), reads(forward_.resources().pairs),
+                  reads(meta), writes({dst.handle(), 0, dst.size()})},
+                 &push, sizeof(push), foldGroups, 1, slots);
 }
 
 void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint32_t count) {
@@ -267,7 +289,7 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
     // 2. The new token joins the state: its phi(k)[v | 1] into z (sketched local) or into the
     //    running sum h of the unfinished block (local exact), whose k' and v rows are also kept.
     {
-        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0, 0};
+        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0, 0, 0};
         const BufferRange dst = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
         rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(t.v), reads(res.pairs), reads(meta), writes(dst)}, &push, sizeof(push),
                      foldGroups, 1, slots);
@@ -293,7 +315,7 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
     //    a cost of F (dv + 1) per head, the same as a step's own fold: no step of the block
     //    cycle folds b rows at once.
     if (anyFold) {
-        const FoldPush add{F_, Hkv_, 0, 0, 1, batch_, 0, 0, 0, 0, 1};
+        const FoldPush add{F_, Hkv_, 0, 0, 1, batch_, 0, 0, 0, 0, 1, 0};
         const BufferRange h{blockH_.handle(), 0, blockH_.size()};
         rec.dispatch(fold_, {reads(h), reads(bv), reads(res.pairs), reads(meta), writes(z)}, &add, sizeof(add), foldGroups, 1, slots);
         const VkDeviceSize hBytes = sequenceSumBytes();
@@ -319,6 +341,135 @@ void PolysketchDecoder::forEachBlobRegion(const std::vector<uint64_t>&, const st
         region({blockK_.handle(), 0, slots * b_ * h_ * 4});
         region({blockV_.handle(), 0, slots * b_ * dv_ * 4});
     }
+}
+
+// ---- State passing: a forward that continues the state (docs/DECODING.md, "State passing") ----
+
+StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const ForwardGeometry& call, uint32_t p0) {
+    const AttentionConfig& c = attention.config();
+    const PolysketchForward& forward = *attention.polysketch();
+    const PolysketchPlan& plan = forward.plan();
+    const DeviceCaps& caps = attention.context()->caps();
+    const uint32_t count = call.batch, n = call.tokens;
+    StateForwardLayout L;
+    L.p0 = p0;
+    L.staged = p0 > 0;
+    L.m = n + p0;
+    if (L.m < n) fail(PSK_ERROR_TOO_LARGE, "seqLen ", n, " plus the unfinished block's rows overflows");
+    VkDeviceSize cursor = 0;
+    auto region = [&](uint64_t bytes) {
+        PolysketchWorkspace::Region r;
+        r.offset = cursor;
+        r.size = bytes;
+        cursor = alignUp(cursor + bytes, plan.regionAlignment);
+        return r;
+    };
+    if (L.staged) {
+        // Dense BHND tensors of m rows: the state's p0 rows, then the call's n rows.
+        const PskTensorStrides qs = defaultStrides(PSK_LAYOUT_BHND, c.numQueryHeads, L.m, c.headDim),
+                               ks = defaultStrides(PSK_LAYOUT_BHND, c.numKeyValueHeads, L.m, c.headDim),
+                               vs = defaultStrides(PSK_LAYOUT_BHND, c.numKeyValueHeads, L.m, c.valueDim),
+                               os = defaultStrides(PSK_LAYOUT_BHND, c.numQueryHeads, L.m, c.valueDim);
+        L.geometry = makeForwardGeometry(c, caps, count, L.m, &qs, &ks, &vs, &os);
+        const size_t eb = elementBytes(c.dataType);
+        L.q = region(L.geometry.q.extentElements() * eb);
+        L.k = region(L.geometry.k.extentElements() * eb);
+        L.v = region(L.geometry.v.extentElements() * eb);
+        L.out = region(L.geometry.out.extentElements() * eb);
+    } else {
+        L.geometry = call;
+    }
+    L.ws = forward.workspace(L.geometry);
+    checkPolysketchDispatch(plan, c, L.geometry);
+    L.forward = region(L.ws.total).offset;
+    L.vLast = region(uint64_t(count) * c.numKeyValueHeads * plan.blockSize * c.valueDim * 4);
+    L.total = cursor;
+    for (const PolysketchWorkspace::Region* r : {&L.q, &L.k, &L.v, &L.out, &L.vLast})
+        if (r->size > plan.maxRange)
+            fail(PSK_ERROR_TOO_LARGE, "a forward with a decode state needs ", r->size,
+                 " bytes in one staging region, more than one storage buffer binding can address (", plan.maxRange, ")");
+    return L;
+}
+
+VkDeviceSize polysketchStateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& call) {
+    const AttentionConfig& c = attention.config();
+    // The largest workspace is a call behind b - 1 rows of an unfinished block (local exact).
+    const uint32_t b = attention.polysketch()->plan().blockSize;
+    return stateForwardLayout(attention, call, c.localExact ? b - 1 : 0).total;
+}
+
+void PolysketchDecoder::checkForward(uint64_t position, uint32_t n) const {
+    if (position + n > kMaxPolysketchPosition)
+        fail(PSK_ERROR_TOO_LARGE, "the sequences are at position ", position, "; ", n,
+             " more tokens pass the limit 2^53 of a POLYSKETCH sequence");
+}
+
+void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) {
+    // The forward's scan starts from the state's z; in local-exact mode a call that starts inside
+    // a block runs behind that block's p0 rows (staged), so that its blocks are the sequence's:
+    // the rows' k' and v come from the state, their S(k) are zeroed (their sum is h, which the
+    // scan adds to block 0) and their q and output rows are ignored. Afterwards the state is the
+    // forward's Z_{t-1} plus its last block, as after a prefill (recordAbsorb).
+    const AttentionConfig& c = attention_.config();
+    const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
+    const uint32_t p0 = local_ ? uint32_t(position % b_) : 0;
+    const StateForwardLayout L = stateForwardLayout(attention_, t.geometry, p0);
+    const uint32_t s0 = first * Hkv_, slots = count * Hkv_, m = L.m;
+    const VkBuffer work = t.workspace.buffer;
+    const VkDeviceSize base = t.workspace.offset;
+    auto at = [&](const PolysketchWorkspace::Region& r) { return BufferRange{work, base + r.offset, r.size}; };
+    const size_t eb = elementBytes(c.dataType);
+
+    PolysketchContinuation cont;
+    cont.initial.z = {z_.handle(), 0, z_.size()};
+    cont.initial.h = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : cont.initial.z;
+    cont.initial.row = dv_ + 1;
+    cont.initial.stride = forward_.plan().stateStride;
+    cont.initial.base = s0 * F_ * (dv_ + 1);
+    cont.initial.addH = L.staged;
+    BoundTensors fwd{t.q, t.k, t.v, t.out, L.geometry, {work, base + L.forward, L.ws.total}};
+    const PskTensorStrides dense[4] = {L.geometry.q.strides, L.geometry.k.strides, L.geometry.v.strides, L.geometry.out.strides};
+    if (L.staged) {
+        fwd.q = at(L.q);
+        fwd.k = at(L.k);
+        fwd.v = at(L.v);
+        fwd.out = at(L.out);
+        // Rows [0, p0): q and k zero (their features are discarded or replaced), v the state's.
+        for (uint32_t i = 0; i < count * Hq_; ++i)
+            rec.fill({work, fwd.q.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
+        for (uint32_t i = 0; i < slots; ++i) {
+            rec.fill({work, fwd.k.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
+            rec.copy({blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, VkDeviceSize(p0) * dv_ * 4},
+                     {work, fwd.v.offset + VkDeviceSize(i) * m * dv_ * eb, VkDeviceSize(p0) * dv_ * eb}, VkDeviceSize(p0) * dv_ * 4);
+        }
+        // Rows [p0, m): the call's.
+        const Decoder::RowTensor from[3] = {{t.q, 0, t.geometry.q.strides}, {t.k, 0, t.geometry.k.strides}, {t.v, 0, t.geometry.v.strides}};
+        const BufferRange to[3] = {fwd.q, fwd.k, fwd.v};
+        const uint32_t heads[3] = {Hq_, Hkv_, Hkv_}, dims[3] = {h_, h_, dv_};
+        for (int i = 0; i < 3; ++i)
+            recordCopyRows(rec, from[i], {to[i], uint64_t(p0) * dense[i].token, dense[i]}, count, heads[i], n, dims[i]);
+        // After the feature maps: the unfinished block's rows get S(k) = 0 and the state's k'.
+        cont.afterFeatureMaps = [&](Recorder& r, const FeatureMapRanges& f) {
+            for (uint32_t i = 0; i < slots; ++i) {
+                const VkDeviceSize sBytes = VkDeviceSize(p0) * R_ * 4, kBytes = VkDeviceSize(p0) * h_ * 4;
+                r.fill({f.kSketch.buffer, f.kSketch.offset + VkDeviceSize(i) * m * R_ * 4, sBytes}, sBytes, 0);
+                r.copy({blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes},
+                       {f.kLocal.buffer, f.kLocal.offset + VkDeviceSize(i) * m * h_ * 4, kBytes}, kBytes);
+            }
+        };
+    }
+    forward_.record(rec, fwd, cont);
+    if (L.staged)
+        recordCopyRows(rec, {fwd.out, uint64_t(p0) * dense[3].token, dense[3]}, {t.out, 0, t.geometry.out.strides}, count, Hq_, n, dv_);
+
+    // The state after the call: the last block's v rows (dense) and the forward's intermediates.
+    const uint32_t lastBegin = (L.ws.blocks - 1) * b_, lastRows = m - lastBegin;
+    const BufferRange vLast = at(L.vLast);
+    const PskTensorStrides lastStrides = defaultStrides(PSK_LAYOUT_BHND, Hkv_, lastRows, dv_);
+    recordCopyRows(rec, {fwd.v, uint64_t(lastBegin) * L.geometry.v.strides.token, L.geometry.v.strides}, {vLast, 0, lastStrides}, count,
+                   Hkv_, lastRows, dv_);
+    Buffer unused;
+    recordAbsorb(rec, fwd, vLast, count, m, s0, false, L.staged && L.ws.blocks == 1, unused);
 }
 
 }  // namespace psk

@@ -9,6 +9,27 @@
 
 namespace psk {
 
+/**
+ * Where a forward with a polysketch decode state (docs/DECODING.md, "State passing") keeps what it
+ * needs in its workspace, for a call over `call` that continues sequences with `p0` rows of an
+ * unfinished block (local exact; 0 otherwise). With p0 > 0 the call is staged: dense copies of q,
+ * k, v (and out) of m = p0 + n rows, the unfinished block's rows in front, so that the forward's
+ * blocks start where the sequence's do. Regions are offsets into the workspace.
+ */
+struct StateForwardLayout {
+    bool staged = false;
+    uint32_t p0 = 0, m = 0;  // rows in front, rows of the forward
+    ForwardGeometry geometry;  // the forward's: the call's own, or the staged tensors (dense BHND)
+    PolysketchWorkspace::Region q, k, v, out;  // staged only
+    VkDeviceSize forward = 0;  // offset of the forward's workspace (its layout: ws)
+    PolysketchWorkspace ws;
+    PolysketchWorkspace::Region vLast;  // the last block's v rows, dense [slot][rows][dv]
+    VkDeviceSize total = 0;
+};
+StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const ForwardGeometry& call, uint32_t p0);
+/** The workspace of a forward with a polysketch state at any position (the largest p0). */
+VkDeviceSize polysketchStateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& call);
+
 class PolysketchDecoder final : public Decoder {
 public:
     /** Creates the state (all zero), the step scratch and the fold and output pipelines. */
@@ -21,18 +42,25 @@ public:
     void reset(uint32_t sequence) override;
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
+    void checkForward(uint64_t position, uint32_t n) const override;
+    void recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) override;
 
 private:
     /** The forward's feature map over the step's token into the step workspace. */
     void recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1, const PolysketchWorkspace& ws);
     /**
      * Recorded right after the attention's forward over `n` tokens of sequences' slots s0..
-     * (`forward`: that call's tensors and workspace, which holds Z_{t-1} and the S(k), k' rows):
+     * (`forward`: that call's workspace, which holds Z_{t-1} and the S(k), k' rows):
      * z = Z_{t-1} (accumulate: z += Z_{t-1}) plus the last block, folded into z or, local exact
-     * and unfinished, into h with its rows kept. `v` is the prompt's v (count sequences of n
-     * tokens, strides vStrides). `staging` and `prefix` receive the scratch buffers the recording
-     * uses; the caller keeps them until the submission completes.
+     * and unfinished, into h with its rows kept. `vLast` holds the last block's v rows, dense
+     * [slot][rows][dv] float32. `oldInLast`: the forward continued an unfinished block whose
+     * rows' S(k) were zeroed, so that block's running sum h (not in Z_{t-1}, t = 1) must stay.
+     * `prefix` receives the scratch buffer the recording uses (accumulate); the caller keeps it
+     * until the submission completes.
      */
+    void recordAbsorb(Recorder& rec, const BoundTensors& forward, const BufferRange& vLast, uint32_t count, uint32_t n,
+                      uint32_t s0, bool accumulate, bool oldInLast, Buffer& prefix);
+    /** recordAbsorb after a prompt's forward: the last block's v rows come from the host array `v`. */
     void recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
                             uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging, Buffer& prefix);
     /** Prefill with out == NULL: the forward over the prompt, in chunks of whole blocks when needed. */

@@ -133,4 +133,28 @@ void SoftmaxDecoder::forEachBlobRegion(const std::vector<uint64_t>& positions,
     }
 }
 
+void SoftmaxDecoder::checkForward(uint64_t position, uint32_t n) const {
+    if (position != 0)
+        fail(PSK_ERROR_UNSUPPORTED, "a SOFTMAX forward with a decode state starts fresh sequences only (position 0); these are at ",
+             position, " (continue them with decode steps)");
+    if (n > capacity_)
+        fail(PSK_ERROR_BUFFER_TOO_SMALL, "a call of ", n, " tokens does not fit the KV cache (capacity ", capacity_, ")");
+}
+
+void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t) {
+    // Position 0: the forward over the call is the whole attention; the cache receives its k and v
+    // rows (any strides), one (sequence, kv head) slot per dispatch, which binds that slot only.
+    attention_.forward().record(rec, t);
+    const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
+    const PskTensorStrides kDense = defaultStrides(PSK_LAYOUT_BHND, 1, n, h_), vDense = defaultStrides(PSK_LAYOUT_BHND, 1, n, dv_);
+    for (uint32_t b = 0; b < count; ++b)
+        for (uint32_t hd = 0; hd < Hkv_; ++hd) {
+            const uint64_t slot = uint64_t(first + b) * Hkv_ + hd;
+            const PskTensorStrides& ks = t.geometry.k.strides;
+            const PskTensorStrides& vs = t.geometry.v.strides;
+            recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, n), 0, kDense}, 1, 1, n, h_);
+            recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, n), 0, vDense}, 1, 1, n, dv_);
+        }
+}
+
 }  // namespace psk

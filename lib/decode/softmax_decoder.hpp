@@ -21,6 +21,10 @@ public:
     void reset(uint32_t) override {}
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
+    /** Position 0 only (a fresh sequence); the cache must hold the n tokens. */
+    void checkForward(uint64_t position, uint32_t n) const override;
+    /** The softmax forward, then the call's k and v rows into the cache. */
+    void recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) override;
 
 private:
     /** The K rows, then the V rows of slot i's first `rows` tokens. */

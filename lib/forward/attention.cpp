@@ -63,7 +63,7 @@ void PskAttention_T::ensureBuffer(Buffer& buffer, VkDeviceSize bytes, MemoryUsag
     buffer = Buffer(context_->allocator(), bytes, flags, usage);
 }
 
-void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAfterForward& after) {
+void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAfterForward& after, const Override* override) {
     const struct {
         const char* name;
         const void* pointer;
@@ -87,7 +87,7 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     checkFinite("k", info.k, g.k, config_.dataType);
     checkFinite("v", info.v, g.v, config_.dataType);
 
-    const VkDeviceSize workspaceBytes = this->workspaceBytes(g);
+    const VkDeviceSize workspaceBytes = override ? override->workspaceBytes(g) : this->workspaceBytes(g);
     bool direct = false;
     try {
         ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
@@ -126,7 +126,10 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
             // PskForwardStats.gpuMilliseconds is the attention's dispatches alone: not the copies
             // around them, nor what `after` records.
             submitter_->startTiming();
-            forward_->record(rec, tensors);
+            if (override)
+                override->record(rec, tensors);
+            else
+                forward_->record(rec, tensors);
             submitter_->stopTiming();
             if (after) after(rec, tensors);
             if (!direct) rec.copy(tensors.out, {readback_.handle(), 0, oBytes}, oBytes);
@@ -149,7 +152,7 @@ void PskAttention_T::releaseCachedTensors() {
     for (Buffer* b : {&q_, &k_, &v_, &out_, &workspace_, &upload_, &readback_}) b->reset();
 }
 
-void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info) {
+void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info, const Override* override) {
     if (!commandBuffer) fail(PSK_ERROR_INVALID_ARGUMENT, "commandBuffer must not be VK_NULL_HANDLE");
     const struct {
         const char* name;
@@ -172,21 +175,30 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
         if (x.t.size < needed[i])
             fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", x.name, ".size is ", x.t.size, " bytes; the shape and strides need ", needed[i]);
     }
-    const VkDeviceSize workspaceBytes = this->workspaceBytes(g);
+    const VkDeviceSize workspaceBytes = override ? override->workspaceBytes(g) : this->workspaceBytes(g);
+    const char* sizeFunction = override ? "pskGetStateWorkspaceSize" : "pskGetWorkspaceSize";
     if (workspaceBytes) {
         if (!info.workspace)
             fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspace must not be VK_NULL_HANDLE: this call needs ", workspaceBytes,
-                 " bytes of workspace (pskGetWorkspaceSize)");
+                 " bytes of workspace (", sizeFunction, ")");
         if (info.workspaceOffset % align)
             fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspaceOffset ", info.workspaceOffset,
                  " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
         if (info.workspaceSize < workspaceBytes)
             fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->workspaceSize is ", info.workspaceSize, " bytes; this call needs ",
-                 workspaceBytes, " (pskGetWorkspaceSize)");
+                 workspaceBytes, " (", sizeFunction, ")");
     }
 
     if (!context_->pipelines().usesPushDescriptors() && !commandDescriptors_)
         commandDescriptors_ = std::make_unique<DescriptorArena>(context_->vk(), context_->device());
+    if (override && override->orderAfterEarlierWork) {
+        VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        barrier.dstAccessMask =
+            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+        context_->vk().vkCmdPipelineBarrier(commandBuffer, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+    }
     Recorder rec(context_->vk(), commandBuffer, context_->pipelines(), commandDescriptors_.get());
     const BoundTensors bound{{info.q.buffer, info.q.offset, needed[0]},
                              {info.k.buffer, info.k.offset, needed[1]},
@@ -194,7 +206,10 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
                              {info.out.buffer, info.out.offset, needed[3]},
                              g,
                              workspaceBytes ? BufferRange{info.workspace, info.workspaceOffset, workspaceBytes} : BufferRange{}};
-    forward_->record(rec, bound);
+    if (override)
+        override->record(rec, bound);
+    else
+        forward_->record(rec, bound);
 }
 
 void PskAttention_T::resetCommandDescriptors() {

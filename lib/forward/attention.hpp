@@ -31,9 +31,20 @@ public:
      * workspace (decode prefill reads the intermediates it needs there, in the same submission).
      */
     using RecordAfterForward = std::function<void(psk::Recorder&, const psk::BoundTensors&)>;
-    void forwardHost(const PskForwardHostInfo& info, const RecordAfterForward& after = {});
+    /**
+     * What a forward with a decode state (decode/decode_state.cpp) records instead of the kind's
+     * forward, on the call's checked tensors, and the workspace it needs for the call's geometry.
+     * With orderAfterEarlierWork, pskCmdAttentionForward records a memory barrier first (the
+     * state's buffers may have been written by commands recorded before).
+     */
+    struct Override {
+        std::function<VkDeviceSize(const psk::ForwardGeometry&)> workspaceBytes;
+        std::function<void(psk::Recorder&, const psk::BoundTensors&)> record;
+        bool orderAfterEarlierWork = false;
+    };
+    void forwardHost(const PskForwardHostInfo& info, const RecordAfterForward& after = {}, const Override* override = nullptr);
     /** Records the forward into the app's command buffer on the app's buffers (pskCmdAttentionForward). */
-    void cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info);
+    void cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info, const Override* override = nullptr);
     /** Frees the descriptor sets of cmdForward calls (the app says their command buffers completed). */
     void resetCommandDescriptors();
     /** Workspace bytes of a call with this geometry (0 when the kind needs none). */

@@ -44,7 +44,8 @@ constexpr uint32_t kMaxLoopIterations = 65535;
 
 // `blocksPerIteration`: blocks a cluster takes per iteration of the shader's loop.
 void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
-                     uint32_t sequences, uint32_t blocks, uint32_t elems, uint32_t blocksPerIteration, const char* what) {
+                     uint32_t sequences, uint32_t blocks, uint32_t elems, uint32_t blocksPerIteration, const char* what,
+                     bool scan, const ScanInitial* initial = nullptr) {
     // Four adjacent columns per invocation (one vec4 access) whenever they tile the state; the
     // sequence stride blocks * elems is then a multiple of 16 bytes too.
     const bool vectorized = elems % 4 == 0 && states.offset % 16 == 0;
@@ -58,8 +59,24 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
     // segments (scan, 2 blocks per lane) or blocks (reduction) is the shaders' only loop.
     if ((uint64_t(blocks) + blocksPerIteration - 1) / blocksPerIteration > kMaxLoopIterations)
         fail(PSK_ERROR_TOO_LARGE, what, " of ", blocks, " blocks exceeds ", kMaxLoopIterations, " loop iterations");
-    const kernel::BlockColumnsPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
-    recorder.dispatch(pipeline, {writes(states)}, &push, sizeof(push), groupsX, groupsY, sequences);
+    kernel::BlockColumnsPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
+    if (!scan) {
+        recorder.dispatch(pipeline, {writes(states)}, &push, sizeof(push), groupsX, groupsY, sequences);
+        return;
+    }
+    if (!initial) {
+        // block_scan.comp declares the initial prefix's bindings 1 and 2: the states stand in.
+        recorder.dispatch(pipeline, {writes(states), reads(states), reads(states)}, &push, sizeof(push), groupsX, groupsY,
+                          sequences);
+        return;
+    }
+    push.init_row = initial->row;
+    push.init_stride = initial->stride;
+    push.init_base = initial->base;
+    push.init_h = initial->addH ? 1u : 0u;
+    // Without h the binding is still declared by the shader: z stands in.
+    recorder.dispatch(pipeline, {writes(states), reads(initial->z), reads(initial->addH ? initial->h : initial->z)}, &push,
+                      sizeof(push), groupsX, groupsY, sequences);
 }
 
 }  // namespace
@@ -97,20 +114,27 @@ std::vector<BlockScanPlan> allBlockScanPlans(bool causal, const DeviceCaps& caps
 }
 
 void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
-                     uint32_t sequences, uint32_t blocks, uint32_t elems) {
+                     uint32_t sequences, uint32_t blocks, uint32_t elems, const ScanInitial* initial) {
     if (blocks == 0 || elems == 0 || sequences == 0) return;
+    if (initial) {
+        // Z_0 is the initial prefix, not zero: the shader writes it (one segment for one block).
+        if (initial->row == 0 || initial->stride == 0 || elems % initial->stride != 0)
+            fail(PSK_ERROR_INTERNAL, "block scan: bad initial prefix layout");
+        dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, 2 * plan.threads, "block scan", true, initial);
+        return;
+    }
     if (blocks == 1) {
         // Nothing before the first block: its prefix is zero.
         recorder.fill(states, uint64_t(sequences) * elems * 4, 0);
         return;
     }
-    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, 2 * plan.threads, "block scan");
+    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, 2 * plan.threads, "block scan", true);
 }
 
 void recordBlockReduce(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
                        uint32_t sequences, uint32_t blocks, uint32_t elems) {
     if (blocks <= 1 || elems == 0 || sequences == 0) return;  // one block is its own sum
-    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, plan.threads, "block reduction");
+    dispatchColumns(recorder, pipeline, plan, states, sequences, blocks, elems, plan.threads, "block reduction", false);
 }
 
 }  // namespace psk

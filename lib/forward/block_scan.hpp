@@ -26,8 +26,20 @@ struct BlockScanPlan {
     uint32_t maxGroupsZ = 65535;
 };
 BlockScanPlan planBlockScan(uint32_t blocks, const DeviceCaps& caps);
+
+/**
+ * An initial prefix for the scan (a forward with a decode state, docs/DECODING.md "State
+ * passing"): every Z_l starts from z instead of 0, and with addH block 0's H_0 gets h added (the
+ * unfinished block's running sum). z and h hold [sequence][F][row] floats from element `base`
+ * on; the states' rows are `stride` floats (their padding columns start from 0).
+ */
+struct ScanInitial {
+    BufferRange z, h;
+    uint32_t row = 0, stride = 0, base = 0;
+    bool addH = false;
+};
 void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
-                     uint32_t sequences, uint32_t blocks, uint32_t elems);
+                     uint32_t sequences, uint32_t blocks, uint32_t elems, const ScanInitial* initial = nullptr);
 
 /** Sum over all blocks, written into block 0 in place (shaders/block_reduce.comp): full mode. */
 BlockScanPlan planBlockReduce(uint32_t blocks, const DeviceCaps& caps);

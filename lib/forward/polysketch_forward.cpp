@@ -101,21 +101,12 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
                  sizeof(fp), groups, c.numKeyValueHeads, g.batch);
 }
 
-void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
-                      const PolysketchResources& res, const PackedSketch& sketch, const AttentionConfig& c,
-                      const BoundTensors& t) {
-    const ForwardGeometry& g = t.geometry;
+void checkPolysketchDispatch(const PolysketchPlan& plan, const AttentionConfig& c, const ForwardGeometry& g) {
     const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
-    const FeatureMapRanges f = featureMapRanges(plan, c, ws, t.workspace);
-    const BufferRange states{t.workspace.buffer, t.workspace.offset + ws.states.offset, ws.states.size};
-    const bool local = c.causal && c.localExact;
-
-    // Dispatch limits, checked before anything is recorded.
     const uint32_t featureGroups = ceilDiv(g.tokens, plan.featureRows);
     const uint32_t featureTiles = ceilDiv(plan.features, plan.statesTileF);
     const uint32_t colTiles = ceilDiv(c.valueDim, plan.statesTileC);
-    const uint32_t tilesPerBlock = ceilDiv(plan.blockSize, plan.outputRows);
-    const uint64_t outputGroups = uint64_t(ws.blocks) * tilesPerBlock;
+    const uint64_t outputGroups = uint64_t(ws.blocks) * ceilDiv(plan.blockSize, plan.outputRows);
     const uint32_t kvSequences = g.batch * c.numKeyValueHeads;
     if (featureGroups > plan.maxGroups[0] || outputGroups > plan.maxGroups[0] ||
         uint64_t(featureTiles) * colTiles > plan.maxGroups[0])
@@ -127,10 +118,30 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     if (kvSequences > plan.maxGroups[2])
         fail(PSK_ERROR_TOO_LARGE, "batchSize x numKeyValueHeads = ", kvSequences, " exceeds the device's dispatch limit ",
              plan.maxGroups[2]);
+}
+
+void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
+                      const PolysketchResources& res, const PackedSketch& sketch, const AttentionConfig& c,
+                      const BoundTensors& t, const PolysketchContinuation* cont) {
+    const ForwardGeometry& g = t.geometry;
+    const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
+    const FeatureMapRanges f = featureMapRanges(plan, c, ws, t.workspace);
+    const BufferRange states{t.workspace.buffer, t.workspace.offset + ws.states.offset, ws.states.size};
+    const bool local = c.causal && c.localExact;
+    if (cont && !c.causal) fail(PSK_ERROR_INTERNAL, "a forward continuing a decode state is causal");
+
+    // Dispatch limits, checked before anything is recorded.
+    checkPolysketchDispatch(plan, c, g);
+    const uint32_t featureTiles = ceilDiv(plan.features, plan.statesTileF);
+    const uint32_t colTiles = ceilDiv(c.valueDim, plan.statesTileC);
+    const uint32_t tilesPerBlock = ceilDiv(plan.blockSize, plan.outputRows);
+    const uint64_t outputGroups = uint64_t(ws.blocks) * tilesPerBlock;
+    const uint32_t kvSequences = g.batch * c.numKeyValueHeads;
 
     // 1. Feature map of q and of k (independent: no barrier between them).
     rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);
     recordFeatureMaps(rec, plan, res, sketch, c, g, t.q, t.k, f);
+    if (cont && cont->afterFeatureMaps) cont->afterFeatureMaps(rec, f);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
     rec.beginStage(PSK_FORWARD_STAGE_BLOCK_STATES);
@@ -151,7 +162,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     const uint32_t elems = plan.features * plan.stateStride;
     if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
-        recordBlockScan(rec, pipelines.get(scan.kernel), scan, states, kvSequences, ws.blocks, elems);
+        recordBlockScan(rec, pipelines.get(scan.kernel), scan, states, kvSequences, ws.blocks, elems, cont ? &cont->initial : nullptr);
     } else {
         const BlockScanPlan reduce = planBlockReduce(ws.blocks, caps);
         recordBlockReduce(rec, pipelines.get(reduce.kernel), reduce, states, kvSequences, ws.blocks, elems);
@@ -170,6 +181,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.tiles_per_block = tilesPerBlock;
     op.v_strides = pushStrides(g.v.strides);
     op.o_strides = pushStrides(g.out.strides);
+    op.prefix_first = cont ? 1u : 0u;
     // Every output variant takes these push constants and this grid: plan.outputRows rows per
     // workgroup (the cooperative kernel's TILE_M = SG_M * CM_M); only the team kernel has a vec variant.
     rec.dispatch(alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output,
@@ -272,6 +284,10 @@ std::vector<KernelChoice> PolysketchForward::kernels() const {
 
 void PolysketchForward::record(Recorder& recorder, const BoundTensors& tensors) const {
     recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, sketch_, config_, tensors);
+}
+
+void PolysketchForward::record(Recorder& recorder, const BoundTensors& tensors, const PolysketchContinuation& continuation) const {
+    recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, sketch_, config_, tensors, &continuation);
 }
 
 KernelChoice selfTensorKernel() {

@@ -3,6 +3,9 @@
 // tiles, why) is forward/polysketch_plan.hpp; this file records it.
 #pragma once
 
+#include <functional>
+
+#include "forward/block_scan.hpp"
 #include "forward/forward_kind.hpp"
 #include "forward/polysketch_plan.hpp"
 #include "sketch/sketch_pack.hpp"
@@ -63,10 +66,24 @@ void recordFeatureMaps(Recorder& recorder, const PolysketchPlan& plan, const Pol
                        const PackedSketch& sketch, const AttentionConfig& config, const ForwardGeometry& geometry, BufferRange q,
                        BufferRange k, const FeatureMapRanges& ranges);
 
+/**
+ * A causal forward that continues a decode state (docs/DECODING.md, "State passing"): the scan
+ * starts from the state's z (and adds its unfinished block's h to block 0), so block 0 reads its
+ * prefix too; `afterFeatureMaps`, when set, is recorded between the feature maps and the block
+ * states (the state's unfinished rows replace the first rows of the call's k-side features).
+ */
+struct PolysketchContinuation {
+    ScanInitial initial;
+    std::function<void(Recorder&, const FeatureMapRanges&)> afterFeatureMaps;
+};
+
+/** Fails (TOO_LARGE) when a call of this geometry exceeds the device's dispatch limits; records nothing. */
+void checkPolysketchDispatch(const PolysketchPlan& plan, const AttentionConfig& config, const ForwardGeometry& geometry);
+
 /** Records the whole polysketch forward; tensors.workspace must hold polysketchWorkspace().total. */
 void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
                       const PolysketchResources& resources, const PackedSketch& sketch, const AttentionConfig& config,
-                      const BoundTensors& tensors);
+                      const BoundTensors& tensors, const PolysketchContinuation* continuation = nullptr);
 
 /** The polysketch forward kind: its sketch (loaded or generated at creation), plan and pipelines. */
 class PolysketchForward final : public ForwardKind {
@@ -75,6 +92,8 @@ public:
     PolysketchForward(PskContext_T* context, AttentionConfig& config, const PskAttentionCreateInfo& info);
     VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const override { return workspace(geometry).total; }
     void record(Recorder& recorder, const BoundTensors& tensors) const override;
+    /** The forward continuing a decode state (causal only). */
+    void record(Recorder& recorder, const BoundTensors& tensors, const PolysketchContinuation& continuation) const;
     std::vector<KernelChoice> kernels() const override;
 
     PolysketchWorkspace workspace(const ForwardGeometry& geometry) const { return polysketchWorkspace(plan_, config_, geometry); }

@@ -20,6 +20,7 @@ using uint = std::uint32_t;
 #include "interface/block_scan.h"
 #include "interface/block_states.h"
 #include "interface/block_states_coopmat.h"
+#include "interface/copy_rows.h"
 #include "interface/decode_fold.h"
 #include "interface/decode_output.h"
 #include "interface/decode_softmax.h"
@@ -61,6 +62,7 @@ PSK_SPEC_STRUCT(PolysketchOutputCoopMatSpec, PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(DecodeFoldSpec, PSK_DECODE_FOLD_SPEC)
 PSK_SPEC_STRUCT(DecodeOutputSpec, PSK_DECODE_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(DecodeSoftmaxSpec, PSK_DECODE_SOFTMAX_SPEC)
+PSK_SPEC_STRUCT(CopyRowsSpec, PSK_COPY_ROWS_SPEC)
 
 #undef PSK_SPEC_STRUCT
 #undef PSK_SPEC_ENTRY
@@ -100,7 +102,7 @@ struct SpecConstants {
 static_assert(sizeof(AttentionTiledPush) <= 128 && sizeof(SketchFeaturesPush) <= 128 && sizeof(BlockStatesPush) <= 128 &&
                   sizeof(BlockColumnsPush) <= 128 &&
                   sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 && sizeof(DecodeFoldPush) <= 128 &&
-                  sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128,
+                  sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128 && sizeof(CopyRowsPush) <= 128,
               "a push-constant block exceeds the 128 bytes of the pipeline layout");
 
 }  // namespace psk::kernel

@@ -47,6 +47,8 @@ constexpr KernelInfo kKernels[] = {
      "DecodeSoftmaxSpec", "DecodeSoftmaxPush", "decoding baseline: KV-cache partials"},
     {KernelId::DecodeSoftmaxCombine, "decode_softmax_combine", "decode_softmax.comp", KernelImpl::Generic, "f32",
      "DecodeSoftmaxSpec", "DecodeSoftmaxPush", "decoding baseline: combine the partials"},
+    {KernelId::CopyRows, "copy_rows", "copy_rows.comp", KernelImpl::Generic, "storage", "CopyRowsSpec", "CopyRowsPush",
+     "state passing: rows between strided tensors"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

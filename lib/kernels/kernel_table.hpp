@@ -36,6 +36,7 @@ enum class KernelId : uint8_t {
     DecodeOutput,          // decoding: one token's output from the state
     DecodeSoftmaxPartial,  // decoding baseline: KV-cache attention, partial pass
     DecodeSoftmaxCombine,  //   ... and the pass that combines the partials
+    CopyRows,              // strided row copies (forward calls with a decode state)
     Count
 };
 

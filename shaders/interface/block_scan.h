@@ -20,6 +20,14 @@ PSK_PUSH_BEGIN(BlockColumnsPush)
     uint columns;     // columns of one block state, in vec4 when vectorized, else in floats
     uint groups_x;    // workgroups along x (column groups are split over x and y)
     uint vectorized;  // 1: states4 with columns = elems / 4; 0: states with columns = elems
+    // block_scan.comp only: an initial prefix (a decode state's z, docs/DECODING.md "State passing").
+    // init_row 0: none. Otherwise z (binding 1) and h (binding 2) hold [sequence][F][init_row] floats
+    // from element init_base on, the states rows are init_stride floats (columns c >= init_row of a
+    // row start from 0): every Z_l starts from z, and with init_h != 0 block 0's H_0 gets h added.
+    uint init_row;
+    uint init_stride;
+    uint init_base;
+    uint init_h;
 PSK_PUSH_END
 
 #endif

@@ -23,6 +23,7 @@ PSK_PUSH_BEGIN(DecodeFoldPush)
     uint v_slot_stride;
     uint v_row_begin;
     uint add;             // 1: z[dst] += the state at binding 0 (same layout as z), no rows
+    uint add_src0;        // add: binding 0's slot of the first workgroup (slot add_src0 + gl_WorkGroupID.z)
 PSK_PUSH_END
 
 #endif

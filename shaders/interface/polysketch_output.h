@@ -43,6 +43,7 @@ PSK_PUSH_BEGIN(PolysketchOutputPush)
     uint tiles_per_block;  // ceil(block_size / ROWS)
     TensorStrides v_strides;
     TensorStrides o_strides;
+    uint prefix_first;  // causal: 1 when Z_0 is not zero (a decode state's z, docs/DECODING.md), so block 0 reads it too
 PSK_PUSH_END
 
 #endif

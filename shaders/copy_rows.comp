@@ -1,0 +1,26 @@
+#version 450
+// Copies rows between two strided tensors of the storage type: for every (batch, head) of the
+// dispatch, rows [0, rows) of `dim` elements from src_base + batch * src.batch + head * src.head +
+// row * src.token to the same place under dst's base and strides. Forward calls with a decode
+// state (docs/DECODING.md, "State passing") stage the call's rows behind the unfinished block's
+// rows, copy the produced rows out, and gather the rows a state keeps; the app's tensors may have
+// any strides, so this is a kernel rather than one copy region per row. One element per
+// invocation, no loop.
+
+#include "storage.glsl"
+
+layout(local_size_x_id = 0) in;
+#include "interface/copy_rows.h"
+PSK_DECLARE_SPECS(PSK_COPY_ROWS_SPEC)
+
+layout(std430, binding = 0) readonly buffer Src { ELEM src[]; };
+layout(std430, binding = 1) writeonly buffer Dst { ELEM dst[]; };
+
+void main() {
+    const uint i = (gl_WorkGroupID.y * params.groups_x + gl_WorkGroupID.x) * WG + gl_LocalInvocationID.x;
+    if (i >= params.rows * params.dim) return;
+    const uint row = i / params.dim, d = i % params.dim;
+    const uint batch = params.batch_base + gl_WorkGroupID.z / params.heads, head = gl_WorkGroupID.z % params.heads;
+    dst[params.dst_base + batch * params.dst.batch + head * params.dst.head + row * params.dst.token + d] =
+        src[params.src_base + batch * params.src.batch + head * params.src.head + row * params.src.token + d];
+}
