@@ -11,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -648,6 +650,45 @@ TEST_F(ContextTest, StateWorkspaceSize) {
     ASSERT_EQ(pskGetStateWorkspaceSize(a.get(), 2, 100, &ws), PSK_SUCCESS);
     ASSERT_EQ(pskGetWorkspaceSize(a.get(), 2, 100, &plain), PSK_SUCCESS);
     EXPECT_EQ(ws, plain);
+}
+
+TEST_F(ContextTest, StatsOfAForwardWithAState) {
+    // The workspace a call with a state reports is pskGetStateWorkspaceSize's; its stages are timed.
+    const Spec s = local();
+    const Attention a = makeAttention(ctx, s);
+    ASSERT_TRUE(a);
+    const Tokens x(s, 1, 30, 1100);
+    const State state = makeState(a.get(), 1);
+    for (uint32_t t0 : {0u, 5u}) {  // on a block boundary, then inside a block (staged)
+        const uint32_t n = t0 ? 25 : 5;
+        const std::vector<float> q = x.slice(x.q, s.Hq, s.h, 0, 1, t0, n), k = x.slice(x.k, s.Hkv, s.h, 0, 1, t0, n),
+                                 v = x.slice(x.v, s.Hkv, s.dv, 0, 1, t0, n);
+        std::vector<float> out(size_t(s.Hq) * n * s.dv);
+        PskForwardStats stats{};
+        PskForwardHostInfo info{};
+        info.seqLen = n;
+        info.q = q.data();
+        info.k = k.data();
+        info.v = v.data();
+        info.out = out.data();
+        info.qBytes = q.size() * 4;
+        info.kBytes = k.size() * 4;
+        info.vBytes = v.size() * 4;
+        info.outBytes = out.size() * 4;
+        info.stats = &stats;
+        info.state = state.get();
+        ASSERT_EQ(pskAttentionForwardHost(a.get(), &info), PSK_SUCCESS);
+        uint64_t ws = 0;
+        ASSERT_EQ(pskGetStateWorkspaceSize(a.get(), 1, n, &ws), PSK_SUCCESS);
+        EXPECT_EQ(stats.workspaceBytes, ws);
+        // Every stage was timed, the staging and the state's update inside the span.
+        double sum = 0;
+        for (double ms : stats.stageMilliseconds) {
+            EXPECT_GT(ms, 0.0);
+            sum += ms;
+        }
+        EXPECT_LE(sum, stats.gpuMilliseconds * (1 + 1e-9) + 1e-6);
+    }
 }
 
 // ---- the recorded form (an app's device) equals the host form ----

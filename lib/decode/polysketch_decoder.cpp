@@ -419,6 +419,9 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     const VkDeviceSize base = t.workspace.offset;
     auto at = [&](const PolysketchWorkspace::Region& r) { return BufferRange{work, base + r.offset, r.size}; };
     const size_t eb = elementBytes(c.dataType);
+    // Timed stages (PskForwardStats): the staging counts as feature map (the forward's own mark
+    // for it is then ignored), the state's update after the output as output.
+    rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);
 
     PolysketchContinuation cont;
     cont.initial.z = {z_.handle(), 0, z_.size()};
