@@ -4,7 +4,8 @@
  * The app owns everything Vulkan: instance, device, queue, buffers, its four compute pipelines
  * (the shaders folder's .comp files, SPIR-V embedded at build time), one command buffer and a fence. polysketch
  * adopts the device (PskExternalVulkan) and records only the attention into the app's command
- * buffers: pskCmdAttentionForward over a prompt, pskCmdDecodeStep per generated token.
+ * buffers: pskCmdAttentionForward over a prompt (continuing each layer's decode state, so that it
+ * leaves the prompt's state ready to decode: state passing), pskCmdDecodeStep per generated token.
  *
  * Buffers are bound whole; the shaders take element offsets as push constants, so a handful of
  * descriptor sets (cached by their four buffers) serve every dispatch. The qkv rows are
@@ -816,14 +817,10 @@ static int recForwardAttention(Model* m, uint32_t l, uint32_t n, int withState, 
     f.workspace = m->workspaceBytes ? m->workspace.buffer : VK_NULL_HANDLE;
     f.workspaceOffset = 0;
     f.workspaceSize = m->workspaceBytes;
-#ifdef TINYLM_HAVE_FORWARD_STATE
-    if (withState) {
+    if (withState) { /* state passing: continue the layer's decode state, leave the final state there */
         f.state = m->states[l];
         f.stateFirstSequence = 0;
     }
-#else
-    if (withState) return fail(err, "internal: this polysketch has no forward with a decode state");
-#endif
     PSK_TRY(m->gpu, pskCmdAttentionForward(m->attention[l], m->gpu->cmd, &f));
     profileMark(m->gpu, PROFILE_ATTENTION);
     barrier(m->gpu->cmd);
@@ -943,12 +940,10 @@ static int reserve(Model* m, uint32_t rows, uint32_t logitRows, uint32_t positio
             uint64_t bytes = 0;
             PSK_TRY(gpu, pskGetWorkspaceSize(m->attention[l], 1, rows, &bytes));
             if (bytes > ws) ws = bytes;
-#ifdef TINYLM_HAVE_FORWARD_STATE
             if (modelCanDecode(m)) { /* a forward continuing a decode state may need more */
                 PSK_TRY(gpu, pskGetStateWorkspaceSize(m->attention[l], 1, rows, &bytes));
                 if (bytes > ws) ws = bytes;
             }
-#endif
         }
         destroyBuf(gpu, &m->x);
         destroyBuf(gpu, &m->a);
@@ -1058,76 +1053,7 @@ int modelStep(Model* m, uint32_t token, float* logits, StError* err) {
     return 0;
 }
 
-#ifndef TINYLM_HAVE_FORWARD_STATE
-/* Until the forward can continue a decode state: per layer, the prompt's q, k, v (after RoPE) go
- * back to the host and pskDecodePrefillHost fills the state (out = NULL: softmax copies k and v,
- * polysketch runs its forward for the block-state prefix); the prompt's attention rows come from
- * pskCmdAttentionForward in the app's command buffer. One submission per layer. */
-static int prefillThroughHost(Model* m, uint32_t n, StError* err) {
-    const ModelConfig* c = &m->c;
-    const uint32_t D = c->dModel;
-    float *q = (float*)malloc((size_t)n * D * 4), *k = (float*)malloc((size_t)n * D * 4), *v = (float*)malloc((size_t)n * D * 4);
-    uint32_t l, i;
-    int rc = 0;
-    if (!q || !k || !v) {
-        free(q);
-        free(k);
-        free(v);
-        return fail(err, "out of memory");
-    }
-    rc = beginCommands(m->gpu, err);
-    if (!rc) rc = recEmbed(m, n, err);
-    for (l = 0; l < c->nLayers && !rc; ++l) {
-        VkBufferCopy copy;
-        PskDecodePrefillInfo p;
-        const float* rb = (const float*)m->readback.mapped;
-        if ((rc = recPreAttention(m, l, n, 0, err))) break;
-        copy.srcOffset = 0;
-        copy.dstOffset = 0;
-        copy.size = (VkDeviceSize)n * m->ld * 4;
-        vkCmdCopyBuffer(m->gpu->cmd, m->qkv.buffer, m->readback.buffer, 1, &copy);
-        barrierToHost(m->gpu->cmd);
-        if ((rc = submitAndWait(m, err))) break;
-        for (i = 0; i < n; ++i) {
-            memcpy(q + (size_t)i * D, rb + (size_t)i * m->ld, (size_t)D * 4);
-            memcpy(k + (size_t)i * D, rb + (size_t)i * m->ld + m->seg, (size_t)D * 4);
-            memcpy(v + (size_t)i * D, rb + (size_t)i * m->ld + 2 * m->seg, (size_t)D * 4);
-        }
-        memset(&p, 0, sizeof p);
-        p.firstSequence = 0;
-        p.batchSize = 1;
-        p.seqLen = n;
-        p.q = q;
-        p.k = k;
-        p.v = v;
-        p.qBytes = p.kBytes = p.vBytes = (size_t)n * D * 4;
-        m->gpu->lastError[0] = '\0';
-        {
-            const PskResult r = pskDecodePrefillHost(m->states[l], &p);
-            if (r != PSK_SUCCESS) {
-                rc = pskFail(m->gpu, err, r, "pskDecodePrefillHost");
-                break;
-            }
-        }
-        if ((rc = beginCommands(m->gpu, err)) || (rc = recForwardAttention(m, l, n, 0, err)) ||
-            (rc = recPostAttention(m, l, n, err)))
-            break;
-    }
-    free(q);
-    free(k);
-    free(v);
-    return rc;
-}
-#endif
 
-const char* modelPrefillPath(const Model* m) {
-    (void)m;
-#ifdef TINYLM_HAVE_FORWARD_STATE
-    return "pskCmdAttentionForward continuing the decode state, one command buffer";
-#else
-    return "pskCmdAttentionForward + pskDecodePrefillHost (q, k, v read back per layer)";
-#endif
-}
 
 int modelPrefill(Model* m, const uint32_t* tokens, uint32_t n, uint32_t capacity, int stepByStep, float* logits,
                  StError* err) {
@@ -1142,17 +1068,15 @@ int modelPrefill(Model* m, const uint32_t* tokens, uint32_t n, uint32_t capacity
             if ((rc = modelStep(m, tokens[i], logits, err))) return rc;
         return 0;
     }
-    if ((rc = reserve(m, n, 1, capacity, err)) || (rc = setTokens(m, tokens, n, err))) return rc;
-#ifdef TINYLM_HAVE_FORWARD_STATE
-    if ((rc = beginCommands(m->gpu, err)) || (rc = recEmbed(m, n, err))) return rc;
+    /* One command buffer: per layer, the prompt's attention continues the (empty) decode state
+     * and leaves the prompt's final state in it, ready for pskCmdDecodeStep. */
+    if ((rc = reserve(m, n, 1, capacity, err)) || (rc = setTokens(m, tokens, n, err)) || (rc = beginCommands(m->gpu, err)) ||
+        (rc = recEmbed(m, n, err)))
+        return rc;
     for (l = 0; l < m->c.nLayers; ++l)
         if ((rc = recPreAttention(m, l, n, 0, err)) || (rc = recForwardAttention(m, l, n, 1, err)) ||
             (rc = recPostAttention(m, l, n, err)))
             return rc;
-#else
-    (void)l;
-    if ((rc = prefillThroughHost(m, n, err))) return rc;
-#endif
     if ((rc = recLogits(m, n - 1, 1, err)) || (rc = submitAndWait(m, err))) return rc;
     memcpy(logits, m->readback.mapped, (size_t)m->c.vocab * 4);
     m->position = n;

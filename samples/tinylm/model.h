@@ -82,7 +82,5 @@ int modelPrefill(Model* model, const uint32_t* tokens, uint32_t n, uint32_t capa
 int modelStep(Model* model, uint32_t token, float* logits, StError* err);
 /** Tokens consumed by the current sequence. */
 uint32_t modelPosition(const Model* model);
-/** Which prompt path modelPrefill takes ("forward with state", "forward + host prefill"...). */
-const char* modelPrefillPath(const Model* model);
 
 #endif /* TINYLM_MODEL_H */

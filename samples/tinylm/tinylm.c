@@ -836,7 +836,6 @@ static int runGenerate(App* app) {
                1e3 * (t1 - t0), n / (t1 - t0), app->o.tokens,
                app->o.tokens > 1 ? (app->o.tokens - 1) / (t2 - t1) : 0.0,
                app->o.tokens > 1 ? 1e3 * (t2 - t1) / (app->o.tokens - 1) : 0.0);
-        printf("prompt path: %s\n", modelCanDecode(app->model) ? modelPrefillPath(app->model) : "full forward per token (polynomial)");
     }
     free(prompt);
     free(logits);
@@ -861,9 +860,9 @@ static int runBench(App* app) {
     if (!modelCanDecode(app->model)) return usageError("%s", "bench: a polynomial model has no decode state");
     if (app->o.json && !(json = fopen(app->o.json, "w"))) return usageError("cannot write %s", app->o.json);
     if (json)
-        fprintf(json, "{\"model\": \"%s\", \"attention\": \"%s\", \"device\": \"%s\", \"driver\": \"%s\", \"tokens\": %u,\n \"prompt_path\": \"%s\",\n \"results\": [",
+        fprintf(json, "{\"model\": \"%s\", \"attention\": \"%s\", \"device\": \"%s\", \"driver\": \"%s\", \"tokens\": %u,\n \"results\": [",
                 app->o.model, app->c->attention == ATTENTION_SOFTMAX ? "softmax" : "polysketch", gpuDeviceName(app->gpu),
-                gpuDriverInfo(app->gpu), steps, modelPrefillPath(app->model));
+                gpuDriverInfo(app->gpu), steps);
     printf("%s (%s attention) on %s: prompt of L tokens, then %u generated tokens (greedy), wall time\n", app->o.model,
            app->c->attention == ATTENTION_SOFTMAX ? "softmax" : "polysketch", gpuDeviceName(app->gpu), steps);
     printf("| context L | prefill s | prefill tokens/s | ms per generated token: median | mean | min | max |\n");
