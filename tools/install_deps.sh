@@ -8,11 +8,14 @@
 #   libgtest-dev           GoogleTest
 #   cmake, g++, make       the build
 #   pkg-config             the consume tests build an app with pkg-config --cflags --libs polysketch
+#   libopenmpi-dev, openmpi-bin  the optional sequence-parallel component (polysketch_mpi) and its
+#                          tests under mpirun; the library builds without them
 # Optional, from PyPI into .venv-build/: glslangValidator (glslang >= 13) for the KHR
 # cooperative-matrix shader variants, which Debian 12's glslc cannot compile: tools/install_build_tools.sh
 # (tools/build.sh runs it).
 set -euo pipefail
-packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libgtest-dev)
+packages=(cmake g++ make pkg-config libvulkan-dev glslc spirv-tools mesa-vulkan-drivers vulkan-validationlayers libgtest-dev
+          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
