@@ -20,6 +20,7 @@ struct Config {
     uint32_t degree = 0;                  // 0 for softmax
     uint32_t sketchSize = 0, blockSize = 0;
     bool localExact = false;
+    uint32_t chunk = 0;                   // > 0: the forward as calls of `chunk` tokens passing a decode state
 };
 
 /** Median, min, max and mean of a set of times. */

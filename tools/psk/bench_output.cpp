@@ -134,7 +134,8 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
           << ", \"kv_heads\": " << c.kvHeads << ", \"n\": " << c.n << ", \"head_dim\": " << c.headDim << ", \"value_dim\": " << c.valueDim
           << ", \"causal\": " << b(c.causal) << ", \"degree\": " << (c.degree ? u(c.degree) : "null")
           << ", \"sketch_size\": " << (ps ? u(c.sketchSize) : "null") << ", \"block_size\": " << (ps ? u(c.blockSize) : "null")
-          << ", \"local_exact\": " << (ps ? b(c.localExact) : "null") << ",\n     ";
+          << ", \"local_exact\": " << (ps ? b(c.localExact) : "null") << ", \"chunk\": " << (c.chunk ? u(c.chunk) : "null")
+          << ",\n     ";
         o << "\"flop\": " << number(r.flops, 15);
         if (r.ok) {
             o << ", \"status\": \"ok\", \"median_ms\": " << number(r.gpu.medianMs) << ", \"min_ms\": " << number(r.gpu.minMs)

@@ -57,6 +57,9 @@ void benchUsage(FILE* out) {
         "  --sketch-size LIST  polysketch r (default 32)\n"
         "  --block-size LIST   polysketch b (default 256)\n"
         "  --local-exact       polysketch: exact polynomial weights inside blocks\n"
+        "  --chunk LIST        causal polysketch: also time the forward as calls of that many tokens,\n"
+        "                      each continuing a decode state (state passing; 0 = one call, the\n"
+        "                      default); times are the sums over the calls\n"
         "  --full              non-causal attention (default: causal)\n"
         "  --layout L          device layout (default bhnd)\n"
         "  --runs N            timed runs per configuration (default 5)\n"
@@ -97,6 +100,7 @@ void benchUsage(FILE* out) {
 struct BenchOptions {
     std::vector<PskAttentionKind> kinds{PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL, PSK_ATTENTION_KIND_POLYSKETCH};
     std::vector<uint32_t> n{1024, 2048, 4096}, batch{1}, heads{4}, headDim{64}, degree{4}, sketchSize{32}, blockSize{256};
+    std::vector<uint32_t> chunk{0};  // 0: one call; else calls of that many tokens passing a decode state
     std::vector<PskDataType> dtypes{PSK_DATA_TYPE_FLOAT32};
     PskLayout layout = PSK_LAYOUT_BHND;
     bool localExact = false, causal = true, quiet = false;
@@ -169,6 +173,8 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             o.sketchSize = uintList(a, next(), 1, 1u << 16);
         } else if (a == "--block-size") {
             o.blockSize = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--chunk") {
+            o.chunk = uintList(a, next(), 0, 1u << 30);
         } else if (a == "--local-exact") {
             flag();
             o.localExact = true;
@@ -250,6 +256,7 @@ std::vector<Config> makeConfigs(const BenchOptions& o) {
                                 out.push_back(c);
                                 continue;
                             }
+                            const bool chunked = kind == PSK_ATTENTION_KIND_POLYSKETCH && o.causal;
                             for (uint32_t p : o.degree) {
                                 c.degree = p;
                                 if (kind == PSK_ATTENTION_KIND_POLYNOMIAL) {
@@ -258,11 +265,14 @@ std::vector<Config> makeConfigs(const BenchOptions& o) {
                                 }
                                 c.localExact = o.localExact;
                                 for (uint32_t r : o.sketchSize)
-                                    for (uint32_t b : o.blockSize) {
-                                        c.sketchSize = r;
-                                        c.blockSize = b;
-                                        out.push_back(c);
-                                    }
+                                    for (uint32_t b : o.blockSize)
+                                        for (uint32_t ch : o.chunk) {
+                                            if (ch && !chunked) continue;  // state passing: causal polysketch
+                                            c.sketchSize = r;
+                                            c.blockSize = b;
+                                            c.chunk = ch;
+                                            out.push_back(c);
+                                        }
                             }
                         }
     return out;
@@ -328,6 +338,7 @@ std::string describe(const Config& c) {
     if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
         s += " r=" + std::to_string(c.sketchSize) + " b=" + std::to_string(c.blockSize);
         if (c.localExact) s += " local";
+        if (c.chunk) s += " chunk=" + std::to_string(c.chunk);
     }
     s += std::string(" ") + psk::cli::dataTypeName(c.dtype) + " n=" + std::to_string(c.n) + " B=" + std::to_string(c.batch) +
          " H=" + std::to_string(c.heads) + " h=" + std::to_string(c.headDim);
@@ -430,9 +441,56 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     f.stats = &stats;
     const std::string what = describe(c);
     const uint32_t total = o.warmup + o.runs;
+    // --chunk: the same forward as calls of c.chunk tokens, each continuing a decode state (state
+    // passing); the times are the sums over the calls, the workspace the largest call's.
+    PskDecodeState state = nullptr;
+    if (c.chunk) {
+        PskDecodeStateCreateInfo si{};
+        si.batchSize = c.batch;
+        r = pskCreateDecodeState(attn, &si, &state);
+        if (r != PSK_SUCCESS) {
+            res.reason = sink.describe(r);
+            pskDestroyAttention(attn);
+            return res;
+        }
+    }
+    auto forward = [&]() -> PskResult {
+        if (!c.chunk) return pskAttentionForwardHost(attn, &f);
+        for (uint32_t b = 0; b < c.batch; ++b)
+            if (PskResult rr = pskResetDecodeSequence(state, b); rr != PSK_SUCCESS) return rr;
+        const size_t e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
+        const bool bnhd = c.layout == PSK_LAYOUT_BNHD;
+        const uint64_t H = c.heads, n = c.n;
+        const PskTensorStrides qs = bnhd ? PskTensorStrides{n * H * c.headDim, c.headDim, H * c.headDim}
+                                         : PskTensorStrides{H * n * c.headDim, n * c.headDim, c.headDim};
+        const PskTensorStrides os = bnhd ? PskTensorStrides{n * H * c.valueDim, c.valueDim, H * c.valueDim}
+                                         : PskTensorStrides{H * n * c.valueDim, n * c.valueDim, c.valueDim};
+        PskForwardStats sum{};
+        for (uint64_t t0 = 0; t0 < n; t0 += c.chunk) {
+            PskForwardHostInfo g = f;
+            g.seqLen = uint32_t(std::min<uint64_t>(c.chunk, n - t0));
+            g.q = in.qb.data() + t0 * qs.token * e;
+            g.k = in.kb.data() + t0 * qs.token * e;
+            g.v = in.vb.data() + t0 * os.token * e;
+            g.out = in.ob.data() + t0 * os.token * e;
+            g.qBytes = in.qb.size() - t0 * qs.token * e;
+            g.kBytes = in.kb.size() - t0 * qs.token * e;
+            g.vBytes = in.vb.size() - t0 * os.token * e;
+            g.outBytes = in.ob.size() - t0 * os.token * e;
+            g.qStrides = g.kStrides = &qs;
+            g.vStrides = g.outStrides = &os;
+            g.state = state;
+            if (PskResult rr = pskAttentionForwardHost(attn, &g); rr != PSK_SUCCESS) return rr;
+            sum.gpuMilliseconds += stats.gpuMilliseconds;
+            sum.workspaceBytes = std::max(sum.workspaceBytes, stats.workspaceBytes);
+            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) sum.stageMilliseconds[st] += stats.stageMilliseconds[st];
+        }
+        stats = sum;
+        return PSK_SUCCESS;
+    };
     for (uint32_t run = 0; run < total; ++run) {
         progress.show(index, what, run + 1, total);
-        r = pskAttentionForwardHost(attn, &f);
+        r = forward();
         if (r != PSK_SUCCESS) {
             res.reason = sink.describe(r);
             res.samplesMs.clear();
@@ -444,6 +502,7 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
         }
         res.workspaceBytes = stats.workspaceBytes;
     }
+    pskDestroyDecodeState(state);
     pskDestroyAttention(attn);
     if (res.reason.empty()) {
         res.ok = true;
