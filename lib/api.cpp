@@ -181,6 +181,9 @@ PskResult pskCmdAttentionForward(PskAttention attention, VkCommandBuffer command
     return guarded(attention ? attention->context() : nullptr, "pskCmdAttentionForward", [&] {
         if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
         if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        if (info->state && info->cuSeqlens)
+            fail(PSK_ERROR_UNSUPPORTED, "info->cuSeqlens with info->state: state passing continues sequences at one position; "
+                                        "call once per sequence");
         if (info->state)
             info->state->cmdForward(attention, commandBuffer, *info);
         else if (info->stateFirstSequence)
@@ -201,6 +204,9 @@ PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostIn
     return guarded(attention ? attention->context() : nullptr, "pskAttentionForwardHost", [&] {
         if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
         if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        if (info->state && info->cuSeqlens)
+            fail(PSK_ERROR_UNSUPPORTED, "info->cuSeqlens with info->state: state passing continues sequences at one position; "
+                                        "call once per sequence");
         if (info->state)
             info->state->forwardHost(attention, *info);
         else if (info->stateFirstSequence)

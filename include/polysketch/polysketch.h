@@ -498,6 +498,31 @@ typedef struct PskForwardHostInfo {
      */
     PskDecodeState state;
     uint32_t stateFirstSequence;
+    /* The field below was appended after stateFirstSequence (the struct grew by it). */
+    /**
+     * Optional variable-length packed batch (as FlashAttention's varlen API): batchSize + 1 token
+     * offsets (batchSize 0 means 1), cuSeqlens[0] == 0, non-decreasing, cuSeqlens[batchSize] ==
+     * seqLen. Sequence i is tokens cuSeqlens[i] .. cuSeqlens[i + 1] - 1 of the call; each sequence
+     * is attended on its own (causal or full as the attention; polysketch blocks start at the
+     * sequence's first token) and its rows equal a call on that sequence alone; no work is spent
+     * on padding, and an empty sequence (two equal offsets) produces nothing.
+     * The tensors then have the shape and strides of batchSize 1 with n = seqLen = total tokens:
+     * in layout BNHD q is [total, Hq, h], k [total, Hkv, h], v [total, Hkv, dv], out [total, Hq, dv]
+     * (packed rows); a BHND attention reads [H, total, d]; custom strides apply the same way (their
+     * batch stride is unused). Sequence i's rows start cuSeqlens[i] token strides into each array.
+     * Each sequence is its own forward over its token range, recorded one after the other in one
+     * command buffer. The device binds each sequence's range at that offset, so for every
+     * non-empty sequence cuSeqlens[i] * tokenStride * elementBytes must be a multiple of the
+     * device's minStorageBufferOffsetAlignment (true for every i when h * elementBytes, with the
+     * layout's token stride, is: BNHD token stride = H * h); PSK_ERROR_UNSUPPORTED otherwise.
+     * Workspace: the largest sequence's need, never more than pskGetWorkspaceSize(attention, 1,
+     * seqLen) (so that size always suffices). The array is read during the call only (host memory).
+     * Errors (nothing written): PSK_ERROR_INVALID_ARGUMENT when cuSeqlens[0] != 0 or the offsets
+     * decrease; PSK_ERROR_INVALID_SHAPE when cuSeqlens[batchSize] != seqLen; PSK_ERROR_UNSUPPORTED
+     * with a decode state (state passing continues equal-length sequences: use one call per
+     * sequence) and for unaligned sequence starts (above). NULL: the ordinary padded batch.
+     */
+    const uint32_t* cuSeqlens;
 } PskForwardHostInfo;
 
 /**

@@ -165,6 +165,16 @@ typedef struct PskCmdForwardInfo {
      */
     PskDecodeState state;
     uint32_t stateFirstSequence;
+    /* The field below was appended after stateFirstSequence (the struct grew by it). */
+    /**
+     * Optional variable-length packed batch: batchSize + 1 token offsets, semantics, shapes,
+     * alignment rule and errors as PskForwardHostInfo::cuSeqlens. Read at record time (host
+     * memory; the recorded commands do not refer to it). Every sequence's dispatches are recorded
+     * into commandBuffer, sequence after sequence, each on its own offset ranges of q, k, v and
+     * out, all sharing the workspace at workspaceOffset: pskGetWorkspaceSize(attention, 1,
+     * seqLen) bytes always suffice (the largest sequence's need is checked). NULL: none.
+     */
+    const uint32_t* cuSeqlens;
 } PskCmdForwardInfo;
 
 /**

@@ -55,6 +55,69 @@ PskAttention_T::~PskAttention_T() = default;
 
 VkDeviceSize PskAttention_T::workspaceBytes(const ForwardGeometry& g) const { return forward_->workspaceBytes(g); }
 
+namespace {
+
+/** The geometry of tokens [begin, begin + count) of a batch-1 geometry (same strides). */
+ForwardGeometry sequenceGeometry(const ForwardGeometry& g, uint32_t count) {
+    ForwardGeometry s = g;
+    s.batch = 1;
+    s.tokens = count;
+    for (TensorGeometry* t : {&s.q, &s.k, &s.v, &s.out}) {
+        t->batch = 1;
+        t->tokens = count;
+    }
+    return s;
+}
+
+}  // namespace
+
+VkDeviceSize PskAttention_T::checkVarlen(const ForwardGeometry& g, const uint32_t* cu, uint32_t sequences) const {
+    if (cu[0] != 0) fail(PSK_ERROR_INVALID_ARGUMENT, "info->cuSeqlens[0] is ", cu[0], "; it must be 0");
+    for (uint32_t i = 0; i < sequences; ++i)
+        if (cu[i + 1] < cu[i])
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->cuSeqlens decreases: cuSeqlens[", i + 1, "] = ", cu[i + 1], " < cuSeqlens[", i,
+                 "] = ", cu[i]);
+    if (cu[sequences] != g.tokens)
+        fail(PSK_ERROR_INVALID_SHAPE, "info->cuSeqlens[", sequences, "] (batchSize) is ", cu[sequences],
+             "; it must equal seqLen (the total tokens, ", g.tokens, ")");
+    const VkDeviceSize align = std::max<VkDeviceSize>(context_->caps().limits().minStorageBufferOffsetAlignment, 1);
+    const size_t eb = elementBytes(config_.dataType);
+    VkDeviceSize workspace = 0;
+    for (uint32_t i = 0; i < sequences; ++i) {
+        if (cu[i + 1] == cu[i]) continue;
+        const struct {
+            const char* name;
+            const TensorGeometry& t;
+        } tensors[] = {{"q", g.q}, {"k", g.k}, {"v", g.v}, {"out", g.out}};
+        for (const auto& x : tensors) {
+            const uint64_t offset = uint64_t(cu[i]) * x.t.strides.token * eb;
+            if (offset % align)
+                fail(PSK_ERROR_UNSUPPORTED, "sequence ", i, " starts at byte ", offset, " of ", x.name,
+                     ", not a multiple of the device's minStorageBufferOffsetAlignment (", align,
+                     "): cuSeqlens needs token strides whose byte offsets are aligned");
+        }
+        workspace = std::max(workspace, forward_->workspaceBytes(sequenceGeometry(g, cu[i + 1] - cu[i])));
+    }
+    return workspace;
+}
+
+void PskAttention_T::recordVarlen(Recorder& rec, const BoundTensors& t, const uint32_t* cu, uint32_t sequences) const {
+    const size_t eb = elementBytes(config_.dataType);
+    for (uint32_t i = 0; i < sequences; ++i) {
+        const uint32_t count = cu[i + 1] - cu[i];
+        if (!count) continue;
+        const ForwardGeometry s = sequenceGeometry(t.geometry, count);
+        auto range = [&](const BufferRange& r, const TensorGeometry& whole, const TensorGeometry& part) {
+            return BufferRange{r.buffer, r.offset + uint64_t(cu[i]) * whole.strides.token * eb, part.extentElements() * eb};
+        };
+        BufferRange workspace = t.workspace;
+        const VkDeviceSize bytes = forward_->workspaceBytes(s);
+        if (bytes) workspace.size = bytes;
+        forward_->record(rec, BoundTensors{range(t.q, t.geometry.q, s.q), range(t.k, t.geometry.k, s.k),
+                                           range(t.v, t.geometry.v, s.v), range(t.out, t.geometry.out, s.out), s, workspace});
+    }
+}
+
 void PskAttention_T::ensureBuffer(Buffer& buffer, VkDeviceSize bytes, MemoryUsage usage) {
     if (buffer && buffer.size() >= bytes) return;
     buffer.reset();  // release first, so the peak is not old + new
@@ -71,8 +134,11 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     for (const auto& a : arrays)
         if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
     const DeviceCaps& caps = context_->caps();
-    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.qStrides,
+    // Variable-length packed batch: the tensors are those of batch 1 with the total tokens.
+    const uint32_t sequences = info.batchSize ? info.batchSize : 1;
+    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.cuSeqlens ? 1 : info.batchSize, info.seqLen, info.qStrides,
                                                   info.kStrides, info.vStrides, info.outStrides);
+    const VkDeviceSize varlenWorkspace = info.cuSeqlens ? checkVarlen(g, info.cuSeqlens, sequences) : 0;
     const size_t eb = elementBytes(config_.dataType);
     const VkDeviceSize qBytes = g.q.extentElements() * eb, kBytes = g.k.extentElements() * eb,
                        vBytes = g.v.extentElements() * eb, oBytes = g.out.extentElements() * eb;
@@ -87,7 +153,8 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     checkFinite("k", info.k, g.k, config_.dataType);
     checkFinite("v", info.v, g.v, config_.dataType);
 
-    const VkDeviceSize workspaceBytes = override ? override->workspaceBytes(g) : this->workspaceBytes(g);
+    const VkDeviceSize workspaceBytes =
+        override ? override->workspaceBytes(g) : info.cuSeqlens ? varlenWorkspace : this->workspaceBytes(g);
     bool direct = false;
     try {
         ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
@@ -128,6 +195,8 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
             submitter_->startTiming();
             if (override)
                 override->record(rec, tensors);
+            else if (info.cuSeqlens)
+                recordVarlen(rec, tensors, info.cuSeqlens, sequences);
             else
                 forward_->record(rec, tensors);
             submitter_->stopTiming();
@@ -161,8 +230,10 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
     for (const auto& x : tensors)
         if (!x.t.buffer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", x.name, ".buffer must not be VK_NULL_HANDLE");
     const DeviceCaps& caps = context_->caps();
-    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.batchSize, info.seqLen, info.q.strides,
+    const uint32_t sequences = info.batchSize ? info.batchSize : 1;
+    const ForwardGeometry g = makeForwardGeometry(config_, caps, info.cuSeqlens ? 1 : info.batchSize, info.seqLen, info.q.strides,
                                                   info.k.strides, info.v.strides, info.out.strides);
+    const VkDeviceSize varlenWorkspace = info.cuSeqlens ? checkVarlen(g, info.cuSeqlens, sequences) : 0;
     const VkDeviceSize align = std::max<VkDeviceSize>(caps.limits().minStorageBufferOffsetAlignment, 1);
     const size_t eb = elementBytes(config_.dataType);
     const VkDeviceSize needed[4] = {g.q.extentElements() * eb, g.k.extentElements() * eb, g.v.extentElements() * eb,
@@ -175,7 +246,8 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
         if (x.t.size < needed[i])
             fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", x.name, ".size is ", x.t.size, " bytes; the shape and strides need ", needed[i]);
     }
-    const VkDeviceSize workspaceBytes = override ? override->workspaceBytes(g) : this->workspaceBytes(g);
+    const VkDeviceSize workspaceBytes =
+        override ? override->workspaceBytes(g) : info.cuSeqlens ? varlenWorkspace : this->workspaceBytes(g);
     const char* sizeFunction = override ? "pskGetStateWorkspaceSize" : "pskGetWorkspaceSize";
     if (workspaceBytes) {
         if (!info.workspace)
@@ -208,6 +280,8 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
                              workspaceBytes ? BufferRange{info.workspace, info.workspaceOffset, workspaceBytes} : BufferRange{}};
     if (override)
         override->record(rec, bound);
+    else if (info.cuSeqlens)
+        recordVarlen(rec, bound, info.cuSeqlens, sequences);
     else
         forward_->record(rec, bound);
 }

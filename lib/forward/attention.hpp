@@ -60,6 +60,14 @@ public:
     const psk::Buffer& workspaceBuffer() const { return workspace_; }
 
 private:
+    /**
+     * Variable-length packed batches (cuSeqlens): `g` is the geometry of batch 1 and the total
+     * tokens. Checks the offsets (and that each sequence's start is an aligned buffer offset),
+     * returns the workspace the largest sequence needs; recordVarlen records each non-empty
+     * sequence as its own forward on its ranges of `t`, sequence after sequence, sharing t.workspace.
+     */
+    VkDeviceSize checkVarlen(const psk::ForwardGeometry& g, const uint32_t* cuSeqlens, uint32_t sequences) const;
+    void recordVarlen(psk::Recorder& rec, const psk::BoundTensors& t, const uint32_t* cuSeqlens, uint32_t sequences) const;
     /** Frees the cached device tensors of host-array calls (after an allocation failure). */
     void releaseCachedTensors();
     /** Grows `buffer` to at least `bytes` (device-local, storage + transfer usage). */
