@@ -929,7 +929,11 @@ static int reserve(Model* m, uint32_t rows, uint32_t logitRows, uint32_t positio
                                        VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     const uint64_t range = gpu->props.limits.maxStorageBufferRange;
     int rc;
-    if (positions > m->tablePositions && (rc = buildTable(m, positions, err))) return rc;
+    /* The RoPE table grows by half at least, so a long generation does not rebuild it per token. */
+    if (positions > m->tablePositions &&
+        (rc = buildTable(m, positions > m->tablePositions + m->tablePositions / 2 ? positions : m->tablePositions + m->tablePositions / 2,
+                         err)))
+        return rc;
     if (rows > m->rowsCap) {
         uint32_t l;
         uint64_t ws = 0;
