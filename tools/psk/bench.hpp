@@ -21,6 +21,7 @@ struct Config {
     uint32_t sketchSize = 0, blockSize = 0;
     bool localExact = false;
     uint32_t chunk = 0;                   // > 0: the forward as calls of `chunk` tokens passing a decode state
+    std::vector<uint32_t> varlen;         // non-empty: a packed batch of these lengths (cuSeqlens), n = their sum
 };
 
 /** Median, min, max and mean of a set of times. */

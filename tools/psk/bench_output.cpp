@@ -135,6 +135,11 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
           << ", \"causal\": " << b(c.causal) << ", \"degree\": " << (c.degree ? u(c.degree) : "null")
           << ", \"sketch_size\": " << (ps ? u(c.sketchSize) : "null") << ", \"block_size\": " << (ps ? u(c.blockSize) : "null")
           << ", \"local_exact\": " << (ps ? b(c.localExact) : "null") << ", \"chunk\": " << (c.chunk ? u(c.chunk) : "null")
+          << ", \"varlen\": " << (c.varlen.empty() ? std::string("null") : "[" + [&] {
+                 std::string l;
+                 for (uint32_t x : c.varlen) l += (l.empty() ? "" : ", ") + std::to_string(x);
+                 return l;
+             }() + "]")
           << ",\n     ";
         o << "\"flop\": " << number(r.flops, 15);
         if (r.ok) {

@@ -57,6 +57,9 @@ void benchUsage(FILE* out) {
         "  --sketch-size LIST  polysketch r (default 32)\n"
         "  --block-size LIST   polysketch b (default 256)\n"
         "  --local-exact       polysketch: exact polynomial weights inside blocks\n"
+        "  --varlen LIST       a packed batch of sequences of these lengths (cuSeqlens, no padding),\n"
+        "                      timed against the same sequences padded to the longest (B = count);\n"
+        "                      replaces --n and --batch\n"
         "  --chunk LIST        causal polysketch: also time the forward as calls of that many tokens,\n"
         "                      each continuing a decode state (state passing; 0 = one call, the\n"
         "                      default); times are the sums over the calls\n"
@@ -101,6 +104,7 @@ struct BenchOptions {
     std::vector<PskAttentionKind> kinds{PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL, PSK_ATTENTION_KIND_POLYSKETCH};
     std::vector<uint32_t> n{1024, 2048, 4096}, batch{1}, heads{4}, headDim{64}, degree{4}, sketchSize{32}, blockSize{256};
     std::vector<uint32_t> chunk{0};  // 0: one call; else calls of that many tokens passing a decode state
+    std::vector<uint32_t> varlen;    // --varlen: sequence lengths of a packed batch, against the padded batch
     std::vector<PskDataType> dtypes{PSK_DATA_TYPE_FLOAT32};
     PskLayout layout = PSK_LAYOUT_BHND;
     bool localExact = false, causal = true, quiet = false;
@@ -173,6 +177,8 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             o.sketchSize = uintList(a, next(), 1, 1u << 16);
         } else if (a == "--block-size") {
             o.blockSize = uintList(a, next(), 1, 1u << 16);
+        } else if (a == "--varlen") {
+            o.varlen = uintList(a, next(), 0, 1u << 24);  // empty sequences are allowed
         } else if (a == "--chunk") {
             o.chunk = uintList(a, next(), 0, 1u << 30);
         } else if (a == "--local-exact") {
@@ -234,8 +240,35 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
     return o;
 }
 
-// The sweep, shape-major so that one shape's random inputs are generated once and reused.
+std::vector<Config> makeShapeConfigs(const BenchOptions& o);
+
+// The sweep. --varlen: every configuration twice, as the packed batch (B = 1, n = the total, the
+// lengths in Config::varlen) and as the padded batch (B = the count, n = the longest).
 std::vector<Config> makeConfigs(const BenchOptions& o) {
+    if (o.varlen.empty()) return makeShapeConfigs(o);
+    BenchOptions one = o;
+    uint64_t total = 0;
+    uint32_t longest = 0;
+    for (uint32_t l : o.varlen) total += l, longest = std::max(longest, l);
+    if (total == 0) throw UsageError{"--varlen: the lengths add up to 0 tokens"};
+    if (total > (1u << 24)) throw UsageError{"--varlen: the lengths add up to more than 2^24 tokens"};
+    one.n = {uint32_t(total)};
+    one.batch = {1};
+    std::vector<Config> out;
+    for (Config c : makeShapeConfigs(one)) {
+        c.varlen = o.varlen;
+        out.push_back(c);
+        Config padded = c;
+        padded.varlen.clear();
+        padded.batch = uint32_t(o.varlen.size());
+        padded.n = longest;
+        out.push_back(padded);
+    }
+    return out;
+}
+
+// The sweep, shape-major so that one shape's random inputs are generated once and reused.
+std::vector<Config> makeShapeConfigs(const BenchOptions& o) {
     std::vector<Config> out;
     for (uint32_t n : o.n)
         for (uint32_t B : o.batch)
@@ -340,6 +373,7 @@ std::string describe(const Config& c) {
         if (c.localExact) s += " local";
         if (c.chunk) s += " chunk=" + std::to_string(c.chunk);
     }
+    if (!c.varlen.empty()) s += " varlen(" + std::to_string(c.varlen.size()) + " seqs)";
     s += std::string(" ") + psk::cli::dataTypeName(c.dtype) + " n=" + std::to_string(c.n) + " B=" + std::to_string(c.batch) +
          " H=" + std::to_string(c.heads) + " h=" + std::to_string(c.headDim);
     return s;
@@ -439,6 +473,12 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     f.vBytes = in.vb.size();
     f.outBytes = in.ob.size();
     f.stats = &stats;
+    std::vector<uint32_t> cu{0};
+    if (!c.varlen.empty()) {
+        for (uint32_t l : c.varlen) cu.push_back(cu.back() + l);
+        f.batchSize = uint32_t(c.varlen.size());
+        f.cuSeqlens = cu.data();
+    }
     const std::string what = describe(c);
     const uint32_t total = o.warmup + o.runs;
     // --chunk: the same forward as calls of c.chunk tokens, each continuing a decode state (state
