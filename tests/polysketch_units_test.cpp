@@ -420,6 +420,8 @@ TEST_F(PolysketchProperties, TensorPrefixReadsALayerOfAModelFile) {
         psk::writeSafeTensors(own.back()->path(), norm);
     }
     model.tensors["tok_emb"] = psk::Tensor{{5, 8}, std::vector<float>(40, 1.0f)};
+    for (uint32_t l = 0; l < 2; ++l)  // the layer's other weights under the same prefix
+        model.tensors["layers." + std::to_string(l) + ".attn.wqkv"] = psk::Tensor{{8, 24}, std::vector<float>(192, 0.5f)};
     psk::test::TempFile modelFile("psk_prefix_model");
     psk::writeSafeTensors(modelFile.path(), model);
 

@@ -739,6 +739,7 @@ TEST(SafeTensors, ReadsOnlyTheTensorsUnderAPrefix) {
         for (const auto& [name, t] : learnedSketchToSafeTensors(layers[l]).tensors) model.tensors[prefix + name] = t;
         model.tensors[prefix + "ln.scale"] = Tensor{{32}, std::vector<float>(32, 1.5f)};
         model.tensors[prefix + "ln.bias"] = Tensor{{32}, std::vector<float>(32, 0.25f)};
+        model.tensors[prefix + "wo"] = Tensor{{4, 4}, std::vector<float>(16, 1.0f)};  // another weight of the layer
     }
     model.tensors["tok_emb"] = Tensor{{7, 32}, std::vector<float>(7 * 32, 0.5f)};
     const std::string path = tempPath("model.safetensors");
@@ -746,12 +747,15 @@ TEST(SafeTensors, ReadsOnlyTheTensorsUnderAPrefix) {
 
     for (size_t l = 0; l < layers.size(); ++l) {
         const SafeTensors view = readSafeTensors(path, "layers." + std::to_string(l) + ".attn.");
-        EXPECT_EQ(view.tensors.size(), 18u);  // 16 sketch tensors and the LayerNorm pair, prefix removed
+        EXPECT_EQ(view.tensors.size(), 19u);  // 16 sketch tensors, the LayerNorm pair and wo, prefix removed
         EXPECT_EQ(view.tensors.count("tok_emb"), 0u);
         EXPECT_EQ(view.metadata.at("format"), "polysketch-tinylm");
         // Side by side, each loader rejects the other's tensors until given its own part.
         expectBadFile([&] { loadLearnedSketch(view, 32, 8); }, "unexpected tensor \"ln.bias\"");
         expectBadFile([&] { loadQkNorm(view, 32); }, "unexpected tensor \"f1.0.dense1\"");
+        EXPECT_TRUE(isSketchTensorName("g1_0a") && isSketchTensorName("g12_3b") && isSketchTensorName("f2.1.dense2"));
+        EXPECT_FALSE(isSketchTensorName("g1_0") || isSketchTensorName("g_0a") || isSketchTensorName("g1_0ab") ||
+                     isSketchTensorName("wo") || isSketchTensorName("ln.scale"));
         SafeTensors sketchPart = view, normPart = view;
         keepLayerPart(sketchPart, false);
         keepLayerPart(normPart, true);

@@ -387,8 +387,9 @@ typedef struct PskAttentionCreateInfo {
      * none), so that one model file holds every layer's sketch and LayerNorm: with "layers.3.attn."
      * the learned sketch is read from "layers.3.attn.f1.0.ln.scale" and so on, and the q/k
      * LayerNorm from "layers.3.attn.ln.scale" (the same file may be both sketchFile and qkNormFile:
-     * under a prefix each reads its own names, ln.* and local_ln.* being the LayerNorm's). Tensors
-     * outside the prefix are not read (the file's header is still validated whole); the metadata
+     * under a prefix each reads only the names of its kind, ln.* and local_ln.* being the
+     * LayerNorm's, f1.*, f2.*, g*_*a|b the sketch's, so the layer's other weights may sit under the
+     * same prefix). Other tensors are not read (the file's header is still validated whole); the metadata
      * (kind, degree, sketch_size, scaling) is the file's, shared by every prefix. At most 255
      * bytes. Format: docs/MATH.md section 8.
      */

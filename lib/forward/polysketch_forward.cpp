@@ -193,8 +193,8 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
 PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, const PskAttentionCreateInfo& info)
     : context_(context), config_(c) {
     const DeviceCaps& caps = context_->caps();
-    // Under a tensor prefix a model file holds each layer's sketch and q/k LayerNorm side by side:
-    // each loader is given its own part (and still rejects anything else under the prefix).
+    // Under a tensor prefix a model file holds each layer's sketch and q/k LayerNorm beside the
+    // layer's other weights: each loader is given the names of its own kind.
     const std::string prefix = info.tensorPrefix ? info.tensorPrefix : "";
     auto read = [&](const char* path, bool qkNorm) {
         SafeTensors file = readSafeTensors(path, prefix);

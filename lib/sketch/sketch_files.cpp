@@ -155,9 +155,24 @@ bool isQkNormTensorName(const std::string& name) {
     return name == "ln.scale" || name == "ln.bias" || name == "local_ln.scale" || name == "local_ln.bias";
 }
 
+bool isSketchTensorName(const std::string& name) {
+    // Learned: f1.* / f2.* (the branches); random: g{level}_{index}{a|b}.
+    if (name.rfind("f1.", 0) == 0 || name.rfind("f2.", 0) == 0) return true;
+    size_t i = 1;
+    auto digits = [&] {
+        const size_t from = i;
+        while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+        return i > from;
+    };
+    if (name.empty() || name[0] != 'g' || !digits() || i >= name.size() || name[i++] != '_' || !digits()) return false;
+    return i + 1 == name.size() && (name[i] == 'a' || name[i] == 'b');
+}
+
 void keepLayerPart(SafeTensors& file, bool qkNorm) {
-    for (auto it = file.tensors.begin(); it != file.tensors.end();)
-        it = isQkNormTensorName(it->first) == qkNorm ? std::next(it) : file.tensors.erase(it);
+    for (auto it = file.tensors.begin(); it != file.tensors.end();) {
+        const bool mine = qkNorm ? isQkNormTensorName(it->first) : isSketchTensorName(it->first);
+        it = mine ? std::next(it) : file.tensors.erase(it);
+    }
 }
 
 QkNormWeights loadQkNorm(const SafeTensors& file, uint32_t h) {

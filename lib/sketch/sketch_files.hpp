@@ -37,14 +37,17 @@ LearnedSketchWeights loadLearnedSketch(const SafeTensors& file, uint32_t h, uint
  */
 QkNormWeights loadQkNorm(const SafeTensors& file, uint32_t h);
 
-/**
- * The q/k LayerNorm's tensor names ("ln.scale", "ln.bias", "local_ln.scale", "local_ln.bias").
- * Under a tensor prefix one file holds a layer's sketch and its LayerNorm side by side
- * (docs/MATH.md section 8): the sketch loader is given the other names, loadQkNorm these.
- */
+/** The q/k LayerNorm's tensor names: "ln.scale", "ln.bias", "local_ln.scale", "local_ln.bias". */
 bool isQkNormTensorName(const std::string& name);
 
-/** Keeps the tensors of one part of a layer's file: the q/k LayerNorm (qkNorm) or the sketch. */
+/** A sketch's tensor names: f1.* and f2.* (learned), g{level}_{index}a / b (random). */
+bool isSketchTensorName(const std::string& name);
+
+/**
+ * Keeps the tensors of one part of a model file's layer (docs/MATH.md section 8): under a tensor
+ * prefix the file also holds the layer's other weights (a model's projections), so each loader is
+ * given only the names of its kind; the loaders still reject a missing or misshapen one.
+ */
 void keepLayerPart(SafeTensors& file, bool qkNorm);
 
 /** The file form of q/k LayerNorm parameters: loadQkNorm inverts it. */
