@@ -1214,60 +1214,7 @@ static int loadTensor(StFile* f, const char* name, uint32_t ndim, uint64_t d0, u
     return 0;
 }
 
-/* Workaround (see createAttention): a copy of layer l's attention tensors except the projections. */
-static int writeLayerAttentionFile(StFile* f, uint32_t l, char* path, size_t pathSize, StError* err) {
-    char prefix[64];
-    StWriteTensor* tensors = (StWriteTensor*)calloc(f->tensorCount, sizeof(StWriteTensor));
-    void** data = (void**)calloc(f->tensorCount, sizeof(void*));
-    size_t i, count = 0;
-    int fd, rc = 0;
-    const char* dir = getenv("TMPDIR");
-    snprintf(path, pathSize, "%s/tinylm-layer-XXXXXX", dir && *dir ? dir : "/tmp");
-    snprintf(prefix, sizeof prefix, "layers.%u.attn.", l);
-    if (!tensors || !data) {
-        free(tensors);
-        free((void*)data);
-        return fail(err, "out of memory");
-    }
-    for (i = 0; i < f->tensorCount && !rc; ++i) {
-        const StTensor* t = &f->tensors[i];
-        const char* rest;
-        if (strncmp(t->name, prefix, strlen(prefix)) != 0) continue;
-        rest = t->name + strlen(prefix);
-        if (strcmp(rest, "wqkv") == 0 || strcmp(rest, "wo") == 0) continue;
-        if (t->dtype != ST_F32) continue; /* the library reports what it misses */
-        data[count] = malloc((size_t)(t->end - t->begin) + 1);
-        if (!data[count]) {
-            rc = fail(err, "out of memory");
-            break;
-        }
-        if (stRead(f, t, data[count], err)) {
-            rc = TINYLM_EXIT_BAD_INPUT;
-            break;
-        }
-        tensors[count].name = t->name;
-        tensors[count].dtype = ST_F32;
-        tensors[count].ndim = t->ndim;
-        memcpy(tensors[count].shape, t->shape, sizeof t->shape);
-        tensors[count].data = data[count];
-        ++count;
-    }
-    if (!rc) {
-        fd = mkstemp(path);
-        if (fd < 0)
-            rc = fail(err, "cannot create a temporary file %s", path);
-        else {
-            close(fd);
-            if (stWrite(path, tensors, count, f->meta, f->metaCount, 0, err)) rc = TINYLM_EXIT_FAILED;
-        }
-    }
-    for (i = 0; i < count; ++i) free(data[i]);
-    free(tensors);
-    free((void*)data);
-    return rc;
-}
-
-static int createAttention(Model* m, StFile* f, uint32_t l, StError* err) {
+static int createAttention(Model* m, uint32_t l, StError* err) {
     const ModelConfig* c = &m->c;
     PskAttentionCreateInfo info;
     char prefix[64] = "";
@@ -1297,31 +1244,6 @@ static int createAttention(Model* m, StFile* f, uint32_t l, StError* err) {
     }
     m->gpu->lastError[0] = '\0';
     r = pskCreateAttention(m->gpu->psk, &info, &m->attention[l]);
-    if (r == PSK_ERROR_BAD_FILE && c->attention == ATTENTION_POLYSKETCH &&
-        (strstr(m->gpu->lastError, "unexpected tensor \"wqkv\"") || strstr(m->gpu->lastError, "unexpected tensor \"wo\""))) {
-        /* WORKAROUND: MODEL.md puts the projections under the attention's prefix
-         * (layers.{l}.attn.wqkv, .wo) and this library's sketch loader rejects every name under the
-         * prefix that is not its own. Until one of the two changes, the library reads the layer's
-         * sketch and q/k LayerNorm from a temporary copy without the projections (same names). */
-        char tmp[512];
-        char first[sizeof m->gpu->lastError];
-        int rc;
-        static int told = 0;
-        snprintf(first, sizeof first, "%s", m->gpu->lastError);
-        if ((rc = writeLayerAttentionFile(f, l, tmp, sizeof tmp, err))) return rc;
-        info.sketchFile = tmp;
-        info.qkNormFile = tmp;
-        m->gpu->lastError[0] = '\0';
-        r = pskCreateAttention(m->gpu->psk, &info, &m->attention[l]);
-        remove(tmp);
-        if (r == PSK_SUCCESS && !told) {
-            told = 1;
-            fprintf(stderr,
-                    "tinylm: note: the library rejects the model file under \"%s\" (%s); the sketch and q/k LayerNorm are "
-                    "read from a copy without attn.wqkv and attn.wo (a known mismatch of MODEL.md and the library)\n",
-                    prefix, first);
-        }
-    }
     if (r != PSK_SUCCESS) {
         /* The library's message names the tensor without the prefix and not the file: add both. */
         snprintf(err->text, sizeof err->text, "\"%s\": the attention of layer %u (tensors \"%s*\"): %s: %s", m->path, l,
@@ -1412,7 +1334,7 @@ int modelLoad(Gpu* gpu, const char* path, Model** out, StError* err) {
         (rc = upload(m, &m->weights, host, (VkDeviceSize)used * 4, err)))
         goto done;
     for (l = 0; l < c->nLayers; ++l)
-        if ((rc = createAttention(m, &f, l, err))) goto done;
+        if ((rc = createAttention(m, l, err))) goto done;
 done:
     free(host);
     stClose(&f);
