@@ -4,11 +4,12 @@
 // on the inputs after rounding to the storage type, so the thresholds measure the kernel's float32
 // arithmetic plus the rounding of the output alone:
 //   float32 1e-4, float16 2e-3 (output ulp 2^-11 ~ 4.9e-4), bfloat16 1.2e-2 (ulp 2^-8 ~ 3.9e-3).
+// The cases and the thresholds are reference/conformance_cases.hpp's, shared with psk conformance.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <sstream>
 
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 #include "support/host_forward.hpp"
@@ -18,26 +19,8 @@ namespace {
 
 using psk::test::ContextTest;
 
-struct Case {
-    PskAttentionKind kind = PSK_ATTENTION_KIND_SOFTMAX;
-    uint32_t degree = 4;
-    bool causal = false;
-    PskDataType type = PSK_DATA_TYPE_FLOAT32;
-    PskLayout layout = PSK_LAYOUT_BHND;
-    uint32_t B = 1, Hq = 2, Hkv = 2, n = 64, h = 64, dv = 64;
-    uint32_t tokenPad = 0;  // extra elements between rows (custom strides), BHND only
-};
-
-std::string name(const Case& c) {
-    std::ostringstream s;
-    s << (c.kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "poly") ;
-    if (c.kind != PSK_ATTENTION_KIND_SOFTMAX) s << c.degree;
-    s << (c.causal ? "_causal" : "_full") << "_" << (c.type == PSK_DATA_TYPE_FLOAT32 ? "f32" : c.type == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16")
-      << (c.layout == PSK_LAYOUT_BNHD ? "_bnhd" : "_bhnd") << "_B" << c.B << "_Hq" << c.Hq << "_Hkv" << c.Hkv << "_n" << c.n
-      << "_h" << c.h << "_dv" << c.dv;
-    if (c.tokenPad) s << "_pad" << c.tokenPad;
-    return s.str();
-}
+using Case = psk::conformance::BaselineCase;
+using psk::conformance::name;
 
 class BaselineConformance : public ContextTest, public ::testing::WithParamInterface<Case> {};
 
@@ -103,73 +86,10 @@ TEST_P(BaselineConformance, MatchesFloat64Reference) {
     for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
     const double err = psk::test::relativeMaxError(got, want);
-    EXPECT_LE(err, psk::test::outputThreshold(c.type, 1e-4)) << name(c);
+    EXPECT_LE(err, psk::conformance::threshold(c.type, psk::conformance::Family::Quadratic)) << name(c);
 }
 
-std::vector<Case> sweep() {
-    std::vector<Case> cases;
-    // Every kind x storage type x mask on a modest shape with grouped-query heads.
-    for (PskAttentionKind kind : {PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL}) {
-        for (uint32_t degree : {2u, 4u, 8u}) {
-            if (kind == PSK_ATTENTION_KIND_SOFTMAX && degree != 4) continue;
-            for (PskDataType type : {PSK_DATA_TYPE_FLOAT32, PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
-                for (bool causal : {false, true}) {
-                    Case c;
-                    c.kind = kind;
-                    c.degree = degree;
-                    c.type = type;
-                    c.causal = causal;
-                    c.Hq = 4;
-                    c.Hkv = 2;
-                    c.n = 77;
-                    cases.push_back(c);
-                }
-            }
-        }
-    }
-    // Shapes: n (1, 7, 64, 300, 1000), head dims, layouts, grouped-query, batches.
-    for (PskAttentionKind kind : {PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL}) {
-        for (bool causal : {false, true}) {
-            auto add = [&](uint32_t n, uint32_t h, uint32_t dv, uint32_t Hq, uint32_t Hkv, PskLayout layout, uint32_t B = 1,
-                           PskDataType type = PSK_DATA_TYPE_FLOAT32) {
-                Case c;
-                c.kind = kind;
-                c.causal = causal;
-                c.n = n;
-                c.h = h;
-                c.dv = dv;
-                c.Hq = Hq;
-                c.Hkv = Hkv;
-                c.layout = layout;
-                c.B = B;
-                c.type = type;
-                cases.push_back(c);
-            };
-            for (uint32_t n : {1u, 7u, 64u, 300u}) add(n, 64, 64, 2, 1, PSK_LAYOUT_BHND);
-            add(1000, 64, 64, 1, 1, PSK_LAYOUT_BHND);
-            add(65, 32, 32, 3, 1, PSK_LAYOUT_BNHD, 2);
-            add(129, 128, 128, 2, 2, PSK_LAYOUT_BNHD);
-            add(40, 256, 256, 1, 1, PSK_LAYOUT_BHND);
-            add(33, 16, 80, 4, 4, PSK_LAYOUT_BHND, 1, PSK_DATA_TYPE_FLOAT16);
-            add(70, 48, 24, 6, 2, PSK_LAYOUT_BNHD, 2, PSK_DATA_TYPE_BFLOAT16);
-            // Longer than one key chunk (8192 keys): the state carried between dispatches.
-            add(8200 + (causal ? 17 : 0), 16, 16, 1, 1, PSK_LAYOUT_BHND);
-        }
-    }
-    Case padded;
-    padded.tokenPad = 3;
-    padded.B = 2;
-    padded.n = 50;
-    padded.dv = 40;
-    cases.push_back(padded);
-    padded.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
-    padded.causal = true;
-    padded.type = PSK_DATA_TYPE_FLOAT16;
-    cases.push_back(padded);
-    return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Sweep, BaselineConformance, ::testing::ValuesIn(sweep()),
+INSTANTIATE_TEST_SUITE_P(Sweep, BaselineConformance, ::testing::ValuesIn(psk::conformance::baselineSweep()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 }  // namespace

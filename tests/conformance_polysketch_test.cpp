@@ -5,12 +5,14 @@
 // Metric: relativeMaxError = max |gpu - ref| / max |ref| over the whole output, the reference run on
 // the inputs rounded to the storage type. Thresholds: float32 2e-4 (the sketch, states and prefix
 // sums add float32 rounding of sums over up to a few hundred rows), float16 2e-3, bfloat16 1.2e-2
-// (the output rounding dominates: ulp 2^-11 and 2^-8).
+// (the output rounding dominates: ulp 2^-11 and 2^-8). The cases and the thresholds are
+// reference/conformance_cases.hpp's, shared with psk conformance.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <sstream>
 
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 #include "vk/context.hpp"
@@ -25,33 +27,9 @@ namespace {
 
 using psk::test::ContextTest;
 
-enum class Source { Seed, File, Learned };
-
-struct Case {
-    uint32_t degree = 4, r = 16, b = 32;
-    bool causal = true, localExact = false, referenceScaling = false;
-    bool qkNorm = false, localNorm = false;
-    Source source = Source::Seed;
-    PskDataType type = PSK_DATA_TYPE_FLOAT32;
-    PskLayout layout = PSK_LAYOUT_BHND;
-    uint32_t B = 1, Hq = 2, Hkv = 1, n = 33, h = 32, dv = 32;
-    uint32_t tokenPad = 0;
-};
-
-const char* typeName(PskDataType t) {
-    return t == PSK_DATA_TYPE_FLOAT32 ? "f32" : t == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16";
-}
-
-std::string name(const Case& c) {
-    std::ostringstream s;
-    s << (c.source == Source::Learned ? "learned" : c.source == Source::File ? "file" : "seed") << "_p" << c.degree << "_r" << c.r
-      << "_b" << c.b << (c.causal ? "_causal" : "_full") << (c.localExact ? "_localexact" : "") << (c.referenceScaling ? "_refscale" : "")
-      << (c.qkNorm ? "_ln" : "") << (c.localNorm ? "_localln" : "") << "_" << typeName(c.type)
-      << (c.layout == PSK_LAYOUT_BNHD ? "_bnhd" : "_bhnd") << "_B" << c.B << "_Hq" << c.Hq << "_Hkv" << c.Hkv << "_n" << c.n << "_h"
-      << c.h << "_dv" << c.dv;
-    if (c.tokenPad) s << "_pad" << c.tokenPad;
-    return s.str();
-}
+using Source = psk::conformance::SketchSource;
+using Case = psk::conformance::PolysketchCase;
+using psk::conformance::name;
 
 /** Runs the forward on the device; returns the dense BHND output (empty on failure). */
 std::vector<float> runDevice(PskContext ctx, const Case& c, const PskAttentionCreateInfo& info, const std::vector<float>& q,
@@ -149,129 +127,8 @@ TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     double maxRef = 0;
     for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
-    EXPECT_LE(psk::test::relativeMaxError(got, want), psk::test::outputThreshold(c.type, 2e-4)) << name(c);
-}
-
-std::vector<Case> sweep() {
-    std::vector<Case> cases;
-    // n around the block size: 1, b - 1, b, b + 1, 5b + 3; causal and full; local exact on and off.
-    for (uint32_t b : {16u, 48u}) {
-        for (uint32_t n : {1u, b - 1, b, b + 1, 5 * b + 3}) {
-            for (int mode = 0; mode < 3; ++mode) {
-                Case c;
-                c.b = b;
-                c.n = n;
-                c.causal = mode != 0;
-                c.localExact = mode == 2;
-                cases.push_back(c);
-            }
-        }
-    }
-    // Degrees and sketch sizes (r from 8 to 128; degree 2 is exact and ignores r).
-    for (uint32_t degree : {2u, 4u, 8u}) {
-        for (uint32_t r : {8u, 32u}) {
-            if (degree == 2 && r != 8) continue;
-            for (bool localExact : {false, true}) {
-                Case c;
-                c.degree = degree;
-                c.r = r;
-                c.localExact = localExact;
-                c.n = 70;
-                cases.push_back(c);
-            }
-        }
-    }
-    {
-        Case c;
-        c.r = 128;
-        c.h = 16;
-        c.dv = 16;
-        c.n = 40;
-        c.b = 16;
-        cases.push_back(c);
-        c.degree = 8;
-        c.r = 64;
-        c.causal = false;
-        cases.push_back(c);
-    }
-    // Sketch sources and scalings.
-    for (Source source : {Source::File, Source::Learned}) {
-        for (bool localExact : {false, true}) {
-            Case c;
-            c.source = source;
-            c.localExact = localExact;
-            c.n = 77;
-            cases.push_back(c);
-        }
-    }
-    for (uint32_t degree : {4u, 8u}) {
-        Case c;
-        c.degree = degree;
-        c.referenceScaling = true;
-        c.n = 50;
-        cases.push_back(c);
-        c.source = Source::File;
-        cases.push_back(c);
-    }
-    // Fused LayerNorm: q/k LN, and the separate local LN.
-    for (Source source : {Source::Seed, Source::Learned}) {
-        for (int norm = 0; norm < 3; ++norm) {
-            Case c;
-            c.source = source;
-            c.qkNorm = true;
-            c.localExact = norm >= 1;
-            c.localNorm = norm == 2;
-            c.n = 45;
-            c.b = 16;
-            cases.push_back(c);
-        }
-    }
-    {
-        Case c;
-        c.qkNorm = true;
-        c.causal = false;
-        c.n = 45;
-        cases.push_back(c);
-    }
-    // Grouped-query heads, batches, layouts, custom strides, odd value dims, every storage type.
-    for (PskDataType type : {PSK_DATA_TYPE_FLOAT32, PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
-        for (bool localExact : {false, true}) {
-            Case c;
-            c.type = type;
-            c.localExact = localExact;
-            c.B = 2;
-            c.Hq = 4;
-            c.Hkv = 2;
-            c.n = 53;
-            c.layout = PSK_LAYOUT_BNHD;
-            cases.push_back(c);
-        }
-        Case full;
-        full.type = type;
-        full.causal = false;
-        full.n = 53;
-        full.Hq = 3;
-        cases.push_back(full);
-    }
-    {
-        Case c;
-        c.h = 64;
-        c.dv = 40;
-        c.n = 130;
-        c.b = 64;
-        c.tokenPad = 3;
-        c.localExact = true;
-        cases.push_back(c);
-        c.h = 16;
-        c.dv = 100;
-        c.r = 8;
-        c.tokenPad = 0;
-        c.localExact = false;
-        c.b = 100;
-        c.n = 333;
-        cases.push_back(c);
-    }
-    return cases;
+    EXPECT_LE(psk::test::relativeMaxError(got, want), psk::conformance::threshold(c.type, psk::conformance::Family::Polysketch))
+        << name(c);
 }
 
 // The workspace is linear in n: sketch rows (n r per head), local rows (n h), block states
@@ -340,26 +197,14 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Sweep, PolysketchConformance, ::testing::ValuesIn(sweep()),
+INSTANTIATE_TEST_SUITE_P(Sweep, PolysketchConformance, ::testing::ValuesIn(psk::conformance::polysketchSweep()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
 
-/**
- * Every float32 case of the sweep once more in 16-bit storage (float16 and bfloat16 in turn), with
- * the 16-bit thresholds: the cooperative-matrix kernels take only 16-bit storage, so this is the
- * sweep their emulated run (PSK_COOPMAT_EMULATION=1) exercises; in the other runs it covers the
- * same shapes in 16-bit storage through the team and generic kernels.
- */
-std::vector<Case> sixteenBitSweep() {
-    std::vector<Case> cases;
-    for (Case c : sweep()) {
-        if (c.type != PSK_DATA_TYPE_FLOAT32) continue;
-        c.type = cases.size() % 2 ? PSK_DATA_TYPE_BFLOAT16 : PSK_DATA_TYPE_FLOAT16;
-        cases.push_back(c);
-    }
-    return cases;
-}
-
-INSTANTIATE_TEST_SUITE_P(Sweep16, PolysketchConformance, ::testing::ValuesIn(sixteenBitSweep()),
+// Every float32 case of the sweep once more in 16-bit storage (float16 and bfloat16 in turn), with
+// the 16-bit thresholds: the cooperative-matrix kernels take only 16-bit storage, so this is the
+// sweep their emulated run (PSK_COOPMAT_EMULATION=1) exercises; in the other runs it covers the
+// same shapes in 16-bit storage through the team and generic kernels.
+INSTANTIATE_TEST_SUITE_P(Sweep16, PolysketchConformance, ::testing::ValuesIn(psk::conformance::polysketchSweep16()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 }  // namespace

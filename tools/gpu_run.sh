@@ -5,9 +5,11 @@
 # (psk, libpolysketch, the GPU test binaries, the validation layer's .deb, the fixture); the Vulkan
 # loader travels as .debs in .gl/. Carry [".gl", ".gpu"].
 #
-#   tools/gpu_run.sh check  [options]   setup, psk info (+ the kernel plan), psk demo f32/f16, the
-#                                       fixture comparisons (1 head and 16 heads), the conformance,
-#                                       unit and decode tests under the validation layer
+#   tools/gpu_run.sh check  [options]   setup, psk conformance --full (--quick with --quick; every
+#                                       kernel path against the float64 reference, JSON), psk info
+#                                       (+ the kernel plan), psk demo f32/f16, the fixture
+#                                       comparisons (1 head and 16 heads), the conformance, unit and
+#                                       decode tests under the validation layer
 #   tools/gpu_run.sh bench  [options]   setup, psk info, the psk bench sweep (f16, B=1, H=16,
 #                                       h=64/128, n=4k..128k, polysketch r=32/64 local exact b=256,
 #                                       softmax), the stage proxies at 32k
@@ -313,8 +315,37 @@ do_setup() {
 }
 
 # ------------------------------------------------------------------------------------------------
-# check: info, demo, fixture, tests.
+# check: conformance, info, demo, fixture, tests.
 # ------------------------------------------------------------------------------------------------
+
+# psk conformance: the test suite's sweep on the device through the installed-style binary, every
+# kernel path it runs (generic, cooperative where it has cooperative matrices, lane-team on
+# lavapipe), each case against the float64 reference. Without the validation layer: the tests
+# step runs under it, and the carried layer's age shows up as messages (see docs/GPU_RUN.md).
+do_conformance() {
+    local rc=0 mode=--full
+    ((quick)) && mode=--quick
+    tmo 150 env -u PSK_VALIDATION "$PSK" conformance "$mode" --json "$work/conformance.json" >"$work/conformance.txt" 2>&1 || rc=$?
+    cat "$work/conformance.txt"
+    local line
+    line=$(python3 - "$work/conformance.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"no JSON ({e})")
+    sys.exit(0)
+s = d["summary"]
+worst = ", ".join(f"{t} {w['error']:.2e}/{w['threshold']:.2g}" for t, w in s["worst"].items())
+paths = ", ".join(p["name"] + ("" if p["status"] == "ran" else " skipped") for p in d["paths"])
+failed = [f"{c['name']} [{c['path']}]" for c in d["cases"] if c["status"] == "fail"]
+print(f"{s['cases']} cases: {s['passed']} passed, {s['failed']} failed, {s['skipped']} skipped in {s['seconds']:.0f}s; "
+      f"worst {worst}; paths: {paths}" + (f"; failed: {', '.join(failed[:5])}" if failed else ""))
+PY
+)
+    say "$( ((rc == 0)) && echo OK || echo FAIL) conformance $mode: exit $rc$( ((rc == 124)) && echo ' (time limit)'): $line (conformance.json)"
+    return "$rc"
+}
 
 do_info() {
     local dev driver coop rc=0
@@ -926,6 +957,7 @@ PY
 # ------------------------------------------------------------------------------------------------
 
 phase_check() {
+    step conformance 150 do_conformance
     step info 20 do_info
     step demo 60 do_demo
     step fixture 120 do_fixture

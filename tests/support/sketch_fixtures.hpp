@@ -1,6 +1,7 @@
 // Sketch weights for tests: random learned sketches and LayerNorm parameters, conversions of the
 // library's weight structs into the float64 reference's, and temporary .safetensors files.
-// Links the static library (it uses lib/ internals).
+// Links the static library (it uses lib/ internals). psk conformance makes its cases' weights with
+// it too (compiled into psk_tool_sketch, tools/CMakeLists.txt): no GoogleTest here.
 #pragma once
 
 #include <cstdint>

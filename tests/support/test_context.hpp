@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "reference/conformance_cases.hpp"
 #include "reference/error_metric.hpp"
 
 #include <mutex>
@@ -51,11 +52,9 @@ std::vector<float> randomNormal(size_t count, uint64_t seed, float sigma = 1.0f)
 /**
  * Threshold of the conformance metric for an output stored as `type`: `float32` (the kernel's own
  * float32 arithmetic) for float32, else the output rounding dominates: float16 2e-3 (ulp 2^-11
- * ~ 4.9e-4), bfloat16 1.2e-2 (ulp 2^-8 ~ 3.9e-3).
+ * ~ 4.9e-4), bfloat16 1.2e-2 (ulp 2^-8 ~ 3.9e-3). One definition: reference/conformance_cases.hpp.
  */
-inline double outputThreshold(PskDataType type, double float32) {
-    return type == PSK_DATA_TYPE_FLOAT16 ? 2e-3 : type == PSK_DATA_TYPE_BFLOAT16 ? 1.2e-2 : float32;
-}
+using psk::conformance::outputThreshold;
 
 /** The conformance error metric (see reference/error_metric.hpp). */
 using psk::ref::relativeMaxError;

@@ -5,3 +5,4 @@ int runInfo(int argc, char** argv);
 int runDemo(int argc, char** argv);
 int runRun(int argc, char** argv);
 int runBench(int argc, char** argv);
+int runConformance(int argc, char** argv);

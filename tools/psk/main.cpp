@@ -17,6 +17,9 @@ void usage(FILE* out) {
                  "  run    one attention call on q, k, v .npy files, the output to a .npy file\n"
                  "  bench  sweep context lengths, kinds, storage types and shapes: GPU time,\n"
                  "         TFLOP/s, workspace; JSON, CSV, a plot and a PyTorch CPU peer\n"
+                 "  conformance\n"
+                 "         every kernel path the device runs against the float64 CPU reference,\n"
+                 "         with the test suite's cases and thresholds; exit status 1 on a failure\n"
                  "\n"
                  "Run 'psk <command> --help' for a command's options.\n");
 }
@@ -33,6 +36,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "demo")) return runDemo(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "run")) return runRun(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "bench")) return runBench(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "conformance")) return runConformance(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

@@ -1,0 +1,124 @@
+// The conformance cases and their thresholds, shared by the GoogleTest conformance suites
+// (tests/conformance_*_test.cpp) and `psk conformance` (tools/psk/cmd_conformance.cpp): one
+// definition of what is checked and how closely, so that the installed tool and the test suite
+// hold the library to the same contract.
+//
+// Metric: relativeMaxError (reference/error_metric.hpp) = max |got - want| / max |want| over the
+// whole output, `want` the float64 reference run on the inputs already rounded to the storage
+// type. Plain data and the C header's enums only: no library internals, no GoogleTest.
+#pragma once
+
+#include <polysketch/polysketch.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reference/error_metric.hpp"
+
+namespace psk::conformance {
+
+// ---- Thresholds --------------------------------------------------------------------------------
+// float32 storage: the kernels' own float32 arithmetic. Softmax and exact polynomial (the tiled
+// quadratic kernels): 1e-4. Polysketch (and decoding against the float64 reference): 2e-4, as the
+// sketch, block states and prefix sums add float32 rounding of sums over up to a few hundred rows.
+// 16-bit storage: the output rounding dominates: float16 2e-3 (ulp 2^-11 ~ 4.9e-4), bfloat16
+// 1.2e-2 (ulp 2^-8 ~ 3.9e-3).
+inline constexpr double kQuadraticFloat32 = 1e-4;
+inline constexpr double kPolysketchFloat32 = 2e-4;
+inline constexpr double kFloat16 = 2e-3;
+inline constexpr double kBFloat16 = 1.2e-2;
+// Decoded rows against the library's own forward over the same tokens: float32 both sides, only
+// the summation order differs.
+inline constexpr double kDecodeVsForward = 1e-5;
+
+/** Which float32 threshold a case is held to. */
+enum class Family { Quadratic, Polysketch };
+
+/** The threshold for an output stored as `type`: `float32` for float32, else the 16-bit one. */
+inline double outputThreshold(PskDataType type, double float32) {
+    return type == PSK_DATA_TYPE_FLOAT16 ? kFloat16 : type == PSK_DATA_TYPE_BFLOAT16 ? kBFloat16 : float32;
+}
+
+inline double threshold(PskDataType type, Family family) {
+    return outputThreshold(type, family == Family::Quadratic ? kQuadraticFloat32 : kPolysketchFloat32);
+}
+
+/** "f32", "f16", "bf16". */
+const char* storageName(PskDataType type);
+
+// ---- Softmax and exact polynomial --------------------------------------------------------------
+struct BaselineCase {
+    PskAttentionKind kind = PSK_ATTENTION_KIND_SOFTMAX;
+    uint32_t degree = 4;
+    bool causal = false;
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    uint32_t B = 1, Hq = 2, Hkv = 2, n = 64, h = 64, dv = 64;
+    uint32_t tokenPad = 0;  // extra elements between rows (custom strides), BHND only
+};
+
+/** A unique name, e.g. "poly4_causal_f16_bhnd_B1_Hq4_Hkv2_n77_h64_dv64" (the tests' parameter names). */
+std::string name(const BaselineCase& c);
+
+/** The full sweep: every kind x storage type x mask, n from 1 to 8217 (two key chunks), head dims
+ *  16 to 256, layouts, grouped-query heads, batches, custom strides. */
+std::vector<BaselineCase> baselineSweep();
+/** A few small cases of the same (psk conformance --quick): both kinds, both masks, every storage
+ *  type, n = 1, odd n, several key tiles, grouped-query heads, BNHD, custom strides. */
+std::vector<BaselineCase> baselineQuick();
+
+// ---- Polysketch forward ------------------------------------------------------------------------
+enum class SketchSource { Seed, File, Learned };
+
+struct PolysketchCase {
+    uint32_t degree = 4, r = 16, b = 32;
+    bool causal = true, localExact = false, referenceScaling = false;
+    bool qkNorm = false, localNorm = false;
+    SketchSource source = SketchSource::Seed;
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    PskLayout layout = PSK_LAYOUT_BHND;
+    uint32_t B = 1, Hq = 2, Hkv = 1, n = 33, h = 32, dv = 32;
+    uint32_t tokenPad = 0;
+};
+
+/** e.g. "seed_p4_r16_b32_causal_localexact_f16_bnhd_B2_Hq4_Hkv2_n53_h32_dv32". */
+std::string name(const PolysketchCase& c);
+
+/** n around the block size (1, b - 1, b, b + 1, 5b + 3), causal / full / local exact, degrees 2, 4,
+ *  8, r = 8 to 128, sketch files, learned sketches, reference scaling, fused LayerNorms,
+ *  grouped-query heads, batches, layouts, custom strides, odd value dims, every storage type. */
+std::vector<PolysketchCase> polysketchSweep();
+/** Every float32 case of polysketchSweep in 16-bit storage, float16 and bfloat16 in turn: the
+ *  sweep the cooperative-matrix kernels (16-bit storage only) are held to. */
+std::vector<PolysketchCase> polysketchSweep16();
+/** A few small cases (psk conformance --quick): n = 1, below a block, a block and a row, causal,
+ *  full, local exact, degree 8, learned and file sketches, LayerNorms, reference scaling,
+ *  grouped-query heads, BNHD, custom strides, every storage type. */
+std::vector<PolysketchCase> polysketchQuick();
+
+// ---- Incremental decoding ----------------------------------------------------------------------
+/**
+ * A decode state of `prompts.size()` sequences (float32, causal): sequence i is prefilled with a
+ * prompt of prompts[i] tokens, then every sequence takes `steps` steps. Every row (prompt and
+ * steps) is checked against the float64 reference over the whole sequence (threshold
+ * kPolysketchFloat32) and against the library's forward over the same tokens (kDecodeVsForward).
+ */
+struct DecodeCase {
+    PskAttentionKind kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    bool learned = false, localExact = false;
+    uint32_t degree = 4, r = 8, b = 16, h = 16, dv = 16, Hq = 4, Hkv = 2;
+    std::vector<uint32_t> prompts{21, 32};
+    uint32_t steps = 37;
+};
+
+/** e.g. "decode_polysketch_random_p4_localexact_r8_b16_h16_dv16_Hq4_Hkv2_prompts21,32_steps37". */
+std::string name(const DecodeCase& c);
+
+/** decode_test's configurations: random and learned sketches, sketched and local-exact, p = 4
+ *  and 8, dv = 13 (not a multiple of 4); and the softmax KV cache. */
+std::vector<DecodeCase> decodeSweep();
+/** Sketched and local exact (p = 4, random sketch, dv = 16), and softmax. */
+std::vector<DecodeCase> decodeQuick();
+
+}  // namespace psk::conformance
