@@ -377,6 +377,54 @@ TEST_F(PskRunFileLayout, BnhdFilesGiveTheSameAnswerOnEitherDeviceLayout) {
     }
 }
 
+TEST_F(PskRunFileLayout, CuSeqlensRunsEachPackedSequenceAlone) {
+    // Three sequences (5, 0 and 19 tokens) packed into BNHD files of n = 24: --cu-seqlens gives
+    // each one's rows as the reference computes it alone; without it the rows differ.
+    TempDir dir;
+    const uint64_t H = 2, h = 16, dv = 16, n = 24;
+    const std::vector<uint32_t> cu = {0, 5, 5, 24};
+    const auto q = psk::test::randomNormal(H * n * h, 31), k = psk::test::randomNormal(H * n * h, 32),
+               v = psk::test::randomNormal(H * n * dv, 33);  // BHND order, B = 1
+    psk::npy::write(dir / "q.npy", {1, n, H, h}, bhndToBnhd(q, 1, H, n, h));
+    psk::npy::write(dir / "k.npy", {1, n, H, h}, bhndToBnhd(k, 1, H, n, h));
+    psk::npy::write(dir / "v.npy", {1, n, H, dv}, bhndToBnhd(v, 1, H, n, dv));
+    std::vector<double> want(H * n * dv, 0.0);  // BHND
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+        const int len = int(cu[s + 1] - cu[s]);
+        if (!len) continue;
+        std::vector<double> qs, ks, vs, out;
+        for (uint64_t hd = 0; hd < H; ++hd)
+            for (int t = 0; t < len; ++t) {
+                const size_t row = hd * n + cu[s] + t;
+                qs.insert(qs.end(), q.begin() + row * h, q.begin() + (row + 1) * h);
+                ks.insert(ks.end(), k.begin() + row * h, k.begin() + (row + 1) * h);
+                vs.insert(vs.end(), v.begin() + row * dv, v.begin() + (row + 1) * dv);
+            }
+        psk::ref::softmaxAttention(psk::ref::Shape{1, int(H), int(H), len, int(h), int(dv)}, qs, ks, vs, 1.0 / std::sqrt(double(h)), true, out);
+        for (uint64_t hd = 0; hd < H; ++hd)
+            for (int t = 0; t < len; ++t)
+                std::copy(out.begin() + (hd * len + t) * dv, out.begin() + (hd * len + t + 1) * dv, want.begin() + (hd * n + cu[s] + t) * dv);
+    }
+    auto run = [&](const std::vector<std::string>& extra) {
+        const std::string out = dir / "o.npy";
+        std::vector<std::string> args = {"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy",
+                                         "--out", out, "--layout", "bnhd"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const Outcome r = runPsk(args);
+        EXPECT_EQ(r.code, 0) << r.err;
+        return r.code == 0 ? bnhdToBhnd(psk::npy::read(out).toFloat(), 1, H, n, dv) : std::vector<float>{};
+    };
+    EXPECT_LE(psk::test::relativeMaxError(run({"--cu-seqlens", "0,5,5,24"}), want), 2e-5);
+    EXPECT_GT(psk::test::relativeMaxError(run({}), want), 1e-3);  // the control: one causal sequence of 24
+    // Offsets that do not fit the files: exit 2, one line.
+    for (const char* bad : {"0,5,23", "1,5,24", "0,9,5,24", "0"}) {
+        const Outcome r = runPsk({"run", "--kind", "softmax", "--q", dir / "q.npy", "--k", dir / "k.npy", "--v", dir / "v.npy", "--out",
+                                  dir / "bad.npy", "--layout", "bnhd", "--cu-seqlens", bad});
+        EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+        EXPECT_NE(r.err.find("cu-seqlens"), std::string::npos) << r.err;
+    }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Bad inputs: a one-line message naming the problem, a non-zero exit, no output file
 // ------------------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ void runUsage(FILE* out) {
         "usage: psk run --kind softmax|poly|polysketch --q Q.npy --k K.npy --v V.npy --out O.npy\n"
         "               [--causal | --full] [--degree P] [--scale S] [--layout bhnd|bnhd]\n"
         "               [--device-layout bhnd|bnhd] [--dtype f32|f16|bf16] [--device SEL]\n"
+        "               [--cu-seqlens 0,N1,N2,...]\n"
         "               polysketch only: [--sketch-size R] [--block-size B] [--local-exact]\n"
         "               [--seed N | --sketch FILE.safetensors | --learned FILE.safetensors]\n"
         "               [--reference-scaling] [--qk-norm FILE.safetensors]\n"
@@ -54,6 +55,9 @@ void runUsage(FILE* out) {
         "  --device-layout L   the layout of the tensors on the device (default: the same as --layout); one\n"
         "                      that differs from --layout is transposed on the host before and after the call\n"
         "  --device SEL        device index or part of its name (see psk info); default PSK_DEVICE or the best\n"
+        "  --cu-seqlens LIST   a packed batch (FlashAttention's varlen): the files hold B = 1 and n = the\n"
+        "                      total tokens, LIST the sequences' B' + 1 offsets (0 first, n last); each\n"
+        "                      sequence attends only within itself, as if run alone\n"
         "  --sketch-size R     polysketch sketch size r, 8 to 128 (default 32)\n"
         "  --block-size B      polysketch block size b, 16 to 1024 (default 256)\n"
         "  --local-exact       polysketch: exact polynomial weights inside each block (causal only)\n"
@@ -81,6 +85,7 @@ struct RunOptions {
     PskLayout deviceLayout = PSK_LAYOUT_BHND;  // the device's layout (--device-layout; default: layout)
     bool haveDeviceLayout = false;
     PskDataType dtype = PSK_DATA_TYPE_FLOAT32;
+    std::vector<uint32_t> cuSeqlens;          // --cu-seqlens: a packed batch
     std::vector<std::string> polysketchOnly;  // polysketch-only options seen, in order
 };
 
@@ -174,6 +179,19 @@ RunOptions parseOptions(int argc, char** argv, bool* help) {
             if (!psk::cli::parseLayout(s, &o.deviceLayout))
                 throw UsageError{"--device-layout takes bhnd or bnhd (got '" + s + "')"};
             o.haveDeviceLayout = true;
+        } else if (a == "--cu-seqlens") {
+            const std::string s = next();
+            o.cuSeqlens.clear();
+            size_t at = 0;
+            while (at <= s.size()) {
+                const size_t comma = std::min(s.find(',', at), s.size());
+                uint32_t x = 0;
+                if (!psk::cli::parseUint32(s.substr(at, comma - at), 0, 0xffffffffu, &x))
+                    throw UsageError{"--cu-seqlens takes comma-separated token offsets (got '" + s + "')"};
+                o.cuSeqlens.push_back(x);
+                at = comma + 1;
+            }
+            if (o.cuSeqlens.size() < 2) throw UsageError{"--cu-seqlens needs at least two offsets (0 and the total)"};
         } else if (a == "--dtype") {
             const std::string s = next();
             if (!psk::cli::parseDataType(s, &o.dtype)) throw UsageError{"--dtype takes f32, f16 or bf16 (got '" + s + "')"};
@@ -352,6 +370,20 @@ int runChecked(int argc, char** argv) {
     }
 
     const size_t B = q.B, Hq = q.H, Hkv = k.H, n = q.n, h = q.d, dv = v.d;
+    if (!o.cuSeqlens.empty()) {
+        // A packed batch: one "sequence" of n tokens in the files, split by the offsets.
+        std::string problem;
+        if (B != 1) problem = "--cu-seqlens needs files with B = 1 (the packed tokens), got B = " + std::to_string(B);
+        else if (o.cuSeqlens.front() != 0) problem = "--cu-seqlens must start at 0";
+        else if (o.cuSeqlens.back() != n)
+            problem = "--cu-seqlens ends at " + std::to_string(o.cuSeqlens.back()) + ", the files hold n = " + std::to_string(n) + " tokens";
+        for (size_t i = 1; problem.empty() && i < o.cuSeqlens.size(); ++i)
+            if (o.cuSeqlens[i] < o.cuSeqlens[i - 1]) problem = "--cu-seqlens offsets must not decrease";
+        if (!problem.empty()) {
+            std::fprintf(stderr, "psk run: %s\n", problem.c_str());
+            return 2;
+        }
+    }
     std::vector<float> qf = q.array.toFloat(), kf = k.array.toFloat(), vf = v.array.toFloat();
     q.array.data.clear();
     k.array.data.clear();
@@ -424,6 +456,10 @@ int runChecked(int argc, char** argv) {
     f.vBytes = vb.size();
     f.outBytes = ob.size();
     f.stats = &stats;
+    if (!o.cuSeqlens.empty()) {
+        f.batchSize = uint32_t(o.cuSeqlens.size() - 1);
+        f.cuSeqlens = o.cuSeqlens.data();
+    }
     r = pskAttentionForwardHost(attn, &f);
     PskDeviceInfo dev{};
     pskGetDeviceInfo(ctx, &dev);
