@@ -6,7 +6,8 @@
 #   2. fetches the Vulkan loader .debs into .gl/ when missing (the device README's apt-get recipe) and
 #      the Khronos validation layer's .deb into .gpu/vvl/;
 #   3. packs into .gpu/ (ignored by .gitignore and .git/info/exclude; it travels only when carried):
-#      bin/psk, lib/libpolysketch.so.0 and the GPU test binaries in tests/, debug info stripped;
+#      bin/psk, bin/tinylm, lib/libpolysketch.so.0 and the GPU test binaries in tests/, debug info
+#      stripped;
 #   4. makes the fixture in .gpu/fixture/: seeded f16 q, k, v (B=1, H=1, h=64) at n = 16461 (not a
 #      multiple of the block) for polysketch (p=4, r=32, b=256, local exact, causal, seed 0) and at
 #      n = 4093 for softmax (causal), with the expected outputs computed here by psk run on lavapipe
@@ -89,6 +90,12 @@ tests=(validation_test conformance_polysketch_test conformance_baselines_test de
 rm -rf .gpu/bin .gpu/lib .gpu/tests
 mkdir -p .gpu/bin .gpu/lib .gpu/tests
 strip --strip-debug -o .gpu/bin/psk "$build_dir/tools/psk"
+# The sample model's app (its models are tracked files: they travel with the working tree).
+if [[ -x "$build_dir/samples/tinylm/tinylm" ]]; then
+    strip --strip-debug -o .gpu/bin/tinylm "$build_dir/samples/tinylm/tinylm"
+else
+    log "WARNING: samples/tinylm not built, not packed"
+fi
 strip --strip-debug -o .gpu/lib/libpolysketch.so.0 "$(readlink -f "$build_dir/lib/libpolysketch.so.0")"
 missing=()
 for t in "${tests[@]}"; do

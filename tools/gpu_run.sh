@@ -14,7 +14,8 @@
 #                                       h=64/128, n=4k..128k, polysketch r=32/64 local exact b=256,
 #                                       softmax), the stage proxies at 32k
 #   tools/gpu_run.sh peer   [options]   setup, torch_peer_cuda.py (ceilings, SDPA by backend, the
-#                                       softmax decode step), psk bench --decode
+#                                       softmax decode step), psk bench --decode, tinylm bench
+#                                       (the sample model, polysketch vs softmax, 1k..32k prompts)
 #   tools/gpu_run.sh all    [options]   the three in turn (more than one 10-minute call holds at the
 #                                       default sizes: for --quick runs)
 #
@@ -954,6 +955,25 @@ PY
     return "$rc"
 }
 
+do_tinylm() {
+    # The sample model generating after prompts of 1k..32k tokens, polysketch against the same
+    # model with softmax attention (KV cache): docs/PERFORMANCE.md, "tinylm generation".
+    local rc=0 m ctx=1024,4096,16384,32768 tokens=128 line=""
+    ((quick)) && ctx=256,1024 && tokens=16
+    [[ -x "$bin_dir/bin/tinylm" ]] || { say "SKIP tinylm: not packed"; return 0; }
+    mkdir -p "$work/tinylm"
+    for m in bytes_polysketch bytes_softmax; do
+        local model="$repo/samples/tinylm/models/$m.safetensors"
+        [[ -f "$model" ]] || continue
+        tmo 150 "$bin_dir/bin/tinylm" bench "$model" --context "$ctx" --tokens "$tokens" --json "$work/tinylm/$m.json" \
+            >"$work/tinylm/$m.txt" 2>&1 || rc=$?
+        cat "$work/tinylm/$m.txt"
+        line+="$m: $(awk -F'|' '/^\| [0-9]/ { printf "L=%d %.2f ms/token, ", $2, $5 }' "$work/tinylm/$m.txt"); "
+    done
+    say "$( ((rc == 0)) && echo OK || echo FAIL) tinylm bench: $line$( ((rc == 124)) && echo ' [time limit]')"
+    return "$rc"
+}
+
 # ------------------------------------------------------------------------------------------------
 
 phase_check() {
@@ -971,6 +991,7 @@ phase_bench() {
 phase_peer() {
     step torch 200 do_torch
     step decode 120 do_decode
+    step tinylm 200 do_tinylm
 }
 
 say "gpu_run.sh $phase$( ((lavapipe)) && echo ' --lavapipe')$( ((quick)) && echo ' --quick'): results in $results, deadline ${deadline_s}s"
