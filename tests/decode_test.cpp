@@ -19,6 +19,7 @@
 #include "vk/context.hpp"  // internals: the context's device, allocator and queue for pskCmdDecodeStep
 #include "decode/decode_blob.hpp"  // internals: the blob's checksum, to edit one field of a blob at a time
 #include "util/error.hpp"
+#include "util/float16.hpp"
 #include "vk/memory.hpp"
 #include "reference/reference.hpp"
 #include "sketch/sketch_weights.hpp"
@@ -35,6 +36,7 @@ struct Config {
     bool learned = false, localExact = false;
     uint32_t degree = 4, r = 8, b = 16, h = 16, dv = 16, Hq = 4, Hkv = 2;
     uint64_t seed = 7;
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
 };
 
 /** An attention object plus the float64 reference config that computes the same function. */
@@ -62,6 +64,7 @@ std::unique_ptr<Attention> makeAttention(PskContext ctx, const Config& c) {
     info.sketchSize = c.r;
     info.blockSize = c.b;
     info.seed = c.seed;
+    info.dataType = c.type;
     psk::test::TempFile sketchFile("psk_decode_sketch");
     if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
         if (c.learned) {
@@ -1079,6 +1082,324 @@ TEST_F(ContextTest, CmdStepMisuse) {
         EXPECT_EQ(pskGetDecodePosition(d.state, 0, &pos), PSK_SUCCESS);
         EXPECT_EQ(pos, softmax ? 6u : 5u) << "a failed call consumed a token";
     }
+}
+
+}  // namespace
+
+// ---- 16-bit attention objects (float16, bfloat16): q, k, v, out in the storage type, the state float32 ----
+
+namespace {
+
+std::vector<uint16_t> encode16(const std::vector<float>& x, PskDataType type) {
+    std::vector<uint16_t> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = type == PSK_DATA_TYPE_FLOAT16 ? psk::floatToHalf(x[i]) : psk::floatToBf16(x[i]);
+    return y;
+}
+std::vector<float> decode16(const std::vector<uint16_t>& x, PskDataType type) {
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = type == PSK_DATA_TYPE_FLOAT16 ? psk::halfToFloat(x[i]) : psk::bf16ToFloat(x[i]);
+    return y;
+}
+
+struct Case16 {
+    PskDataType type;
+    int kind;  // kKindNames: polysketch, polysketch local exact, softmax
+};
+
+/** BHND 16-bit tensors of B sequences x N tokens, and slicing by token. */
+struct Tokens16 {
+    uint32_t B, H, N, d;
+    std::vector<uint16_t> x;  // [B][H][N][d]
+    Tokens16(uint32_t B_, uint32_t H_, uint32_t N_, uint32_t d_, uint64_t seed, PskDataType type)
+        : B(B_), H(H_), N(N_), d(d_), x(encode16(psk::test::randomNormal(size_t(B_) * H_ * N_ * d_, seed), type)) {}
+    /** Tokens [t0, t0 + n) as a dense BHND tensor of n tokens. */
+    std::vector<uint16_t> slice(uint32_t t0, uint32_t n) const {
+        std::vector<uint16_t> y(size_t(B) * H * n * d);
+        for (uint32_t b = 0; b < B; ++b)
+            for (uint32_t h = 0; h < H; ++h)
+                std::memcpy(&y[((size_t(b) * H + h) * n) * d], &x[((size_t(b) * H + h) * N + t0) * d], size_t(n) * d * 2);
+        return y;
+    }
+};
+
+/** Writes the n-token BHND rows `rows` at tokens [t0, t0 + n) of the [B][H][N][d] float tensor `all`. */
+void place(std::vector<float>& all, const std::vector<float>& rows, uint32_t B, uint32_t H, uint32_t N, uint32_t d, uint32_t t0,
+           uint32_t n) {
+    for (uint32_t b = 0; b < B; ++b)
+        for (uint32_t h = 0; h < H; ++h)
+            std::memcpy(&all[((size_t(b) * H + h) * N + t0) * d], &rows[((size_t(b) * H + h) * n) * d], size_t(n) * d * 4);
+}
+
+PskResult step16(PskDecodeState state, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
+                 std::vector<uint16_t>& out) {
+    PskDecodeStepInfo info{};
+    info.q = q.data();
+    info.k = k.data();
+    info.v = v.data();
+    info.out = out.data();
+    info.qBytes = q.size() * 2;
+    info.kBytes = k.size() * 2;
+    info.vBytes = v.size() * 2;
+    info.outBytes = out.size() * 2;
+    return pskDecodeStepHost(state, &info);
+}
+
+/** A forward over n tokens (with `state`, continuing it; or none); out in the storage type. */
+PskResult forward16(PskAttention a, PskDecodeState state, uint32_t B, uint32_t n, const std::vector<uint16_t>& q,
+                    const std::vector<uint16_t>& k, const std::vector<uint16_t>& v, std::vector<uint16_t>& out) {
+    PskForwardHostInfo f{};
+    f.batchSize = B;
+    f.seqLen = n;
+    f.q = q.data();
+    f.k = k.data();
+    f.v = v.data();
+    f.out = out.data();
+    f.qBytes = q.size() * 2;
+    f.kBytes = k.size() * 2;
+    f.vBytes = v.size() * 2;
+    f.outBytes = out.size() * 2;
+    f.state = state;
+    return pskAttentionForwardHost(a, &f);
+}
+
+class Decode16MatchesForward : public ContextTest, public ::testing::WithParamInterface<Case16> {};
+
+// Prefill then steps, and chunked forwards with the state then steps, against one 16-bit forward
+// over all the tokens (B = 2, GQA 4/2, b = 16: several block boundaries); then a 16-bit state's
+// blob restores and continues bit for bit.
+TEST_P(Decode16MatchesForward, PrefillStepsAndChunkedForwards) {
+    const PskDataType type = GetParam().type;
+    Config c = kindConfig(GetParam().kind);
+    c.type = type;
+    const auto a = makeAttention(ctx, c);
+    ASSERT_TRUE(a);
+    const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
+    const uint32_t B = 2, N = 56, prompt = 21, capacity = softmax ? 64 : 0;
+    const double threshold = type == PSK_DATA_TYPE_FLOAT16 ? 2e-3 : 1.2e-2;  // the 16-bit output thresholds
+    const Tokens16 q(B, c.Hq, N, c.h, 11, type), k(B, c.Hkv, N, c.h, 12, type), v(B, c.Hkv, N, c.dv, 13, type);
+
+    std::vector<uint16_t> whole(size_t(B) * c.Hq * N * c.dv);
+    ASSERT_EQ(forward16(a->handle, nullptr, B, N, q.x, k.x, v.x, whole), PSK_SUCCESS);
+    const std::vector<float> want = decode16(whole, type);
+    const std::vector<double> want64(want.begin(), want.end());
+
+    auto makeState = [&]() {
+        PskDecodeStateCreateInfo info{};
+        info.batchSize = B;
+        info.capacity = capacity;
+        PskDecodeState s = nullptr;
+        EXPECT_EQ(pskCreateDecodeState(a->handle, &info, &s), PSK_SUCCESS);
+        return s;
+    };
+    // Steps t0 .. N - 1 into `rows`.
+    auto steps = [&](PskDecodeState s, uint32_t t0, std::vector<float>& rows) {
+        for (uint32_t t = t0; t < N; ++t) {
+            std::vector<uint16_t> out(size_t(B) * c.Hq * c.dv, 0xFFFF);
+            ASSERT_EQ(step16(s, q.slice(t, 1), k.slice(t, 1), v.slice(t, 1), out), PSK_SUCCESS) << "token " << t;
+            place(rows, decode16(out, type), B, c.Hq, N, c.dv, t, 1);
+        }
+    };
+
+    // 1. Prefill (with its output rows), then steps.
+    PskDecodeState s1 = makeState();
+    ASSERT_TRUE(s1);
+    std::vector<float> rows1(want.size(), NAN);
+    {
+        const std::vector<uint16_t> pq = q.slice(0, prompt), pk = k.slice(0, prompt), pv = v.slice(0, prompt);
+        std::vector<uint16_t> out(size_t(B) * c.Hq * prompt * c.dv);
+        PskDecodePrefillInfo info{};
+        info.batchSize = B;
+        info.seqLen = prompt;
+        info.q = pq.data();
+        info.k = pk.data();
+        info.v = pv.data();
+        info.out = out.data();
+        info.qBytes = pq.size() * 2;
+        info.kBytes = pk.size() * 2;
+        info.vBytes = pv.size() * 2;
+        info.outBytes = out.size() * 2;
+        ASSERT_EQ(pskDecodePrefillHost(s1, &info), PSK_SUCCESS);
+        place(rows1, decode16(out, type), B, c.Hq, N, c.dv, 0, prompt);
+    }
+    steps(s1, prompt, rows1);
+    const double e1 = relativeMaxError(rows1, want64);
+    EXPECT_LE(e1, threshold) << "prefill + steps vs the 16-bit forward";
+
+    // 2. Forwards with the state in chunks (any lengths; softmax: one chunk at position 0), then steps.
+    PskDecodeState s2 = makeState();
+    ASSERT_TRUE(s2);
+    std::vector<float> rows2(want.size(), NAN);
+    const std::vector<uint32_t> chunks = softmax ? std::vector<uint32_t>{prompt} : std::vector<uint32_t>{5, 16, 1, 11, 18};
+    uint32_t t0 = 0;
+    for (const uint32_t n : chunks) {
+        std::vector<uint16_t> out(size_t(B) * c.Hq * n * c.dv);
+        ASSERT_EQ(forward16(a->handle, s2, B, n, q.slice(t0, n), k.slice(t0, n), v.slice(t0, n), out), PSK_SUCCESS) << "chunk at " << t0;
+        place(rows2, decode16(out, type), B, c.Hq, N, c.dv, t0, n);
+        t0 += n;
+    }
+    steps(s2, t0, rows2);
+    const double e2 = relativeMaxError(rows2, want64);
+    EXPECT_LE(e2, threshold) << "chunked forwards with the state + steps vs the 16-bit forward";
+
+    // Against the float64 reference over the 16-bit inputs, sequence 0.
+    psk::ref::Shape shape;
+    shape.Hq = int(c.Hq);
+    shape.Hkv = int(c.Hkv);
+    shape.n = int(N);
+    shape.h = int(c.h);
+    shape.dv = int(c.dv);
+    const std::vector<float> q0 = decode16(q.x, type), k0 = decode16(k.x, type), v0 = decode16(v.x, type);
+    const std::vector<double> q64(q0.begin(), q0.begin() + size_t(c.Hq) * N * c.h), k64(k0.begin(), k0.begin() + size_t(c.Hkv) * N * c.h),
+        v64(v0.begin(), v0.begin() + size_t(c.Hkv) * N * c.dv);
+    std::vector<double> ref;
+    if (softmax)
+        psk::ref::softmaxAttention(shape, q64, k64, v64, 1.0 / std::sqrt(double(c.h)), true, ref);
+    else
+        psk::ref::polysketchAttention(shape, q64, k64, v64, a->ref, ref);
+    const double eRef = relativeMaxError(std::vector<float>(rows1.begin(), rows1.begin() + ref.size()), ref);
+    EXPECT_LE(eRef, threshold) << "decoded rows vs the float64 reference";
+    std::printf("[ decode16 ] %s %s: prefill+steps %.2e, chunked forwards+steps %.2e vs the 16-bit forward; %.2e vs float64\n",
+                type == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16", kKindNames[GetParam().kind], e1, e2, eRef);
+
+    // 3. The blob (float32 data) restores into a fresh state, which continues bit for bit.
+    const std::vector<uint8_t> blob = serialize(s1);
+    EXPECT_EQ(get32(blob, 52), uint32_t(type)) << "the config's data type field";
+    PskDecodeState s3 = makeState();
+    ASSERT_TRUE(s3);
+    ASSERT_EQ(pskRestoreDecodeState(s3, blob.data(), blob.size()), PSK_SUCCESS);
+    EXPECT_EQ(serialize(s3), blob);
+    const Tokens16 q2(B, c.Hq, 1, c.h, 21, type), k2(B, c.Hkv, 1, c.h, 22, type), v2(B, c.Hkv, 1, c.dv, 23, type);
+    std::vector<uint16_t> o1(size_t(B) * c.Hq * c.dv), o3(o1.size());
+    ASSERT_EQ(step16(s1, q2.x, k2.x, v2.x, o1), PSK_SUCCESS);
+    ASSERT_EQ(step16(s3, q2.x, k2.x, v2.x, o3), PSK_SUCCESS);
+    EXPECT_EQ(o1, o3);
+    // A float32 attention of the same configuration: the same data bytes, but the data type differs.
+    if (!softmax) {
+        Config c32 = c;
+        c32.type = PSK_DATA_TYPE_FLOAT32;
+        const auto a32 = makeAttention(ctx, c32);
+        ASSERT_TRUE(a32);
+        PskDecodeStateCreateInfo info{};
+        info.batchSize = B;
+        PskDecodeState s32 = nullptr;
+        ASSERT_EQ(pskCreateDecodeState(a32->handle, &info, &s32), PSK_SUCCESS);
+        EXPECT_EQ(serialize(s32).size(), blob.size());
+        psk::test::sharedLog().clear();
+        EXPECT_EQ(pskRestoreDecodeState(s32, blob.data(), blob.size()), PSK_ERROR_BAD_FILE);
+        psk::test::sharedLog().clear();
+        pskDestroyDecodeState(s32);
+    }
+    pskDestroyDecodeState(s1);
+    pskDestroyDecodeState(s2);
+    pskDestroyDecodeState(s3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Decode16, Decode16MatchesForward,
+                         ::testing::Values(Case16{PSK_DATA_TYPE_FLOAT16, 0}, Case16{PSK_DATA_TYPE_FLOAT16, 1},
+                                           Case16{PSK_DATA_TYPE_FLOAT16, 2}, Case16{PSK_DATA_TYPE_BFLOAT16, 0},
+                                           Case16{PSK_DATA_TYPE_BFLOAT16, 1}, Case16{PSK_DATA_TYPE_BFLOAT16, 2}),
+                         [](const ::testing::TestParamInfo<Case16>& info) {
+                             return std::string(info.param.type == PSK_DATA_TYPE_FLOAT16 ? "f16_" : "bf16_") +
+                                    (info.param.kind == 0 ? "polysketch" : info.param.kind == 1 ? "local_exact" : "softmax");
+                         });
+
+// pskCmdDecodeStep on 16-bit tensors: the host step's rows bit for bit; errors of 16-bit host inputs.
+TEST_F(ContextTest, Decode16CmdStepAndErrors) {
+    for (const PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16})
+        for (int which = 0; which < 3; ++which) {
+            SCOPED_TRACE(std::string(kKindNames[which]) + (type == PSK_DATA_TYPE_FLOAT16 ? " f16" : " bf16"));
+            Config c = kindConfig(which);
+            c.type = type;
+            const auto a = makeAttention(ctx, c);
+            ASSERT_TRUE(a);
+            const uint32_t B = 2, capacity = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 64 : 0, steps = 19;
+            PskDecodeStateCreateInfo ci{};
+            ci.batchSize = B;
+            ci.capacity = capacity;
+            PskDecodeState host = nullptr, app = nullptr;
+            ASSERT_EQ(pskCreateDecodeState(a->handle, &ci, &host), PSK_SUCCESS);
+            ASSERT_EQ(pskCreateDecodeState(a->handle, &ci, &app), PSK_SUCCESS);
+            CmdRig rig(ctx);
+            const size_t elems[4] = {size_t(B) * c.Hq * c.h, size_t(B) * c.Hkv * c.h, size_t(B) * c.Hkv * c.dv, size_t(B) * c.Hq * c.dv};
+            psk::Buffer bufs[4];
+            VkDeviceSize stride[4];
+            for (int i = 0; i < 4; ++i) {
+                stride[i] = rig.aligned(elems[i] * 2);
+                bufs[i] = rig.buffer(stride[i] * steps, i == 3 ? psk::MemoryUsage::HostReadback : psk::MemoryUsage::HostUpload);
+            }
+            std::vector<std::vector<uint16_t>> wants;
+            rig.begin();
+            for (uint32_t t = 0; t < steps; ++t) {  // past a block boundary (b = 16)
+                std::vector<std::vector<uint16_t>> in(3);
+                for (int i = 0; i < 3; ++i) {
+                    in[i] = encode16(psk::test::randomNormal(elems[i], 100 + 3 * t + i), type);
+                    std::memcpy(bufs[i].mapped() + stride[i] * t, in[i].data(), elems[i] * 2);
+                }
+                std::vector<uint16_t> out(elems[3]);
+                ASSERT_EQ(step16(host, in[0], in[1], in[2], out), PSK_SUCCESS);
+                wants.push_back(out);
+                PskCmdDecodeStepInfo info{};
+                PskVulkanTensor* ts[4] = {&info.q, &info.k, &info.v, &info.out};
+                for (int i = 0; i < 4; ++i) {
+                    ts[i]->buffer = bufs[i].handle();
+                    ts[i]->offset = stride[i] * t;
+                    ts[i]->size = elems[i] * 2;
+                }
+                ASSERT_EQ(pskCmdDecodeStep(app, rig.cmd, &info), PSK_SUCCESS);
+            }
+            rig.submit();
+            for (uint32_t t = 0; t < steps; ++t) {
+                std::vector<uint16_t> got(elems[3]);
+                std::memcpy(got.data(), bufs[3].mapped() + stride[3] * t, elems[3] * 2);
+                EXPECT_EQ(got, wants[t]) << "recorded step " << t;
+            }
+            EXPECT_EQ(serialize(host), serialize(app));
+
+            // Errors: a 16-bit NaN or infinity, a short array; nothing consumed.
+            psk::test::MessageLog& log = psk::test::sharedLog();
+            log.clear();
+            std::vector<uint16_t> q16 = encode16(psk::test::randomNormal(elems[0], 1), type),
+                                  k16 = encode16(psk::test::randomNormal(elems[1], 2), type),
+                                  v16 = encode16(psk::test::randomNormal(elems[2], 3), type), out(elems[3]);
+            v16[3] = type == PSK_DATA_TYPE_FLOAT16 ? 0x7C00 : 0x7F80;  // +infinity
+            EXPECT_EQ(step16(host, q16, k16, v16, out), PSK_ERROR_NON_FINITE_INPUT);
+            v16[3] = type == PSK_DATA_TYPE_FLOAT16 ? 0x7E00 : 0x7FC0;  // NaN
+            EXPECT_EQ(step16(host, q16, k16, v16, out), PSK_ERROR_NON_FINITE_INPUT);
+            v16[3] = 0;
+            q16.pop_back();
+            EXPECT_EQ(step16(host, q16, k16, v16, out), PSK_ERROR_BUFFER_TOO_SMALL);
+            q16.push_back(0);
+            uint64_t pos = 0;
+            EXPECT_EQ(pskGetDecodePosition(host, 0, &pos), PSK_SUCCESS);
+            EXPECT_EQ(pos, steps) << "a failed step consumed nothing";
+            EXPECT_EQ(step16(host, q16, k16, v16, out), PSK_SUCCESS);
+            // State-only prefill: the 16-bit arrays are checked too.
+            const uint32_t n = 5;
+            std::vector<uint16_t> pq = encode16(psk::test::randomNormal(size_t(c.Hq) * n * c.h, 4), type),
+                                  pk = encode16(psk::test::randomNormal(size_t(c.Hkv) * n * c.h, 5), type),
+                                  pv = encode16(psk::test::randomNormal(size_t(c.Hkv) * n * c.dv, 6), type);
+            PskDecodePrefillInfo pi{};
+            pi.seqLen = n;
+            pi.q = pq.data();
+            pi.k = pk.data();
+            pi.v = pv.data();
+            pi.qBytes = pq.size() * 2;
+            pi.kBytes = pk.size() * 2;
+            pi.vBytes = pv.size() * 2 - 1;
+            EXPECT_EQ(pskDecodePrefillHost(host, &pi), PSK_ERROR_BUFFER_TOO_SMALL);
+            pi.vBytes = pv.size() * 2;
+            pk[7] = type == PSK_DATA_TYPE_FLOAT16 ? 0xFC00 : 0xFF80;  // -infinity
+            EXPECT_EQ(pskDecodePrefillHost(host, &pi), PSK_ERROR_NON_FINITE_INPUT);
+            EXPECT_EQ(pskGetDecodePosition(host, 0, &pos), PSK_SUCCESS);
+            EXPECT_EQ(pos, steps + 1) << "a failed prefill changed nothing";
+            pk[7] = 0;
+            EXPECT_EQ(pskDecodePrefillHost(host, &pi), PSK_SUCCESS);
+            EXPECT_EQ(pskGetDecodePosition(host, 0, &pos), PSK_SUCCESS);
+            EXPECT_EQ(pos, n);
+            log.clear();
+            pskDestroyDecodeState(host);
+            pskDestroyDecodeState(app);
+        }
 }
 
 }  // namespace

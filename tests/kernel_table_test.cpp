@@ -62,7 +62,8 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::DecodeOutput: return SpecConstants::of(DecodeOutputSpec{});
         case KernelId::DecodeSoftmaxPartial:
         case KernelId::DecodeSoftmaxCombine: return SpecConstants::of(DecodeSoftmaxSpec{});
-        case KernelId::CopyRows: return SpecConstants::of(CopyRowsSpec{});
+        case KernelId::CopyRows:
+        case KernelId::CopyRowsConvert: return SpecConstants::of(CopyRowsSpec{});
         default: return {};
     }
 }

@@ -494,7 +494,8 @@ typedef struct PskForwardHostInfo {
      * the sequences are at different positions; PSK_ERROR_BUFFER_TOO_SMALL when a softmax cache
      * cannot hold the n tokens; PSK_ERROR_TOO_LARGE past a polysketch position of 2^53, or where
      * the call's workspace (pskGetStateWorkspaceSize, which can exceed pskGetWorkspaceSize) does
-     * not fit the device. Only float32 attention objects have decode states.
+     * not fit the device. 16-bit attention objects pass their state too: the call's arrays are
+     * the storage type, the state stays float32.
      * The state is externally synchronized with the attention, as for the decode calls.
      */
     PskDecodeState state;
@@ -604,7 +605,11 @@ PSK_API PskResult pskGetAttentionInfo(PskAttention attention, PskAttentionInfo* 
  * - SOFTMAX (causal only): the baseline, a KV cache of `capacity` tokens per sequence.
  * - POLYNOMIAL and non-causal attention: PSK_ERROR_UNSUPPORTED.
  *
- * Only float32 attention objects decode (PSK_ERROR_UNSUPPORTED otherwise). The attention must
+ * Every storage type decodes. With a FLOAT16 or BFLOAT16 attention, q, k, v and out of prefill,
+ * steps and forwards with a state are that type (uint16_t bit patterns, as the forward takes
+ * them): they are converted to float32 on load and the rows rounded to nearest even on store,
+ * while the state itself (z, the block rows, the KV cache) and its serialized data stay float32;
+ * decoded rows equal the 16-bit forward's within the 16-bit output rounding. The attention must
  * outlive its decode states. A state is externally synchronized together with its attention: no
  * call on the state may run at the same time as another call on the state or on the attention.
  *
@@ -673,7 +678,8 @@ typedef struct PskDecodePrefillInfo {
 PSK_API PskResult pskDecodePrefillHost(PskDecodeState state, const PskDecodePrefillInfo* info);
 
 typedef struct PskDecodeStepInfo {
-    /** One token of every sequence (all B step), float32, dense:
+    /** One token of every sequence (all B step), in the attention's storage type (float, or
+     *  uint16_t bit patterns for FLOAT16 / BFLOAT16, checked for NaN and infinity), dense:
      *  q [B, Hq, h], k [B, Hkv, h], v [B, Hkv, dv]; out [B, Hq, dv] receives row `position` of
      *  every sequence. Sizes in bytes required. */
     const void* q;

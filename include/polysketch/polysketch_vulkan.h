@@ -230,7 +230,9 @@ PSK_API PskResult pskResetCommandDescriptors(PskAttention attention);
 /** One token of every sequence of a decode state, in the app's buffers. */
 typedef struct PskCmdDecodeStepInfo {
     /**
-     * float32, dense (strides must be NULL): q [B, Hq, h], k [B, Hkv, h], v [B, Hkv, dv],
+     * In the attention's storage type (float32, or float16 / bfloat16 elements: the step converts
+     * them to the float32 state on load and rounds out to nearest even), dense (strides must be
+     * NULL): q [B, Hq, h], k [B, Hkv, h], v [B, Hkv, dv],
      * out [B, Hq, dv] (B the state's batchSize). Usage STORAGE_BUFFER; k and v also TRANSFER_SRC
      * (the step copies the new rows into the state). Offsets aligned as in PskVulkanTensor, sizes
      * at least the shape's bytes. out must not overlap q, k or v.

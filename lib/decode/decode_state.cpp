@@ -10,16 +10,26 @@
 #include "decode/polysketch_decoder.hpp"
 #include "decode/softmax_decoder.hpp"
 #include "util/error.hpp"
+#include "util/storage_type.hpp"
 #include "vk/context.hpp"
 
 using namespace psk;
 
 namespace {
 
-void checkFiniteFloats(const char* name, const void* data, size_t count) {
-    const float* p = static_cast<const float*>(data);
+/** Throws NON_FINITE_INPUT when one of `count` elements of the storage type is NaN or infinite. */
+void checkFiniteElements(const char* name, const void* data, size_t count, PskDataType type) {
+    if (type == PSK_DATA_TYPE_FLOAT32) {
+        const float* p = static_cast<const float*>(data);
+        for (size_t i = 0; i < count; ++i)
+            if (!std::isfinite(p[i])) fail(PSK_ERROR_NON_FINITE_INPUT, name, " contains NaN or infinity");
+        return;
+    }
+    // All exponent bits set means infinity or NaN in both 16-bit formats.
+    const uint16_t mask = type == PSK_DATA_TYPE_FLOAT16 ? 0x7C00 : 0x7F80;
+    const uint16_t* p = static_cast<const uint16_t*>(data);
     for (size_t i = 0; i < count; ++i)
-        if (!std::isfinite(p[i])) fail(PSK_ERROR_NON_FINITE_INPUT, name, " contains NaN or infinity");
+        if ((p[i] & mask) == mask) fail(PSK_ERROR_NON_FINITE_INPUT, name, " contains NaN or infinity");
 }
 
 }  // namespace
@@ -31,7 +41,6 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
     if (!polysketch && c.kind != PSK_ATTENTION_KIND_SOFTMAX)
         fail(PSK_ERROR_UNSUPPORTED, "incremental decoding supports POLYSKETCH and SOFTMAX attention, not POLYNOMIAL");
     if (!c.causal) fail(PSK_ERROR_UNSUPPORTED, "incremental decoding needs a CAUSAL attention");
-    if (c.dataType != PSK_DATA_TYPE_FLOAT32) fail(PSK_ERROR_UNSUPPORTED, "incremental decoding supports float32 attention only");
     shape_.batch = info.batchSize ? info.batchSize : 1;
     shape_.Hq = c.numQueryHeads;
     shape_.Hkv = c.numKeyValueHeads;
@@ -80,19 +89,21 @@ uint64_t PskDecodeState_T::position(uint32_t sequence) const {
 
 void PskDecodeState_T::checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const {
     const uint64_t n = info.seqLen;
+    const PskDataType type = attention_->config().dataType;
+    const uint64_t eb = elementBytes(type);
     const struct {
         const char* name;
         const void* pointer;
         size_t given;
         uint64_t needed;
-    } arrays[] = {{"q", info.q, info.qBytes, uint64_t(count) * shape_.Hq * n * shape_.h * 4},
-                  {"k", info.k, info.kBytes, uint64_t(count) * shape_.Hkv * n * shape_.h * 4},
-                  {"v", info.v, info.vBytes, uint64_t(count) * shape_.Hkv * n * shape_.dv * 4}};
+    } arrays[] = {{"q", info.q, info.qBytes, uint64_t(count) * shape_.Hq * n * shape_.h * eb},
+                  {"k", info.k, info.kBytes, uint64_t(count) * shape_.Hkv * n * shape_.h * eb},
+                  {"v", info.v, info.vBytes, uint64_t(count) * shape_.Hkv * n * shape_.dv * eb}};
     for (const auto& a : arrays)
         if (!a.pointer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->", a.name, " must not be NULL");
     for (const auto& a : arrays)
         if (a.given < a.needed) fail(PSK_ERROR_BUFFER_TOO_SMALL, a.name, " holds ", a.given, " bytes; the shape needs ", a.needed);
-    for (const auto& a : arrays) checkFiniteFloats(a.name, a.pointer, a.needed / 4);
+    for (const auto& a : arrays) checkFiniteElements(a.name, a.pointer, a.needed / eb, type);
 }
 
 void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
@@ -157,10 +168,11 @@ void PskDecodeState_T::cmdForward(PskAttention attention, VkCommandBuffer comman
 }
 
 void PskDecodeState_T::stepBytes(uint64_t bytes[4]) const {
-    bytes[0] = uint64_t(shape_.batch) * shape_.Hq * shape_.h * 4;
-    bytes[1] = uint64_t(shape_.batch) * shape_.Hkv * shape_.h * 4;
-    bytes[2] = uint64_t(shape_.batch) * shape_.Hkv * shape_.dv * 4;
-    bytes[3] = uint64_t(shape_.batch) * shape_.Hq * shape_.dv * 4;
+    const uint64_t eb = elementBytes(attention_->config().dataType);  // the attention's storage type
+    bytes[0] = uint64_t(shape_.batch) * shape_.Hq * shape_.h * eb;
+    bytes[1] = uint64_t(shape_.batch) * shape_.Hkv * shape_.h * eb;
+    bytes[2] = uint64_t(shape_.batch) * shape_.Hkv * shape_.dv * eb;
+    bytes[3] = uint64_t(shape_.batch) * shape_.Hq * shape_.dv * eb;
 }
 
 void PskDecodeState_T::checkRoomForStep() const {
@@ -192,7 +204,8 @@ void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
     for (int i = 0; i < 4; ++i)
         if (arrays[i].given < needed[i])
             fail(PSK_ERROR_BUFFER_TOO_SMALL, arrays[i].name, " holds ", arrays[i].given, " bytes; the shape needs ", needed[i]);
-    for (int i = 0; i < 3; ++i) checkFiniteFloats(arrays[i].name, arrays[i].pointer, needed[i] / 4);
+    const PskDataType type = attention_->config().dataType;
+    for (int i = 0; i < 3; ++i) checkFiniteElements(arrays[i].name, arrays[i].pointer, needed[i] / elementBytes(type), type);
     checkRoomForStep();
 
     std::memcpy(qIn_.mapped(), info.q, needed[0]);

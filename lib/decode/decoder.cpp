@@ -9,7 +9,9 @@
 #include "forward/attention.hpp"
 #include "kernels/kernel_table.hpp"
 #include "util/error.hpp"
+#include "util/float16.hpp"
 #include "util/sizes.hpp"
+#include "util/storage_type.hpp"
 #include "vk/context.hpp"
 
 namespace psk {
@@ -25,8 +27,42 @@ Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeSh
       meta_(deviceBuffer(uint64_t(shape.batch) * 2 * 4)) {
     kernel::CopyRowsSpec spec;
     spec.WG = kDecodeWorkgroup;
-    copyRows_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRows, "", attention.config().dataType, spec,
+    const PskDataType type = attention.config().dataType;
+    copyRows_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRows, "", type, spec,
                                                              "state passing: rows between strided tensors"));
+    eb_ = psk::elementBytes(type);
+    if (type != PSK_DATA_TYPE_FLOAT32) {
+        toF32_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRowsConvert, "to_f32", type, spec,
+                                                              "16-bit decoding: storage type to the float32 state"));
+        fromF32_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRowsConvert, "from_f32", type, spec,
+                                                                "16-bit decoding: float32 rows to the storage type"));
+        const VkDeviceSize align = std::max<VkDeviceSize>(context().caps().limits().minStorageBufferOffsetAlignment, 4);
+        const uint64_t floats[4] = {uint64_t(batch_) * Hq_ * h_, uint64_t(batch_) * Hkv_ * h_, uint64_t(batch_) * Hkv_ * dv_,
+                                    uint64_t(batch_) * Hq_ * dv_};
+        VkDeviceSize cursor = 0;
+        for (int i = 0; i < 4; ++i) {
+            stepF32Offset_[i] = cursor;
+            cursor = alignUp(cursor + floats[i] * 4, align);
+        }
+        stepF32_ = deviceBuffer(cursor);
+    }
+}
+
+BufferRange Decoder::stepF32(Recorder& rec, const BufferRange& src, int which, uint32_t rows, uint32_t dim) const {
+    if (!stepF32_) return src;
+    const BufferRange f32{stepF32_.handle(), stepF32Offset_[which], VkDeviceSize(rows) * dim * 4};
+    if (which != 3) {
+        const PskTensorStrides dense{0, 0, dim};
+        recordCopyRows(rec, {src, 0, dense}, {f32, 0, dense}, 1, 1, rows, dim, RowConvert::ToF32);
+    }
+    return f32;
+}
+
+void Decoder::recordStepOut(Recorder& rec, const BufferRange& out, uint32_t rows, uint32_t dim) const {
+    if (!stepF32_) return;
+    const BufferRange f32{stepF32_.handle(), stepF32Offset_[3], VkDeviceSize(rows) * dim * 4};
+    const PskTensorStrides dense{0, 0, dim};
+    recordCopyRows(rec, {f32, 0, dense}, {out, 0, dense}, 1, 1, rows, dim, RowConvert::FromF32);
 }
 
 PskContext_T& Decoder::context() const { return *attention_.context(); }
@@ -56,7 +92,7 @@ void Decoder::recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) c
 }
 
 void Decoder::recordCopyRows(Recorder& rec, const RowTensor& src, const RowTensor& dst, uint32_t batch, uint32_t heads,
-                             uint32_t rows, uint32_t dim) const {
+                             uint32_t rows, uint32_t dim, RowConvert convert) const {
     if (!rows || !dim || !batch || !heads) return;
     const VkPhysicalDeviceLimits& limits = context().caps().limits();
     const uint64_t groups = ceilDiv(uint64_t(rows) * dim, kDecodeWorkgroup);
@@ -75,9 +111,12 @@ void Decoder::recordCopyRows(Recorder& rec, const RowTensor& src, const RowTenso
     push.dst = pushStrides(dst.strides);
     // Batch entries per dispatch: as many as the z dimension allows.
     const uint32_t perDispatch = std::max<uint32_t>(1, std::min<uint32_t>(batch, limits.maxComputeWorkGroupCount[2] / heads));
+    const VkPipeline pipeline = convert == RowConvert::ToF32 && toF32_     ? toF32_
+                                : convert == RowConvert::FromF32 && fromF32_ ? fromF32_
+                                                                           : copyRows_;
     for (uint32_t b0 = 0; b0 < batch; b0 += perDispatch) {
         push.batch_base = b0;
-        rec.dispatch(copyRows_, {reads(src.binding), writes(dst.binding)}, &push, sizeof(push), groupsX, uint32_t(groupsY),
+        rec.dispatch(pipeline, {reads(src.binding), writes(dst.binding)}, &push, sizeof(push), groupsX, uint32_t(groupsY),
                      std::min(perDispatch, batch - b0) * heads);
     }
 }
@@ -120,14 +159,21 @@ PskForwardHostInfo promptForwardInfo(const PskDecodePrefillInfo& info, uint32_t 
 }
 
 std::vector<float> gatherRows(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0,
-                              uint32_t rows, uint32_t dim) {
+                              uint32_t rows, uint32_t dim, PskDataType type) {
     std::vector<float> out(size_t(batch) * heads * rows * dim);
-    const float* src = static_cast<const float*>(data);
     size_t o = 0;
     for (uint32_t b = 0; b < batch; ++b)
         for (uint32_t hd = 0; hd < heads; ++hd)
-            for (uint32_t t = t0; t < t0 + rows; ++t, o += dim)
-                std::memcpy(&out[o], src + b * s.batch + hd * s.head + uint64_t(t) * s.token, dim * sizeof(float));
+            for (uint32_t t = t0; t < t0 + rows; ++t, o += dim) {
+                const uint64_t at = b * uint64_t(s.batch) + hd * uint64_t(s.head) + uint64_t(t) * s.token;
+                if (type == PSK_DATA_TYPE_FLOAT32) {
+                    std::memcpy(&out[o], static_cast<const float*>(data) + at, dim * sizeof(float));
+                } else {
+                    const uint16_t* src = static_cast<const uint16_t*>(data) + at;
+                    for (uint32_t d = 0; d < dim; ++d)
+                        out[o + d] = type == PSK_DATA_TYPE_FLOAT16 ? halfToFloat(src[d]) : bf16ToFloat(src[d]);
+                }
+            }
     return out;
 }
 

@@ -100,8 +100,29 @@ protected:
         uint64_t base = 0;  // elements from the binding's start to row 0 of (batch 0, head 0)
         PskTensorStrides strides{};
     };
+    /**
+     * The element types of a row copy: both the storage type, storage type to float32 (exact), or
+     * float32 to the storage type (rounded to nearest even, as the forward stores):
+     * copy_rows_convert. For a float32 attention all three are the plain copy.
+     */
+    enum class RowConvert { None, ToF32, FromF32 };
     void recordCopyRows(Recorder& rec, const RowTensor& src, const RowTensor& dst, uint32_t batch, uint32_t heads, uint32_t rows,
-                        uint32_t dim) const;
+                        uint32_t dim, RowConvert convert = RowConvert::None) const;
+
+    /** Whether the attention stores 16-bit elements (float16, bfloat16): step tensors are then converted. */
+    bool sixteenBit() const { return eb_ != 4; }
+    /** Bytes of one element of the attention's storage type. */
+    size_t storageBytes() const { return eb_; }
+    /**
+     * A step tensor in float32 (which: 0 q, 1 k, 2 v, 3 out; `src` dense with `rows` rows of `dim`
+     * elements): `src` itself for a float32 attention; for a 16-bit one its float32 copy in the
+     * state's step scratch, the conversion recorded here (except for out, which is only placed).
+     */
+    BufferRange stepF32(Recorder& rec, const BufferRange& src, int which, uint32_t rows, uint32_t dim) const;
+    /** After a step computed out in float32 (stepF32(.., 3, ..)): rounds it into `out` (16-bit only). */
+    void recordStepOut(Recorder& rec, const BufferRange& out, uint32_t rows, uint32_t dim) const;
+    /** Bytes of the 16-bit step's float32 scratch (0 for float32). */
+    VkDeviceSize stepF32Bytes() const { return stepF32_ ? stepF32_.size() : 0; }
 
     PskAttention_T& attention_;
     Submitter& submitter_;  // the state's: for the submissions of prefill, reset, creation
@@ -110,6 +131,12 @@ protected:
     // block | key count] then [rows to fold].
     Buffer meta_;
     VkPipeline copyRows_ = VK_NULL_HANDLE;  // copy_rows.comp, the attention's storage type
+    // copy_rows_convert: storage type -> float32 and back (16-bit attention objects only).
+    VkPipeline toF32_ = VK_NULL_HANDLE, fromF32_ = VK_NULL_HANDLE;
+    size_t eb_ = 4;
+    // 16-bit: float32 copies of a step's q, k, v, out, each region aligned to a storage offset.
+    Buffer stepF32_;
+    VkDeviceSize stepF32Offset_[4] = {};
 };
 
 /**
@@ -129,8 +156,11 @@ Buffer decodeHostBuffer(Allocator& allocator, VkDeviceSize bytes, MemoryUsage us
 /** The attention's forward call over a prefill's prompt (its arrays and sizes, `count` sequences). */
 PskForwardHostInfo promptForwardInfo(const PskDecodePrefillInfo& info, uint32_t count);
 
-/** Copies rows [t0, t0 + rows) of every (b, head) of a strided host tensor into dense [b][head][rows][dim]. */
+/**
+ * Copies rows [t0, t0 + rows) of every (b, head) of a strided host tensor of `type` elements into
+ * dense float32 [b][head][rows][dim] (16-bit elements widened exactly).
+ */
 std::vector<float> gatherRows(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0,
-                              uint32_t rows, uint32_t dim);
+                              uint32_t rows, uint32_t dim, PskDataType type);
 
 }  // namespace psk

@@ -35,17 +35,20 @@ namespace {
 using FoldPush = kernel::DecodeFoldPush;
 using OutputPush = kernel::DecodeOutputPush;
 
-/** Tokens [t0, t0 + rows) of every (b, head) of a host tensor, as a dense tensor of `rows` tokens in `layout`. */
-std::vector<float> gatherTokens(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0, uint32_t rows,
-                                uint32_t dim, PskLayout layout) {
+/**
+ * Tokens [t0, t0 + rows) of every (b, head) of a host tensor of `eb`-byte elements, as a dense
+ * tensor of `rows` tokens in `layout` (the elements copied as they are).
+ */
+std::vector<uint8_t> gatherTokens(const void* data, const PskTensorStrides& s, uint32_t batch, uint32_t heads, uint32_t t0,
+                                  uint32_t rows, uint32_t dim, PskLayout layout, size_t eb) {
     const PskTensorStrides d = defaultStrides(layout, heads, rows, dim);
-    std::vector<float> out(size_t(batch) * heads * rows * dim);
-    const float* src = static_cast<const float*>(data);
+    std::vector<uint8_t> out(size_t(batch) * heads * rows * dim * eb);
+    const uint8_t* src = static_cast<const uint8_t*>(data);
     for (uint32_t b = 0; b < batch; ++b)
         for (uint32_t hd = 0; hd < heads; ++hd)
             for (uint32_t t = 0; t < rows; ++t)
-                std::memcpy(&out[b * d.batch + hd * d.head + uint64_t(t) * d.token],
-                            src + b * s.batch + hd * s.head + uint64_t(t0 + t) * s.token, dim * sizeof(float));
+                std::memcpy(&out[(b * uint64_t(d.batch) + hd * uint64_t(d.head) + uint64_t(t) * d.token) * eb],
+                            src + (b * uint64_t(s.batch) + hd * uint64_t(s.head) + uint64_t(t0 + t) * s.token) * eb, dim * eb);
     return out;
 }
 
@@ -125,7 +128,7 @@ void PolysketchDecoder::prefill(const PskDecodePrefillInfo& info, uint32_t count
 void PolysketchDecoder::recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
                                            uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging, Buffer& prefix) {
     const uint32_t t = ceilDiv(n, b_), lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
-    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_);
+    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_, attention_.config().dataType);
     staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
     std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
     recordAbsorb(rec, forward, {staging.handle(), 0, staging.size()}, count, n, s0, accumulate, false, prefix);
@@ -219,11 +222,12 @@ void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint3
     if (const char* cap = std::getenv("PSK_DECODE_PREFILL_CHUNK"))
         if (const unsigned long tokens = std::strtoul(cap, nullptr, 10)) chunk = std::min<uint64_t>(chunk, std::max<uint64_t>(b_, tokens / b_ * b_));
     while (chunk > b_ && !fits(chunk)) chunk = std::max(b_, (chunk / 2) / b_ * b_);
+    const size_t eb = storageBytes();
     const PskTensorStrides qS = defaultStrides(c.layout, Hq_, n, h_), kS = defaultStrides(c.layout, Hkv_, n, h_),
                            vS = defaultStrides(c.layout, Hkv_, n, dv_);
     for (uint32_t t0 = 0; t0 < n; t0 += chunk) {
         const uint32_t rows = std::min(chunk, n - t0);
-        std::vector<float> q, k, v;
+        std::vector<uint8_t> q, k, v;
         PskForwardHostInfo fwd{};
         fwd.batchSize = count;
         fwd.seqLen = rows;
@@ -232,17 +236,17 @@ void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint3
             fwd.k = info.k;
             fwd.v = info.v;
         } else {
-            q = gatherTokens(info.q, qS, count, Hq_, t0, rows, h_, c.layout);
-            k = gatherTokens(info.k, kS, count, Hkv_, t0, rows, h_, c.layout);
-            v = gatherTokens(info.v, vS, count, Hkv_, t0, rows, dv_, c.layout);
+            q = gatherTokens(info.q, qS, count, Hq_, t0, rows, h_, c.layout, eb);
+            k = gatherTokens(info.k, kS, count, Hkv_, t0, rows, h_, c.layout, eb);
+            v = gatherTokens(info.v, vS, count, Hkv_, t0, rows, dv_, c.layout, eb);
             fwd.q = q.data();
             fwd.k = k.data();
             fwd.v = v.data();
         }
-        fwd.qBytes = size_t(count) * Hq_ * rows * h_ * 4;
-        fwd.kBytes = size_t(count) * Hkv_ * rows * h_ * 4;
-        fwd.vBytes = size_t(count) * Hkv_ * rows * dv_ * 4;
-        std::vector<uint8_t> scratch(size_t(count) * Hq_ * rows * dv_ * 4);  // rows not wanted
+        fwd.qBytes = size_t(count) * Hq_ * rows * h_ * eb;
+        fwd.kBytes = size_t(count) * Hkv_ * rows * h_ * eb;
+        fwd.vBytes = size_t(count) * Hkv_ * rows * dv_ * eb;
+        std::vector<uint8_t> scratch(size_t(count) * Hq_ * rows * dv_ * eb);  // rows not wanted
         fwd.out = scratch.data();
         fwd.outBytes = scratch.size();
         Buffer staging, prefix;
@@ -284,14 +288,18 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
     auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
     const BufferRange z{z_.handle(), 0, z_.size()};
     const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup);
-    // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k').
+    // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k'), reading q and
+    //    k in the storage type as the forward does. A 16-bit attention's v row joins the float32
+    //    state converted (exactly), and out is computed in float32 then rounded.
     recordStepFeatures(rec, t, g1, ws);
+    const BufferRange v = stepF32(rec, t.v, 2, slots, dv_);
+    const BufferRange out = stepF32(rec, t.out, 3, batch_ * Hq_, dv_);
     // 2. The new token joins the state: its phi(k)[v | 1] into z (sketched local) or into the
     //    running sum h of the unfinished block (local exact), whose k' and v rows are also kept.
     {
         const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0, 0, 0};
         const BufferRange dst = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
-        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(t.v), reads(res.pairs), reads(meta), writes(dst)}, &push, sizeof(push),
+        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(v), reads(res.pairs), reads(meta), writes(dst)}, &push, sizeof(push),
                      foldGroups, 1, slots);
     }
     if (local_)
@@ -299,7 +307,7 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
             const VkDeviceSize row = VkDeviceSize(i) * b_ + positions[i / Hkv_] % b_;
             rec.copy({stepWorkspace_.handle(), ws.kLocal.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
                      {blockK_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
-            rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
+            rec.copy({v.buffer, v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
                      {blockV_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
         }
     // 3. The output rows.
@@ -309,8 +317,9 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
     const OutputPush push{F_, Hq_, Hkv_, Hq_ / Hkv_, 0};
     rec.dispatch(output_,
                  {reads(qSketch), reads(local_ ? sub(ws.qLocal) : qSketch), reads(z), reads(res.pairs), reads(bk), reads(bv), reads(meta),
-                  writes(t.out)},
+                  writes(out)},
                  &push, sizeof(push), Hq_, batch_);
+    recordStepOut(rec, t.out, batch_ * Hq_, dv_);
     // 4. Local exact: the sums h of blocks this token completed move into z (z += h, then h = 0),
     //    a cost of F (dv + 1) per head, the same as a step's own fold: no step of the block
     //    cycle folds b rows at once.
@@ -442,9 +451,15 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
             rec.fill({work, fwd.q.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
         for (uint32_t i = 0; i < slots; ++i) {
             rec.fill({work, fwd.k.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
-            rec.copy({blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, VkDeviceSize(p0) * dv_ * 4},
-                     {work, fwd.v.offset + VkDeviceSize(i) * m * dv_ * eb, VkDeviceSize(p0) * dv_ * eb}, VkDeviceSize(p0) * dv_ * 4);
+            if (eb == 4)
+                rec.copy({blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, VkDeviceSize(p0) * dv_ * 4},
+                         {work, fwd.v.offset + VkDeviceSize(i) * m * dv_ * eb, VkDeviceSize(p0) * dv_ * eb}, VkDeviceSize(p0) * dv_ * 4);
         }
+        // A 16-bit attention: the state's float32 v rows go into the staged tensor rounded to the
+        // storage type (they were converted exactly from it when they entered the state).
+        if (eb != 4)
+            recordCopyRows(rec, {{blockV_.handle(), 0, blockV_.size()}, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}},
+                           {fwd.v, 0, dense[2]}, count, Hkv_, p0, dv_, RowConvert::FromF32);
         // Rows [p0, m): the call's.
         const Decoder::RowTensor from[3] = {{t.q, 0, t.geometry.q.strides}, {t.k, 0, t.geometry.k.strides}, {t.v, 0, t.geometry.v.strides}};
         const BufferRange to[3] = {fwd.q, fwd.k, fwd.v};
@@ -470,7 +485,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     const BufferRange vLast = at(L.vLast);
     const PskTensorStrides lastStrides = defaultStrides(PSK_LAYOUT_BHND, Hkv_, lastRows, dv_);
     recordCopyRows(rec, {fwd.v, uint64_t(lastBegin) * L.geometry.v.strides.token, L.geometry.v.strides}, {vLast, 0, lastStrides}, count,
-                   Hkv_, lastRows, dv_);
+                   Hkv_, lastRows, dv_, RowConvert::ToF32);
     Buffer unused;
     recordAbsorb(rec, fwd, vLast, count, m, s0, false, L.staged && L.ws.blocks == 1, unused);
 }

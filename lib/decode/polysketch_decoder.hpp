@@ -36,7 +36,7 @@ public:
     PolysketchDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape);
 
     uint64_t stateBytes() const override;
-    VkDeviceSize stepScratchBytes() const override { return stepWorkspace_.size(); }
+    VkDeviceSize stepScratchBytes() const override { return stepWorkspace_.size() + stepF32Bytes(); }
     void prefill(const PskDecodePrefillInfo& info, uint32_t count) override;
     void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
     void reset(uint32_t sequence) override;

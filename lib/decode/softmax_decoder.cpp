@@ -64,8 +64,9 @@ void SoftmaxDecoder::prefill(const PskDecodePrefillInfo& info, uint32_t count) {
     const uint32_t n = info.seqLen, s0 = info.firstSequence * Hkv_, slots = count * Hkv_;
     const PskTensorStrides kStrides = defaultStrides(c.layout, Hkv_, n, h_);
     const PskTensorStrides vStrides = defaultStrides(c.layout, Hkv_, n, dv_);
-    const std::vector<float> K = gatherRows(info.k, kStrides, count, Hkv_, 0, n, h_);
-    const std::vector<float> V = gatherRows(info.v, vStrides, count, Hkv_, 0, n, dv_);
+    // float32 cache rows (16-bit elements widened exactly).
+    const std::vector<float> K = gatherRows(info.k, kStrides, count, Hkv_, 0, n, h_, c.dataType);
+    const std::vector<float> V = gatherRows(info.v, vStrides, count, Hkv_, 0, n, dv_, c.dataType);
     Buffer staging = hostBuffer((K.size() + V.size()) * 4, MemoryUsage::HostUpload);
     std::memcpy(staging.mapped(), K.data(), K.size() * 4);
     std::memcpy(staging.mapped() + K.size() * 4, V.data(), V.size() * 4);
@@ -92,17 +93,20 @@ void SoftmaxDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::
 
     kernel::DecodeSoftmaxPush push{Hq_, Hkv_, Hq_ / Hkv_, capacity_, maxChunks_, 0, attention_.config().scale, uint32_t(kSlot_),
                                    uint32_t(vSlot_), 0, 0, 0};
+    // A 16-bit attention's q, k, v rows in float32 (exact), its out computed in float32 then rounded.
+    const BufferRange q = stepF32(rec, t.q, 0, batch_ * Hq_, h_), k = stepF32(rec, t.k, 1, slots, h_),
+                      v = stepF32(rec, t.v, 2, slots, dv_), out = stepF32(rec, t.out, 3, batch_ * Hq_, dv_);
     for (uint32_t i = 0; i < slots; ++i) {
         const VkDeviceSize pos = positions[i / Hkv_];
-        rec.copy({t.k.buffer, t.k.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
+        rec.copy({k.buffer, k.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
                  {kCache_.handle(), (i * kSlot_ + pos * h_) * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
-        rec.copy({t.v.buffer, t.v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
+        rec.copy({v.buffer, v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
                  {vCache_.handle(), (i * vSlot_ + pos * dv_) * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
     }
     const BufferRange partials{partials_.handle(), 0, partials_.size()};
     if (wholeCache_) {
         rec.dispatch(partial_,
-                     {reads(t.q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}), reads(meta),
+                     {reads(q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}), reads(meta),
                       writes(partials)},
                      &push, sizeof(push), ceilDiv(longest, chunk_), Hq_, batch_);
     } else {
@@ -112,13 +116,14 @@ void SoftmaxDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::
             push.q_head_base = (i % Hkv_) * push.head_ratio;
             push.slot_base = i;
             rec.dispatch(partial_,
-                         {reads(t.q), reads({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
+                         {reads(q), reads({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
                           reads({vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4}), reads(meta), writes(partials)},
                          &push, sizeof(push), ceilDiv(positions[i / Hkv_] + 1, chunk_), push.head_ratio, 1);
         }
         push.seq_base = push.q_head_base = push.slot_base = 0;
     }
-    rec.dispatch(combine_, {reads(partials), reads(meta), writes(t.out)}, &push, sizeof(push), Hq_, batch_);
+    rec.dispatch(combine_, {reads(partials), reads(meta), writes(out)}, &push, sizeof(push), Hq_, batch_);
+    recordStepOut(rec, t.out, batch_ * Hq_, dv_);
 }
 
 void SoftmaxDecoder::forEachBlobRegion(const std::vector<uint64_t>& positions,
@@ -152,8 +157,8 @@ void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_
             const uint64_t slot = uint64_t(first + b) * Hkv_ + hd;
             const PskTensorStrides& ks = t.geometry.k.strides;
             const PskTensorStrides& vs = t.geometry.v.strides;
-            recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, n), 0, kDense}, 1, 1, n, h_);
-            recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, n), 0, vDense}, 1, 1, n, dv_);
+            recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, n), 0, kDense}, 1, 1, n, h_, RowConvert::ToF32);
+            recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, n), 0, vDense}, 1, 1, n, dv_, RowConvert::ToF32);
         }
 }
 

@@ -14,7 +14,7 @@ public:
 
     uint64_t stateBytes() const override;
     uint32_t capacity() const override { return capacity_; }
-    VkDeviceSize stepScratchBytes() const override { return partials_.size(); }
+    VkDeviceSize stepScratchBytes() const override { return partials_.size() + stepF32Bytes(); }
     void prefill(const PskDecodePrefillInfo& info, uint32_t count) override;
     void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
     /** Nothing to clear: the position bounds what is read. */

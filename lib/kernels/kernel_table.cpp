@@ -49,6 +49,8 @@ constexpr KernelInfo kKernels[] = {
      "DecodeSoftmaxSpec", "DecodeSoftmaxPush", "decoding baseline: combine the partials"},
     {KernelId::CopyRows, "copy_rows", "copy_rows.comp", KernelImpl::Generic, "storage", "CopyRowsSpec", "CopyRowsPush",
      "state passing: rows between strided tensors"},
+    {KernelId::CopyRowsConvert, "copy_rows_convert", "copy_rows.comp", KernelImpl::Generic, "to_f32|from_f32 storage",
+     "CopyRowsSpec", "CopyRowsPush", "16-bit decoding: rows between the storage type and the float32 state"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

@@ -37,6 +37,7 @@ enum class KernelId : uint8_t {
     DecodeSoftmaxPartial,  // decoding baseline: KV-cache attention, partial pass
     DecodeSoftmaxCombine,  //   ... and the pass that combines the partials
     CopyRows,              // strided row copies (forward calls with a decode state)
+    CopyRowsConvert,       //   ... converting between the storage type and float32 (16-bit decoding)
     Count
 };
 

@@ -600,15 +600,21 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
         const size_t qn = size_t(c.batch) * c.heads * c.headDim, kn = size_t(c.batch) * c.kvHeads * c.headDim,
                      vn = size_t(c.batch) * c.kvHeads * c.valueDim, on = size_t(c.batch) * c.heads * c.valueDim;
         const uint32_t distinct = 8;
-        std::vector<float> q(qn * distinct), k(kn * distinct), v(vn * distinct), out(on);
+        std::vector<float> q(qn * distinct), k(kn * distinct), v(vn * distinct);
         fillRandom(q, 11);
         fillRandom(k, 12);
         fillRandom(v, 13);
+        // The step takes the attention's storage type (uint16_t bit patterns for f16 and bf16).
+        const size_t e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
+        const std::vector<uint8_t> qb = psk::storage::encode(q, c.dtype), kb = psk::storage::encode(k, c.dtype),
+                                   vb = psk::storage::encode(v, c.dtype);
+        std::vector<uint8_t> out(on * e);
         PskForwardStats stats{};
         for (uint32_t step = 0; step < total; ++step) {
             progress.show(index, what, step + 1, total);
             const uint32_t t = step % distinct;
-            PskDecodeStepInfo di{q.data() + t * qn, k.data() + t * kn, v.data() + t * vn, out.data(), qn * 4, kn * 4, vn * 4, on * 4, &stats};
+            PskDecodeStepInfo di{qb.data() + t * qn * e, kb.data() + t * kn * e, vb.data() + t * vn * e, out.data(),
+                                 qn * e, kn * e, vn * e, on * e, &stats};
             r = pskDecodeStepHost(state, &di);
             if (r != PSK_SUCCESS) {
                 res.reason = sink.describe(r);
