@@ -64,6 +64,11 @@ std::string name(const BaselineCase& c);
 /** The full sweep: every kind x storage type x mask, n from 1 to 8217 (two key chunks), head dims
  *  16 to 256, layouts, grouped-query heads, batches, custom strides. */
 std::vector<BaselineCase> baselineSweep();
+/** The float32 shapes of baselineSweep up to n = 1000 (n = 1, below a key tile, not a multiple of
+ *  it, several key chunks on a CPU driver's emulated kernel, GQA, batches, layouts, odd head dims,
+ *  custom strides) in 16-bit storage, float16 and bfloat16 in turn: the sweep the cooperative
+ *  kernel (16-bit storage only) is held to; n = 8217 is left out (the emulated backend is slow). */
+std::vector<BaselineCase> baselineSweep16();
 /** A few small cases of the same (psk conformance --quick): both kinds, both masks, every storage
  *  type, n = 1, odd n, several key tiles, grouped-query heads, BNHD, custom strides. */
 std::vector<BaselineCase> baselineQuick();

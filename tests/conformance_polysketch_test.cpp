@@ -173,26 +173,36 @@ TEST_F(ContextTest, PolysketchWorkspaceIsLinearInN) {
 // without it the CI device (no cooperative matrices) must not, so neither run passes by running
 // the other's kernels.
 TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
-    for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
-        PskAttentionCreateInfo info{};
-        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
-        info.flags = PSK_ATTENTION_CAUSAL_BIT;
-        info.headDim = 32;
-        info.dataType = type;
-        PskAttention attn = nullptr;
-        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
-        size_t size = 0;
-        ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
-        std::string plan(size, '\0');
-        ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
-        pskDestroyAttention(attn);
-        const bool coop = plan.find("_coopmat.") != std::string::npos;
-        if (psk::coopMatEmulationRequested() && type != PSK_DATA_TYPE_FLOAT32) {
-            const std::string variant = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16.bf16" : "emu_f16.f16";
-            for (const char* kernel : {"block_states_coopmat.", "polysketch_output_coopmat."})
-                EXPECT_NE(plan.find(kernel + variant), std::string::npos) << plan;
-        } else {
-            EXPECT_FALSE(coop) << plan;  // float32 storage keeps float32 operands; lavapipe has no cooperative matrices
+    // Polysketch (block states and output) and the baselines (softmax, exact polynomial: one kernel).
+    for (PskAttentionKind kind : {PSK_ATTENTION_KIND_POLYSKETCH, PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL}) {
+        for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
+            PskAttentionCreateInfo info{};
+            info.kind = kind;
+            info.flags = PSK_ATTENTION_CAUSAL_BIT;
+            info.headDim = 32;
+            info.dataType = type;
+            PskAttention attn = nullptr;
+            ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+            size_t size = 0;
+            ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
+            std::string plan(size, '\0');
+            ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
+            pskDestroyAttention(attn);
+            const bool coop = plan.find("_coopmat.") != std::string::npos;
+            if (psk::coopMatEmulationRequested() && type != PSK_DATA_TYPE_FLOAT32) {
+                const std::string operand = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
+                const std::string storage = type == PSK_DATA_TYPE_BFLOAT16 ? ".bf16" : ".f16";
+                if (kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+                    for (const char* kernel : {"block_states_coopmat.", "polysketch_output_coopmat."})
+                        EXPECT_NE(plan.find(kernel + operand + storage), std::string::npos) << plan;
+                } else {
+                    const char* k = kind == PSK_ATTENTION_KIND_SOFTMAX ? "_softmax" : "_polynomial";
+                    EXPECT_NE(plan.find("attention_tiled_coopmat." + operand + k + storage), std::string::npos) << plan;
+                    EXPECT_EQ(plan.find("attention_tiled."), std::string::npos) << plan;
+                }
+            } else {
+                EXPECT_FALSE(coop) << plan;  // float32 storage keeps float32 operands; lavapipe has no cooperative matrices
+            }
         }
     }
 }

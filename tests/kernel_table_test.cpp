@@ -47,6 +47,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
     using namespace psk::kernel;
     switch (id) {
         case KernelId::AttentionTiled: return SpecConstants::of(AttentionTiledSpec{});
+        case KernelId::AttentionTiledCoopMat: return SpecConstants::of(AttentionTiledCoopMatSpec{});
         case KernelId::SketchFeatures: return SpecConstants::of(SketchFeaturesSpec{});
         case KernelId::SketchFeaturesTeam: return SpecConstants::of(SketchFeaturesTeamSpec{});
         case KernelId::BlockStates: return SpecConstants::of(BlockStatesSpec{});

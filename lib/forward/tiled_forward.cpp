@@ -2,20 +2,171 @@
 
 #include <algorithm>
 
+#include "forward/polysketch_plan.hpp"
 #include "util/error.hpp"
 #include "util/sizes.hpp"
 #include "vk/context.hpp"
+#include "vk/coopmat_selection.hpp"
+#include "vk/device_caps.hpp"
 
 namespace psk {
 
+uint32_t attentionTiledCoopMatSharedBytes(const kernel::AttentionTiledCoopMatSpec& s, bool emulated) {
+    // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
+    const uint32_t tileM = s.SG_M * s.CM_M, nc = ceilDiv(s.VALUE_DIM, s.CM_N) * s.CM_N, pad = 8;
+    const uint32_t subgroups = s.SG_M * s.SG_N;
+    const uint32_t operands = tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) + tileM * (s.KEY_TILE + pad) +
+                              s.KEY_TILE * (nc + pad);
+    const uint32_t fPool = std::max(tileM * (s.KEY_TILE + 4), subgroups * s.CM_M * s.CM_N);
+    const uint32_t exchange = emulated ? subgroups * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
+    return (emulated ? 4 : 2) * operands + 4 * (fPool + tileM * s.VALUE_DIM + 4 * tileM + 3 + exchange);
+}
+
+uint32_t attentionTiledCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionTiledCoopMatSpec& s, uint32_t subgroupSize) {
+    // The emulated backend walks matrix elements in per-lane loops: a load of an r x c matrix costs
+    // r c / lanes iterations, a product (M K + K N + M N) / lanes. Counted per invocation and key
+    // tile, with every loop of the kernel that is not unrolled.
+    const uint32_t lanes = std::max<uint32_t>(1, subgroupSize), m = s.CM_M, n = s.CM_N, k = s.CM_K;
+    const uint32_t loadA = ceilDiv(m * k, lanes), loadB = ceilDiv(k * n, lanes);
+    const uint32_t product = ceilDiv(m * k + k * n + m * n, lanes), tile = ceilDiv(m * n, lanes);
+    const uint32_t nt = ceilDiv(s.VALUE_DIM, n), wn = std::min(s.WN, nt), su = ceilDiv(s.KEY_TILE / n, s.SG_N);
+    const uint32_t scores = ceilDiv(s.HEAD_DIM, s.WIDTH_CHUNK) + ceilDiv(s.HEAD_DIM, k) * (loadA + su * (loadB + product)) + su * tile;
+    const uint32_t weighted = s.KEY_TILE / k * (loadA + wn * (loadB + product)) + wn * 2 * tile;
+    // The element-wise loops over the key tile (maxima, V and K staging; Q when it takes several
+    // width steps), strided by the workgroup.
+    const uint32_t threads = s.SG_M * s.SG_N * lanes, tileM = s.SG_M * s.CM_M, steps = ceilDiv(s.HEAD_DIM, s.WIDTH_CHUNK);
+    const uint32_t staging = ceilDiv(s.KEY_TILE * s.HEAD_DIM, threads) + ceilDiv(s.KEY_TILE * s.VALUE_DIM, threads) +
+                             ceilDiv(s.KEY_TILE * nt * n, threads) +
+                             steps * (ceilDiv(s.KEY_TILE * s.WIDTH_CHUNK, threads) + (steps > 1 ? ceilDiv(tileM * s.WIDTH_CHUNK, threads) : 0));
+    return 1 + scores + weighted + staging;
+}
+
+uint32_t attentionTiledCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionTiledCoopMatSpec& s, uint32_t subgroupSize) {
+    // Once per dispatch: the row state in, the query maxima (and Q once), the output or state out.
+    const uint32_t threads = s.SG_M * s.SG_N * std::max<uint32_t>(1, subgroupSize), tileM = s.SG_M * s.CM_M;
+    return ceilDiv(tileM * (2 * s.VALUE_DIM + 2 * s.HEAD_DIM), threads);
+}
+
+namespace {
+
+// Loop iterations per invocation the emulated cooperative kernel may take on a CPU driver: half of
+// llvmpipe's 65535 (the count is an estimate), as polysketch_plan.cpp's budget.
+constexpr uint32_t kEmulatedLoopBudget = 32768;
+
+/**
+ * Tiling of attention_tiled_coopmat.comp for one M x N x K shape. Emulated (lavapipe): one row
+ * group of 16 rows, the value tiles over up to 8 subgroups (the emulated product costs per element
+ * and llvmpipe counts every loop iteration), keys 32 at a time. Hardware: 4 row groups (64 query
+ * rows) down to 1, 64 keys per step, the value tiles over subgroups of up to 4 tiles each (an
+ * initial tiling, not yet tuned on a GPU). Shrinks (value-tile subgroups, row groups, key tile,
+ * width step) until the shared memory fits; false if nothing does.
+ */
+bool planAttentionTiledCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t maxInvocations, bool emulated,
+                               const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionTiledCoopMatSpec& spec) {
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = c.valueDim;
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    spec.CM_M = m;
+    spec.CM_N = n;
+    spec.CM_K = k;
+    const uint32_t nt = ceilDiv(c.valueDim, n);
+    const uint32_t keyStep = n % k == 0 ? n : k % n == 0 ? k : n * k;  // KEY_TILE: a multiple of CM_N and CM_K
+    const uint32_t keyMax = std::max(keyStep, (emulated ? 32u : 64u) / keyStep * keyStep);
+    const uint32_t widthMax = std::min(ceilDiv(c.headDim, k) * k, std::max(k, (emulated ? 64u : 128u) / k * k));
+    auto shrink = [](uint32_t v, uint32_t step) { return v / 2 >= step && (v / 2) % step == 0 ? v / 2 : v - step; };
+    // Subgroups along the value tiles: emulated up to 8 (one tile each), fewer when shared memory
+    // is short (each subgroup has its exchange region); hardware, up to 4 tiles per subgroup.
+    for (uint32_t sgN = emulated ? std::min<uint32_t>(nt, 8) : ceilDiv(nt, 4); sgN >= 1; sgN /= 2) {
+        spec.WN = ceilDiv(nt, sgN);
+        spec.SG_N = ceilDiv(nt, spec.WN);
+        for (uint32_t sg = emulated ? 1 : 4; sg >= 1; sg /= 2) {
+            spec.SG_M = sg;
+            spec.THREADS = sg * spec.SG_N * subgroupSize;
+            if (spec.THREADS > maxInvocations) continue;
+            for (uint32_t kt = keyMax; kt >= keyStep; kt = shrink(kt, keyStep)) {
+                for (uint32_t wc = widthMax; wc >= k; wc = shrink(wc, k)) {
+                    spec.KEY_TILE = kt;
+                    spec.WIDTH_CHUNK = wc;
+                    if (attentionTiledCoopMatSharedBytes(spec, emulated) <= sharedBytes) return true;
+                }
+            }
+        }
+    }
+    return false;
+}
+
+}  // namespace
+
 TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps) {
     TiledAttentionPlan plan;
+    const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
+    const char* kind = softmax ? "softmax" : "polynomial";
+    plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
+
+    // Cooperative matrices under the polysketch stages' rules (polysketch_plan.cpp): 16-bit storage
+    // only (float32 storage promises float32 operands and keeps the FP32 kernel), emulated when
+    // PSK_COOPMAT_EMULATION asks for it, else the device's KHR or NV path where
+    // selectCoopMatForDevice finds a usable shape (PSK_DISABLE_COOPMAT turns it off).
+    const PskDataType type = c.dataType;
+    const bool emulate = coopMatEmulationRequested();
+    std::string whyNotCoop;
+    if (type != PSK_DATA_TYPE_FLOAT32) {
+        const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
+        const char* backend = nullptr;
+        if (emulate)
+            backend = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
+        else if (coop.path != CoopMatPath::Scalar)
+            backend = coop.path == CoopMatPath::NV ? "nv_f16" : coop.operand == CoopMatOperand::BFloat16 ? "khr_bf16" : "khr_f16";
+        else
+            whyNotCoop = cat("; not the cooperative kernel: ", coop.reason);
+        if (backend && emulate && (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize)) {
+            backend = nullptr;  // the emulation spreads a 16 x 16 matrix over a fixed subgroup of >= 4 lanes
+            whyNotCoop = "; not the emulated cooperative kernel: it needs a fixed subgroup size of 4 or more";
+        }
+        const std::string axis = backend ? cat(backend, "_", kind) : std::string();
+        if (backend && findKernelVariant(KernelId::AttentionTiledCoopMat, axis, type) == nullptr) {
+            backend = nullptr;
+            whyNotCoop = cat("; not the cooperative kernel: this build has no ", kernelVariant(KernelId::AttentionTiledCoopMat, axis, type));
+        }
+        kernel::AttentionTiledCoopMatSpec spec;
+        const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
+        // Hardware: the device's shared memory up to 48 KiB (the usual compute limit); emulated, 32 KiB
+        // as the polysketch stages.
+        const uint32_t shared = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, emulate ? 32768 : 49152);
+        if (backend && !planAttentionTiledCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate, c,
+                                                  shared, spec)) {
+            backend = nullptr;
+            whyNotCoop = "; not the cooperative kernel: no tiling fits this device's shared memory";
+        }
+        if (backend) {
+            std::string detail;
+            if (emulate && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+                // llvmpipe ends every loop of an invocation after 65535 iterations in all: the key
+                // chunks (one dispatch each, the state carried between them) bound the key tiles.
+                const uint32_t perTile = attentionTiledCoopMatEmulatedIterationsPerKeyTile(spec, caps.subgroupSize);
+                const uint32_t fixed = attentionTiledCoopMatEmulatedIterationsPerDispatch(spec, caps.subgroupSize);
+                const uint32_t tiles = std::max<uint32_t>(1, (kEmulatedLoopBudget - std::min(fixed, kEmulatedLoopBudget / 2)) / perTile);
+                plan.keysPerDispatch = std::min<uint32_t>(plan.keysPerDispatch, tiles * spec.KEY_TILE);
+                detail = cat("; about ", perTile, " loop iterations per invocation and key tile: ", plan.keysPerDispatch,
+                             " keys per dispatch");
+            }
+            plan.rows = spec.SG_M * spec.CM_M;
+            plan.kernel = KernelChoice::make(
+                KernelId::AttentionTiledCoopMat, axis, type, spec,
+                emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums",
+                              detail)
+                        : cat("cooperative kernel: ", coop.reason));
+            plan.kernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+            return plan;
+        }
+    }
+
     plan.rows = std::min<uint32_t>(64, caps.limits().maxComputeWorkGroupInvocations);
     // Stage as many keys as fit in 32 KiB (or the device's shared memory, if less), up to 64.
     const uint32_t budget = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, 32768);
     const uint32_t bytesPerKey = (c.headDim + c.valueDim) * 4;
     if (bytesPerKey > budget) fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
-    plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
     kernel::AttentionTiledSpec spec;
     spec.ROWS = plan.rows;
     spec.HEAD_DIM = c.headDim;
@@ -23,10 +174,11 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     spec.KEY_TILE = std::min<uint32_t>(64, floorPow2(budget / bytesPerKey));
     spec.DEGREE = c.degree;
     spec.CAUSAL = c.causal ? 1u : 0u;
-    const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
-    plan.kernel = KernelChoice::make(KernelId::AttentionTiled, softmax ? "softmax" : "polynomial", c.dataType, spec,
-                                     cat("the only kernel of ", softmax ? "softmax" : "exact polynomial",
-                                         " attention; key tile = keys of h + dv floats that fit min(shared memory, 32 KiB), <= 64"));
+    plan.kernel = KernelChoice::make(
+        KernelId::AttentionTiled, kind, type, spec,
+        cat("the FP32 kernel of ", softmax ? "softmax" : "exact polynomial", " attention",
+            type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop,
+            "; key tile = keys of h + dv floats that fit min(shared memory, 32 KiB), <= 64"));
     return plan;
 }
 

@@ -1,14 +1,15 @@
-// Softmax and exact polynomial attention (the quadratic baselines): attention_tiled.comp, one
-// dispatch per chunk of keys.
+// Softmax and exact polynomial attention (the quadratic baselines): attention_tiled.comp (FP32) or,
+// for 16-bit storage where the device has cooperative matrices (or PSK_COOPMAT_EMULATION is set),
+// attention_tiled_coopmat.comp; one dispatch per chunk of keys.
 #pragma once
 
 #include "forward/forward_kind.hpp"
 
 namespace psk {
 
-/** Tiling of attention_tiled.comp (its constants) and the dispatch limits. */
+/** Tiling of attention_tiled.comp or attention_tiled_coopmat.comp (the kernel's constants) and the dispatch limits. */
 struct TiledAttentionPlan {
-    KernelChoice kernel;
+    KernelChoice kernel;    // AttentionTiled or AttentionTiledCoopMat
     uint32_t rows = 64;     // query rows per workgroup
     uint32_t maxGroupsX = 65535;
     // Keys one dispatch covers; longer sequences chain dispatches through a per-row state. Bounds
@@ -17,6 +18,13 @@ struct TiledAttentionPlan {
 };
 
 TiledAttentionPlan planTiledAttention(const AttentionConfig& config, const DeviceCaps& caps);
+
+/** Shared-memory bytes of attention_tiled_coopmat.comp with these constants (4-byte operands when emulated). */
+uint32_t attentionTiledCoopMatSharedBytes(const kernel::AttentionTiledCoopMatSpec& spec, bool emulated);
+/** Loop iterations per invocation and key tile of its emulated backend (llvmpipe's budget). */
+uint32_t attentionTiledCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionTiledCoopMatSpec& spec, uint32_t subgroupSize);
+/** ... and once per dispatch (row state in, query maxima, output or state out). */
+uint32_t attentionTiledCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionTiledCoopMatSpec& spec, uint32_t subgroupSize);
 
 /** Number of key chunks (dispatches) for a sequence of `tokens`. */
 uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);

@@ -17,6 +17,7 @@ namespace psk::kernel {
 using uint = std::uint32_t;
 
 #include "interface/attention_tiled.h"
+#include "interface/attention_tiled_coopmat.h"
 #include "interface/block_scan.h"
 #include "interface/block_states.h"
 #include "interface/block_states_coopmat.h"
@@ -49,6 +50,7 @@ struct SpecField {
     }
 
 PSK_SPEC_STRUCT(AttentionTiledSpec, PSK_ATTENTION_TILED_SPEC)
+PSK_SPEC_STRUCT(AttentionTiledCoopMatSpec, PSK_ATTENTION_TILED_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesSpec, PSK_SKETCH_FEATURES_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesTeamSpec, PSK_SKETCH_FEATURES_TEAM_SPEC)
 PSK_SPEC_STRUCT(BlockStatesSpec, PSK_BLOCK_STATES_SPEC)

@@ -11,10 +11,15 @@ namespace {
 // One row per kernel, in KernelId order. Axes: "a|b" is the first build axis, "storage" the
 // storage types f32/f16/bf16, "f32" float32 only. The coopmat variant's first axis is
 // "<backend>_<operand>": nv_f16, khr_f16, khr_bf16 (built where the compiler supports the
-// extension) and emu_f16, emu_bf16 (the emulated backend, always built: tests on any device).
+// extension) and emu_f16, emu_bf16 (the emulated backend, always built: tests on any device);
+// attention_tiled_coopmat's is "<backend>_<operand>_<kind>" (kind softmax or polynomial).
 constexpr KernelInfo kKernels[] = {
     {KernelId::AttentionTiled, "attention_tiled", "attention_tiled.comp", KernelImpl::Generic, "softmax|polynomial storage",
      "AttentionTiledSpec", "AttentionTiledPush", "softmax / exact polynomial attention (flash-style tiles)"},
+    {KernelId::AttentionTiledCoopMat, "attention_tiled_coopmat", "attention_tiled_coopmat.comp", KernelImpl::Cooperative,
+     "nv_f16_softmax|khr_f16_softmax|khr_bf16_softmax|emu_f16_softmax|emu_bf16_softmax|nv_f16_polynomial|khr_f16_polynomial|"
+     "khr_bf16_polynomial|emu_f16_polynomial|emu_bf16_polynomial storage",
+     "AttentionTiledCoopMatSpec", "AttentionTiledPush", "softmax / exact polynomial attention on cooperative matrices (flash-style)"},
     {KernelId::SketchFeatures, "sketch_features", "sketch_features.comp", KernelImpl::Generic, "random|learned storage",
      "SketchFeaturesSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows, degree-8 nodes)"},
     {KernelId::SketchFeaturesTeam, "sketch_features_team", "sketch_features_team.comp", KernelImpl::Team, "storage",

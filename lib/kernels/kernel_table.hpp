@@ -21,6 +21,7 @@ struct ShaderCode;
 
 enum class KernelId : uint8_t {
     AttentionTiled,        // softmax / exact polynomial, flash-style (the baselines)
+    AttentionTiledCoopMat, //   cooperative-matrix variant (16-bit storage, device or emulated)
     SketchFeatures,        // polysketch feature map: S(x), local rows, degree-8 nodes
     SketchFeaturesTeam,    //   lane-team variant (random sketch, one level)
     BlockStates,           // H_l = psi(S(K_l))^T [V_l | 1]

@@ -237,6 +237,8 @@ int runConformance(int argc, char** argv) {
     Cases cases;
     if (o.full) {
         cases.baseline = baselineSweep();
+        const std::vector<BaselineCase> baseline16 = baselineSweep16();
+        cases.baseline.insert(cases.baseline.end(), baseline16.begin(), baseline16.end());
         cases.polysketch = polysketchSweep();
         const std::vector<PolysketchCase> sixteen = polysketchSweep16();
         cases.polysketch.insert(cases.polysketch.end(), sixteen.begin(), sixteen.end());
