@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "forward/polysketch_plan.hpp"
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 #include "sketch/sketch_weights.hpp"
@@ -128,6 +129,79 @@ INSTANTIATE_TEST_SUITE_P(Long, CoopMatRange,
                          [](const ::testing::TestParamInfo<RangeCase>& i) {
                              return "p" + std::to_string(i.param.degree) + "_r" + std::to_string(i.param.r) + "_n" +
                                     std::to_string(i.param.n) + (i.param.localExact ? "_localexact" : "_sketchedlocal");
+                         });
+
+// The baselines' cooperative kernel (attention_tiled_coopmat.comp): with s = 1 and q, k of spread
+// 2 (h = 64) the scores s q.k have a spread of 16, so the degree-8 weights reach 1e12 and more and
+// the softmax weights span e^-100 .. 1; the kernel scales each row's weights per key tile by a
+// power of two (and q, k, v by theirs) before rounding them to float16. Finite and within the
+// conformance suite's float16 threshold against the float64 reference, causal and full, GQA.
+class CoopMatBaselineRange : public ContextTest, public ::testing::WithParamInterface<std::tuple<PskAttentionKind, bool>> {};
+
+TEST_P(CoopMatBaselineRange, LargeScoresStayFiniteAndAccurate) {
+    const auto [kind, causal] = GetParam();
+    const uint32_t h = 64, dv = 40, n = 211, Hq = 2, Hkv = 1;
+    const PskDataType type = PSK_DATA_TYPE_FLOAT16;
+    const uint64_t seed = 77 + uint64_t(kind) * 3 + causal;
+    std::vector<float> q = psk::test::randomNormal(size_t(Hq) * n * h, seed + 1), k = psk::test::randomNormal(size_t(Hkv) * n * h, seed + 2);
+    for (float& x : q) x *= 2.0f;
+    for (float& x : k) x *= 2.0f;
+    q = psk::storage::quantize(q, type);
+    k = psk::storage::quantize(k, type);
+    const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(Hkv) * n * dv, seed + 3), type);
+
+    PskAttentionCreateInfo info{};
+    info.kind = kind;
+    info.flags = causal ? PSK_ATTENTION_CAUSAL_BIT : 0;
+    info.degree = 8;
+    info.scale = 1.0f;
+    info.numQueryHeads = Hq;
+    info.numKeyValueHeads = Hkv;
+    info.headDim = h;
+    info.valueDim = dv;
+    info.dataType = type;
+    std::vector<float> got;
+    {
+        EmulationOn emulation;
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        size_t size = 0;
+        ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
+        std::string plan(size, '\0');
+        ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
+        EXPECT_NE(plan.find("attention_tiled_coopmat.emu_f16_"), std::string::npos) << plan;
+        psk::test::HostForward forward;
+        forward.layout = {1, n, PSK_LAYOUT_BHND, 0};
+        forward.type = type;
+        forward.Hq = Hq;
+        forward.Hkv = Hkv;
+        forward.h = h;
+        forward.dv = dv;
+        got = forward.run(attn, q, k, v, nullptr);
+        pskDestroyAttention(attn);
+    }
+    ASSERT_EQ(got.size(), size_t(Hq) * n * dv);
+    size_t nonFinite = 0;
+    for (float x : got) nonFinite += !std::isfinite(x);
+    EXPECT_EQ(nonFinite, 0u);
+
+    const psk::ref::Shape shape{1, int(Hq), int(Hkv), int(n), int(h), int(dv)};
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
+    if (kind == PSK_ATTENTION_KIND_SOFTMAX)
+        psk::ref::softmaxAttention(shape, qd, kd, vd, 1.0, causal, want);
+    else
+        psk::ref::polynomialAttention(shape, qd, kd, vd, 1.0, 8, causal, want);
+    const double err = psk::test::relativeMaxError(got, want);
+    RecordProperty("relative_max_error", std::to_string(err));
+    EXPECT_LE(err, psk::conformance::threshold(type, psk::conformance::Family::Quadratic));
+}
+
+INSTANTIATE_TEST_SUITE_P(Baselines, CoopMatBaselineRange,
+                         ::testing::Combine(::testing::Values(PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<PskAttentionKind, bool>>& i) {
+                             return std::string(std::get<0>(i.param) == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "poly8") +
+                                    (std::get<1>(i.param) ? "_causal" : "_full");
                          });
 
 }  // namespace
