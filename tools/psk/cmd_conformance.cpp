@@ -38,7 +38,8 @@ const char* kUsage =
     "each against the float64 CPU reference: max |out - ref| / max |ref| over the whole output must\n"
     "stay within the threshold of its storage type (float32: 1e-4 softmax and exact polynomial,\n"
     "2e-4 polysketch and decoding; float16 2e-3; bfloat16 1.2e-2; decoded rows against the forward\n"
-    "over the same tokens 1e-5). Softmax and exact polynomial run once; polysketch runs once per\n"
+    "over the same tokens 1e-5). Softmax and exact polynomial run once (FP32 kernels) and their\n"
+    "16-bit cases once more on the cooperative and emulated paths; polysketch runs once per\n"
     "kernel path; decoding (float32) through the generic and lane-team paths. A path the device\n"
     "cannot run is skipped, as is a case that runs no kernel of its path (the library chooses kernel\n"
     "by kernel). Prints one line per case (name, path and the implementations that ran, storage,\n"
@@ -142,7 +143,8 @@ struct Cases {
 
 bool matches(const Options& o, const std::string& name) { return o.filter.empty() || name.find(o.filter) != std::string::npos; }
 
-/** The jobs of one path, in run order. Softmax and exact polynomial go with the generic path. */
+/** The jobs of one path, in run order. Softmax and exact polynomial go with the generic path (the
+ *  first path's jobs), and their 16-bit cases once more with the cooperative and emulated paths. */
 std::vector<Job> jobsOf(const Options& o, const Cases& cases, Path path, bool withBaselines) {
     std::vector<Job> jobs;
     if (withBaselines) {
@@ -154,6 +156,15 @@ std::vector<Job> jobsOf(const Options& o, const Cases& cases, Path path, bool wi
         }
     }
     const bool only16 = path == Path::Cooperative || path == Path::Emulated;
+    if (only16) {
+        // The 16-bit baseline cases once more through the cooperative kernel (attention_tiled_coopmat).
+        for (size_t i = 0; i < cases.baseline.size(); ++i) {
+            const BaselineCase& c = cases.baseline[i];
+            const std::string n = name(c);
+            if (c.type == PSK_DATA_TYPE_FLOAT32 || !matches(o, n)) continue;
+            jobs.push_back({Kind::Baseline, i, path, n, c.kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "poly", "reference", c.type, {}});
+        }
+    }
     for (size_t i = 0; i < cases.polysketch.size(); ++i) {
         const PolysketchCase& c = cases.polysketch[i];
         const std::string n = "polysketch_" + name(c);
@@ -299,8 +310,8 @@ int runConformance(int argc, char** argv) {
         const bool withBaselines = firstPath;
         firstPath = false;
         if (jobs.empty()) continue;
-        // Softmax and exact polynomial have generic kernels only: they run with the first path's
-        // jobs, under the generic path's variables.
+        // Softmax and exact polynomial run with the first path's jobs under the generic path's
+        // variables (FP32 kernels), and their 16-bit cases with the cooperative / emulated paths.
         std::string unavailable;
         if (path != Path::Generic) {
             selectPath(path);
@@ -320,7 +331,7 @@ int runConformance(int argc, char** argv) {
             const uint64_t validationBefore = runner.validationMessages();
             try {
                 if (j.kind == Kind::Baseline) {
-                    j.outcome = runner.run(cases.baseline[j.index]);
+                    j.outcome = runner.run(cases.baseline[j.index], j.path);
                 } else if (j.kind == Kind::Polysketch) {
                     j.outcome = runner.run(cases.polysketch[j.index], path);
                 } else {

@@ -347,7 +347,7 @@ std::string Runner::pathUnavailable(Path path) {
     return pathMissing(attentionPlan(h.attention), path);
 }
 
-Outcome Runner::run(const BaselineCase& c) {
+Outcome Runner::run(const BaselineCase& c, Path path) {
     const auto t0 = Clock::now();
     Outcome o;
     o.threshold = threshold(c.type, Family::Quadratic) * thresholdScale;
@@ -374,7 +374,15 @@ Outcome Runner::run(const BaselineCase& c) {
         callFailed(o, r, "pskCreateAttention", describe(r));
         return o;
     }
-    describePlan(attentionPlan(h.attention), o);
+    const std::vector<PlanLine> plan = attentionPlan(h.attention);
+    describePlan(plan, o);
+    if (path == Path::Cooperative || path == Path::Emulated) {  // attention_tiled_coopmat (16-bit storage)
+        if (const std::string missing = pathMissing(plan, path); !missing.empty()) {
+            o.status = Outcome::Status::Skip;
+            o.note = missing;
+            return o;
+        }
+    }
     Forward f;
     f.layout = {c.B, c.n, c.layout, c.tokenPad};
     f.type = c.type;

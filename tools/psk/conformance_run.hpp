@@ -55,7 +55,8 @@ public:
     /** "PSK_ERROR_X: the library's last message". */
     std::string describe(PskResult r);
 
-    Outcome run(const BaselineCase& c);
+    /** A baseline case; on the cooperative and emulated paths a SKIP when the plan has no such kernel. */
+    Outcome run(const BaselineCase& c, Path path = Path::Generic);
     Outcome run(const PolysketchCase& c, Path path);
     /** Two outcomes: the decoded rows against the float64 reference, then against the forward. */
     std::vector<Outcome> run(const DecodeCase& c, Path path);
