@@ -11,6 +11,7 @@
 
 #include "kernels/shader_registry.hpp"
 #include "vk/context.hpp"
+#include "forward/tiled_forward.hpp"
 #include "vk/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
 
@@ -459,6 +460,69 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, SelectForDeviceFollowsTheBuildAndTheSwit
         EXPECT_FALSE(app.vulkanMemoryModel);
         EXPECT_TRUE(app.coopMatPropertiesNV.empty());  // KHR is the one the requirements name
         EXPECT_EQ(psk::selectCoopMatForDevice(app).float16.path, CoopMatPath::Scalar);
+    }
+}
+
+// The baselines' plan (lib/forward/tiled_forward.cpp) on an NVIDIA GPU: the cooperative kernel for
+// 16-bit storage, with a tiling whose shared memory fits 48 KiB and whose key tile suits the shape;
+// the FP32 kernel for float32 storage and under PSK_DISABLE_COOPMAT, each with its reason.
+TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16BitStorage) {
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    caps.properties.limits.maxComputeSharedMemorySize = 49152;
+    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
+    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
+    const bool khr = psk::findShader("block_states_coopmat.khr_f16.f32") != nullptr;
+    const bool nv = psk::findShader("block_states_coopmat.nv_f16.f32") != nullptr;
+    for (PskAttentionKind kind : {PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL}) {
+        for (uint32_t h : {16u, 64u, 128u, 256u}) {
+            for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
+                psk::AttentionConfig c;
+                c.kind = kind;
+                c.causal = true;
+                c.headDim = h;
+                c.valueDim = h == 16 ? 40 : h;
+                c.dataType = type;
+                {
+                    ScopedEnv env("PSK_DISABLE_COOPMAT", nullptr);
+                    const psk::TiledAttentionPlan plan = psk::planTiledAttention(c, caps);
+                    const std::string what = plan.kernel.describe();
+                    if (type == PSK_DATA_TYPE_FLOAT32 || (!khr && !nv)) {
+                        EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << what;
+                        continue;
+                    }
+                    ASSERT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiledCoopMat) << what;
+                    EXPECT_EQ(plan.kernel.variant.rfind(std::string("attention_tiled_coopmat.") + (khr ? "khr_f16_" : "nv_f16_"), 0), 0u)
+                        << what;
+                    psk::kernel::AttentionTiledCoopMatSpec spec;
+                    const psk::kernel::SpecConstants& k = plan.kernel.constants;
+                    auto get = [&](const char* name) {
+                        for (size_t i = 0; i < k.names.size(); ++i)
+                            if (std::string(k.names[i]) == name) return k.values[i];
+                        ADD_FAILURE() << name;
+                        return 0u;
+                    };
+                    spec.THREADS = get("THREADS"), spec.HEAD_DIM = get("HEAD_DIM"), spec.VALUE_DIM = get("VALUE_DIM");
+                    spec.KEY_TILE = get("KEY_TILE"), spec.CM_M = get("CM_M"), spec.CM_N = get("CM_N"), spec.CM_K = get("CM_K");
+                    spec.SG_M = get("SG_M"), spec.SG_N = get("SG_N"), spec.WN = get("WN"), spec.WIDTH_CHUNK = get("WIDTH_CHUNK");
+                    EXPECT_LE(psk::attentionTiledCoopMatSharedBytes(spec, false), 49152u) << what;
+                    EXPECT_EQ(spec.THREADS, spec.SG_M * spec.SG_N * 32) << what;
+                    EXPECT_EQ(spec.KEY_TILE % spec.CM_N, 0u) << what;
+                    EXPECT_EQ(spec.KEY_TILE % spec.CM_K, 0u) << what;
+                    EXPECT_EQ(spec.WIDTH_CHUNK % spec.CM_K, 0u) << what;
+                    EXPECT_GE(spec.SG_N * spec.WN * spec.CM_N, spec.VALUE_DIM) << what;
+                    EXPECT_EQ(plan.rows, spec.SG_M * spec.CM_M) << what;
+                    EXPECT_EQ(plan.keysPerDispatch, 8192u) << what;  // no loop budget on a GPU
+                }
+                {
+                    ScopedEnv env("PSK_DISABLE_COOPMAT", "1");
+                    const psk::TiledAttentionPlan plan = psk::planTiledAttention(c, caps);
+                    EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << plan.kernel.describe();
+                    if (type != PSK_DATA_TYPE_FLOAT32)
+                        EXPECT_NE(plan.kernel.reason.find("PSK_DISABLE_COOPMAT"), std::string::npos) << plan.kernel.reason;
+                }
+            }
+        }
     }
 }
 
