@@ -38,6 +38,7 @@ class Config:
     block_size: int = 64       # b
     local_exact: bool = True
     sketch_seed: int = 0       # the random sketch's Gaussian matrices (polysketch_random)
+    init: str = "gpt2"         # "gpt2": matrices N(0, 0.02^2); "scaled": N(0, 1/fan_in) (not in the file)
 
     @property
     def head_dim(self):
@@ -197,13 +198,20 @@ def polysketch_causal(qs, kn, v, sq, sk, block, local_exact, p=4):
 # The network
 
 
+def init_std(cfg: Config, fan_in):
+    """The initial standard deviation of a projection matrix: GPT-2's 0.02, or 1/sqrt(fan_in)
+    ("scaled": q.k / sqrt(h) of order 1 at the start, so softmax attention starts to learn at once;
+    the q/k LayerNorm of the other kinds makes them insensitive to it)."""
+    return 0.02 if cfg.init == "gpt2" else 1.0 / math.sqrt(fan_in)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: Config, layer_index: int):
         super().__init__()
         self.cfg = cfg
         D, h, r = cfg.d_model, cfg.head_dim, cfg.sketch_size
-        self.wqkv = nn.Parameter(torch.randn(D, 3 * D) * 0.02)
-        self.wo = nn.Parameter(torch.randn(D, D) * 0.02 / math.sqrt(2 * cfg.n_layers))
+        self.wqkv = nn.Parameter(torch.randn(D, 3 * D) * init_std(cfg, D))
+        self.wo = nn.Parameter(torch.randn(D, D) * init_std(cfg, D) / math.sqrt(2 * cfg.n_layers))
         if cfg.attention != "softmax":
             self.ln_scale = nn.Parameter(torch.ones(h))
             self.ln_bias = nn.Parameter(torch.zeros(h))
@@ -232,7 +240,9 @@ class Attention(nn.Module):
         else:
             qs = self.cfg.scale * layer_norm(q, self.ln_scale, self.ln_bias)
             kn = layer_norm(k, self.ln_scale, self.ln_bias)
-            if kind == "polynomial":
+            if kind == "polynomial" or (self.cfg.local_exact and n <= self.cfg.block_size):
+                # One block in local-exact mode: no prefix, the block's exact weights are all of it
+                # (polysketch_causal would give the same; the sketch is not needed).
                 o = polynomial_causal(qs, kn, v, self.cfg.degree)
             else:
                 o = polysketch_causal(qs, kn, v, self.sketch(qs), self.sketch(kn),
@@ -250,8 +260,8 @@ class Layer(nn.Module):
         self.attn = Attention(cfg, layer_index)
         self.ln2_scale = nn.Parameter(torch.ones(D))
         self.ln2_bias = nn.Parameter(torch.zeros(D))
-        self.w1 = nn.Parameter(torch.randn(D, 4 * D) * 0.02)
-        self.w2 = nn.Parameter(torch.randn(4 * D, D) * 0.02 / math.sqrt(2 * cfg.n_layers))
+        self.w1 = nn.Parameter(torch.randn(D, 4 * D) * init_std(cfg, D))
+        self.w2 = nn.Parameter(torch.randn(4 * D, D) * init_std(cfg, 4 * D) / math.sqrt(2 * cfg.n_layers))
 
     def forward(self, x, cos, sin):
         x = x + self.attn(layer_norm(x, self.ln1_scale, self.ln1_bias), cos, sin)

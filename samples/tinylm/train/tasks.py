@@ -2,15 +2,17 @@
 
 selective_copy  (the selective copying task of Gu & Dao's Mamba paper, as in PolySketchFormer's
     appendix): a region of `region` tokens, all noise (token 0) except `copy` colored tokens
-    (1 .. colors, repeats allowed) at random positions; then a separator (colors + 1); then the
-    colored tokens in order. n = region + 1 + copy; the answer is the last `copy` tokens.
+    (1 .. colors; repeats allowed, or all distinct with `distinct`) at random positions; then a
+    separator (colors + 1); then the colored tokens in order. n = region + 1 + copy; the answer is the last `copy` tokens.
 
-assoc_recall    (multi-query associative recall, after Zoology's MQAR): a region of `region`
-    tokens, noise (0) except `pairs` key-value pairs "key value" (keys 1 .. keys, distinct within an
-    example; values keys+1 .. keys+values, repeats allowed) at random non-overlapping places;
-    then a separator, `queries` distinct keys among the pairs' keys, a separator, and the values of
-    those keys in the same order. n = region + 2 + 2 * queries; the answer is the last `queries`
-    tokens.
+assoc_recall    (multi-query associative recall, after Zoology's MQAR, with each key-value pair
+    bound in one token): every example has its own dictionary, a value (0 .. values-1) for each
+    of the `keys` keys. The first half of a region of `region` tokens holds the dictionary as pair
+    tokens, one per key, (key a, value c) -> pair0 + a * values + c, at random places among noise
+    tokens (0), in random order; the second half holds `queries` queries "key value" (key tokens
+    1 .. keys, value tokens value0 + c) at random places: each value is recalled from the first
+    half (and trained on). Then a separator, a key, and its value: n = region + 3; the answer
+    is the last token.
 
 bytes           byte-level language model on the King James Bible text of the Debian package
     bible-kjv-text (printed by its reader, `bible -f gen1:1-rev22:21`, one verse per line): the
@@ -31,9 +33,9 @@ EVAL_SEED = 20240601  # the held-out examples: one stream, distinct from every t
 class SelectiveCopy:
     name = "selective_copy"
 
-    def __init__(self, region=512, copy=16, colors=16):
-        assert copy <= region
-        self.region, self.copy, self.colors = region, copy, colors
+    def __init__(self, region=512, copy=16, colors=16, distinct=False):
+        assert copy <= region and (not distinct or copy <= colors)
+        self.region, self.copy, self.colors, self.distinct = region, copy, colors, distinct
         self.sep = colors + 1
         self.vocab_size = colors + 2
         self.n = region + 1 + copy
@@ -41,14 +43,17 @@ class SelectiveCopy:
 
     def params(self):
         return {"region": self.region, "copy": self.copy, "colors": self.colors,
-                "noise_token": 0, "color_tokens": f"1..{self.colors}", "separator_token": self.sep,
+                "distinct_colors": int(self.distinct), "noise_token": 0, "color_tokens": f"1..{self.colors}", "separator_token": self.sep,
                 "answer_start": self.answer_start, "seq_len": self.n}
 
     def batch(self, rng, count):
         x = np.zeros((count, self.n), dtype=np.int64)
         for e in range(count):
             pos = np.sort(rng.choice(self.region, size=self.copy, replace=False))
-            col = rng.integers(1, self.colors + 1, size=self.copy)
+            if self.distinct:
+                col = rng.choice(self.colors, size=self.copy, replace=False) + 1
+            else:
+                col = rng.integers(1, self.colors + 1, size=self.copy)
             x[e, pos] = col
             x[e, self.region] = self.sep
             x[e, self.answer_start:] = col
@@ -58,37 +63,53 @@ class SelectiveCopy:
 class AssocRecall:
     name = "assoc_recall"
 
-    def __init__(self, region=512, pairs=32, queries=4, keys=64, values=64):
-        assert pairs <= keys and queries <= pairs and 2 * pairs <= region
-        self.region, self.pairs, self.queries, self.keys, self.values = region, pairs, queries, keys, values
-        self.sep = keys + values + 1
-        self.vocab_size = keys + values + 2
-        self.n = region + 2 + 2 * queries
-        self.answer_start = region + 2 + queries
+    def __init__(self, region=512, keys=8, values=8, queries=32):
+        assert 2 * keys + 4 * queries <= region
+        self.region, self.keys, self.values, self.queries = region, keys, values, queries
+        self.pair0 = keys + 1                       # pair token of (key a, value c): pair0 + a * values + c
+        self.value0 = self.pair0 + keys * values    # value token c: value0 + c
+        self.sep = self.value0 + values
+        self.vocab_size = self.sep + 1
+        assert self.vocab_size <= 256
+        self.n = region + 3
+        self.answer_start = region + 2
 
     def params(self):
-        return {"region": self.region, "pairs": self.pairs, "queries": self.queries, "keys": self.keys,
-                "values": self.values, "noise_token": 0, "key_tokens": f"1..{self.keys}",
-                "value_tokens": f"{self.keys + 1}..{self.keys + self.values}", "separator_token": self.sep,
+        return {"region": self.region, "keys": self.keys, "values": self.values, "queries": self.queries,
+                "noise_token": 0, "key_tokens": f"1..{self.keys}",
+                "pair_tokens": f"{self.pair0}..{self.value0 - 1} (key a, value c: {self.pair0} + a * {self.values} + c)",
+                "value_tokens": f"{self.value0}..{self.sep - 1}", "separator_token": self.sep,
                 "answer_start": self.answer_start, "seq_len": self.n}
 
-    def batch(self, rng, count):
+    @staticmethod
+    def _places(rng, length, items, width):
+        """Starts of `items` non-overlapping runs of `width` tokens at random in `length` tokens."""
+        free = length - items * width
+        slots = np.sort(rng.choice(items + free, size=items, replace=False))
+        return slots + np.arange(items) * (width - 1)
+
+    def train_batch(self, rng, count):
+        """(tokens, mask): mask[e, i] when token i is trained on (every query's value, the answer)."""
         x = np.zeros((count, self.n), dtype=np.int64)
-        free = self.region - 2 * self.pairs  # noise tokens to spread between the pairs
+        mask = np.zeros((count, self.n), dtype=bool)
+        half = self.region // 2
         for e in range(count):
-            # Places: choose where the pairs go among (pairs + free) items, pairs being 2 wide.
-            slots = np.sort(rng.choice(self.pairs + free, size=self.pairs, replace=False))
-            starts = slots + np.arange(self.pairs)  # each earlier pair shifts later ones by 1
-            keys = rng.choice(self.keys, size=self.pairs, replace=False) + 1
-            vals = rng.integers(self.keys + 1, self.keys + self.values + 1, size=self.pairs)
-            x[e, starts] = keys
-            x[e, starts + 1] = vals
-            pick = rng.choice(self.pairs, size=self.queries, replace=False)
+            vals = rng.integers(0, self.values, size=self.keys)           # the example's dictionary
+            x[e, self._places(rng, half, self.keys, 1)] = self.pair0 + np.arange(self.keys) * self.values + vals
+            qs = rng.integers(0, self.keys, size=self.queries)
+            starts = half + self._places(rng, self.region - half, self.queries, 2)
+            x[e, starts] = qs + 1
+            x[e, starts + 1] = self.value0 + vals[qs]
+            mask[e, starts + 1] = True
+            q = rng.integers(0, self.keys)
             x[e, self.region] = self.sep
-            x[e, self.region + 1:self.region + 1 + self.queries] = keys[pick]
-            x[e, self.region + 1 + self.queries] = self.sep
-            x[e, self.answer_start:] = vals[pick]
-        return x
+            x[e, self.region + 1] = q + 1
+            x[e, self.answer_start] = self.value0 + vals[q]
+            mask[e, self.answer_start] = True
+        return x, mask
+
+    def batch(self, rng, count):
+        return self.train_batch(rng, count)[0]
 
 
 def kjv_text(path=None):

@@ -55,14 +55,20 @@ def parse_args(argv=None):
     p.add_argument("--sketch-size", type=int, default=16)
     p.add_argument("--block-size", type=int, default=64)
     p.add_argument("--no-local-exact", action="store_true", help="sketched local weights instead of exact")
+    p.add_argument("--init", choices=("gpt2", "scaled"), default="gpt2",
+                   help="projection matrices N(0, 0.02^2) (gpt2) or N(0, 1/fan_in) (scaled)")
     p.add_argument("--sketch-seed", type=int, default=0, help="polysketch_random: the Gaussian matrices")
     # task parameters
     p.add_argument("--copy", type=int, default=16, help="selective_copy: tokens to copy")
     p.add_argument("--colors", type=int, default=16, help="selective_copy: colors")
-    p.add_argument("--pairs", type=int, default=32, help="assoc_recall: key-value pairs")
-    p.add_argument("--queries", type=int, default=4, help="assoc_recall: queries")
-    p.add_argument("--keys", type=int, default=64, help="assoc_recall: key tokens")
-    p.add_argument("--values", type=int, default=64, help="assoc_recall: value tokens")
+    p.add_argument("--distinct", action="store_true", help="selective_copy: the copied colors are all distinct")
+    p.add_argument("--queries", type=int, default=32, help="assoc_recall: queries in the region")
+    p.add_argument("--keys", type=int, default=8, help="assoc_recall: keys")
+    p.add_argument("--values", type=int, default=8, help="assoc_recall: values")
+    p.add_argument("--curriculum-start", type=int, default=0,
+                   help="synthetic tasks: train on regions growing from this length to --context over the "
+                        "first --curriculum-frac of the steps (0: none); evaluation is always at --context")
+    p.add_argument("--curriculum-frac", type=float, default=0.5)
     p.add_argument("--kjv", default=None, help="bytes: the text file (default: `bible -f gen1:1-rev22:21`)")
     # outputs and logging
     p.add_argument("--name", default=None, help="output base name (default <task>_<attention>)")
@@ -75,20 +81,47 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def build_task(a):
+def build_task(a, region=None):
     if a.task == "selective_copy":
-        return T.SelectiveCopy(region=a.context or 512, copy=a.copy, colors=a.colors)
+        return T.SelectiveCopy(region=region or a.context or 512, copy=a.copy, colors=a.colors,
+                               distinct=a.distinct)
     if a.task == "assoc_recall":
-        return T.AssocRecall(region=a.context or 512, pairs=a.pairs, queries=a.queries, keys=a.keys,
-                             values=a.values)
+        # a shorter region (curriculum) keeps the density of queries
+        return T.AssocRecall(region=region or a.context or 512, keys=a.keys, values=a.values,
+                             queries=max(1, a.queries * (region or a.context or 512) // (a.context or 512)))
     return T.Bytes(context=a.context or 512, text=T.kjv_text(a.kjv))
 
 
-def loss_fn(net, x, task):
-    """Cross-entropy: synthetic tasks on the answer positions only, bytes on every next byte."""
+def curriculum_region(a, task, step):
+    """The training region length at `step`: from --curriculum-start up to the task's, linearly over the
+    first --curriculum-frac of the steps, in multiples of 32."""
+    if not a.curriculum_start or a.task == "bytes":
+        return task.region
+    end = a.curriculum_frac * a.steps
+    if step >= end:
+        return task.region
+    length = a.curriculum_start + (task.region - a.curriculum_start) * step / end
+    return max(a.curriculum_start, min(task.region, int(length) // 32 * 32))
+
+
+def train_batch(task, rng, count):
+    """(tokens, mask or None): the task's training examples and which tokens are trained on."""
+    if hasattr(task, "train_batch"):
+        x, mask = task.train_batch(rng, count)
+        return torch.from_numpy(x), torch.from_numpy(mask)
+    return torch.from_numpy(task.batch(rng, count)), None
+
+
+def loss_fn(net, x, task, mask=None):
+    """Cross-entropy: bytes on every next byte; synthetic tasks on the answer positions, or on the
+    tokens `mask` marks (mask[:, i]: token i, predicted at i - 1)."""
     if task.name == "bytes":
         logits = net(x[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
+    if mask is not None:
+        logits = net(x)[:, :-1]
+        m = mask[:, 1:]
+        return F.cross_entropy(logits[m], x[:, 1:][m])
     logits = net(x)[:, task.answer_start - 1:-1]
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, task.answer_start:].reshape(-1))
 
@@ -123,7 +156,11 @@ def bits_per_byte(net, task, limit=None, batch=16):
 def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
-    command = "samples/tinylm/train/train.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:]))
+    args = list(argv or sys.argv[1:])
+    if "--out-dir" in args:  # where the files go does not change them
+        i = args.index("--out-dir")
+        del args[i:i + 2]
+    command = "samples/tinylm/train/train.py " + " ".join(shlex.quote(x) for x in args)
     task = build_task(a)
     name = a.name or f"{SHORT[a.task]}_{ATT_SHORT[a.attention]}"
     os.makedirs(a.out_dir, exist_ok=True)
@@ -131,7 +168,7 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     cfg = M.Config(vocab_size=task.vocab_size, d_model=a.d_model, n_layers=a.n_layers, n_heads=a.n_heads,
                    attention=a.attention, scale=a.scale, sketch_size=a.sketch_size, block_size=a.block_size,
-                   local_exact=not a.no_local_exact, sketch_seed=a.sketch_seed)
+                   local_exact=not a.no_local_exact, sketch_seed=a.sketch_seed, init=a.init)
     net = M.TinyLM(cfg)
     n_params = sum(p.numel() for p in net.parameters())
     decay, no_decay = net.weight_decay_groups()
@@ -153,6 +190,7 @@ def main(argv=None):
           f"s={a.scale} params={n_params} steps={a.steps} batch={a.batch} lr={a.lr} seed={a.seed}", flush=True)
 
     log = []
+    curriculum_tasks = {}
     t0 = time.time()
     train_time = 0.0
     step = 0
@@ -161,9 +199,15 @@ def main(argv=None):
         ts = time.time()
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        x = torch.from_numpy(task.batch(rng, a.batch))
+        train_task = task
+        if synthetic and a.curriculum_start:
+            region = curriculum_region(a, task, step)
+            if region not in curriculum_tasks:
+                curriculum_tasks[region] = build_task(a, region)
+            train_task = curriculum_tasks[region]
+        x, mask = train_batch(train_task, rng, a.batch)
         net.train()
-        loss = loss_fn(net, x, task)
+        loss = loss_fn(net, x, train_task, mask)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -174,6 +218,8 @@ def main(argv=None):
         if (step + 1) % a.log_every == 0 or step == 0:
             entry = {"step": step + 1, "loss": round(loss.item(), 5), "loss_ema": round(ema, 5),
                      "lr": lr_at(step), "train_s": round(train_time, 1)}
+            if train_task is not task:
+                entry["region"] = train_task.region
         if a.eval_every and (step + 1) % a.eval_every == 0 and step + 1 < a.steps:
             net.eval()
             entry = entry or {"step": step + 1, "loss": round(loss.item(), 5), "train_s": round(train_time, 1)}
