@@ -134,6 +134,7 @@ PskResult pskGetDeviceInfo(PskContext context, PskDeviceInfo* pInfo) {
         if (!context) fail(PSK_ERROR_INVALID_ARGUMENT, "context must not be NULL");
         if (!pInfo) fail(PSK_ERROR_INVALID_ARGUMENT, "pInfo must not be NULL");
         context->caps().fillInfo(pInfo);
+        pInfo->maxAllocationSize = context->maxAllocationSize();
     });
 }
 
@@ -233,6 +234,35 @@ PskResult pskGetStateWorkspaceSize(PskAttention attention, uint32_t batchSize, u
         const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), batchSize,
                                                                 seqLen, nullptr, nullptr, nullptr, nullptr);
         *pBytes = psk::stateForwardWorkspaceBytes(*attention, g);
+    });
+}
+
+PskResult pskGetWorkspaceLayout(PskAttention attention, const PskWorkspaceLayoutInfo* info, uint32_t* pBufferCount,
+                                uint64_t* pBufferSizes) {
+    return guarded(attention ? attention->context() : nullptr, "pskGetWorkspaceLayout", [&] {
+        if (!attention) fail(PSK_ERROR_INVALID_ARGUMENT, "attention must not be NULL");
+        if (!info) fail(PSK_ERROR_INVALID_ARGUMENT, "info must not be NULL");
+        if (!pBufferCount) fail(PSK_ERROR_INVALID_ARGUMENT, "pBufferCount must not be NULL");
+        const psk::ForwardGeometry g = psk::makeForwardGeometry(attention->config(), attention->context()->caps(), info->batchSize,
+                                                                info->seqLen, nullptr, nullptr, nullptr, nullptr);
+        const psk::WorkspaceLayout layout =
+            info->withDecodeState ? psk::stateForwardWorkspaceLayout(*attention, g) : attention->workspaceLayout(g);
+        // maxBufferSize 0: exactly the host form's packing; otherwise the app's own cap as given.
+        const psk::WorkspacePacking packing =
+            info->maxBufferSize ? psk::packWorkspace(layout, info->maxBufferSize, "info->maxBufferSize")
+                                : attention->hostPacking(layout);
+        const uint32_t count = static_cast<uint32_t>(packing.bufferBytes.size());
+        if (!pBufferSizes) {
+            *pBufferCount = count;
+            return;
+        }
+        if (*pBufferCount < count) {
+            const uint32_t given = *pBufferCount;
+            *pBufferCount = count;
+            fail(PSK_ERROR_BUFFER_TOO_SMALL, "the workspace needs ", count, " buffers; *pBufferCount was ", given);
+        }
+        for (uint32_t i = 0; i < count; ++i) pBufferSizes[i] = packing.bufferBytes[i];
+        *pBufferCount = count;
     });
 }
 

@@ -208,6 +208,16 @@ typedef struct PskContextCreateInfo {
      * PSK_ERROR_OUT_OF_DEVICE_MEMORY, as a real out-of-memory does: for apps that budget memory.
      */
     uint64_t deviceMemoryLimit;
+    /* The field below was appended after deviceMemoryLimit (the struct grew by it). */
+    /**
+     * Largest single device allocation (bytes of one VkDeviceMemory) the context makes: 0 means the
+     * device's maxMemoryAllocationSize; a smaller value makes the library split a forward's
+     * workspace into more buffers earlier (pskGetWorkspaceLayout), and is for apps that keep
+     * allocations small and for tests; a larger one is clamped to the device's. It also bounds
+     * the library's other buffers (q, k, v and out of host-array calls, decode states): one larger
+     * than it fails with PSK_ERROR_TOO_LARGE. pskGetDeviceInfo reports the value in effect.
+     */
+    uint64_t maxAllocationSize;
 } PskContextCreateInfo;
 
 /** Creates a context. `createInfo` may be NULL (all defaults). */
@@ -278,6 +288,13 @@ typedef struct PskDeviceInfo {
     uint32_t cooperativeMatrixPropertyCount;
     uint32_t cooperativeMatrixPropertyTotal;
     PskCooperativeMatrixProperty cooperativeMatrixProperties[64];
+    /* The field below was appended after cooperativeMatrixProperties (the struct grew by it). */
+    /**
+     * The largest single allocation the library makes: pskGetDeviceInfo the context's
+     * (PskContextCreateInfo::maxAllocationSize, clamped), pskGetPhysicalDeviceInfo the device's
+     * maxMemoryAllocationSize. The host forward splits its workspace into buffers of at most this.
+     */
+    uint64_t maxAllocationSize;
 } PskDeviceInfo;
 
 /** Number of Vulkan devices the loader reports (no context needed). */
@@ -530,6 +547,13 @@ typedef struct PskForwardHostInfo {
 /**
  * Computes out = attention(q, k, v) on the device: uploads, records one command buffer, submits,
  * waits, downloads. Inputs are checked for NaN and infinity first.
+ * The device workspace (pskGetWorkspaceSize) is allocated by the attention object and kept for
+ * later calls. Where it exceeds the largest allocation (PskContextCreateInfo::maxAllocationSize,
+ * by default the device's maxMemoryAllocationSize) it is split into several buffers
+ * (pskGetWorkspaceLayout with maxBufferSize 0 says which); the results do not depend on the
+ * split. Only a single workspace region larger than that, or than maxStorageBufferRange, fails
+ * with PSK_ERROR_TOO_LARGE (the message names the region); out of device memory fails with
+ * PSK_ERROR_OUT_OF_DEVICE_MEMORY and frees what the call allocated.
  */
 PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwardHostInfo* info);
 
@@ -539,8 +563,10 @@ PSK_API PskResult pskAttentionForwardHost(PskAttention attention, const PskForwa
  * sketch rows of q and k (n r floats per head), in local-exact mode the prepared q and k rows
  * (n h), and the block states ((n/b) r(r+1)/2 rows of dv+1 floats rounded up to a multiple of 4,
  * per key/value head), never O(n^2).
- * Softmax and exact polynomial: 0 up to 8192 tokens, then a per-row state. Fails with
- * PSK_ERROR_TOO_LARGE exactly when a call of that size would.
+ * Softmax and exact polynomial: 0 up to 8192 tokens, then a per-row state. This is the size of
+ * ONE buffer holding every region (PskCmdForwardInfo::workspace); pskGetWorkspaceLayout gives
+ * the buffers when it exceeds one allocation. Fails with PSK_ERROR_TOO_LARGE exactly when a
+ * region exceeds what one binding can address (maxStorageBufferRange), as a call would.
  */
 PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
 
@@ -555,6 +581,45 @@ PSK_API PskResult pskGetWorkspaceSize(PskAttention attention, uint32_t batchSize
  * non-causal attention, PSK_ERROR_TOO_LARGE exactly when such a call would fail with it.
  */
 PSK_API PskResult pskGetStateWorkspaceSize(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint64_t* pBytes);
+
+/** What pskGetWorkspaceLayout describes: a call's geometry and the largest buffer wanted. */
+typedef struct PskWorkspaceLayoutInfo {
+    uint32_t batchSize; /**< B; 0 means 1 (a cuSeqlens call: 1, seqLen = its total tokens) */
+    uint32_t seqLen;    /**< n: required, >= 1 */
+    /**
+     * Largest buffer, in bytes: 0 means the context's largest allocation
+     * (PskContextCreateInfo::maxAllocationSize, by default the device's maxMemoryAllocationSize),
+     * i.e. the buffers pskAttentionForwardHost allocates. Any other value, for an app that
+     * allocates its own workspace buffers under its own budget, is used as given.
+     */
+    uint64_t maxBufferSize;
+    /** Non-zero: the workspace of a forward with a decode state (pskGetStateWorkspaceSize's). */
+    uint32_t withDecodeState;
+} PskWorkspaceLayoutInfo;
+
+/**
+ * The device workspace of a forward call as several buffers, none larger than
+ * info->maxBufferSize: for a call whose workspace (pskGetWorkspaceSize) exceeds one allocation.
+ * The workspace is a fixed sequence of regions (polysketch: the q and k sketch rows, the local
+ * rows, the degree-8 node scratch, the block states; softmax / polynomial: the key-chunk state),
+ * each of which must lie in one buffer at an offset aligned to 256 bytes (and to
+ * minStorageBufferOffsetAlignment); the regions fill the buffers in order, a region that does
+ * not fit the rest of a buffer beginning the next one. So buffer i of these sizes holds a run of
+ * consecutive regions, and pskCmdAttentionForward (PskCmdForwardInfo::pWorkspaces) accepts any
+ * buffers at least these sizes, given in this order. One buffer when the whole fits (its size
+ * is then at most pskGetWorkspaceSize); zero buffers when the call needs no workspace.
+ *
+ * Two calls, as Vulkan's enumerations: with pBufferSizes NULL, *pBufferCount receives the
+ * number of buffers; otherwise *pBufferCount is the capacity of pBufferSizes and receives the
+ * number written. Errors (nothing written but *pBufferCount where said):
+ * PSK_ERROR_INVALID_ARGUMENT (NULL attention, info or pBufferCount); PSK_ERROR_INVALID_SHAPE
+ * (seqLen 0); PSK_ERROR_BUFFER_TOO_SMALL when *pBufferCount is less than the number of buffers
+ * (*pBufferCount is then set to it); PSK_ERROR_TOO_LARGE when a single region exceeds
+ * maxBufferSize or maxStorageBufferRange (the message names the region and the limit);
+ * PSK_ERROR_UNSUPPORTED with withDecodeState for an attention that has no decode state.
+ */
+PSK_API PskResult pskGetWorkspaceLayout(PskAttention attention, const PskWorkspaceLayoutInfo* info, uint32_t* pBufferCount,
+                                        uint64_t* pBufferSizes);
 
 /**
  * Which GPU kernels a forward call of this attention runs on its device, and why: one line per

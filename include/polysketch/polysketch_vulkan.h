@@ -131,6 +131,13 @@ typedef struct PskVulkanTensor {
     const PskTensorStrides* strides;
 } PskVulkanTensor;
 
+/** One buffer range of a workspace given as several buffers (PskCmdForwardInfo::pWorkspaces). */
+typedef struct PskWorkspaceRange {
+    VkBuffer buffer;
+    VkDeviceSize offset;
+    VkDeviceSize size;
+} PskWorkspaceRange;
+
 typedef struct PskCmdForwardInfo {
     uint32_t batchSize; /**< B; 0 means 1 */
     uint32_t seqLen;    /**< n: required, >= 1 */
@@ -142,6 +149,7 @@ typedef struct PskCmdForwardInfo {
      * TRANSFER_DST, offset aligned as the tensors', not overlapping them. Its contents need not be
      * preserved between calls (it may be reused, e.g. aliased with other transient memory, once
      * the recorded commands completed). May be VK_NULL_HANDLE when the workspace size is 0.
+     * Where that size exceeds one allocation, give several buffers instead (workspaceCount below).
      */
     VkBuffer workspace;
     VkDeviceSize workspaceOffset;
@@ -175,6 +183,24 @@ typedef struct PskCmdForwardInfo {
      * seqLen) bytes always suffice (the largest sequence's need is checked). NULL: none.
      */
     const uint32_t* cuSeqlens;
+    /* The fields below were appended after cuSeqlens (the struct grew by them). */
+    /**
+     * Optional: the workspace as several buffers, for a call whose workspace exceeds one
+     * allocation (maxMemoryAllocationSize). 0: the single buffer workspace / workspaceOffset /
+     * workspaceSize above (pWorkspaces is then ignored). Otherwise workspace must be
+     * VK_NULL_HANDLE and pWorkspaces points to workspaceCount ranges, each with usage and
+     * alignment as `workspace` (usage STORAGE_BUFFER | TRANSFER_DST, offset a multiple of
+     * minStorageBufferOffsetAlignment), not overlapping each other or the tensors. The call's
+     * workspace regions fill them in order (pskGetWorkspaceLayout: the sizes it returns, for any
+     * maxBufferSize, given in that order, always suffice; larger buffers are fine, trailing
+     * unused ones too). Read at record time.
+     * Errors (nothing recorded): PSK_ERROR_INVALID_ARGUMENT when pWorkspaces is NULL, workspace is
+     * also set, or a range's buffer is VK_NULL_HANDLE or its offset misaligned (the message names
+     * pWorkspaces[i]); PSK_ERROR_BUFFER_TOO_SMALL naming the range that cannot hold its next region,
+     * or the last one when the regions need more buffers.
+     */
+    uint32_t workspaceCount;
+    const PskWorkspaceRange* pWorkspaces;
 } PskCmdForwardInfo;
 
 /**

@@ -144,7 +144,7 @@ uint64_t PskDecodeState_T::checkForward(PskAttention attention, uint32_t batchSi
 
 PskAttention_T::Override PskDecodeState_T::forwardOverride(uint32_t first, uint64_t position, bool recorded) {
     PskAttention_T::Override o;
-    o.workspaceBytes = [this](const ForwardGeometry& g) { return stateForwardWorkspaceBytes(*attention_, g); };
+    o.workspaceLayout = [this](const ForwardGeometry& g) { return stateForwardWorkspaceLayout(*attention_, g); };
     o.record = [this, first, position](Recorder& rec, const BoundTensors& t) { decoder_->recordForward(rec, t, first, position); };
     o.orderAfterEarlierWork = recorded;
     return o;

@@ -121,12 +121,16 @@ void Decoder::recordCopyRows(Recorder& rec, const RowTensor& src, const RowTenso
     }
 }
 
-VkDeviceSize stateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& g) {
+WorkspaceLayout stateForwardWorkspaceLayout(const PskAttention_T& attention, const ForwardGeometry& g) {
     const AttentionConfig& c = attention.config();
     if (!c.causal || (c.kind != PSK_ATTENTION_KIND_POLYSKETCH && c.kind != PSK_ATTENTION_KIND_SOFTMAX))
         fail(PSK_ERROR_UNSUPPORTED, "a forward with a decode state needs a CAUSAL POLYSKETCH or SOFTMAX attention");
-    if (c.kind == PSK_ATTENTION_KIND_SOFTMAX) return attention.workspaceBytes(g);
-    return polysketchStateForwardWorkspaceBytes(attention, g);
+    if (c.kind == PSK_ATTENTION_KIND_SOFTMAX) return attention.workspaceLayout(g);
+    return polysketchStateForwardWorkspaceLayout(attention, g);
+}
+
+VkDeviceSize stateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& g) {
+    return stateForwardWorkspaceLayout(attention, g).contiguousBytes();
 }
 
 Buffer decodeDeviceBuffer(Allocator& allocator, VkDeviceSize bytes) {

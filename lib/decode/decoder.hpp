@@ -147,6 +147,8 @@ protected:
  * UNSUPPORTED. Throws TOO_LARGE as the forward does.
  */
 VkDeviceSize stateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& geometry);
+/** Its regions (forward/workspace.hpp), which a host call may split into several buffers. */
+WorkspaceLayout stateForwardWorkspaceLayout(const PskAttention_T& attention, const ForwardGeometry& geometry);
 
 /** A device-local state buffer (storage and transfer usage; 16 bytes at least). */
 Buffer decodeDeviceBuffer(Allocator& allocator, VkDeviceSize bytes);

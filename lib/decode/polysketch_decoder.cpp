@@ -141,8 +141,10 @@ void PolysketchDecoder::recordAbsorb(Recorder& rec, const BoundTensors& forward,
     const PolysketchWorkspace ws = forward_.workspace(forward.geometry);
     const uint32_t t = ws.blocks, lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
     const bool keepRows = local_ && lastRows < b_;
-    const VkBuffer work = forward.workspace.buffer;
-    const VkDeviceSize base = forward.workspace.offset;
+    // The forward's regions, each its own range (they may live in different buffers).
+    const BufferRange states = forward.workspace[PolysketchWorkspace::States];
+    const BufferRange kSketch = forward.workspace[PolysketchWorkspace::KSketch];
+    const BufferRange kLocal = forward.workspace[PolysketchWorkspace::KLocal];
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
     const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
     const BufferRange meta{meta_.handle(), 0, meta_.size()};
@@ -156,7 +158,7 @@ void PolysketchDecoder::recordAbsorb(Recorder& rec, const BoundTensors& forward,
     const Buffer& zDst = accumulate ? prefix : z_;
     const uint32_t zSlot0 = accumulate ? 0 : s0;
     for (uint32_t i = 0; i < slots; ++i)
-        rec.copyRows({work, base + ws.states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
+        rec.copyRows({states.buffer, states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
                      {zDst.handle(), VkDeviceSize(zSlot0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
     const BufferRange z{z_.handle(), 0, z_.size()};
     if (accumulate) {
@@ -184,7 +186,7 @@ void PolysketchDecoder::recordAbsorb(Recorder& rec, const BoundTensors& forward,
         // Local exact, unfinished last block: its k' and v rows stay for the exact local part.
         for (uint32_t i = 0; i < slots; ++i) {
             const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4, vBytes = VkDeviceSize(lastRows) * dv_ * 4;
-            rec.copy({work, base + ws.kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
+            rec.copy({kLocal.buffer, kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
                      {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
             rec.copy({vLast.buffer, vLast.offset + VkDeviceSize(i) * vBytes, vBytes},
                      {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes}, vBytes);
@@ -194,7 +196,7 @@ void PolysketchDecoder::recordAbsorb(Recorder& rec, const BoundTensors& forward,
     const Buffer& dst = keepRows ? blockH_ : z_;
     const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0, 0};
     rec.dispatch(fold_,
-                 {reads({work, base + ws.kSketch.offset, ws.kSketch.size}), reads(vLast), reads(forward_.resources().pairs),
+                 {reads(kSketch), reads(vLast), reads(forward_.resources().pairs),
                   reads(meta), writes({dst.handle(), 0, dst.size()})},
                  &push, sizeof(push), foldGroups, 1, slots);
 }
@@ -209,7 +211,8 @@ void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint3
     auto fits = [&](uint32_t len) {
         try {
             const ForwardGeometry g = makeForwardGeometry(c, caps, count, len, nullptr, nullptr, nullptr, nullptr);
-            (void)forward_.workspace(g);
+            // Each region must fit one binding and, as the host forward splits the rest, one allocation.
+            (void)attention_.hostPacking(forward_.workspaceLayout(g));
             return true;
         } catch (const Error& e) {
             if (e.code() != PSK_ERROR_TOO_LARGE) throw;
@@ -263,7 +266,11 @@ void PolysketchDecoder::recordStepFeatures(Recorder& rec, const StepTensors& t, 
     // nothing else: the forward's block states, scan and output over the one token are not
     // needed (they were ~70% of a step's GPU time on lavapipe). Same kernel, pipeline and
     // parameters, so S(q), S(k), q', k' are the forward's bit for bit.
-    const FeatureMapRanges ranges = featureMapRanges(forward_.plan(), attention_.config(), ws, {stepWorkspace_.handle(), 0, VK_WHOLE_SIZE});
+    // The step buffer holds the feature rows at their contiguous offsets and no block states.
+    WorkspaceLayout layout = ws.layout(forward_.plan().regionAlignment);
+    layout.regions[PolysketchWorkspace::States].size = 0;
+    const FeatureMapRanges ranges =
+        featureMapRanges(forward_.plan(), attention_.config(), bindContiguous(layout, {stepWorkspace_.handle(), 0, stepWorkspace_.size()}));
     recordFeatureMaps(rec, forward_.plan(), forward_.resources(), forward_.sketch(), attention_.config(), g1, t.q, t.k, ranges);
 }
 
@@ -365,14 +372,13 @@ StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const For
     L.staged = p0 > 0;
     L.m = n + p0;
     if (L.m < n) fail(PSK_ERROR_TOO_LARGE, "seqLen ", n, " plus the unfinished block's rows overflows");
-    VkDeviceSize cursor = 0;
-    auto region = [&](uint64_t bytes) {
-        PolysketchWorkspace::Region r;
-        r.offset = cursor;
-        r.size = bytes;
-        cursor = alignUp(cursor + bytes, plan.regionAlignment);
-        return r;
-    };
+    using SL = StateForwardLayout;
+    L.layout.alignment = plan.regionAlignment;
+    L.layout.regions.resize(SL::RegionCount);
+    L.layout.regions[SL::Q].name = "staged q rows";
+    L.layout.regions[SL::K].name = "staged k rows";
+    L.layout.regions[SL::V].name = "staged v rows";
+    L.layout.regions[SL::Out].name = "staged output rows";
     if (L.staged) {
         // Dense BHND tensors of m rows: the state's p0 rows, then the call's n rows.
         const PskTensorStrides qs = defaultStrides(PSK_LAYOUT_BHND, c.numQueryHeads, L.m, c.headDim),
@@ -381,30 +387,31 @@ StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const For
                                os = defaultStrides(PSK_LAYOUT_BHND, c.numQueryHeads, L.m, c.valueDim);
         L.geometry = makeForwardGeometry(c, caps, count, L.m, &qs, &ks, &vs, &os);
         const size_t eb = elementBytes(c.dataType);
-        L.q = region(L.geometry.q.extentElements() * eb);
-        L.k = region(L.geometry.k.extentElements() * eb);
-        L.v = region(L.geometry.v.extentElements() * eb);
-        L.out = region(L.geometry.out.extentElements() * eb);
+        L.layout.regions[SL::Q].size = L.geometry.q.extentElements() * eb;
+        L.layout.regions[SL::K].size = L.geometry.k.extentElements() * eb;
+        L.layout.regions[SL::V].size = L.geometry.v.extentElements() * eb;
+        L.layout.regions[SL::Out].size = L.geometry.out.extentElements() * eb;
     } else {
         L.geometry = call;
     }
     L.ws = forward.workspace(L.geometry);
     checkPolysketchDispatch(plan, c, L.geometry);
-    L.forward = region(L.ws.total).offset;
-    L.vLast = region(uint64_t(count) * c.numKeyValueHeads * plan.blockSize * c.valueDim * 4);
-    L.total = cursor;
-    for (const PolysketchWorkspace::Region* r : {&L.q, &L.k, &L.v, &L.out, &L.vLast})
-        if (r->size > plan.maxRange)
-            fail(PSK_ERROR_TOO_LARGE, "a forward with a decode state needs ", r->size,
-                 " bytes in one staging region, more than one storage buffer binding can address (", plan.maxRange, ")");
+    const WorkspaceLayout own = L.ws.layout(plan.regionAlignment);
+    std::copy(own.regions.begin(), own.regions.end(), L.layout.regions.begin() + SL::Forward);
+    L.layout.regions[SL::VLast] = {"last block's v rows", uint64_t(count) * c.numKeyValueHeads * plan.blockSize * c.valueDim * 4};
+    for (size_t i : {SL::Q, SL::K, SL::V, SL::Out, SL::VLast})
+        if (L.layout.regions[i].size > plan.maxRange)
+            fail(PSK_ERROR_TOO_LARGE, "a forward with a decode state needs ", L.layout.regions[i].size, " bytes in one staging region (",
+                 L.layout.regions[i].name, "), more than one storage buffer binding can address (", plan.maxRange, ")");
     return L;
 }
 
-VkDeviceSize polysketchStateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& call) {
+WorkspaceLayout polysketchStateForwardWorkspaceLayout(const PskAttention_T& attention, const ForwardGeometry& call) {
     const AttentionConfig& c = attention.config();
-    // The largest workspace is a call behind b - 1 rows of an unfinished block (local exact).
+    // The largest workspace is a call behind b - 1 rows of an unfinished block (local exact);
+    // every region is at least as large as at any smaller p0, so it serves every position.
     const uint32_t b = attention.polysketch()->plan().blockSize;
-    return stateForwardLayout(attention, call, c.localExact ? b - 1 : 0).total;
+    return stateForwardLayout(attention, call, c.localExact ? b - 1 : 0).layout;
 }
 
 void PolysketchDecoder::checkForward(uint64_t position, uint32_t n) const {
@@ -424,9 +431,10 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     const uint32_t p0 = local_ ? uint32_t(position % b_) : 0;
     const StateForwardLayout L = stateForwardLayout(attention_, t.geometry, p0);
     const uint32_t s0 = first * Hkv_, slots = count * Hkv_, m = L.m;
-    const VkBuffer work = t.workspace.buffer;
-    const VkDeviceSize base = t.workspace.offset;
-    auto at = [&](const PolysketchWorkspace::Region& r) { return BufferRange{work, base + r.offset, r.size}; };
+    // t.workspace binds the regions of the largest p0 (polysketchStateForwardWorkspaceLayout), each
+    // at least as large as this call's.
+    if (t.workspace.size() != StateForwardLayout::RegionCount) fail(PSK_ERROR_INTERNAL, "state forward workspace regions not bound");
+    auto at = [&](size_t region) { return t.workspace[region]; };
     const size_t eb = elementBytes(c.dataType);
     // Timed stages (PskForwardStats): the staging counts as feature map (the forward's own mark
     // for it is then ignored), the state's update after the output as output.
@@ -439,21 +447,21 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     cont.initial.stride = forward_.plan().stateStride;
     cont.initial.base = s0 * F_ * (dv_ + 1);
     cont.initial.addH = L.staged;
-    BoundTensors fwd{t.q, t.k, t.v, t.out, L.geometry, {work, base + L.forward, L.ws.total}};
+    BoundTensors fwd{t.q, t.k, t.v, t.out, L.geometry, t.workspace.slice(StateForwardLayout::Forward, PolysketchWorkspace::RegionCount)};
     const PskTensorStrides dense[4] = {L.geometry.q.strides, L.geometry.k.strides, L.geometry.v.strides, L.geometry.out.strides};
     if (L.staged) {
-        fwd.q = at(L.q);
-        fwd.k = at(L.k);
-        fwd.v = at(L.v);
-        fwd.out = at(L.out);
+        fwd.q = at(StateForwardLayout::Q);
+        fwd.k = at(StateForwardLayout::K);
+        fwd.v = at(StateForwardLayout::V);
+        fwd.out = at(StateForwardLayout::Out);
         // Rows [0, p0): q and k zero (their features are discarded or replaced), v the state's.
         for (uint32_t i = 0; i < count * Hq_; ++i)
-            rec.fill({work, fwd.q.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
+            rec.fill({fwd.q.buffer, fwd.q.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
         for (uint32_t i = 0; i < slots; ++i) {
-            rec.fill({work, fwd.k.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
+            rec.fill({fwd.k.buffer, fwd.k.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
             if (eb == 4)
                 rec.copy({blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, VkDeviceSize(p0) * dv_ * 4},
-                         {work, fwd.v.offset + VkDeviceSize(i) * m * dv_ * eb, VkDeviceSize(p0) * dv_ * eb}, VkDeviceSize(p0) * dv_ * 4);
+                         {fwd.v.buffer, fwd.v.offset + VkDeviceSize(i) * m * dv_ * eb, VkDeviceSize(p0) * dv_ * eb}, VkDeviceSize(p0) * dv_ * 4);
         }
         // A 16-bit attention: the state's float32 v rows go into the staged tensor rounded to the
         // storage type (they were converted exactly from it when they entered the state).
@@ -482,7 +490,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
 
     // The state after the call: the last block's v rows (dense) and the forward's intermediates.
     const uint32_t lastBegin = (L.ws.blocks - 1) * b_, lastRows = m - lastBegin;
-    const BufferRange vLast = at(L.vLast);
+    const BufferRange vLast = at(StateForwardLayout::VLast);
     const PskTensorStrides lastStrides = defaultStrides(PSK_LAYOUT_BHND, Hkv_, lastRows, dv_);
     recordCopyRows(rec, {fwd.v, uint64_t(lastBegin) * L.geometry.v.strides.token, L.geometry.v.strides}, {vLast, 0, lastStrides}, count,
                    Hkv_, lastRows, dv_, RowConvert::ToF32);

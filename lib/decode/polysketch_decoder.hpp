@@ -14,21 +14,22 @@ namespace psk {
  * needs in its workspace, for a call over `call` that continues sequences with `p0` rows of an
  * unfinished block (local exact; 0 otherwise). With p0 > 0 the call is staged: dense copies of q,
  * k, v (and out) of m = p0 + n rows, the unfinished block's rows in front, so that the forward's
- * blocks start where the sequence's do. Regions are offsets into the workspace.
+ * blocks start where the sequence's do. The regions, in order (`layout`): the staged q, k, v, out,
+ * the forward's own regions (PolysketchWorkspace::layout), the last block's v rows; each may live
+ * in a buffer of its own (forward/workspace.hpp).
  */
 struct StateForwardLayout {
     bool staged = false;
     uint32_t p0 = 0, m = 0;  // rows in front, rows of the forward
     ForwardGeometry geometry;  // the forward's: the call's own, or the staged tensors (dense BHND)
-    PolysketchWorkspace::Region q, k, v, out;  // staged only
-    VkDeviceSize forward = 0;  // offset of the forward's workspace (its layout: ws)
-    PolysketchWorkspace ws;
-    PolysketchWorkspace::Region vLast;  // the last block's v rows, dense [slot][rows][dv]
-    VkDeviceSize total = 0;
+    PolysketchWorkspace ws;    // the forward's
+    WorkspaceLayout layout;
+    /** Region indices of layout: staged q, k, v, out (size 0 unless staged), the forward's first region, vLast. */
+    enum : size_t { Q, K, V, Out, Forward, VLast = Forward + PolysketchWorkspace::RegionCount, RegionCount };
 };
 StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const ForwardGeometry& call, uint32_t p0);
 /** The workspace of a forward with a polysketch state at any position (the largest p0). */
-VkDeviceSize polysketchStateForwardWorkspaceBytes(const PskAttention_T& attention, const ForwardGeometry& call);
+WorkspaceLayout polysketchStateForwardWorkspaceLayout(const PskAttention_T& attention, const ForwardGeometry& call);
 
 class PolysketchDecoder final : public Decoder {
 public:

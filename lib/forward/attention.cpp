@@ -55,6 +55,16 @@ PskAttention_T::~PskAttention_T() = default;
 
 VkDeviceSize PskAttention_T::workspaceBytes(const ForwardGeometry& g) const { return forward_->workspaceBytes(g); }
 
+WorkspacePacking PskAttention_T::hostPacking(const WorkspaceLayout& layout) const {
+    // The allocator rounds a buffer up to its memory alignment, which the cap must still hold:
+    // packing under the cap rounded down to 64 KiB (above every alignment drivers report) keeps
+    // each buffer's allocation within it.
+    VkDeviceSize cap = context_->maxAllocationSize();
+    const VkDeviceSize granule = VkDeviceSize(64) << 10;
+    if (cap > granule) cap = cap / granule * granule;
+    return packWorkspace(layout, cap, "the context's largest allocation (maxAllocationSize, else maxMemoryAllocationSize)");
+}
+
 namespace {
 
 /** The geometry of tokens [begin, begin + count) of a batch-1 geometry (same strides). */
@@ -71,7 +81,7 @@ ForwardGeometry sequenceGeometry(const ForwardGeometry& g, uint32_t count) {
 
 }  // namespace
 
-VkDeviceSize PskAttention_T::checkVarlen(const ForwardGeometry& g, const uint32_t* cu, uint32_t sequences) const {
+WorkspaceLayout PskAttention_T::checkVarlen(const ForwardGeometry& g, const uint32_t* cu, uint32_t sequences) const {
     if (cu[0] != 0) fail(PSK_ERROR_INVALID_ARGUMENT, "info->cuSeqlens[0] is ", cu[0], "; it must be 0");
     for (uint32_t i = 0; i < sequences; ++i)
         if (cu[i + 1] < cu[i])
@@ -82,7 +92,8 @@ VkDeviceSize PskAttention_T::checkVarlen(const ForwardGeometry& g, const uint32_
              "; it must equal seqLen (the total tokens, ", g.tokens, ")");
     const VkDeviceSize align = std::max<VkDeviceSize>(context_->caps().limits().minStorageBufferOffsetAlignment, 1);
     const size_t eb = elementBytes(config_.dataType);
-    VkDeviceSize workspace = 0;
+    // Every sequence shares one set of regions: region by region the largest sequence's need.
+    WorkspaceLayout workspace;
     for (uint32_t i = 0; i < sequences; ++i) {
         if (cu[i + 1] == cu[i]) continue;
         const struct {
@@ -96,7 +107,7 @@ VkDeviceSize PskAttention_T::checkVarlen(const ForwardGeometry& g, const uint32_
                      ", not a multiple of the device's minStorageBufferOffsetAlignment (", align,
                      "): cuSeqlens needs token strides whose byte offsets are aligned");
         }
-        workspace = std::max(workspace, forward_->workspaceBytes(sequenceGeometry(g, cu[i + 1] - cu[i])));
+        workspace = WorkspaceLayout::max(workspace, forward_->workspaceLayout(sequenceGeometry(g, cu[i + 1] - cu[i])));
     }
     return workspace;
 }
@@ -110,11 +121,9 @@ void PskAttention_T::recordVarlen(Recorder& rec, const BoundTensors& t, const ui
         auto range = [&](const BufferRange& r, const TensorGeometry& whole, const TensorGeometry& part) {
             return BufferRange{r.buffer, r.offset + uint64_t(cu[i]) * whole.strides.token * eb, part.extentElements() * eb};
         };
-        BufferRange workspace = t.workspace;
-        const VkDeviceSize bytes = forward_->workspaceBytes(s);
-        if (bytes) workspace.size = bytes;
+        // The regions were bound for the largest sequence; a shorter one uses the start of each.
         forward_->record(rec, BoundTensors{range(t.q, t.geometry.q, s.q), range(t.k, t.geometry.k, s.k),
-                                           range(t.v, t.geometry.v, s.v), range(t.out, t.geometry.out, s.out), s, workspace});
+                                           range(t.v, t.geometry.v, s.v), range(t.out, t.geometry.out, s.out), s, t.workspace});
     }
 }
 
@@ -138,7 +147,7 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     const uint32_t sequences = info.batchSize ? info.batchSize : 1;
     const ForwardGeometry g = makeForwardGeometry(config_, caps, info.cuSeqlens ? 1 : info.batchSize, info.seqLen, info.qStrides,
                                                   info.kStrides, info.vStrides, info.outStrides);
-    const VkDeviceSize varlenWorkspace = info.cuSeqlens ? checkVarlen(g, info.cuSeqlens, sequences) : 0;
+    const WorkspaceLayout varlenWorkspace = info.cuSeqlens ? checkVarlen(g, info.cuSeqlens, sequences) : WorkspaceLayout{};
     const size_t eb = elementBytes(config_.dataType);
     const VkDeviceSize qBytes = g.q.extentElements() * eb, kBytes = g.k.extentElements() * eb,
                        vBytes = g.v.extentElements() * eb, oBytes = g.out.extentElements() * eb;
@@ -153,15 +162,21 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     checkFinite("k", info.k, g.k, config_.dataType);
     checkFinite("v", info.v, g.v, config_.dataType);
 
-    const VkDeviceSize workspaceBytes =
-        override ? override->workspaceBytes(g) : info.cuSeqlens ? varlenWorkspace : this->workspaceBytes(g);
+    const WorkspaceLayout layout =
+        override ? override->workspaceLayout(g) : info.cuSeqlens ? varlenWorkspace : forward_->workspaceLayout(g);
+    const VkDeviceSize workspaceBytes = layout.contiguousBytes();
+    // Split where one allocation cannot hold it; a region too large alone fails here, before
+    // anything is allocated or written.
+    const WorkspacePacking packing = hostPacking(layout);
     bool direct = false;
     try {
         ensureBuffer(q_, qBytes, MemoryUsage::DeviceLocal);
         ensureBuffer(k_, kBytes, MemoryUsage::DeviceLocal);
         ensureBuffer(v_, vBytes, MemoryUsage::DeviceLocal);
         ensureBuffer(out_, oBytes, MemoryUsage::DeviceLocal);
-        if (workspaceBytes) ensureBuffer(workspace_, workspaceBytes, MemoryUsage::DeviceLocal);
+        if (workspaces_.size() < packing.bufferBytes.size()) workspaces_.resize(packing.bufferBytes.size());
+        for (size_t i = 0; i < packing.bufferBytes.size(); ++i)
+            ensureBuffer(workspaces_[i], packing.bufferBytes[i], MemoryUsage::DeviceLocal);
         // Unified memory (integrated GPUs, lavapipe): write and read the tensors in place.
         direct = q_.mapped() && k_.mapped() && v_.mapped() && out_.mapped();
         if (!direct) {
@@ -179,8 +194,10 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     std::memcpy(direct ? k_.mapped() : uploadBase + qBytes, info.k, kBytes);
     std::memcpy(direct ? v_.mapped() : uploadBase + qBytes + kBytes, info.v, vBytes);
 
+    std::vector<BufferRange> workspaceBuffers;
+    for (size_t i = 0; i < packing.bufferBytes.size(); ++i) workspaceBuffers.push_back({workspaces_[i].handle(), 0, packing.bufferBytes[i]});
     const BoundTensors tensors{{q_.handle(), 0, qBytes}, {k_.handle(), 0, kBytes}, {v_.handle(), 0, vBytes}, {out_.handle(), 0, oBytes}, g,
-                               {workspace_.handle(), 0, workspaceBytes ? workspaceBytes : VK_WHOLE_SIZE}};
+                               bindWorkspace(layout, packing, workspaceBuffers)};
     double gpuMs = 0.0, stageMs[Submitter::kMaxStages] = {};
     static_assert(Submitter::kMaxStages == PSK_FORWARD_STAGE_COUNT, "one timestamp per PskForwardStage");
     submitter_->run(
@@ -210,6 +227,7 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
     uint8_t* dst = static_cast<uint8_t*>(info.out);
     const size_t rowBytes = size_t(g.out.dim) * eb;
     forEachRow(g.out, [&](uint64_t row) { std::memcpy(dst + row * eb, src + row * eb, rowBytes); });
+    lastWorkspaceBuffers_ = packing.bufferBytes.size();
     if (info.stats) {
         info.stats->gpuMilliseconds = gpuMs;
         info.stats->workspaceBytes = workspaceBytes;
@@ -218,7 +236,8 @@ void PskAttention_T::forwardHost(const PskForwardHostInfo& info, const RecordAft
 }
 
 void PskAttention_T::releaseCachedTensors() {
-    for (Buffer* b : {&q_, &k_, &v_, &out_, &workspace_, &upload_, &readback_}) b->reset();
+    for (Buffer* b : {&q_, &k_, &v_, &out_, &upload_, &readback_}) b->reset();
+    workspaces_.clear();
 }
 
 void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info, const Override* override) {
@@ -233,7 +252,7 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
     const uint32_t sequences = info.batchSize ? info.batchSize : 1;
     const ForwardGeometry g = makeForwardGeometry(config_, caps, info.cuSeqlens ? 1 : info.batchSize, info.seqLen, info.q.strides,
                                                   info.k.strides, info.v.strides, info.out.strides);
-    const VkDeviceSize varlenWorkspace = info.cuSeqlens ? checkVarlen(g, info.cuSeqlens, sequences) : 0;
+    const WorkspaceLayout varlenWorkspace = info.cuSeqlens ? checkVarlen(g, info.cuSeqlens, sequences) : WorkspaceLayout{};
     const VkDeviceSize align = std::max<VkDeviceSize>(caps.limits().minStorageBufferOffsetAlignment, 1);
     const size_t eb = elementBytes(config_.dataType);
     const VkDeviceSize needed[4] = {g.q.extentElements() * eb, g.k.extentElements() * eb, g.v.extentElements() * eb,
@@ -246,10 +265,33 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
         if (x.t.size < needed[i])
             fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", x.name, ".size is ", x.t.size, " bytes; the shape and strides need ", needed[i]);
     }
-    const VkDeviceSize workspaceBytes =
-        override ? override->workspaceBytes(g) : info.cuSeqlens ? varlenWorkspace : this->workspaceBytes(g);
+    const WorkspaceLayout layout =
+        override ? override->workspaceLayout(g) : info.cuSeqlens ? varlenWorkspace : forward_->workspaceLayout(g);
+    const VkDeviceSize workspaceBytes = layout.contiguousBytes();
     const char* sizeFunction = override ? "pskGetStateWorkspaceSize" : "pskGetWorkspaceSize";
-    if (workspaceBytes) {
+    BoundWorkspace workspace;
+    if (info.workspaceCount) {
+        // Several buffers: each range checked, then the regions placed into them in order.
+        if (!info.pWorkspaces)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->pWorkspaces must not be NULL when info->workspaceCount is ", info.workspaceCount);
+        if (info.workspace)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspace must be VK_NULL_HANDLE when info->workspaceCount is non-zero "
+                 "(the workspace is then info->pWorkspaces)");
+        std::vector<VkDeviceSize> sizes;
+        std::vector<BufferRange> buffers;
+        for (uint32_t i = 0; i < info.workspaceCount; ++i) {
+            const PskWorkspaceRange& r = info.pWorkspaces[i];
+            if (!r.buffer) fail(PSK_ERROR_INVALID_ARGUMENT, "info->pWorkspaces[", i, "].buffer must not be VK_NULL_HANDLE");
+            if (r.offset % align)
+                fail(PSK_ERROR_INVALID_ARGUMENT, "info->pWorkspaces[", i, "].offset ", r.offset,
+                     " is not a multiple of the device's minStorageBufferOffsetAlignment (", align, ")");
+            sizes.push_back(r.size);
+            buffers.push_back({r.buffer, r.offset, r.size});
+        }
+        const WorkspacePacking packing = placeWorkspace(layout, sizes, "info->pWorkspaces",
+                                                        override ? "pskGetWorkspaceLayout with withDecodeState" : "pskGetWorkspaceLayout");
+        workspace = bindWorkspace(layout, packing, buffers);
+    } else if (workspaceBytes) {
         if (!info.workspace)
             fail(PSK_ERROR_INVALID_ARGUMENT, "info->workspace must not be VK_NULL_HANDLE: this call needs ", workspaceBytes,
                  " bytes of workspace (", sizeFunction, ")");
@@ -259,6 +301,9 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
         if (info.workspaceSize < workspaceBytes)
             fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->workspaceSize is ", info.workspaceSize, " bytes; this call needs ",
                  workspaceBytes, " (", sizeFunction, ")");
+        workspace = bindContiguous(layout, {info.workspace, info.workspaceOffset, workspaceBytes});
+    } else {
+        workspace = bindContiguous(layout, {});
     }
 
     if (!context_->pipelines().usesPushDescriptors() && !commandDescriptors_)
@@ -277,7 +322,7 @@ void PskAttention_T::cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwa
                              {info.v.buffer, info.v.offset, needed[2]},
                              {info.out.buffer, info.out.offset, needed[3]},
                              g,
-                             workspaceBytes ? BufferRange{info.workspace, info.workspaceOffset, workspaceBytes} : BufferRange{}};
+                             workspace};
     if (override)
         override->record(rec, bound);
     else if (info.cuSeqlens)

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "forward/attention_config.hpp"
 #include "forward/forward_kind.hpp"
@@ -38,7 +39,7 @@ public:
      * state's buffers may have been written by commands recorded before).
      */
     struct Override {
-        std::function<VkDeviceSize(const psk::ForwardGeometry&)> workspaceBytes;
+        std::function<psk::WorkspaceLayout(const psk::ForwardGeometry&)> workspaceLayout;
         std::function<void(psk::Recorder&, const psk::BoundTensors&)> record;
         bool orderAfterEarlierWork = false;
     };
@@ -47,8 +48,16 @@ public:
     void cmdForward(VkCommandBuffer commandBuffer, const PskCmdForwardInfo& info, const Override* override = nullptr);
     /** Frees the descriptor sets of cmdForward calls (the app says their command buffers completed). */
     void resetCommandDescriptors();
-    /** Workspace bytes of a call with this geometry (0 when the kind needs none). */
+    /** Workspace bytes of a call with this geometry in one buffer (0 when the kind needs none). */
     VkDeviceSize workspaceBytes(const psk::ForwardGeometry& geometry) const;
+    /** The workspace regions of a call with this geometry (forward/workspace.hpp). */
+    psk::WorkspaceLayout workspaceLayout(const psk::ForwardGeometry& geometry) const { return forward_->workspaceLayout(geometry); }
+    /**
+     * How the host form splits a layout into buffers: next fit under the context's largest
+     * allocation (maxBufferSize 0 of pskGetWorkspaceLayout); TOO_LARGE naming a region that
+     * exceeds it alone.
+     */
+    psk::WorkspacePacking hostPacking(const psk::WorkspaceLayout& layout) const;
 
     /** The forward kind's object: its kernels (`psk info --plan`), workspace and recording. */
     const psk::ForwardKind& forward() const { return *forward_; }
@@ -56,8 +65,10 @@ public:
     const psk::PolysketchForward* polysketch() const { return polysketch_; }
 
     // For tests of the individual kernels: the intermediates of the last host-array call stay in
-    // the workspace buffer (its layout: PolysketchForward::workspace()).
-    const psk::Buffer& workspaceBuffer() const { return workspace_; }
+    // the workspace buffer (its layout: PolysketchForward::workspace(), when it was one buffer).
+    const psk::Buffer& workspaceBuffer() const { return workspaces_.empty() ? noBuffer_ : workspaces_[0]; }
+    /** Buffers the last successful host-array call's workspace was split into (tests: the split happened). */
+    size_t lastWorkspaceBufferCount() const { return lastWorkspaceBuffers_; }
 
 private:
     /**
@@ -66,7 +77,7 @@ private:
      * returns the workspace the largest sequence needs; recordVarlen records each non-empty
      * sequence as its own forward on its ranges of `t`, sequence after sequence, sharing t.workspace.
      */
-    VkDeviceSize checkVarlen(const psk::ForwardGeometry& g, const uint32_t* cuSeqlens, uint32_t sequences) const;
+    psk::WorkspaceLayout checkVarlen(const psk::ForwardGeometry& g, const uint32_t* cuSeqlens, uint32_t sequences) const;
     void recordVarlen(psk::Recorder& rec, const psk::BoundTensors& t, const uint32_t* cuSeqlens, uint32_t sequences) const;
     /** Frees the cached device tensors of host-array calls (after an allocation failure). */
     void releaseCachedTensors();
@@ -85,7 +96,11 @@ private:
     // pskResetCommandDescriptors or destruction, since the app's command buffers may still run.
     std::unique_ptr<psk::DescriptorArena> commandDescriptors_;
 
-    // Cached device tensors for host-array calls, grown on demand.
-    psk::Buffer q_, k_, v_, out_, workspace_;
+    // Cached device tensors for host-array calls, grown on demand. The workspace is one buffer per
+    // buffer of the call's packing (hostPacking), each reused by later calls while large enough.
+    psk::Buffer q_, k_, v_, out_;
+    std::vector<psk::Buffer> workspaces_;
     psk::Buffer upload_, readback_;
+    psk::Buffer noBuffer_;
+    size_t lastWorkspaceBuffers_ = 0;
 };

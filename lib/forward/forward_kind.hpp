@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "forward/attention_config.hpp"
+#include "forward/workspace.hpp"
 #include "kernels/kernel_table.hpp"
 #include "vk/recorder.hpp"
 
@@ -20,14 +21,16 @@ namespace psk {
 struct BoundTensors {
     BufferRange q, k, v, out;
     ForwardGeometry geometry;
-    BufferRange workspace;  // scratch of the size workspaceBytes() returned
+    BoundWorkspace workspace;  // the regions of workspaceLayout(), each a range of its own (forward/workspace.hpp)
 };
 
 class ForwardKind {
 public:
     virtual ~ForwardKind() = default;
-    /** Workspace bytes of a call with this geometry (0 when none); throws TOO_LARGE. */
-    virtual VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const = 0;
+    /** The workspace regions of a call with this geometry (none when it needs none); throws TOO_LARGE. */
+    virtual WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const = 0;
+    /** Bytes of those regions in one buffer (pskGetWorkspaceSize; 0 when none). */
+    VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const { return workspaceLayout(geometry).contiguousBytes(); }
     /** Records the kernels of one call. */
     virtual void record(Recorder& recorder, const BoundTensors& tensors) const = 0;
     /** The kernels a call runs, with their constants and the reason each was chosen. */

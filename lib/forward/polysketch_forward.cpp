@@ -45,6 +45,15 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
     return ws;
 }
 
+WorkspaceLayout PolysketchWorkspace::layout(VkDeviceSize alignment) const {
+    WorkspaceLayout L;
+    L.alignment = alignment;
+    L.regions = {{"q sketches", qSketch.size}, {"k sketches", kSketch.size}, {"local q rows", qLocal.size},
+                 {"local k rows", kLocal.size}, {"q sketch nodes", qNodes.size}, {"k sketch nodes", kNodes.size},
+                 {"states", states.size}};
+    return L;
+}
+
 void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps, BufferRange sketches, BufferRange pairs,
                       BufferRange features, uint32_t rows, uint32_t sketchLength) {
     const uint32_t F = sketchLength * (sketchLength + 1) / 2;
@@ -56,18 +65,17 @@ void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps
     rec.dispatch(pipeline, {reads(sketches), reads(pairs), writes(features)}, &push, sizeof(push), ceilDiv(F, 64), rowsY, rowsZ);
 }
 
-FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& c, const PolysketchWorkspace& ws,
-                                  BufferRange workspace) {
-    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{workspace.buffer, workspace.offset + r.offset, r.size}; };
+FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& c, const BoundWorkspace& w) {
+    using W = PolysketchWorkspace;
     FeatureMapRanges f;
-    f.qSketch = sub(ws.qSketch);
-    f.kSketch = sub(ws.kSketch);
+    f.qSketch = w[W::QSketch];
+    f.kSketch = w[W::KSketch];
     // Bindings the kernel does not write still need a valid range: the sketch rows stand in.
     const bool local = c.causal && c.localExact;
-    f.qLocal = local ? sub(ws.qLocal) : f.qSketch;
-    f.kLocal = local ? sub(ws.kLocal) : f.kSketch;
-    f.qNodes = plan.nodeScratch ? sub(ws.qNodes) : f.qSketch;
-    f.kNodes = plan.nodeScratch ? sub(ws.kNodes) : f.kSketch;
+    f.qLocal = local ? w[W::QLocal] : f.qSketch;
+    f.kLocal = local ? w[W::KLocal] : f.kSketch;
+    f.qNodes = plan.nodeScratch ? w[W::QNodes] : f.qSketch;
+    f.kNodes = plan.nodeScratch ? w[W::KNodes] : f.kSketch;
     return f;
 }
 
@@ -125,8 +133,10 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
                       const BoundTensors& t, const PolysketchContinuation* cont) {
     const ForwardGeometry& g = t.geometry;
     const PolysketchWorkspace ws = polysketchWorkspace(plan, c, g);
-    const FeatureMapRanges f = featureMapRanges(plan, c, ws, t.workspace);
-    const BufferRange states{t.workspace.buffer, t.workspace.offset + ws.states.offset, ws.states.size};
+    // Every region through its own range: the regions may live in different buffers.
+    if (t.workspace.size() != PolysketchWorkspace::RegionCount) fail(PSK_ERROR_INTERNAL, "polysketch workspace regions not bound");
+    const FeatureMapRanges f = featureMapRanges(plan, c, t.workspace);
+    const BufferRange states = t.workspace[PolysketchWorkspace::States];
     const bool local = c.causal && c.localExact;
     if (cont && !c.causal) fail(PSK_ERROR_INTERNAL, "a forward continuing a decode state is causal");
 

@@ -25,7 +25,11 @@ struct PolysketchWorkspace {
     Region qNodes, kNodes;    // degree 8 only: level-1 sketch nodes of q and k rows, [rows][2][R]
     Region states;            // [B * Hkv][t][F][stateStride]: H_l, then Z_l (causal) or Z in block 0 (full)
     uint32_t blocks = 0;      // t = ceil(n / b)
-    VkDeviceSize total = 0;
+    VkDeviceSize total = 0;   // every region in one buffer at the offsets above
+    /** Region indices of layout() (the fields above, in order). */
+    enum : size_t { QSketch, KSketch, QLocal, KLocal, QNodes, KNodes, States, RegionCount };
+    /** The regions as a WorkspaceLayout (aligned as the offsets above), so they may be split into several buffers. */
+    WorkspaceLayout layout(VkDeviceSize alignment) const;
 };
 
 /** Workspace of a call; throws TOO_LARGE when a region exceeds what one binding can address. */
@@ -55,8 +59,8 @@ void recordSelfTensor(Recorder& recorder, VkPipeline pipeline, const DeviceCaps&
 struct FeatureMapRanges {
     BufferRange qSketch, kSketch, qLocal, kLocal, qNodes, kNodes;
 };
-FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& config, const PolysketchWorkspace& workspace,
-                                  BufferRange workspaceBuffer);
+/** `workspace`: the call's regions bound as PolysketchWorkspace::layout() orders them. */
+FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& config, const BoundWorkspace& workspace);
 
 /**
  * Records the feature maps of q and of k (the forward's first step): S rows, the local-exact rows
@@ -80,7 +84,7 @@ struct PolysketchContinuation {
 /** Fails (TOO_LARGE) when a call of this geometry exceeds the device's dispatch limits; records nothing. */
 void checkPolysketchDispatch(const PolysketchPlan& plan, const AttentionConfig& config, const ForwardGeometry& geometry);
 
-/** Records the whole polysketch forward; tensors.workspace must hold polysketchWorkspace().total. */
+/** Records the whole polysketch forward; tensors.workspace binds the regions of PolysketchWorkspace::layout(). */
 void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps& caps, const PolysketchPlan& plan,
                       const PolysketchResources& resources, const PackedSketch& sketch, const AttentionConfig& config,
                       const BoundTensors& tensors, const PolysketchContinuation* continuation = nullptr);
@@ -90,7 +94,9 @@ class PolysketchForward final : public ForwardKind {
 public:
     /** Loads or generates the sketch; completes config.sketchSize / referenceScaling from a sketch file. */
     PolysketchForward(PskContext_T* context, AttentionConfig& config, const PskAttentionCreateInfo& info);
-    VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const override { return workspace(geometry).total; }
+    WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const override {
+        return workspace(geometry).layout(plan_.regionAlignment);
+    }
     void record(Recorder& recorder, const BoundTensors& tensors) const override;
     /** The forward continuing a decode state (causal only). */
     void record(Recorder& recorder, const BoundTensors& tensors, const PolysketchContinuation& continuation) const;

@@ -186,14 +186,19 @@ uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens) {
     return (tokens + plan.keysPerDispatch - 1) / plan.keysPerDispatch;
 }
 
-VkDeviceSize tiledWorkspaceBytes(const TiledAttentionPlan& plan, const AttentionConfig& c, const DeviceCaps& caps,
-                                 const ForwardGeometry& g) {
-    if (tiledKeyChunks(plan, g.tokens) <= 1) return 0;
+WorkspaceLayout tiledWorkspaceLayout(const TiledAttentionPlan& plan, const AttentionConfig& c, const DeviceCaps& caps,
+                                     const ForwardGeometry& g) {
+    // One region at offset 0; no end padding, so its bytes are the state's (pskGetWorkspaceSize).
+    WorkspaceLayout L;
+    L.alignment = std::max<VkDeviceSize>(4, caps.limits().minStorageBufferOffsetAlignment);
+    L.padEnd = false;
+    if (tiledKeyChunks(plan, g.tokens) <= 1) return L;
     const uint64_t floats = uint64_t(g.batch) * c.numQueryHeads * g.tokens * (c.valueDim + 2);
     if (floats >= (uint64_t(1) << 32) || floats * 4 > caps.limits().maxStorageBufferRange)
         fail(PSK_ERROR_TOO_LARGE, "the ", floats * 4, "-byte key-chunk state exceeds maxStorageBufferRange (",
              caps.limits().maxStorageBufferRange, "); use a smaller batch per call");
-    return floats * 4;
+    L.regions.push_back({"key-chunk state", floats * 4});
+    return L;
 }
 
 void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
@@ -217,7 +222,7 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
         push.key_limit = last ? t.geometry.tokens : push.key_begin + plan.keysPerDispatch;
         push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | (last ? 0 : kernel::FLAG_STORE_STATE);
         // Without chunks the state binding is never touched; the output stands in for it.
-        const Access state = chunks > 1 ? Access{t.workspace, true} : reads(t.out);
+        const Access state = chunks > 1 ? Access{t.workspace[0], true} : reads(t.out);
         const Access output = last ? writes(t.out) : reads(t.out);
         recorder.dispatch(pipeline, {reads(t.q), reads(t.k), reads(t.v), output, state}, &push, sizeof(push), groupsX,
                           c.numQueryHeads, t.geometry.batch);
@@ -229,8 +234,8 @@ TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)
     pipeline_ = context->pipelines().get(plan_.kernel);
 }
 
-VkDeviceSize TiledForward::workspaceBytes(const ForwardGeometry& geometry) const {
-    return tiledWorkspaceBytes(plan_, config_, context_->caps(), geometry);
+WorkspaceLayout TiledForward::workspaceLayout(const ForwardGeometry& geometry) const {
+    return tiledWorkspaceLayout(plan_, config_, context_->caps(), geometry);
 }
 
 void TiledForward::record(Recorder& recorder, const BoundTensors& tensors) const {

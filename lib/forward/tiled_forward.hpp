@@ -28,9 +28,9 @@ uint32_t attentionTiledCoopMatEmulatedIterationsPerDispatch(const kernel::Attent
 
 /** Number of key chunks (dispatches) for a sequence of `tokens`. */
 uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);
-/** Workspace bytes of a call: the per-row state when there is more than one key chunk. */
-VkDeviceSize tiledWorkspaceBytes(const TiledAttentionPlan& plan, const AttentionConfig& config, const DeviceCaps& caps,
-                                 const ForwardGeometry& geometry);
+/** Workspace of a call: one region, the per-row state, when there is more than one key chunk. */
+WorkspaceLayout tiledWorkspaceLayout(const TiledAttentionPlan& plan, const AttentionConfig& config, const DeviceCaps& caps,
+                                     const ForwardGeometry& geometry);
 
 /** Softmax or exact polynomial attention: one dispatch per key chunk. */
 void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
@@ -39,7 +39,7 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
 class TiledForward final : public ForwardKind {
 public:
     TiledForward(PskContext_T* context, const AttentionConfig& config);
-    VkDeviceSize workspaceBytes(const ForwardGeometry& geometry) const override;
+    WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const override;
     void record(Recorder& recorder, const BoundTensors& tensors) const override;
     std::vector<KernelChoice> kernels() const override { return {plan_.kernel}; }
 

@@ -22,7 +22,11 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
     try {
         VkPhysicalDeviceMemoryProperties memProps{};
         vki().vkGetPhysicalDeviceMemoryProperties(physicalDevice_, &memProps);
-        allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, caps_.maxMemoryAllocationSize, info.deviceMemoryLimit);
+        // A smaller cap than the device's makes every allocation (and so the workspace's split) obey it.
+        maxAllocationSize_ = caps_.maxMemoryAllocationSize;
+        if (info.maxAllocationSize && (!maxAllocationSize_ || info.maxAllocationSize < maxAllocationSize_))
+            maxAllocationSize_ = info.maxAllocationSize;
+        allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, maxAllocationSize_, info.deviceMemoryLimit);
         pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_);
     } catch (...) {
         pipelines_.reset();

@@ -31,6 +31,11 @@ public:
     const psk::InstanceFunctions& vki() const;
     const psk::DeviceCaps& caps() const { return caps_; }
     psk::Allocator& allocator() { return *allocator_; }
+    /**
+     * The largest single allocation the context makes (PskContextCreateInfo::maxAllocationSize,
+     * clamped to the device's maxMemoryAllocationSize; 0 when neither bounds it).
+     */
+    uint64_t maxAllocationSize() const { return maxAllocationSize_; }
     psk::Pipelines& pipelines() { return *pipelines_; }
     uint32_t queueFamily() const { return caps_.computeQueueFamily; }
     /** True when the instance, device and queue are the app's (PskExternalVulkan). */
@@ -69,6 +74,7 @@ private:
     psk::DeviceFunctions vk_;
     VkQueue queue_ = VK_NULL_HANDLE;
     std::mutex queueMutex_;
+    uint64_t maxAllocationSize_ = 0;
     std::unique_ptr<psk::Allocator> allocator_;
     std::unique_ptr<psk::Pipelines> pipelines_;
 };

@@ -375,6 +375,7 @@ void DeviceCaps::fillInfo(PskDeviceInfo* info) const {
     info->maxComputeWorkGroupInvocations = limits().maxComputeWorkGroupInvocations;
     info->maxStorageBufferRange = limits().maxStorageBufferRange;
     info->maxMemoryAllocationSize = maxMemoryAllocationSize;
+    info->maxAllocationSize = maxMemoryAllocationSize;  // a context reports its own cap instead
     info->deviceLocalMemoryBytes = deviceLocalBytes;
     info->timestampPeriodNs = limits().timestampPeriod;
     info->storageBuffer16BitAccess = storageBuffer16BitAccess;

@@ -104,8 +104,8 @@ size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedic
 
 Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usage) {
     if (req.size > maxAllocationSize_)
-        fail(PSK_ERROR_TOO_LARGE, "a buffer of ", req.size, " bytes exceeds maxMemoryAllocationSize (",
-             maxAllocationSize_, ")");
+        fail(PSK_ERROR_TOO_LARGE, "a buffer of ", req.size, " bytes exceeds the largest allocation (", maxAllocationSize_,
+             " bytes: maxMemoryAllocationSize, or the context's smaller maxAllocationSize)");
     const uint32_t type = chooseMemoryType(req.memoryTypeBits, usage);
     const VkDeviceSize align = std::max<VkDeviceSize>(req.alignment, 1);
     std::lock_guard<std::mutex> lock(mutex_);
