@@ -59,9 +59,10 @@ struct StateDeleter {
 };
 using State = std::unique_ptr<PskDecodeState_T, StateDeleter>;
 
-/** A validated context of its own with the given allocation cap (0: the device's). */
-Context cappedContext(uint64_t cap, MessageLog& log) {
+/** A validated context of its own with the given allocation cap (0: the device's) and memory limit. */
+Context cappedContext(uint64_t cap, MessageLog& log, uint64_t deviceMemoryLimit = 0) {
     PskContextCreateInfo info{};
+    info.deviceMemoryLimit = deviceMemoryLimit;
     const char* require = std::getenv("PSK_REQUIRE_VALIDATION");
     info.flags = require && std::string(require) == "1" ? PSK_CONTEXT_REQUIRE_VALIDATION_BIT : PSK_CONTEXT_ENABLE_VALIDATION_BIT;
     info.messageCallback = &MessageLog::callback;
@@ -309,15 +310,9 @@ TEST_F(ContextTest, OutOfDeviceMemoryWhileSplittingLeaksNothing) {
     Spec s = spec("oom");
     s.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
     MessageLog log;
-    PskContextCreateInfo info{};
-    info.flags = PSK_CONTEXT_ENABLE_VALIDATION_BIT;
-    info.messageCallback = &MessageLog::callback;
-    info.messageUserData = &log;
-    info.maxAllocationSize = kCap;
-    info.deviceMemoryLimit = 1536 << 10;  // the attention, the tensors and a first workspace buffer fit, not all
-    PskContext c = nullptr;
-    ASSERT_EQ(pskCreateContext(&info, &c), PSK_SUCCESS);
-    const Context capped(c);
+    // The attention, the tensors and a first workspace buffer fit the limit, not the second buffer.
+    const Context capped = cappedContext(kCap, log, 1536 << 10);
+    ASSERT_TRUE(capped);
     const Attention a = makeAttention(capped.get(), s, "");
     ASSERT_TRUE(a);
     const Inputs in = makeInputs(s, 190);
