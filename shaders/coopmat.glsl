@@ -11,6 +11,7 @@
 //   CM_ACC_ZERO            a zero accumulator
 //   CM_LOAD_ROW(m, arr, element, stride)  load m from arr[element...], rows `stride` elements apart
 //   CM_LOAD_COL(m, arr, element, stride)  same, column-major (columns `stride` elements apart)
+//   CM_LOAD_ROW_ACC(m, arr, element, stride)  load a float32 accumulator row-major (to add to it)
 //   CM_STORE_ROW(m, arr, element, stride) store m row-major
 //   CM_MULADD(a, b, c)     a * b + c
 //   CM_ADD_SCALED(total, m, s)  total += m * s for float32 accumulators and a float s (component-wise;
@@ -83,6 +84,7 @@ CmFragment cm_fill(float v) {
 #define CM_LOAD_COL_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, true)
 #define CM_LOAD_ROW_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, false)
 #define CM_LOAD_COL_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, true)
+#define CM_LOAD_ROW_ACC(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_N, false)
 #define CM_STORE_ROW(m, arr, element, stride)                                                       \
     for (uint cm_s = 0u; cm_s * gl_SubgroupSize < CM_M * CM_N; ++cm_s) {                              \
         const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                            \
@@ -154,6 +156,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #define CM_LOAD_COL_A CM_LOAD_COL
 #define CM_LOAD_ROW_B CM_LOAD_ROW
 #define CM_LOAD_COL_B CM_LOAD_COL
+#define CM_LOAD_ROW_ACC CM_LOAD_ROW
 #define CM_STORE_ROW(m, arr, element, stride) coopMatStoreNV(m, arr, element, stride, false)
 #define CM_MULADD(a, b, c) coopMatMulAddNV(a, b, c)
 #elif defined(COOPMAT_KHR)
@@ -171,6 +174,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #define CM_LOAD_COL_A CM_LOAD_COL
 #define CM_LOAD_ROW_B CM_LOAD_ROW
 #define CM_LOAD_COL_B CM_LOAD_COL
+#define CM_LOAD_ROW_ACC CM_LOAD_ROW
 #else
 #error "define COOPMAT_KHR, COOPMAT_NV or COOPMAT_EMULATED"
 #endif

@@ -25,6 +25,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "sketch_activations.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -46,17 +47,6 @@ layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
 layout(std430, binding = 4) buffer NodeScratch { float node_scratch[]; };
 
 const float LN_EPS = 1e-5;
-
-// tanh from one exp of a non-positive argument: no overflow, no inf/inf.
-float stable_tanh(float x) {
-    const float t = exp(-2.0 * abs(x));
-    return sign(x) * (1.0 - t) / (1.0 + t);
-}
-
-float gelu_tanh(float x) {
-    const float k = 0.7978845608028654;  // sqrt(2 / pi)
-    return 0.5 * x * (1.0 + stable_tanh(k * (x + 0.044715 * x * x * x)));
-}
 
 // LayerNorm in place over a register array of LEN floats (population variance, eps inside).
 #define LAYER_NORM(v, LEN, scale_off, bias_off)                                              \

@@ -50,6 +50,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::AttentionTiledCoopMat: return SpecConstants::of(AttentionTiledCoopMatSpec{});
         case KernelId::SketchFeatures: return SpecConstants::of(SketchFeaturesSpec{});
         case KernelId::SketchFeaturesTeam: return SpecConstants::of(SketchFeaturesTeamSpec{});
+        case KernelId::SketchFeaturesCoopMat: return SpecConstants::of(SketchFeaturesCoopMatSpec{});
         case KernelId::BlockStates: return SpecConstants::of(BlockStatesSpec{});
         case KernelId::BlockStatesTeam: return SpecConstants::of(BlockStatesTeamSpec{});
         case KernelId::BlockStatesCoopMat: return SpecConstants::of(BlockStatesCoopMatSpec{});

@@ -29,6 +29,7 @@ using uint = std::uint32_t;
 #include "interface/polysketch_output_coopmat.h"
 #include "interface/self_tensor.h"
 #include "interface/sketch_features.h"
+#include "interface/sketch_features_coopmat.h"
 
 /** One specialization constant of a spec struct: constant_id, byte offset in the struct, name. */
 struct SpecField {
@@ -53,6 +54,7 @@ PSK_SPEC_STRUCT(AttentionTiledSpec, PSK_ATTENTION_TILED_SPEC)
 PSK_SPEC_STRUCT(AttentionTiledCoopMatSpec, PSK_ATTENTION_TILED_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesSpec, PSK_SKETCH_FEATURES_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesTeamSpec, PSK_SKETCH_FEATURES_TEAM_SPEC)
+PSK_SPEC_STRUCT(SketchFeaturesCoopMatSpec, PSK_SKETCH_FEATURES_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(BlockStatesSpec, PSK_BLOCK_STATES_SPEC)
 PSK_SPEC_STRUCT(BlockStatesTeamSpec, PSK_BLOCK_STATES_TEAM_SPEC)
 PSK_SPEC_STRUCT(BlockStatesCoopMatSpec, PSK_BLOCK_STATES_COOPMAT_SPEC)

@@ -12,7 +12,8 @@ namespace {
 // storage types f32/f16/bf16, "f32" float32 only. The coopmat variant's first axis is
 // "<backend>_<operand>": nv_f16, khr_f16, khr_bf16 (built where the compiler supports the
 // extension) and emu_f16, emu_bf16 (the emulated backend, always built: tests on any device);
-// attention_tiled_coopmat's is "<backend>_<operand>_<kind>" (kind softmax or polynomial).
+// attention_tiled_coopmat's is "<backend>_<operand>_<kind>" (kind softmax or polynomial),
+// sketch_features_coopmat's "<backend>_<operand>_<sketch>" (sketch random or learned).
 constexpr KernelInfo kKernels[] = {
     {KernelId::AttentionTiled, "attention_tiled", "attention_tiled.comp", KernelImpl::Generic, "softmax|polynomial storage",
      "AttentionTiledSpec", "AttentionTiledPush", "softmax / exact polynomial attention (flash-style tiles)"},
@@ -24,6 +25,10 @@ constexpr KernelInfo kKernels[] = {
      "SketchFeaturesSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows, degree-8 nodes)"},
     {KernelId::SketchFeaturesTeam, "sketch_features_team", "sketch_features_team.comp", KernelImpl::Team, "storage",
      "SketchFeaturesTeamSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows)"},
+    {KernelId::SketchFeaturesCoopMat, "sketch_features_coopmat", "sketch_features_coopmat.comp", KernelImpl::Cooperative,
+     "nv_f16_random|khr_f16_random|khr_bf16_random|emu_f16_random|emu_bf16_random|nv_f16_learned|khr_f16_learned|"
+     "khr_bf16_learned|emu_f16_learned|emu_bf16_learned storage",
+     "SketchFeaturesCoopMatSpec", "SketchFeaturesPush", "feature map on cooperative matrices: S(q), S(k) (+ local rows)"},
     {KernelId::BlockStates, "block_states", "block_states.comp", KernelImpl::Generic, "storage", "BlockStatesSpec",
      "BlockStatesPush", "block states H_l = psi(S(K_l))^T [V_l | 1]"},
     {KernelId::BlockStatesTeam, "block_states_team", "block_states_team.comp", KernelImpl::Team, "storage",

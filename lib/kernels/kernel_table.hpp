@@ -24,6 +24,7 @@ enum class KernelId : uint8_t {
     AttentionTiledCoopMat, //   cooperative-matrix variant (16-bit storage, device or emulated)
     SketchFeatures,        // polysketch feature map: S(x), local rows, degree-8 nodes
     SketchFeaturesTeam,    //   lane-team variant (random sketch, one level)
+    SketchFeaturesCoopMat, //   cooperative-matrix variant (p = 4 random or learned; 16-bit storage, device or emulated)
     BlockStates,           // H_l = psi(S(K_l))^T [V_l | 1]
     BlockStatesTeam,       //   lane-team variant
     BlockStatesCoopMat,    //   cooperative-matrix variant (16-bit storage, device or emulated)

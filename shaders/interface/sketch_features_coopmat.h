@@ -1,0 +1,26 @@
+// Kernel interface of sketch_features_coopmat.comp (see common.h): its specialization constants
+// and push constants, declared once for GLSL and for the host (kernel_interface.hpp).
+#ifndef PSK_INTERFACE_SKETCH_FEATURES_COOPMAT_H
+#define PSK_INTERFACE_SKETCH_FEATURES_COOPMAT_H
+
+#include "common.h"
+
+// sketch_features_coopmat.comp
+#define PSK_SKETCH_FEATURES_COOPMAT_SPEC(X) \
+    X(0, uint, THREADS, 64) /* SG_M * SG_N * subgroup size */ \
+    X(1, uint, HEAD_DIM, 64) /* h */ \
+    X(2, uint, SKETCH, 32) /* r */ \
+    X(3, uint, HIDDEN, 256) /* learned sketch: 8r hidden units per FF level */ \
+    X(4, uint, CM_M, 16) \
+    X(5, uint, CM_N, 16) \
+    X(6, uint, CM_K, 16) \
+    X(7, uint, SG_M, 1) /* subgroups along rows, CM_M each: TILE_M = SG_M * CM_M rows per workgroup */ \
+    X(8, uint, SG_N, 4) /* subgroups along the N_CHUNK / CM_N column tiles of a product step */ \
+    X(9, uint, N_CHUNK, 32) /* product columns per step (sketch columns, hidden units), a multiple of CM_N and CM_K */ \
+    X(10, uint, K_CHUNK, 32) /* weight rows staged per step, a multiple of CM_K */
+
+// The push constants are the generic kernel's: SketchFeaturesPush (sketch_features.h); the
+// workgroup grid too, with TILE_M rows per workgroup.
+#include "sketch_features.h"
+
+#endif

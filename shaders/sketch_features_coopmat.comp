@@ -1,0 +1,369 @@
+#version 450
+// Polysketch feature map (docs/MATH.md sections 3-5) on cooperative matrices: the result of
+// sketch_features.comp (same bindings 0-3, push constants SketchFeaturesPush, outputs) for
+//
+//   SKETCH_RANDOM, one level (p = 4):  S(x) = c (x @ G1_0a) * (x @ G1_0b)
+//   SKETCH_LEARNED (p = 4):            f_b = FF_b1(FF_b0(x)), FF(y) = gelu(LN(y) @ D1) @ D2,
+//                                      S(x) = sqrt(r) tanh(f_1 * f_2 / sqrt(r))
+//
+// with x = LN_qk(row) * scale. Degree 2 (S = x, no product) and degree 8 (two levels) stay on the
+// generic kernel (the plan says so). The learned sketch is where the FLOPs are: per row
+// 2 (h 8r + 8r r + r 8r + 8r r) multiply-adds, more than the block states' F (dv + 1).
+//
+// A workgroup owns TILE_M = SG_M * CM_M consecutive rows of one (batch, head):
+//  1. loads them into a float32 tile (zero past the last row), then one invocation per row applies
+//     the optional q/k LayerNorm and the scale in the generic kernel's order and writes local_out
+//     (FLAG_WRITE_LOCAL) exactly as it does;
+//  2. every product is a GEMM step (gemm below): the activations, as operands (see "Precision"),
+//     sit in shared memory as the A operand (TILE_M x K, row-major); the weight columns of the
+//     step, N_CHUNK at a time, are staged K_CHUNK rows at a time from the float32 packed sketch
+//     (sketch_pack.cpp: G^T and D1^T transposed, D2 as is) into the B operand, split into
+//     operands on the way (CM_TO_OPERAND); float32 accumulators, written out to a float32 tile in shared memory, or
+//     loaded from and stored back to one (the learned sketch's D2 sums over the hidden chunks);
+//  3. the elementwise parts run in float32 on those tiles between the products, by the whole
+//     workgroup: the node product c a b (random); per level the LayerNorm over the level input
+//     (one invocation per row), gelu of every hidden chunk into the A operand of D2, and at the
+//     end the tanh combination (learned).
+//
+// Subgroup (m, n) of the SG_M x SG_N grid computes rows m CM_M .. of column tiles n, n + SG_N, ...
+// of each step (WN = ceil(N_CHUNK / CM_N / SG_N) accumulators).
+//
+// Precision: every operand is held as two 16-bit numbers, hi = round(v) and lo = round(v - hi),
+// and each product is three cooperative products, A_lo W_hi + A_hi W_lo + A_hi W_hi, into the
+// float32 accumulator: about 22 significant bits (float16; 16 for bfloat16) instead of 11 (8).
+// One product per step is not enough here: measured on the conformance sweep (emulated), the
+// feature map's operand rounding alone took the output to 2.1e-3 (float16, threshold 2e-3) and
+// 2.2e-2 (bfloat16, threshold 1.2e-2), because the sketch feeds the features psi = S (x) S and
+// then the attention weights <S(q), S(k)>^2 (and, learned, four chained products): relative errors
+// of S grow about fourfold by the output. Three products still run on the matrix units.
+//
+// Range: the learned sketch's A operands are LayerNorm outputs and gelu of their products (bounded
+// by the LayerNorm parameters and the weights), so they are staged as they are. The random
+// sketch's A operand is x itself, whatever the caller's rows hold: it is scaled by a power of two
+// that brings the tile's largest |x| to at most 2^14 before rounding, and the float32 products
+// are scaled back (exact). Weights are staged unscaled: the plan takes this kernel for float16
+// operands only when every packed weight is below 2^14 in magnitude.
+//
+// Shared memory (the host mirrors it in sketchFeaturesCoopMatSharedBytes, polysketch_plan.cpp):
+// operands [A: TILE_M x LDA | H: TILE_M x LDH (learned) | W: K_CHUNK x LDW], each twice (high and
+// low parts), rows padded by 8
+// elements (16-byte aligned rows for 2-byte operands, the load/store rule); float32
+// [x: TILE_M x HEAD_DIM | random: two product tiles TILE_M x N_CHUNK | learned: the hidden tile
+// TILE_M x N_CHUNK, the FF sum TILE_M x LDR and f_1 TILE_M x LDR].
+//
+// llvmpipe's loop budget (docs/ARCHITECTURE.md): the run-time loops are the per-row loops over
+// h or r, the product steps and, in the emulated backend, its per-lane loops over matrix
+// elements; the host estimates their sum (sketchFeaturesCoopMatEmulatedLoopIterations) and keeps
+// the generic kernel where it would exceed the budget.
+//
+// One source for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix and the emulated backend
+// (coopmat.glsl). The workgroup must consist of exactly SG_M * SG_N subgroups: the host sets
+// THREADS = SG_M * SG_N * subgroup size and pins the subgroup size where it can vary.
+
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_basic : require
+
+layout(local_size_x_id = 0) in;
+#include "interface/sketch_features_coopmat.h"
+PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_COOPMAT_SPEC)
+
+#define CM_SUBGROUPS (SG_M * SG_N)
+#include "coopmat.glsl"
+#include "sketch_activations.glsl"
+#include "storage.glsl"
+#include "tensor_strides.glsl"
+
+layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
+layout(std430, binding = 1) readonly buffer Weights { float w_data[]; };
+layout(std430, binding = 2) writeonly buffer SketchOut { float sketch_out[]; };
+layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
+
+const uint TILE_M = SG_M * CM_M;
+const uint NT = N_CHUNK / CM_N;              // column tiles of a step ...
+const uint WN = (NT + SG_N - 1u) / SG_N;     // ... per subgroup
+const uint PAD = 8u;
+#if defined(SKETCH_LEARNED)
+const uint KA = ((HEAD_DIM > SKETCH ? HEAD_DIM : SKETCH) + CM_K - 1u) / CM_K * CM_K;  // level inputs: h, then r
+#else
+const uint KA = (HEAD_DIM + CM_K - 1u) / CM_K * CM_K;
+#endif
+const uint LDR = (SKETCH + N_CHUNK - 1u) / N_CHUNK * N_CHUNK;  // FF sums: r columns, padded to whole steps
+const uint LDA = KA + PAD;
+const uint LDH = N_CHUNK + PAD;
+const uint LDW = N_CHUNK + PAD;
+// Operand pool: every operand twice, its high part, then its low part (see "Precision").
+const uint A_LO = TILE_M * LDA, H_LO = TILE_M * LDH, W_LO = K_CHUNK * LDW;
+const uint OP_A = 0u;
+#if defined(SKETCH_LEARNED)
+const uint OP_H = OP_A + 2u * A_LO;
+const uint OP_W = OP_H + 2u * H_LO;
+#else
+const uint OP_W = OP_A + 2u * A_LO;
+#endif
+const uint OP_POOL = OP_W + 2u * W_LO;
+// Float32 pool (offsets are multiples of 8 floats: TILE_M is a multiple of 8).
+const uint F_X = 0u;
+const uint F_P0 = F_X + TILE_M * HEAD_DIM;
+#if defined(SKETCH_LEARNED)
+const uint F_ACC = F_P0 + TILE_M * N_CHUNK;
+const uint F_F1 = F_ACC + TILE_M * LDR;
+const uint F_POOL = F_F1 + TILE_M * LDR;
+#else
+const uint F_P1 = F_P0 + TILE_M * N_CHUNK;
+const uint F_POOL = F_P1 + TILE_M * N_CHUNK;
+#endif
+
+shared CM_OPERAND op_pool[OP_POOL];
+shared float f_pool[F_POOL];
+shared uint x_max_bits;  // the tile's largest |x| (float bits; non-negative floats order as their bits)
+
+const float LN_EPS = 1e-5;
+
+// v as two operands, hi + lo: the high part at op_pool[off], the rounding error of it, rounded
+// again, `lo` elements further.
+void put_operand(uint off, uint lo, float v) {
+    const CM_OPERAND hi = CM_TO_OPERAND(v);
+    op_pool[off] = hi;
+    op_pool[off + lo] = CM_TO_OPERAND(v - float(hi));
+}
+
+// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 (its square stays a
+// normal float32).
+float operand_scale(float x) {
+    if (!(x > 0.0)) return 1.0;
+    int e;
+    frexp(x, e);  // x < 2^e
+    return exp2(float(clamp(14 - e, -60, 60)));
+}
+
+// LayerNorm of the LEN floats of f_pool at `src` (population variance, eps inside the square
+// root), in the generic kernel's order of operations, rounded into op_pool at `dst`.
+void layer_norm_to_operand(uint src, uint len, uint scale_off, uint bias_off, uint dst) {
+    float mean = 0.0;
+    for (uint d = 0u; d < len; ++d) mean += f_pool[src + d];
+    mean /= float(len);
+    float var = 0.0;
+    for (uint d = 0u; d < len; ++d) var += (f_pool[src + d] - mean) * (f_pool[src + d] - mean);
+    const float inv = inversesqrt(var / float(len) + LN_EPS);
+    for (uint d = 0u; d < len; ++d) put_operand(dst + d, A_LO, (f_pool[src + d] - mean) * inv * w_data[scale_off + d] + w_data[bias_off + d]);
+}
+
+// One GEMM step: out[TILE_M x tiles CM_N] (+)= A[TILE_M x k_len] W[k_len x columns c0 ..].
+//   A: op_pool at a_off (high parts; the low parts a_lo further), row-major, stride lda, zero past
+//      the valid columns (k_len is a multiple of CM_K, at most the padded width of A).
+//   W: element (k, c) of the weight matrix at w_data[w_off + k * w_k + c * w_c]; rows k >= k_valid
+//      and columns c >= c_valid are staged as zeros.
+//   out: float32 in f_pool at out_off (column tile t at out_off + t CM_N), stride ldo; with
+//      `accumulate` the accumulators start from what is there.
+// Starts with a barrier (the caller's writes of A and out are visible, the W stage is free) and
+// ends after the last product; the caller puts a barrier between it and reads of `out`.
+void gemm(uint a_off, uint a_lo, uint lda, uint k_len, uint w_off, uint w_k, uint w_c, uint k_valid, uint c0, uint c_valid,
+          uint out_off, uint ldo, uint tiles, bool accumulate) {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint sg = gl_SubgroupID;
+    const uint sg_m = sg % SG_M, sg_n = sg / SG_M;
+    barrier();
+    CM_ACC acc[WN];
+    [[unroll]] for (uint w = 0u; w < WN; ++w) {
+        const uint t = sg_n + w * SG_N;
+        acc[w] = CM_ACC_ZERO;
+        if (accumulate && t < tiles) {
+            CM_LOAD_ROW_ACC(acc[w], f_pool, out_off + sg_m * CM_M * ldo + t * CM_N, ldo);
+        }
+    }
+    // Staging order: consecutive invocations read consecutive weights (k-major when w_k == 1).
+    const bool k_fast = w_k == 1u;
+    for (uint k0 = 0u; k0 < k_len; k0 += K_CHUNK) {
+        [[unroll]] for (uint it = 0u; it < (K_CHUNK * N_CHUNK + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < K_CHUNK * N_CHUNK) {
+                const uint kk = k_fast ? i % K_CHUNK : i / N_CHUNK;
+                const uint c = k_fast ? i / K_CHUNK : i % N_CHUNK;
+                const uint k = k0 + kk;
+                float v = 0.0;
+                if (k < k_valid && c0 + c < c_valid) v = w_data[w_off + k * w_k + (c0 + c) * w_c];
+                put_operand(OP_W + kk * LDW + c, W_LO, v);
+            }
+        }
+        barrier();
+        [[unroll]] for (uint kk = 0u; kk < K_CHUNK; kk += CM_K) {
+            if (k0 + kk < k_len) {
+                CM_A ma, ma_lo;
+                CM_LOAD_ROW_A(ma, op_pool, a_off + sg_m * CM_M * lda + k0 + kk, lda);
+                CM_LOAD_ROW_A(ma_lo, op_pool, a_off + a_lo + sg_m * CM_M * lda + k0 + kk, lda);
+                [[unroll]] for (uint w = 0u; w < WN; ++w) {
+                    const uint t = sg_n + w * SG_N;
+                    if (t < tiles) {
+                        CM_B mb, mb_lo;
+                        CM_LOAD_ROW_B(mb, op_pool, OP_W + kk * LDW + t * CM_N, LDW);
+                        CM_LOAD_ROW_B(mb_lo, op_pool, OP_W + W_LO + kk * LDW + t * CM_N, LDW);
+                        // The small cross terms first, then hi x hi (lo x lo is below float32's ulp).
+                        acc[w] = CM_MULADD(ma_lo, mb, acc[w]);
+                        acc[w] = CM_MULADD(ma, mb_lo, acc[w]);
+                        acc[w] = CM_MULADD(ma, mb, acc[w]);
+                    }
+                }
+            }
+        }
+        barrier();  // the W stage is read
+    }
+    [[unroll]] for (uint w = 0u; w < WN; ++w) {
+        const uint t = sg_n + w * SG_N;
+        if (t < tiles) CM_STORE_ROW(acc[w], f_pool, out_off + sg_m * CM_M * ldo + t * CM_N, ldo);
+    }
+}
+
+#if defined(SKETCH_LEARNED)
+// One FF level on the A operand (LayerNorm'd input of `in_len` columns), summed into the float32
+// tile at F_ACC (zero on entry): for each chunk of N_CHUNK hidden units, the hidden tile
+// A @ D1[:, chunk] in float32, gelu into the H operand, then F_ACC += H @ D2[chunk, :].
+void feed_forward(uint in_len, uint ff) {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint d1 = params.w[ff + 2u], d2 = params.w[ff + 3u];
+    const uint k_in = (in_len + CM_K - 1u) / CM_K * CM_K;
+    [[dont_unroll]] for (uint u0 = 0u; u0 < HIDDEN; u0 += N_CHUNK) {
+        // D1^T is packed HIDDEN x in: unit u's weights contiguous.
+        const uint valid_units = min(N_CHUNK, HIDDEN - u0);
+        gemm(OP_A, A_LO, LDA, k_in, d1, 1u, in_len, in_len, u0, HIDDEN, F_P0, N_CHUNK, (valid_units + CM_N - 1u) / CM_N, false);
+        barrier();
+        // Units past HIDDEN (tiles not computed) become zeros: the hidden tile is not cleared.
+        [[unroll]] for (uint it = 0u; it < (TILE_M * N_CHUNK + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < TILE_M * N_CHUNK)
+                put_operand(OP_H + (i / N_CHUNK) * LDH + i % N_CHUNK, H_LO, i % N_CHUNK < valid_units ? gelu_tanh(f_pool[F_P0 + i]) : 0.0);
+        }
+        // D2 is packed HIDDEN x r, row-major: rows u0 .. of this chunk. Only the column tiles
+        // below r are computed; the others of the sum tile stay zero.
+        for (uint c0 = 0u; c0 < SKETCH; c0 += N_CHUNK)
+            gemm(OP_H, H_LO, LDH, N_CHUNK, d2 + u0 * SKETCH, SKETCH, 1u, valid_units, c0, SKETCH, F_ACC + c0, LDR,
+                 min(NT, (SKETCH - c0 + CM_N - 1u) / CM_N), true);
+    }
+}
+#endif
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint row0 = gl_WorkGroupID.x * TILE_M;
+    const uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
+    const uint rows = min(TILE_M, params.n - row0);  // the grid has no workgroup past n
+    const uint out_row0 = (batch * params.heads + head) * params.n + row0;
+
+    if (lid == 0u) x_max_bits = 0u;
+    // ---- 1. the rows in float32, zero past the last one ----
+    [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
+        const uint i = it * THREADS + lid;
+        if (i < TILE_M * HEAD_DIM) {
+            const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
+            f_pool[F_X + i] = r < rows ? LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + r) + d]) : 0.0;
+        }
+    }
+    barrier();
+    // One invocation per row: the local rows, the q/k LayerNorm and the scale, as the generic kernel.
+    for (uint r = lid; r < rows; r += THREADS) {
+        const uint x = F_X + r * HEAD_DIM;
+        if ((params.flags & FLAG_WRITE_LOCAL) != 0u && (params.flags & FLAG_LOCAL_LN) != 0u) {
+            float mean = 0.0;
+            for (uint d = 0u; d < HEAD_DIM; ++d) mean += f_pool[x + d];
+            mean /= float(HEAD_DIM);
+            float var = 0.0;
+            for (uint d = 0u; d < HEAD_DIM; ++d) var += (f_pool[x + d] - mean) * (f_pool[x + d] - mean);
+            const float inv = inversesqrt(var / float(HEAD_DIM) + LN_EPS);
+            for (uint d = 0u; d < HEAD_DIM; ++d)
+                local_out[(out_row0 + r) * HEAD_DIM + d] =
+                    ((f_pool[x + d] - mean) * inv * w_data[params.local_ln_scale + d] + w_data[params.local_ln_bias + d]) * params.scale;
+        }
+        if ((params.flags & FLAG_QK_LN) != 0u) {
+            float mean = 0.0;
+            for (uint d = 0u; d < HEAD_DIM; ++d) mean += f_pool[x + d];
+            mean /= float(HEAD_DIM);
+            float var = 0.0;
+            for (uint d = 0u; d < HEAD_DIM; ++d) var += (f_pool[x + d] - mean) * (f_pool[x + d] - mean);
+            const float inv = inversesqrt(var / float(HEAD_DIM) + LN_EPS);
+            for (uint d = 0u; d < HEAD_DIM; ++d)
+                f_pool[x + d] = (f_pool[x + d] - mean) * inv * w_data[params.ln_scale + d] + w_data[params.ln_bias + d];
+        }
+        float x_max = 0.0;
+        for (uint d = 0u; d < HEAD_DIM; ++d) {
+            const float v = f_pool[x + d] * params.scale;
+            f_pool[x + d] = v;
+            x_max = max(x_max, abs(v));
+        }
+        if ((params.flags & FLAG_WRITE_LOCAL) != 0u && (params.flags & FLAG_LOCAL_LN) == 0u)
+            for (uint d = 0u; d < HEAD_DIM; ++d) local_out[(out_row0 + r) * HEAD_DIM + d] = f_pool[x + d];
+        atomicMax(x_max_bits, floatBitsToUint(x_max));
+    }
+    barrier();
+
+#if defined(SKETCH_RANDOM)
+    // ---- 2. S = c (x @ G1_0a) * (x @ G1_0b), N_CHUNK columns at a time ----
+    const float x_scale = operand_scale(uintBitsToFloat(x_max_bits));
+    [[unroll]] for (uint it = 0u; it < (TILE_M * KA + THREADS - 1u) / THREADS; ++it) {
+        const uint i = it * THREADS + lid;
+        if (i < TILE_M * KA) {
+            const uint r = i / KA, d = i % KA;
+            put_operand(OP_A + r * LDA + d, A_LO, d < HEAD_DIM ? f_pool[F_X + r * HEAD_DIM + d] * x_scale : 0.0);
+        }
+    }
+    const float back = 1.0 / x_scale;  // exact: a power of two
+    [[dont_unroll]] for (uint c0 = 0u; c0 < SKETCH; c0 += N_CHUNK) {
+        // G^T is packed r x h: column c's weights contiguous.
+        const uint tiles = min(NT, (SKETCH - c0 + CM_N - 1u) / CM_N);  // columns past r are not read
+        gemm(OP_A, A_LO, LDA, KA, params.w[0], 1u, HEAD_DIM, HEAD_DIM, c0, SKETCH, F_P0, N_CHUNK, tiles, false);
+        gemm(OP_A, A_LO, LDA, KA, params.w[1], 1u, HEAD_DIM, HEAD_DIM, c0, SKETCH, F_P1, N_CHUNK, tiles, false);
+        barrier();
+        [[unroll]] for (uint it = 0u; it < (TILE_M * N_CHUNK + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            const uint r = i / N_CHUNK, c = c0 + i % N_CHUNK;
+            if (i < TILE_M * N_CHUNK && r < rows && c < SKETCH)
+                sketch_out[(out_row0 + r) * SKETCH + c] = params.node_scale * (f_pool[F_P0 + i] * back) * (f_pool[F_P1 + i] * back);
+        }
+    }
+#elif defined(SKETCH_LEARNED)
+    // ---- 2. two branches of two FF levels, then S = sqrt(r) tanh(f_1 * f_2 / sqrt(r)) ----
+    [[dont_unroll]] for (uint branch = 0u; branch < 2u; ++branch) {
+        const uint ff0 = 8u * branch, ff1 = ff0 + 4u;
+        // Level 0: A = LN(x) (zero columns up to KA), the sum tile cleared.
+        [[unroll]] for (uint it = 0u; it < (TILE_M * LDA + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < TILE_M * LDA && i % LDA >= HEAD_DIM) put_operand(OP_A + i, A_LO, 0.0);
+        }
+        [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < TILE_M * LDR) f_pool[F_ACC + i] = 0.0;
+        }
+        for (uint r = lid; r < TILE_M; r += THREADS)
+            layer_norm_to_operand(F_X + r * HEAD_DIM, HEAD_DIM, params.w[ff0], params.w[ff0 + 1u], OP_A + r * LDA);
+        feed_forward(HEAD_DIM, ff0);
+        barrier();
+        // Level 1: A = LN(level 0's sum) over r columns, then the sum tile cleared again.
+        [[unroll]] for (uint it = 0u; it < (TILE_M * LDA + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < TILE_M * LDA && i % LDA >= SKETCH) put_operand(OP_A + i, A_LO, 0.0);
+        }
+        for (uint r = lid; r < TILE_M; r += THREADS)
+            layer_norm_to_operand(F_ACC + r * LDR, SKETCH, params.w[ff1], params.w[ff1 + 1u], OP_A + r * LDA);
+        barrier();
+        [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < TILE_M * LDR) f_pool[F_ACC + i] = 0.0;
+        }
+        feed_forward(SKETCH, ff1);
+        barrier();
+        if (branch == 0u) {
+            [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < TILE_M * LDR) f_pool[F_F1 + i] = f_pool[F_ACC + i];
+            }
+        }
+    }
+    const float root_r = sqrt(float(SKETCH));
+    [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
+        const uint i = it * THREADS + lid;
+        const uint r = i / LDR, c = i % LDR;
+        if (i < TILE_M * LDR && r < rows && c < SKETCH)
+            sketch_out[(out_row0 + r) * SKETCH + c] = root_r * stable_tanh(f_pool[F_F1 + i] * f_pool[F_ACC + i] / root_r);
+    }
+#else
+#error "define SKETCH_RANDOM or SKETCH_LEARNED"
+#endif
+}
