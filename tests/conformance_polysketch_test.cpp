@@ -31,12 +31,21 @@ using Source = psk::conformance::SketchSource;
 using Case = psk::conformance::PolysketchCase;
 using psk::conformance::name;
 
-/** Runs the forward on the device; returns the dense BHND output (empty on failure). */
+std::string attentionPlan(PskAttention attn) {
+    size_t size = 0;
+    if (pskGetAttentionPlan(attn, nullptr, &size) != PSK_SUCCESS) return {};
+    std::string plan(size, '\0');
+    if (pskGetAttentionPlan(attn, plan.data(), &size) != PSK_SUCCESS) return {};
+    return plan;
+}
+
+/** Runs the forward on the device; returns the dense BHND output (empty on failure) and the plan it ran. */
 std::vector<float> runDevice(PskContext ctx, const Case& c, const PskAttentionCreateInfo& info, const std::vector<float>& q,
-                             const std::vector<float>& k, const std::vector<float>& v, PskForwardStats* stats) {
+                             const std::vector<float>& k, const std::vector<float>& v, PskForwardStats* stats, std::string* plan) {
     PskAttention attn = nullptr;
     EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
     if (!attn) return {};
+    *plan = attentionPlan(attn);
     psk::test::HostForward forward;
     forward.layout = {c.B, c.n, c.layout, c.tokenPad};
     forward.type = c.type;
@@ -117,8 +126,13 @@ TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     config.blockSize = int(c.b);
 
     PskForwardStats stats{};
-    const std::vector<float> got = runDevice(ctx, c, info, q, k, v, &stats);
+    std::string plan;
+    const std::vector<float> got = runDevice(ctx, c, info, q, k, v, &stats, &plan);
     ASSERT_FALSE(got.empty());
+    // The emulated run holds the cooperative feature map to this sweep: 16-bit storage with a p = 4
+    // sketch (random or learned) must have run it, not the generic kernel.
+    if (psk::coopMatEmulationRequested() && c.type != PSK_DATA_TYPE_FLOAT32 && c.degree == 4)
+        EXPECT_NE(plan.find("sketch_features_coopmat.emu_"), std::string::npos) << plan;
     EXPECT_GT(stats.workspaceBytes, 0u);
 
     const psk::ref::Shape shape{int(c.B), int(c.Hq), int(c.Hkv), int(c.n), int(c.h), int(c.dv)};
@@ -127,8 +141,9 @@ TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     double maxRef = 0;
     for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
-    EXPECT_LE(psk::test::relativeMaxError(got, want), psk::conformance::threshold(c.type, psk::conformance::Family::Polysketch))
-        << name(c);
+    const double error = psk::test::relativeMaxError(got, want);
+    RecordProperty("relative_max_error", std::to_string(error));  // in --gtest_output=xml, for the records
+    EXPECT_LE(error, psk::conformance::threshold(c.type, psk::conformance::Family::Polysketch)) << name(c);
 }
 
 // The workspace is linear in n: sketch rows (n r per head), local rows (n h), block states
@@ -195,6 +210,7 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
                 if (kind == PSK_ATTENTION_KIND_POLYSKETCH) {
                     for (const char* kernel : {"block_states_coopmat.", "polysketch_output_coopmat."})
                         EXPECT_NE(plan.find(kernel + operand + storage), std::string::npos) << plan;
+                    EXPECT_NE(plan.find("sketch_features_coopmat." + operand + "_random" + storage), std::string::npos) << plan;
                 } else {
                     const char* k = kind == PSK_ATTENTION_KIND_SOFTMAX ? "_softmax" : "_polynomial";
                     EXPECT_NE(plan.find("attention_tiled_coopmat." + operand + k + storage), std::string::npos) << plan;
@@ -202,6 +218,45 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
                 }
             } else {
                 EXPECT_FALSE(coop) << plan;  // float32 storage keeps float32 operands; lavapipe has no cooperative matrices
+            }
+        }
+    }
+}
+
+// The feature map's kernel per sketch under emulation (16-bit storage): the cooperative kernel
+// for p = 4, random and learned, the FP32 kernel for p = 2 (S = x) and p = 8 (two levels), each
+// with its reason; and it runs: a learned forward through it matches the float64 reference in the
+// sweep (MatchesFloat64Reference checks the plan of every case it runs).
+TEST_F(ContextTest, CooperativeFeatureMapRunsForDegree4SketchesWhenEmulated) {
+    if (!psk::coopMatEmulationRequested()) GTEST_SKIP() << "runs with PSK_COOPMAT_EMULATION=1 (the coopmat_emulated. tests)";
+    psk::test::TempFile sketchFile("psk_learned");
+    const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(32, 16, 7);
+    psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
+    for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
+        const std::string operand = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
+        const std::string storage = type == PSK_DATA_TYPE_BFLOAT16 ? ".bf16" : ".f16";
+        for (int sketch = 0; sketch < 4; ++sketch) {  // random p = 2, 4, 8; learned
+            PskAttentionCreateInfo info{};
+            info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+            info.flags = PSK_ATTENTION_CAUSAL_BIT;
+            info.headDim = 32;
+            info.sketchSize = 16;
+            info.dataType = type;
+            info.degree = sketch == 0 ? 2 : sketch == 2 ? 8 : 4;
+            if (sketch == 3) {
+                info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+                info.sketchFile = sketchFile.path().c_str();
+            }
+            PskAttention attn = nullptr;
+            ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+            const std::string plan = attentionPlan(attn);
+            pskDestroyAttention(attn);
+            if (info.degree == 4) {
+                EXPECT_NE(plan.find("sketch_features_coopmat." + operand + (sketch == 3 ? "_learned" : "_random") + storage),
+                          std::string::npos) << plan;
+            } else {
+                EXPECT_EQ(plan.find("sketch_features_coopmat."), std::string::npos) << plan;
+                EXPECT_NE(plan.find("p = 4 sketches only"), std::string::npos) << plan;
             }
         }
     }

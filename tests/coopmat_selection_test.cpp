@@ -11,6 +11,7 @@
 
 #include "kernels/shader_registry.hpp"
 #include "vk/context.hpp"
+#include "forward/polysketch_plan.hpp"
 #include "forward/tiled_forward.hpp"
 #include "vk/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
@@ -524,6 +525,192 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
             }
         }
     }
+}
+
+/** DeviceCaps of an AMD RDNA3 GPU (RADV: KHR only, 16x16x16, wave32 / wave64) or an Intel Arc
+ *  (ANV: KHR only, 8x8x16, subgroups of 8 to 32), with the lists of amdLike() / intelLike(). */
+psk::DeviceCaps khrOnlyDeviceCaps(bool amd) {
+    psk::DeviceCaps caps;
+    caps.properties.deviceType = amd ? VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU : VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+    caps.subgroupSize = amd ? 64 : 32;
+    caps.minSubgroupSize = amd ? 32 : 8;
+    caps.maxSubgroupSize = amd ? 64 : 32;
+    caps.shaderFloat16 = caps.storageBuffer16BitAccess = true;
+    caps.cooperativeMatrixKHR = true;
+    caps.vulkanMemoryModel = caps.vulkanMemoryModelDeviceScope = true;
+    const VkComponentTypeKHR f16 = VK_COMPONENT_TYPE_FLOAT16_KHR, f32 = VK_COMPONENT_TYPE_FLOAT32_KHR;
+    if (amd)
+        caps.coopMatPropertiesKHR = {entry(16, 16, 16, f16, f32), entry(16, 16, 16, f16, f16)};
+    else
+        caps.coopMatPropertiesKHR = {entry(8, 8, 16, f16, f16), entry(8, 8, 16, f16, f32)};
+    return caps;
+}
+
+void setGpuLimits(psk::DeviceCaps& caps) {
+    caps.properties.limits.maxComputeSharedMemorySize = 49152;
+    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
+    caps.properties.limits.maxStorageBufferRange = 1u << 30;
+    caps.properties.limits.minStorageBufferOffsetAlignment = 64;
+    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
+}
+
+/** A packed sketch as the plan sees it (shape and weight range; the values are not read otherwise). */
+psk::PackedSketch packedSketch(bool learned, uint32_t degree, uint32_t h, uint32_t r, float weight = 1.5f) {
+    psk::PackedSketch p;
+    p.learned = learned;
+    p.degree = degree;
+    p.levels = learned ? 0 : degree == 2 ? 0 : degree == 4 ? 1 : 2;
+    p.sketchLength = !learned && degree == 2 ? h : r;
+    p.hidden = learned ? 8 * r : 8;
+    p.data.assign(64, weight);
+    return p;
+}
+
+// The polysketch plan (lib/forward/polysketch_plan.cpp) on simulated NVIDIA, AMD and Intel GPUs:
+// the feature map takes the cooperative kernel for 16-bit storage with p = 4 sketches (random and
+// learned), with a tiling that fits the device; the FP32 kernel for float32 storage, for degrees
+// 2 and 8, for a weight float16 operands cannot hold, and under PSK_DISABLE_COOPMAT.
+TEST(CoopMatCapabilitiesFromDeviceCaps, FeatureMapTakesTheCooperativeKernelFor16BitStorage) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
+    const bool khr = psk::findShader("sketch_features_coopmat.khr_f16_random.f32") != nullptr;
+    const bool nv = psk::findShader("sketch_features_coopmat.nv_f16_random.f32") != nullptr;
+    struct Device {
+        const char* name;
+        psk::DeviceCaps caps;
+        bool coop;  // this build has a variant the device takes
+        const char* prefix;
+    };
+    std::vector<Device> devices{{"nvidia", nvidiaDeviceCaps(), khr || nv, khr ? "khr_f16_" : "nv_f16_"},
+                                {"amd", khrOnlyDeviceCaps(true), khr, "khr_f16_"},
+                                {"intel", khrOnlyDeviceCaps(false), khr, "khr_f16_"}};
+    for (Device& device : devices) {
+        setGpuLimits(device.caps);
+        for (bool learned : {false, true}) {
+            for (uint32_t h : {16u, 64u, 128u}) {
+                for (uint32_t r : {8u, 32u, 64u}) {
+                    for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
+                        psk::AttentionConfig c;
+                        c.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+                        c.causal = true;
+                        c.headDim = h;
+                        c.valueDim = 64;
+                        c.sketchSize = r;
+                        c.blockSize = 64;
+                        c.dataType = type;
+                        const psk::PackedSketch sketch = packedSketch(learned, 4, h, r);
+                        const std::string where = std::string(device.name) + (learned ? " learned" : " random") +
+                                                  " h" + std::to_string(h) + " r" + std::to_string(r) + " " +
+                                                  std::to_string(int(type));
+                        ScopedEnv env("PSK_DISABLE_COOPMAT", nullptr);
+                        const psk::PolysketchPlan plan = psk::planPolysketch(c, sketch, device.caps);
+                        const psk::KernelChoice& k = plan.featureKernel;
+                        if (type == PSK_DATA_TYPE_FLOAT32 || !device.coop) {
+                            EXPECT_EQ(k.kernel, psk::KernelId::SketchFeatures) << where << ": " << k.describe();
+                            continue;
+                        }
+                        ASSERT_EQ(k.kernel, psk::KernelId::SketchFeaturesCoopMat) << where << ": " << k.describe();
+                        EXPECT_EQ(k.variant, std::string("sketch_features_coopmat.") + device.prefix + (learned ? "learned" : "random") +
+                                                 (type == PSK_DATA_TYPE_FLOAT16 ? ".f16" : ".bf16"))
+                            << where;
+                        psk::kernel::SketchFeaturesCoopMatSpec spec;
+                        const psk::kernel::SpecConstants& sc = k.constants;
+                        auto get = [&](const char* name) {
+                            for (size_t i = 0; i < sc.names.size(); ++i)
+                                if (std::string(sc.names[i]) == name) return sc.values[i];
+                            ADD_FAILURE() << name;
+                            return 0u;
+                        };
+                        spec.THREADS = get("THREADS"), spec.HEAD_DIM = get("HEAD_DIM"), spec.SKETCH = get("SKETCH");
+                        spec.HIDDEN = get("HIDDEN"), spec.CM_M = get("CM_M"), spec.CM_N = get("CM_N"), spec.CM_K = get("CM_K");
+                        spec.SG_M = get("SG_M"), spec.SG_N = get("SG_N"), spec.N_CHUNK = get("N_CHUNK"), spec.K_CHUNK = get("K_CHUNK");
+                        EXPECT_LE(psk::sketchFeaturesCoopMatSharedBytes(spec, learned, false), 32768u) << where;
+                        EXPECT_EQ(spec.THREADS, spec.SG_M * spec.SG_N * device.caps.subgroupSize) << where;
+                        EXPECT_EQ(spec.N_CHUNK % spec.CM_N, 0u) << where;
+                        EXPECT_EQ(spec.N_CHUNK % spec.CM_K, 0u) << where;
+                        EXPECT_EQ(spec.K_CHUNK % spec.CM_K, 0u) << where;
+                        EXPECT_EQ(spec.HIDDEN, learned ? 8 * r : 8u) << where;
+                        EXPECT_EQ(plan.featureRows, spec.SG_M * spec.CM_M) << where;
+                        // Where the subgroup size varies (AMD, Intel), the kernel pins it.
+                        const bool varies = device.caps.minSubgroupSize != device.caps.maxSubgroupSize;
+                        EXPECT_EQ(k.requiredSubgroupSize, varies ? device.caps.subgroupSize : 0u) << where;
+                    }
+                }
+            }
+        }
+        // Degrees 2 and 8, and a weight float16 cannot hold: the FP32 kernel, with the reason.
+        psk::AttentionConfig c;
+        c.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        c.causal = true;
+        c.headDim = 64;
+        c.valueDim = 64;
+        c.dataType = PSK_DATA_TYPE_FLOAT16;
+        for (uint32_t degree : {2u, 8u}) {
+            c.degree = degree;
+            const psk::PolysketchPlan plan = psk::planPolysketch(c, packedSketch(false, degree, 64, 32), device.caps);
+            EXPECT_EQ(plan.featureKernel.kernel, psk::KernelId::SketchFeatures) << plan.featureKernel.describe();
+            if (device.coop) EXPECT_NE(plan.featureKernel.reason.find("p = 4 sketches only"), std::string::npos) << plan.featureKernel.reason;
+        }
+        c.degree = 4;
+        const psk::PolysketchPlan big = psk::planPolysketch(c, packedSketch(true, 4, 64, 32, 40000.0f), device.caps);
+        EXPECT_EQ(big.featureKernel.kernel, psk::KernelId::SketchFeatures) << big.featureKernel.describe();
+        if (device.coop) EXPECT_NE(big.featureKernel.reason.find("float16 operands"), std::string::npos) << big.featureKernel.reason;
+        {
+            ScopedEnv env("PSK_DISABLE_COOPMAT", "1");
+            const psk::PolysketchPlan off = psk::planPolysketch(c, packedSketch(true, 4, 64, 32), device.caps);
+            EXPECT_EQ(off.featureKernel.kernel, psk::KernelId::SketchFeatures) << off.featureKernel.describe();
+        }
+    }
+}
+
+// On a CPU driver (lavapipe's capabilities, even one exposing VK_KHR_cooperative_matrix) the
+// feature map keeps its team / generic kernel unless emulation is asked for; emulated, it takes
+// the emulated variant for 16-bit storage and stays within llvmpipe's loop budget.
+TEST(CoopMatCapabilitiesFromDeviceCaps, FeatureMapOnACpuDevice) {
+    psk::DeviceCaps caps = khrOnlyDeviceCaps(true);
+    caps.properties.deviceType = VK_PHYSICAL_DEVICE_TYPE_CPU;
+    caps.subgroupSize = caps.minSubgroupSize = caps.maxSubgroupSize = 8;
+    setGpuLimits(caps);
+    ScopedEnv disable("PSK_DISABLE_COOPMAT", nullptr);
+    psk::AttentionConfig c;
+    c.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    c.causal = true;
+    c.headDim = 32;
+    c.valueDim = 32;
+    c.sketchSize = 16;
+    c.blockSize = 32;
+    for (bool learned : {false, true}) {
+        for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
+            c.dataType = type;
+            const psk::PackedSketch sketch = packedSketch(learned, 4, 32, 16);
+            {
+                ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
+                const psk::PolysketchPlan plan = psk::planPolysketch(c, sketch, caps);
+                EXPECT_NE(plan.featureKernel.kernel, psk::KernelId::SketchFeaturesCoopMat) << plan.featureKernel.describe();
+            }
+            ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+            const psk::PolysketchPlan plan = psk::planPolysketch(c, sketch, caps);
+            if (type == PSK_DATA_TYPE_FLOAT32) {
+                EXPECT_NE(plan.featureKernel.kernel, psk::KernelId::SketchFeaturesCoopMat) << plan.featureKernel.describe();
+                continue;
+            }
+            ASSERT_EQ(plan.featureKernel.kernel, psk::KernelId::SketchFeaturesCoopMat) << plan.featureKernel.describe();
+            EXPECT_EQ(plan.featureKernel.variant.rfind(std::string("sketch_features_coopmat.") +
+                                                           (type == PSK_DATA_TYPE_FLOAT16 ? "emu_f16_" : "emu_bf16_") +
+                                                           (learned ? "learned" : "random"),
+                                                       0),
+                      0u)
+                << plan.featureKernel.variant;
+            EXPECT_NE(plan.featureKernel.reason.find("loop iterations per invocation"), std::string::npos) << plan.featureKernel.reason;
+        }
+    }
+    // A learned sketch too long for llvmpipe's loop budget (r = 32: 256 hidden units) keeps the
+    // generic kernel, and says why.
+    c.dataType = PSK_DATA_TYPE_FLOAT16;
+    c.sketchSize = 32;
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    const psk::PolysketchPlan plan = psk::planPolysketch(c, packedSketch(true, 4, 32, 32), caps);
+    EXPECT_EQ(plan.featureKernel.kernel, psk::KernelId::SketchFeatures) << plan.featureKernel.describe();
+    EXPECT_NE(plan.featureKernel.reason.find("llvmpipe"), std::string::npos) << plan.featureKernel.reason;
 }
 
 // The machine's own device (lavapipe in CI, which has neither extension): scalar, with a reason,

@@ -1,6 +1,7 @@
 #include "forward/polysketch_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -136,6 +137,74 @@ bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t su
     return false;
 }
 
+uint32_t sketchFeaturesCoopMatSharedBytes(const kernel::SketchFeaturesCoopMatSpec& s, bool learned, bool emulated) {
+    // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
+    const uint32_t tileM = s.SG_M * s.CM_M, pad = 8;
+    const uint32_t ka = ceilDiv(learned ? std::max(s.HEAD_DIM, s.SKETCH) : s.HEAD_DIM, s.CM_K) * s.CM_K;
+    const uint32_t ldr = ceilDiv(s.SKETCH, s.N_CHUNK) * s.N_CHUNK;
+    // Every operand twice: its high and its low part.
+    const uint32_t ops = 2 * (tileM * (ka + pad) + (learned ? tileM * (s.N_CHUNK + pad) : 0) + s.K_CHUNK * (s.N_CHUNK + pad));
+    const uint32_t floats = tileM * s.HEAD_DIM + (learned ? tileM * s.N_CHUNK + 2 * tileM * ldr : 2 * tileM * s.N_CHUNK);
+    const uint32_t exchange = emulated ? s.SG_M * s.SG_N * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
+    return (emulated ? 4 : 2) * ops + 4 * (floats + 1 + exchange);
+}
+
+uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeaturesCoopMatSpec& s, bool learned, uint32_t subgroupSize) {
+    // Per-lane loops of the emulated backend as in polysketchOutputCoopMatEmulatedLoopIterations,
+    // for the busiest subgroup (WN column tiles per step), plus the step loops and the per-row
+    // loops (rows per invocation x passes over h or r).
+    const uint32_t lanes = std::max<uint32_t>(1, subgroupSize), m = s.CM_M, n = s.CM_N, k = s.CM_K;
+    const uint32_t loadA = ceilDiv(m * k, lanes), loadB = ceilDiv(k * n, lanes), tile = ceilDiv(m * n, lanes);
+    const uint32_t product = ceilDiv(m * k + k * n + m * n, lanes);
+    const uint32_t threads = s.SG_M * s.SG_N * lanes, tileM = s.SG_M * m;
+    const uint32_t wn = ceilDiv(s.N_CHUNK / n, s.SG_N);
+    const uint32_t rowsPerInvocation = ceilDiv(tileM, threads);
+    // One GEMM step over kLen rows of weights: staging steps, products, accumulators out (and in).
+    auto gemm = [&](uint32_t kLen, bool accumulate) {
+        const uint64_t steps = ceilDiv(kLen, s.K_CHUNK);
+        // Two loads per operand (high and low parts), three products (see the shader's "Precision").
+        return steps * (1 + uint64_t(s.K_CHUNK / k) * (2 * loadA + wn * (2 * loadB + 3 * product))) + wn * tile * (accumulate ? 2 : 1);
+    };
+    const uint32_t h = s.HEAD_DIM, r = s.SKETCH;
+    uint64_t total = uint64_t(rowsPerInvocation) * 8 * h;  // local LayerNorm, q/k LayerNorm, scale
+    if (learned) {
+        const uint64_t chunks = ceilDiv(s.HIDDEN, s.N_CHUNK), columnSteps = ceilDiv(r, s.N_CHUNK);
+        for (uint32_t in : {h, r}) {
+            total += 2 * (uint64_t(rowsPerInvocation) * 3 * in +  // the level's LayerNorm, per branch
+                          chunks * (1 + gemm(ceilDiv(in, k) * k, false) + columnSteps * gemm(s.N_CHUNK, true)));
+        }
+    } else {
+        total += uint64_t(ceilDiv(r, s.N_CHUNK)) * (1 + 2 * gemm(ceilDiv(h, k) * k, false));
+    }
+    return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
+}
+
+bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const PackedSketch& sketch,
+                               uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec) {
+    spec.HEAD_DIM = headDim;
+    spec.SKETCH = sketch.sketchLength;
+    spec.HIDDEN = sketch.hidden;
+    spec.CM_M = m;
+    spec.CM_N = n;
+    spec.CM_K = k;
+    // Product columns per step: a multiple of CM_N and of CM_K (the hidden chunk is the next
+    // product's depth), no wider than the widest product (r, or the hidden units).
+    const uint32_t step = std::max(n, k) % std::min(n, k) == 0 ? std::max(n, k) : n * k;
+    const uint32_t widest = ceilDiv(sketch.learned ? sketch.hidden : sketch.sketchLength, step) * step;
+    const FeatureCoopMatTile* first = emulated ? std::begin(kFeatureCoopMatEmulatedTiles) : std::begin(kFeatureCoopMatTiles);
+    const FeatureCoopMatTile* last = emulated ? std::end(kFeatureCoopMatEmulatedTiles) : std::end(kFeatureCoopMatTiles);
+    for (const FeatureCoopMatTile* it = first; it != last; ++it) {
+        const FeatureCoopMatTile& t = *it;
+        spec.SG_M = t.sgM;
+        spec.SG_N = t.sgN;
+        spec.THREADS = t.sgM * t.sgN * subgroupSize;
+        spec.N_CHUNK = std::min(widest, std::max(step, t.nChunk / step * step));
+        spec.K_CHUNK = std::max(k, t.kChunk / k * k);
+        if (spec.THREADS <= maxInvocations && sketchFeaturesCoopMatSharedBytes(spec, sketch.learned, emulated) <= sharedBytes) return true;
+    }
+    return false;
+}
+
 PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
     const PolysketchTiles& tiles = kPolysketchTiles;
     PolysketchPlan plan;
@@ -173,8 +242,73 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     const uint32_t stateAlign = teamOutput ? 8 : 4;
     plan.stateStride = (dv + 1 + stateAlign - 1) / stateAlign * stateAlign;
 
-    // --- Feature map.
-    if (teamFeatures) {
+    // --- Which stages may take cooperative matrices: emulated when asked for (the conformance
+    // suite runs the cooperative kernels' logic on devices without them), else the device's KHR or
+    // NV path where selectCoopMatForDevice finds a usable shape. Only for 16-bit storage: their
+    // operands are float16 / bfloat16, and float32 storage promises float32 operands (the same
+    // thresholds as the generic kernels), so it keeps the FP32 kernels.
+    const bool emulate = coopMatEmulationRequested();
+    const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
+    const char* coopAxis = nullptr;
+    if (type == PSK_DATA_TYPE_FLOAT32)
+        coopAxis = nullptr;
+    else if (emulate)
+        coopAxis = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
+    else if (coop.path != CoopMatPath::Scalar)
+        coopAxis = coop.path == CoopMatPath::NV ? "nv_f16" : coop.operand == CoopMatOperand::BFloat16 ? "khr_bf16" : "khr_f16";
+    if (coopAxis && emulate && (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize))
+        coopAxis = nullptr;  // the emulation spreads a 16 x 16 matrix over a fixed subgroup of >= 4 lanes
+    const uint32_t coopM = emulate ? 16 : coop.shape.m, coopN = emulate ? 16 : coop.shape.n, coopK = emulate ? 16 : coop.shape.k;
+    const bool cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+
+    // --- Feature map. Cooperative matrices for the p = 4 sketches (random: two h x r products;
+    // learned: the four FF levels, most of a forward's FLOPs): degree 2 has no product (S = x) and
+    // degree 8's two-level tree stays on the FP32 kernel. Float16 operands take the weights as
+    // they are, so a sketch with a weight of magnitude 2^14 or more keeps the FP32 kernel; on a
+    // CPU driver the emulated kernel must fit llvmpipe's loop budget (as the output below).
+    std::string whyNotCoopFeatures;
+    kernel::SketchFeaturesCoopMatSpec featureCoopSpec;
+    uint32_t featureIterations = 0;
+    bool coopFeatures = false;
+    if (coopAxis) {
+        float maxWeight = 0.0f;
+        for (float w : sketch.data) maxWeight = std::max(maxWeight, std::fabs(w));
+        const bool f16Operands = std::strstr(coopAxis, "_f16") != nullptr;
+        const std::string axis = cat(coopAxis, sketch.learned ? "_learned" : "_random");
+        if (!sketch.learned && sketch.levels != 1) {
+            whyNotCoopFeatures = "; not the cooperative feature map: it has p = 4 sketches only (p = 2 is S = x, p = 8 keeps the FP32 kernel)";
+        } else if (f16Operands && !(maxWeight < 16384.0f)) {
+            whyNotCoopFeatures = cat("; not the cooperative feature map: a sketch weight of magnitude ", maxWeight,
+                                     " is outside what float16 operands hold without scaling (< 2^14)");
+        } else if (!findKernelVariant(KernelId::SketchFeaturesCoopMat, axis, type)) {
+            whyNotCoopFeatures = "; not the cooperative feature map: the variant is not built";
+        } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, sketch, c.headDim, shared, invocations,
+                                              featureCoopSpec)) {
+            whyNotCoopFeatures = "; not the cooperative feature map: no tiling fits this device's shared memory";
+        } else {
+            coopFeatures = true;
+            if (emulate && cpuDevice) {
+                featureIterations = sketchFeaturesCoopMatEmulatedLoopIterations(featureCoopSpec, sketch.learned, caps.subgroupSize);
+                coopFeatures = featureIterations <= kEmulatedLoopBudget;
+                if (!coopFeatures)
+                    whyNotCoopFeatures = cat("; not the emulated cooperative feature map: about ", featureIterations,
+                                             " loop iterations per invocation, over ", kEmulatedLoopBudget,
+                                             " (llvmpipe ends every loop after 65535)");
+            }
+        }
+        if (coopFeatures) {
+            plan.featureRows = featureCoopSpec.SG_M * featureCoopSpec.CM_M;
+            plan.featureKernel = KernelChoice::make(
+                KernelId::SketchFeaturesCoopMat, axis, type, featureCoopSpec,
+                emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums",
+                              featureIterations ? cat("; about ", featureIterations, " loop iterations per invocation") : std::string())
+                        : cat("cooperative kernel: ", coop.reason));
+            plan.featureKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+        }
+    }
+    if (coopFeatures) {
+        // chosen above
+    } else if (teamFeatures) {
         plan.featureRows = kTeamWorkgroupRows;
         kernel::SketchFeaturesTeamSpec spec;
         spec.HEAD_DIM = c.headDim;
@@ -182,7 +316,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         spec.CPL4 = (R + 31) / 32;
         spec.X_LOAD = 0;
         plan.featureKernel = KernelChoice::make(KernelId::SketchFeaturesTeam, "", type, spec,
-                                           "team kernel: CPU device, random sketch of one level (p = 4), h % 4 == 0, h <= 128");
+                                           "team kernel: CPU device, random sketch of one level (p = 4), h % 4 == 0, h <= 128" +
+                                               whyNotCoopFeatures);
         if (type == PSK_DATA_TYPE_FLOAT32) {
             // Rows 8 floats per load where h allows it, else vec4s.
             plan.featureVecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
@@ -202,26 +337,12 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         spec.HIDDEN = sketch.hidden;
         plan.featureKernel = KernelChoice::make(
             KernelId::SketchFeatures, sketch.learned ? "learned" : "random", type, spec,
-            sketch.learned || sketch.levels != 1 ? "generic kernel: the team kernel has random one-level (p = 4) sketches only"
-                                                 : cat("generic kernel: ", whyNotTeam));
+            (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
+                                                  : cat("generic kernel: ", whyNotTeam)) +
+                whyNotCoopFeatures);
     }
 
-    // --- Block states. Cooperative matrices first: emulated when asked for (the conformance suite
-    // runs the cooperative kernels' logic on devices without them), else the device's KHR or NV
-    // path where selectCoopMatForDevice finds a usable shape. Only for 16-bit storage: their
-    // operands are float16 / bfloat16, and float32 storage promises float32 operands (the same
-    // thresholds as the generic kernels), so it keeps the FP32 kernels.
-    const bool emulate = coopMatEmulationRequested();
-    const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
-    const char* coopAxis = nullptr;
-    if (type == PSK_DATA_TYPE_FLOAT32)
-        coopAxis = nullptr;
-    else if (emulate)
-        coopAxis = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
-    else if (coop.path != CoopMatPath::Scalar)
-        coopAxis = coop.path == CoopMatPath::NV ? "nv_f16" : coop.operand == CoopMatOperand::BFloat16 ? "khr_bf16" : "khr_f16";
-    if (coopAxis && emulate && (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize))
-        coopAxis = nullptr;  // the emulation spreads a 16 x 16 matrix over a fixed subgroup of >= 4 lanes
+    // --- Block states (cooperative matrices first, as decided above).
     if (coopAxis && findKernelVariant(KernelId::BlockStatesCoopMat, coopAxis, type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         kernel::BlockStatesCoopMatSpec spec;
@@ -314,11 +435,10 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     uint32_t emulatedIterations = 0;
     std::string whyNotCoopOutput;
     if (coopOutput) {
-        const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
-        if (!planPolysketchOutputCoopMat(m, n, k, caps.subgroupSize, emulate, c, R, plan.stateStride, shared, coopSpec)) {
+        if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, c, R, plan.stateStride, shared, coopSpec)) {
             coopOutput = false;
             whyNotCoopOutput = "; not the cooperative output: no tiling fits this device's shared memory";
-        } else if (emulate && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        } else if (emulate && cpuDevice) {
             emulatedIterations = polysketchOutputCoopMatEmulatedLoopIterations(coopSpec, caps.subgroupSize, plan.features, c.blockSize);
             coopOutput = emulatedIterations <= kEmulatedLoopBudget;
             if (!coopOutput)

@@ -27,6 +27,21 @@ struct PolysketchTiles {
 };
 inline constexpr PolysketchTiles kPolysketchTiles{};
 
+/**
+ * Tiles of the cooperative-matrix feature map (shaders/sketch_features_coopmat.comp), largest
+ * first: subgroups along rows (TILE_M = sgM * CM_M rows per workgroup) and along the column tiles
+ * of a product step, product columns per step (rounded to the shape, capped at the widest
+ * product), weight rows staged per step. The planner takes the first that fits the device's
+ * shared memory and workgroup size. Hardware: 64 rows (4 x 16) and 64-column steps, an initial
+ * tiling not yet tuned on a GPU. Emulated (lavapipe): one row group of 16 rows over 4 subgroups,
+ * so that each invocation walks few matrix elements (llvmpipe's loop budget).
+ */
+struct FeatureCoopMatTile {
+    uint32_t sgM, sgN, nChunk, kChunk;
+};
+inline constexpr FeatureCoopMatTile kFeatureCoopMatTiles[] = {{4, 2, 64, 32}, {2, 2, 64, 32}, {2, 2, 32, 32}, {1, 2, 32, 16}};
+inline constexpr FeatureCoopMatTile kFeatureCoopMatEmulatedTiles[] = {{1, 4, 64, 32}, {1, 4, 32, 16}};
+
 struct PolysketchPlan {
     uint32_t sketchLength = 0;  // R
     uint32_t features = 0;      // F = R (R + 1) / 2
@@ -80,6 +95,21 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
  */
 uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchOutputCoopMatSpec& spec, uint32_t subgroupSize,
                                                        uint32_t features, uint32_t blockSize);
+
+/**
+ * Tiles of the cooperative-matrix feature map for a product shape m x n x k (p = 4 random or
+ * learned sketch, kFeatureCoopMatTiles / kFeatureCoopMatEmulatedTiles): the first whose shared
+ * memory fits `sharedBytes` and whose workgroup fits `maxInvocations`; false when none does.
+ */
+bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const PackedSketch& sketch,
+                               uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec);
+/** The shared memory sketch_features_coopmat.comp declares for `spec` (its two pools, in bytes). */
+uint32_t sketchFeaturesCoopMatSharedBytes(const kernel::SketchFeaturesCoopMatSpec& spec, bool learned, bool emulated);
+/**
+ * An estimate of the loop iterations one invocation of the emulated cooperative feature map runs
+ * (what llvmpipe counts against its 65535 limit): products, staging steps, per-row loops.
+ */
+uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeaturesCoopMatSpec& spec, bool learned, uint32_t subgroupSize);
 
 /**
  * PSK_COOPMAT_EMULATION=1 (any value but "" and "0"): the cooperative-matrix kernels run through
