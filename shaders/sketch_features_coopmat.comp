@@ -188,19 +188,30 @@ void gemm(uint a_off, uint a_lo, uint lda, uint k_len, uint w_off, uint w_k, uin
         barrier();
         [[unroll]] for (uint kk = 0u; kk < K_CHUNK; kk += CM_K) {
             if (k0 + kk < k_len) {
-                CM_A ma, ma_lo;
+                // One declarator per declaration: glslang 13.1 gives the second of
+                // `coopmat<...> a, b;` another use, which spirv-val rejects in the product.
+                CM_A ma;
+                CM_A ma_lo;
                 CM_LOAD_ROW_A(ma, op_pool, a_off + sg_m * CM_M * lda + k0 + kk, lda);
                 CM_LOAD_ROW_A(ma_lo, op_pool, a_off + a_lo + sg_m * CM_M * lda + k0 + kk, lda);
                 [[unroll]] for (uint w = 0u; w < WN; ++w) {
                     const uint t = sg_n + w * SG_N;
                     if (t < tiles) {
-                        CM_B mb, mb_lo;
+                        CM_B mb;
+                        CM_B mb_lo;
                         CM_LOAD_ROW_B(mb, op_pool, OP_W + kk * LDW + t * CM_N, LDW);
                         CM_LOAD_ROW_B(mb_lo, op_pool, OP_W + W_LO + kk * LDW + t * CM_N, LDW);
                         // The small cross terms first, then hi x hi (lo x lo is below float32's ulp).
+#if defined(COOPMAT_EMULATED)
+                        // One call site in a loop: the emulated product is a long body that the
+                        // driver inlines, and llvmpipe compiles every copy (minutes for three).
+                        [[dont_unroll]] for (uint term = 0u; term < 3u; ++term)
+                            acc[w] = CM_MULADD(term == 0u ? ma_lo : ma, term == 1u ? mb_lo : mb, acc[w]);
+#else
                         acc[w] = CM_MULADD(ma_lo, mb, acc[w]);
                         acc[w] = CM_MULADD(ma, mb_lo, acc[w]);
                         acc[w] = CM_MULADD(ma, mb, acc[w]);
+#endif
                     }
                 }
             }
@@ -306,10 +317,11 @@ void main() {
     }
     const float back = 1.0 / x_scale;  // exact: a power of two
     [[dont_unroll]] for (uint c0 = 0u; c0 < SKETCH; c0 += N_CHUNK) {
-        // G^T is packed r x h: column c's weights contiguous.
+        // G^T is packed r x h: column c's weights contiguous. x @ G1_0a into P0, x @ G1_0b into P1
+        // (one gemm call site: llvmpipe compiles each inlined copy).
         const uint tiles = min(NT, (SKETCH - c0 + CM_N - 1u) / CM_N);  // columns past r are not read
-        gemm(OP_A, A_LO, LDA, KA, params.w[0], 1u, HEAD_DIM, HEAD_DIM, c0, SKETCH, F_P0, N_CHUNK, tiles, false);
-        gemm(OP_A, A_LO, LDA, KA, params.w[1], 1u, HEAD_DIM, HEAD_DIM, c0, SKETCH, F_P1, N_CHUNK, tiles, false);
+        [[dont_unroll]] for (uint g = 0u; g < 2u; ++g)
+            gemm(OP_A, A_LO, LDA, KA, params.w[g], 1u, HEAD_DIM, HEAD_DIM, c0, SKETCH, g == 0u ? F_P0 : F_P1, N_CHUNK, tiles, false);
         barrier();
         [[unroll]] for (uint it = 0u; it < (TILE_M * N_CHUNK + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
@@ -320,35 +332,29 @@ void main() {
     }
 #elif defined(SKETCH_LEARNED)
     // ---- 2. two branches of two FF levels, then S = sqrt(r) tanh(f_1 * f_2 / sqrt(r)) ----
+    // Levels in a loop rather than written out: one feed_forward call site (llvmpipe compiles
+    // every inlined copy of the products).
     [[dont_unroll]] for (uint branch = 0u; branch < 2u; ++branch) {
-        const uint ff0 = 8u * branch, ff1 = ff0 + 4u;
-        // Level 0: A = LN(x) (zero columns up to KA), the sum tile cleared.
-        [[unroll]] for (uint it = 0u; it < (TILE_M * LDA + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < TILE_M * LDA && i % LDA >= HEAD_DIM) put_operand(OP_A + i, A_LO, 0.0);
+        [[dont_unroll]] for (uint level = 0u; level < 2u; ++level) {
+            const uint ff = 8u * branch + 4u * level;
+            const uint in_len = level == 0u ? HEAD_DIM : SKETCH;
+            // A = LN(the level's input: x, or level 0's sum over r columns), zero up to KA.
+            barrier();  // the previous level's products no longer read A
+            [[unroll]] for (uint it = 0u; it < (TILE_M * LDA + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < TILE_M * LDA && i % LDA >= in_len) put_operand(OP_A + i, A_LO, 0.0);
+            }
+            for (uint r = lid; r < TILE_M; r += THREADS)
+                layer_norm_to_operand(level == 0u ? F_X + r * HEAD_DIM : F_ACC + r * LDR, in_len, params.w[ff], params.w[ff + 1u],
+                                      OP_A + r * LDA);
+            barrier();  // the LayerNorm has read the sum tile: clear it for this level's sum
+            [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < TILE_M * LDR) f_pool[F_ACC + i] = 0.0;
+            }
+            feed_forward(in_len, ff);
+            barrier();
         }
-        [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < TILE_M * LDR) f_pool[F_ACC + i] = 0.0;
-        }
-        for (uint r = lid; r < TILE_M; r += THREADS)
-            layer_norm_to_operand(F_X + r * HEAD_DIM, HEAD_DIM, params.w[ff0], params.w[ff0 + 1u], OP_A + r * LDA);
-        feed_forward(HEAD_DIM, ff0);
-        barrier();
-        // Level 1: A = LN(level 0's sum) over r columns, then the sum tile cleared again.
-        [[unroll]] for (uint it = 0u; it < (TILE_M * LDA + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < TILE_M * LDA && i % LDA >= SKETCH) put_operand(OP_A + i, A_LO, 0.0);
-        }
-        for (uint r = lid; r < TILE_M; r += THREADS)
-            layer_norm_to_operand(F_ACC + r * LDR, SKETCH, params.w[ff1], params.w[ff1 + 1u], OP_A + r * LDA);
-        barrier();
-        [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < TILE_M * LDR) f_pool[F_ACC + i] = 0.0;
-        }
-        feed_forward(SKETCH, ff1);
-        barrier();
         if (branch == 0u) {
             [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;

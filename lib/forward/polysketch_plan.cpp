@@ -163,7 +163,7 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
     auto gemm = [&](uint32_t kLen, bool accumulate) {
         const uint64_t steps = ceilDiv(kLen, s.K_CHUNK);
         // Two loads per operand (high and low parts), three products (see the shader's "Precision").
-        return steps * (1 + uint64_t(s.K_CHUNK / k) * (2 * loadA + wn * (2 * loadB + 3 * product))) + wn * tile * (accumulate ? 2 : 1);
+        return steps * (1 + uint64_t(s.K_CHUNK / k) * (2 * loadA + wn * (2 * loadB + 3 * (product + 1)))) + wn * tile * (accumulate ? 2 : 1);
     };
     const uint32_t h = s.HEAD_DIM, r = s.SKETCH;
     uint64_t total = uint64_t(rowsPerInvocation) * 8 * h;  // local LayerNorm, q/k LayerNorm, scale
@@ -262,7 +262,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     const bool cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 
     // --- Feature map. Cooperative matrices for the p = 4 sketches (random: two h x r products;
-    // learned: the four FF levels, most of a forward's FLOPs): degree 2 has no product (S = x) and
+    // learned: the four FF levels, most of a forward's FLOPs), each operand as a 16-bit hi + lo
+    // pair (sketch_features_coopmat.comp, "Precision"): degree 2 has no product (S = x) and
     // degree 8's two-level tree stays on the FP32 kernel. Float16 operands take the weights as
     // they are, so a sketch with a weight of magnitude 2^14 or more keeps the FP32 kernel; on a
     // CPU driver the emulated kernel must fit llvmpipe's loop budget (as the output below).
@@ -300,9 +301,10 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
             plan.featureRows = featureCoopSpec.SG_M * featureCoopSpec.CM_M;
             plan.featureKernel = KernelChoice::make(
                 KernelId::SketchFeaturesCoopMat, axis, type, featureCoopSpec,
-                emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums",
+                emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands as hi + lo pairs "
+                              "(three products per step), float32 sums",
                               featureIterations ? cat("; about ", featureIterations, " loop iterations per invocation") : std::string())
-                        : cat("cooperative kernel: ", coop.reason));
+                        : cat("cooperative kernel: ", coop.reason, "; operands as hi + lo pairs, three products per step"));
             plan.featureKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
         }
     }
