@@ -225,10 +225,11 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
 
 // The feature map's kernel per sketch under emulation (16-bit storage): the cooperative kernel
 // for p = 4, random and learned, the FP32 kernel for p = 2 (S = x) and p = 8 (two levels), each
-// with its reason; and it runs: a learned forward through it matches the float64 reference in the
-// sweep (MatchesFloat64Reference checks the plan of every case it runs).
-TEST_F(ContextTest, CooperativeFeatureMapRunsForDegree4SketchesWhenEmulated) {
-    if (!psk::coopMatEmulationRequested()) GTEST_SKIP() << "runs with PSK_COOPMAT_EMULATION=1 (the coopmat_emulated. tests)";
+// with its reason; never the emulated kernel without PSK_COOPMAT_EMULATION. That the chosen
+// kernel computes the right thing is the sweep's part (MatchesFloat64Reference checks the plan of
+// every case it runs).
+TEST_F(ContextTest, CooperativeFeatureMapRunsForDegree4SketchesExactlyWhenEmulated) {
+    const bool emulated = psk::coopMatEmulationRequested();
     psk::test::TempFile sketchFile("psk_learned");
     const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(32, 16, 7);
     psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
@@ -251,7 +252,9 @@ TEST_F(ContextTest, CooperativeFeatureMapRunsForDegree4SketchesWhenEmulated) {
             ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
             const std::string plan = attentionPlan(attn);
             pskDestroyAttention(attn);
-            if (info.degree == 4) {
+            if (!emulated) {
+                EXPECT_EQ(plan.find("sketch_features_coopmat.emu_"), std::string::npos) << plan;
+            } else if (info.degree == 4) {
                 EXPECT_NE(plan.find("sketch_features_coopmat." + operand + (sketch == 3 ? "_learned" : "_random") + storage),
                           std::string::npos) << plan;
             } else {
