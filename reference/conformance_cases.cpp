@@ -265,6 +265,21 @@ std::vector<PolysketchCase> polysketchSweep() {
         c.n = 333;
         cases.push_back(c);
     }
+    // A learned sketch with grouped-query heads, two sequences, BNHD and both LayerNorms (last, so
+    // that polysketchSweep16's float16 / bfloat16 alternation of the cases above stays as it was).
+    {
+        PolysketchCase c;
+        c.source = SketchSource::Learned;
+        c.qkNorm = true;
+        c.localExact = true;
+        c.B = 2;
+        c.Hq = 4;
+        c.Hkv = 2;
+        c.n = 53;
+        c.b = 16;
+        c.layout = PSK_LAYOUT_BNHD;
+        cases.push_back(c);
+    }
     return cases;
 }
 
