@@ -208,21 +208,27 @@ uint64_t position(PskDecodeState s, uint32_t sequence) {
     return p;
 }
 
-// ---- the scan's initial prefix (block_scan.comp bindings 1 and 2), both column paths ----
+// ---- the scan's initial prefix (block_scan.comp bindings 1 and 2) and tail (binding 3), both column paths ----
 
 TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
     // Z_l = z + sum_{j<l} H'_j with H'_0 = H_0 + h (addH) in the first `row` columns of each state
-    // row of `stride` floats; z and h hold [sequence][F][row] from element `base`. Multiples of 1/8:
-    // exact in any order, so the result must match exactly.
+    // row of `stride` floats; z and h hold [sequence][F][row] from element `base`. The tail, in z's
+    // layout from element 0: Z_{t-1} + H'_{t-1} (Total) or Z_{t-1} then H'_{t-1} (Split), what a
+    // decode state keeps after a forward. Multiples of 1/8: exact in any order, so the result must
+    // match exactly.
     struct Case {
         uint32_t blocks, F, stride, row;
         bool addH;
     };
+    using Tail = psk::ScanInitial::Tail;
     const Case cases[] = {{1, 3, 8, 5, true}, {2, 3, 8, 5, false}, {5, 3, 8, 8, true}, {17, 2, 8, 5, true},
-                          {1, 3, 5, 4, true}, {3, 3, 5, 4, true},  {17, 2, 5, 5, false}};
-    for (const Case& c : cases) {
+                          {1, 3, 5, 4, true}, {3, 3, 5, 4, true},  {17, 2, 5, 5, false}, {16, 2, 8, 5, true},
+                          {32, 2, 5, 4, true}, {33, 2, 8, 8, false}};
+    for (const Case& c : cases)
+    for (const Tail mode : {Tail::None, Tail::Total, Tail::Split}) {
         const uint32_t sequences = 3, elems = c.F * c.stride, base = 7;
-        SCOPED_TRACE("blocks " + std::to_string(c.blocks) + ", stride " + std::to_string(c.stride) + (elems % 4 ? " (scalar)" : " (vec4)"));
+        SCOPED_TRACE("blocks " + std::to_string(c.blocks) + ", stride " + std::to_string(c.stride) + (elems % 4 ? " (scalar)" : " (vec4)") +
+                     ", tail " + std::to_string(int(mode)));
         std::mt19937_64 rng(c.blocks * 131 + c.stride);
         std::uniform_int_distribution<int> eighths(-64, 64);
         const size_t count = size_t(sequences) * c.blocks * elems, initCount = base + size_t(sequences) * c.F * c.row;
@@ -234,7 +240,13 @@ TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
         psk::Buffer states(ctx->allocator(), count * 4, usage, psk::MemoryUsage::HostReadback),
             zBuf(ctx->allocator(), initCount * 4, usage, psk::MemoryUsage::HostUpload),
             hBuf(ctx->allocator(), initCount * 4, usage, psk::MemoryUsage::HostUpload);
-        ASSERT_TRUE(states.mapped() && zBuf.mapped() && hBuf.mapped());
+        // The tail starts as a value no sum takes, so that an entry left unwritten shows.
+        const size_t part = size_t(sequences) * c.F * c.row;
+        const float unwritten = 1e30f;
+        std::vector<float> tailInit(2 * part, unwritten);
+        psk::Buffer tailBuf(ctx->allocator(), 2 * part * 4, usage, psk::MemoryUsage::HostReadback);
+        ASSERT_TRUE(states.mapped() && zBuf.mapped() && hBuf.mapped() && tailBuf.mapped());
+        std::memcpy(tailBuf.mapped(), tailInit.data(), 2 * part * 4);
         std::memcpy(states.mapped(), H.data(), count * 4);
         std::memcpy(zBuf.mapped(), z.data(), initCount * 4);
         std::memcpy(hBuf.mapped(), h.data(), initCount * 4);
@@ -245,25 +257,36 @@ TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
         init.stride = c.stride;
         init.base = base;
         init.addH = c.addH;
+        init.tailMode = mode;
+        init.tail = {tailBuf.handle(), 0, tailBuf.size()};
         const psk::BlockScanPlan plan = psk::planBlockScan(c.blocks, ctx->caps());
         VkPipeline pipeline = ctx->pipelines().get(plan.kernel);
         ctx->execute([&](psk::Recorder& rec) {
             psk::recordBlockScan(rec, pipeline, plan, {states.handle(), 0, count * 4}, sequences, c.blocks, elems, &init);
         });
         const float* got = reinterpret_cast<const float*>(states.mapped());
-        size_t wrong = 0;
+        const float* tail = reinterpret_cast<const float*>(tailBuf.mapped());
+        size_t wrong = 0, wrongTail = 0;
         for (uint32_t sq = 0; sq < sequences; ++sq)
             for (uint32_t e = 0; e < elems; ++e) {
                 const uint32_t f = e / c.stride, col = e % c.stride;
                 const size_t i = base + (size_t(sq) * c.F + f) * c.row + col;
-                double carry = col < c.row ? z[i] : 0.0;
+                double carry = col < c.row ? z[i] : 0.0, own = 0.0;
                 for (uint32_t l = 0; l < c.blocks; ++l) {
                     const size_t at = (size_t(sq) * c.blocks + l) * elems + e;
                     wrong += double(got[at]) != carry;
-                    carry += H[at] + (l == 0 && c.addH && col < c.row ? h[i] : 0.0);
+                    own = H[at] + (l == 0 && c.addH && col < c.row ? h[i] : 0.0);
+                    if (l + 1 < c.blocks) carry += own;
                 }
+                if (col >= c.row) continue;  // padding columns are not in the state
+                const size_t t = (size_t(sq) * c.F + f) * c.row + col;
+                const double want0 = mode == Tail::None ? unwritten : mode == Tail::Total ? carry + own : carry;
+                const double want1 = mode == Tail::Split ? own : unwritten;
+                wrongTail += double(tail[t]) != want0;
+                wrongTail += double(tail[part + t]) != want1;
             }
         EXPECT_EQ(wrong, 0u);
+        EXPECT_EQ(wrongTail, 0u);
     }
 }
 

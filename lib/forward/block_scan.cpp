@@ -65,18 +65,28 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
         return;
     }
     if (!initial) {
-        // block_scan.comp declares the initial prefix's bindings 1 and 2: the states stand in.
-        recorder.dispatch(pipeline, {writes(states), reads(states), reads(states)}, &push, sizeof(push), groupsX, groupsY,
-                          sequences);
+        // block_scan.comp declares the initial prefix's bindings 1 and 2 and the tail's 3: the
+        // states stand in.
+        recorder.dispatch(pipeline, {writes(states), reads(states), reads(states), reads(states)}, &push, sizeof(push), groupsX,
+                          groupsY, sequences);
         return;
     }
     push.init_row = initial->row;
     push.init_stride = initial->stride;
     push.init_base = initial->base;
     push.init_h = initial->addH ? 1u : 0u;
-    // Without h the binding is still declared by the shader: z stands in.
-    recorder.dispatch(pipeline, {writes(states), reads(initial->z), reads(initial->addH ? initial->h : initial->z)}, &push,
-                      sizeof(push), groupsX, groupsY, sequences);
+    push.tail_mode = static_cast<uint32_t>(initial->tailMode);
+    const bool tail = initial->tailMode != ScanInitial::Tail::None;
+    if (tail) {
+        const uint64_t parts = initial->tailMode == ScanInitial::Tail::Split ? 2 : 1;
+        const uint64_t need = parts * sequences * (uint64_t(elems) / initial->stride) * initial->row * 4;
+        if (initial->tail.size < need) fail(PSK_ERROR_INTERNAL, "block scan: tail range of ", initial->tail.size, " bytes, ", need, " needed");
+    }
+    // Without h (or a tail) the binding is still declared by the shader: z stands in.
+    recorder.dispatch(pipeline,
+                      {writes(states), reads(initial->z), reads(initial->addH ? initial->h : initial->z),
+                       tail ? writes(initial->tail) : reads(initial->z)},
+                      &push, sizeof(push), groupsX, groupsY, sequences);
 }
 
 }  // namespace

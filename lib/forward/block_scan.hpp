@@ -37,6 +37,15 @@ struct ScanInitial {
     BufferRange z, h;
     uint32_t row = 0, stride = 0, base = 0;
     bool addH = false;
+    /**
+     * What the decode state keeps after the call, written by the scan into `tail` as
+     * [part][sequence][F][row] floats (from element 0, parts of sequences x F x row): None; Total,
+     * one part, the inclusive prefix at the last block (Z_{t-1} + H_{t-1}); Split, Z_{t-1} then the
+     * last block's own H_{t-1} (h included when it is block 0 and addH is set). The values sit in
+     * the scan's registers anyway, so the state need not fold the last block's rows again.
+     */
+    enum class Tail : uint32_t { None = 0, Total = 1, Split = 2 } tailMode = Tail::None;
+    BufferRange tail;
 };
 void recordBlockScan(Recorder& recorder, VkPipeline pipeline, const BlockScanPlan& plan, BufferRange states,
                      uint32_t sequences, uint32_t blocks, uint32_t elems, const ScanInitial* initial = nullptr);
