@@ -347,6 +347,10 @@ const ChunkCase kChunkCases[] = {
     {"local_shorter_than_block", local(), {3, 7, 4, 5, 29}},
     {"local_inside_then_many_blocks", local(), {4, 41, 3}},
     {"local_completes_first_block", local(), {10, 6, 32}},
+    // A call that starts inside a block and ends on a later block boundary: the state takes the
+    // scan's inclusive prefix, with h added to a block that is not the last.
+    {"local_inside_to_a_later_boundary", local(), {5, 27, 16, 3}},
+    {"sketched_to_a_later_boundary", {}, {5, 27, 16, 3}},
     {"local_degree2", local({PSK_ATTENTION_KIND_POLYSKETCH, false, 2}), {7, 30, 11}},
     {"local_degree8", local({PSK_ATTENTION_KIND_POLYSKETCH, false, 8}), {9, 23, 16}},
     {"local_dv13", local({PSK_ATTENTION_KIND_POLYSKETCH, false, 4, 8, 16, 16, 13}), {5, 20, 23}},

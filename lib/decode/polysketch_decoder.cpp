@@ -398,8 +398,10 @@ StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const For
     checkPolysketchDispatch(plan, c, L.geometry);
     const WorkspaceLayout own = L.ws.layout(plan.regionAlignment);
     std::copy(own.regions.begin(), own.regions.end(), L.layout.regions.begin() + SL::Forward);
-    L.layout.regions[SL::VLast] = {"last block's v rows", uint64_t(count) * c.numKeyValueHeads * plan.blockSize * c.valueDim * 4};
-    for (size_t i : {SL::Q, SL::K, SL::V, SL::Out, SL::VLast})
+    // The scan's tail: z after the call, and (local exact, the last block unfinished) its h.
+    L.layout.regions[SL::Tail] = {"state sums after the call",
+                                  (c.localExact ? 2 : 1) * uint64_t(count) * c.numKeyValueHeads * plan.features * (c.valueDim + 1) * 4};
+    for (size_t i : {SL::Q, SL::K, SL::V, SL::Out, SL::Tail})
         if (L.layout.regions[i].size > plan.maxRange)
             fail(PSK_ERROR_TOO_LARGE, "a forward with a decode state needs ", L.layout.regions[i].size, " bytes in one staging region (",
                  L.layout.regions[i].name, "), more than one storage buffer binding can address (", plan.maxRange, ")");
@@ -425,12 +427,20 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     // a block runs behind that block's p0 rows (staged), so that its blocks are the sequence's:
     // the rows' k' and v come from the state, their S(k) are zeroed (their sum is h, which the
     // scan adds to block 0) and their q and output rows are ignored. Afterwards the state is the
-    // forward's Z_{t-1} plus its last block, as after a prefill (recordAbsorb).
+    // forward's Z_{t-1} plus its last block, which the scan writes out as it goes (its tail), so
+    // the update is a copy of F (dv + 1) floats per head (plus the unfinished block's rows).
+    // Folding the last block's rows again (recordAbsorb, as a prefill does) cost ~30 ms per call
+    // at b = 256, r = 32, dv = 64, 4 heads on lavapipe (4 calls of 4096 tokens: 1.33x one call,
+    // with the tail 1.02x; docs/PERFORMANCE.md).
     const AttentionConfig& c = attention_.config();
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
     const uint32_t p0 = local_ ? uint32_t(position % b_) : 0;
     const StateForwardLayout L = stateForwardLayout(attention_, t.geometry, p0);
     const uint32_t s0 = first * Hkv_, slots = count * Hkv_, m = L.m;
+    // Local exact with the last block unfinished: z takes Z_{t-1} and h the block's own sum (its
+    // rows stay for the exact local part); otherwise z takes every block and h is empty.
+    const uint32_t lastBegin = (L.ws.blocks - 1) * b_, lastRows = m - lastBegin;
+    const bool keepRows = local_ && lastRows < b_;
     // t.workspace binds the regions of the largest p0 (polysketchStateForwardWorkspaceLayout), each
     // at least as large as this call's.
     if (t.workspace.size() != StateForwardLayout::RegionCount) fail(PSK_ERROR_INTERNAL, "state forward workspace regions not bound");
@@ -447,6 +457,8 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     cont.initial.stride = forward_.plan().stateStride;
     cont.initial.base = s0 * F_ * (dv_ + 1);
     cont.initial.addH = L.staged;
+    cont.initial.tailMode = keepRows ? ScanInitial::Tail::Split : ScanInitial::Tail::Total;
+    cont.initial.tail = at(StateForwardLayout::Tail);
     BoundTensors fwd{t.q, t.k, t.v, t.out, L.geometry, t.workspace.slice(StateForwardLayout::Forward, PolysketchWorkspace::RegionCount)};
     const PskTensorStrides dense[4] = {L.geometry.q.strides, L.geometry.k.strides, L.geometry.v.strides, L.geometry.out.strides};
     if (L.staged) {
@@ -488,14 +500,27 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     if (L.staged)
         recordCopyRows(rec, {fwd.out, uint64_t(p0) * dense[3].token, dense[3]}, {t.out, 0, t.geometry.out.strides}, count, Hq_, n, dv_);
 
-    // The state after the call: the last block's v rows (dense) and the forward's intermediates.
-    const uint32_t lastBegin = (L.ws.blocks - 1) * b_, lastRows = m - lastBegin;
-    const BufferRange vLast = at(StateForwardLayout::VLast);
-    const PskTensorStrides lastStrides = defaultStrides(PSK_LAYOUT_BHND, Hkv_, lastRows, dv_);
-    recordCopyRows(rec, {fwd.v, uint64_t(lastBegin) * L.geometry.v.strides.token, L.geometry.v.strides}, {vLast, 0, lastStrides}, count,
-                   Hkv_, lastRows, dv_, RowConvert::ToF32);
-    Buffer unused;
-    recordAbsorb(rec, fwd, vLast, count, m, s0, false, L.staged && L.ws.blocks == 1, unused);
+    // The state after the call, from the scan's tail (in the state's layout, the call's slots
+    // dense): z, and h (local exact), for slots s0.. of the state.
+    const BufferRange tail = at(StateForwardLayout::Tail);
+    const VkDeviceSize part = VkDeviceSize(slots) * F_ * (dv_ + 1) * 4;  // one part of the tail
+    const VkDeviceSize at0 = VkDeviceSize(s0) * F_ * (dv_ + 1) * 4;
+    rec.copy({tail.buffer, tail.offset, part}, {z_.handle(), at0, part}, part);
+    if (keepRows) {
+        rec.copy({tail.buffer, tail.offset + part, part}, {blockH_.handle(), at0, part}, part);
+        // The unfinished block's k' and v rows stay for the exact local part (v as float32,
+        // converted exactly from a 16-bit storage type).
+        const BufferRange kLocal = fwd.workspace[PolysketchWorkspace::KLocal];
+        const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4;
+        for (uint32_t i = 0; i < slots; ++i)
+            rec.copy({kLocal.buffer, kLocal.offset + (VkDeviceSize(i) * m + lastBegin) * h_ * 4, kBytes},
+                     {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
+        recordCopyRows(rec, {fwd.v, uint64_t(lastBegin) * L.geometry.v.strides.token, L.geometry.v.strides},
+                       {{blockV_.handle(), 0, blockV_.size()}, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}}, count, Hkv_,
+                       lastRows, dv_, RowConvert::ToF32);
+    } else if (local_) {
+        rec.fill({blockH_.handle(), at0, part}, part, 0);
+    }
 }
 
 }  // namespace psk

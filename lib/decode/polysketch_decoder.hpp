@@ -15,8 +15,9 @@ namespace psk {
  * unfinished block (local exact; 0 otherwise). With p0 > 0 the call is staged: dense copies of q,
  * k, v (and out) of m = p0 + n rows, the unfinished block's rows in front, so that the forward's
  * blocks start where the sequence's do. The regions, in order (`layout`): the staged q, k, v, out,
- * the forward's own regions (PolysketchWorkspace::layout), the last block's v rows; each may live
- * in a buffer of its own (forward/workspace.hpp).
+ * the forward's own regions (PolysketchWorkspace::layout), the state's sums after the call (the
+ * scan's tail, ScanInitial::tail: count Hkv F (dv + 1) floats, twice in local-exact mode); each may live in a
+ * buffer of its own (forward/workspace.hpp).
  */
 struct StateForwardLayout {
     bool staged = false;
@@ -24,8 +25,8 @@ struct StateForwardLayout {
     ForwardGeometry geometry;  // the forward's: the call's own, or the staged tensors (dense BHND)
     PolysketchWorkspace ws;    // the forward's
     WorkspaceLayout layout;
-    /** Region indices of layout: staged q, k, v, out (size 0 unless staged), the forward's first region, vLast. */
-    enum : size_t { Q, K, V, Out, Forward, VLast = Forward + PolysketchWorkspace::RegionCount, RegionCount };
+    /** Region indices of layout: staged q, k, v, out (size 0 unless staged), the forward's first region, the scan's tail. */
+    enum : size_t { Q, K, V, Out, Forward, Tail = Forward + PolysketchWorkspace::RegionCount, RegionCount };
 };
 StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const ForwardGeometry& call, uint32_t p0);
 /** The workspace of a forward with a polysketch state at any position (the largest p0). */
@@ -50,6 +51,7 @@ private:
     /** The forward's feature map over the step's token into the step workspace. */
     void recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1, const PolysketchWorkspace& ws);
     /**
+     * A prefill's state update (a forward with a state reads the scan's tail instead, recordForward).
      * Recorded right after the attention's forward over `n` tokens of sequences' slots s0..
      * (`forward`: that call's workspace, which holds Z_{t-1} and the S(k), k' rows):
      * z = Z_{t-1} (accumulate: z += Z_{t-1}) plus the last block, folded into z or, local exact
