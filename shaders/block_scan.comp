@@ -30,11 +30,14 @@
 // is then written too (the host dispatches even for one block).
 //
 // Optional tail (push constant tail_mode, with an initial prefix only): the lane holding the last
-// block also writes what the decode state keeps after the call into binding 3, in the state's
-// layout: the inclusive prefix Z_{t-1} + H_{t-1} (mode 1), or Z_{t-1} and the last block's own
-// H_{t-1} (mode 2: local exact with the last block unfinished, which stays apart as h). Both are
-// values this scan has at hand; the alternative, folding the last block's b rows of
-// phi(k)[v | 1] again after the forward, costs ~b times more work per call.
+// block also writes what the decode state keeps after the call into binding 3: the inclusive
+// prefix Z_{t-1} + H_{t-1} (mode 1), or Z_{t-1} and the last block's own H_{t-1} (mode 2: local
+// exact with the last block unfinished, which stays apart as h). Both are values this scan has at
+// hand; the alternative, folding the last block's b rows of phi(k)[v | 1] again after the
+// forward, costs ~b times more work per call. The tail keeps the states' padded rows (one vec4
+// store per invocation; the host copies the dv + 1 columns into the state): writing the state's
+// own layout, with an index division and a scalar store per column, cost the scan ~2 ms per call
+// at b = 256, r = 32, dv = 64, 4 heads on lavapipe, the padded rows ~1.2 ms.
 //
 // The mapping of invocations to (column, lane) goes through gl_SubgroupID and
 // gl_SubgroupInvocationID, so it holds whatever order a driver packs invocations into subgroups;
@@ -56,9 +59,10 @@ layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
 // passing"). Rows of init_row floats, F rows per sequence; bound to any valid range when unused.
 layout(std430, binding = 1) readonly buffer InitZ { float init_z[]; };
 layout(std430, binding = 2) readonly buffer InitH { float init_h[]; };
-// The tail (params.tail_mode != 0): [part][sequence][F][init_row] floats; bound to any valid range
-// when unused.
+// The tail (params.tail_mode != 0): [part][sequence][elems] floats, the states' rows (padding
+// columns included); float and vec4 views as for the states; bound to any valid range when unused.
 layout(std430, binding = 3) writeonly buffer Tail { float tail[]; };
+layout(std430, binding = 3) writeonly buffer Tail4 { vec4 tail4[]; };
 
 // Element e (< elems) of sequence `seq`'s initial z (from_h false) or h, 0 in the padding columns.
 float initial(bool from_h, uint seq, uint e, uint features) {
@@ -68,28 +72,14 @@ float initial(bool from_h, uint seq, uint e, uint features) {
     return from_h ? init_h[i] : init_z[i];
 }
 
-// The tail entries of element e (< elems) of sequence `seq`, from the last block's exclusive
-// prefix and its own sum; nothing in the padding columns.
-void writeTail(uint seq, uint e, uint features, float prefix, float own) {
-    const uint f = e / params.init_stride, c = e % params.init_stride;
-    if (c >= params.init_row) return;
-    const uint per = features * params.init_row;
-    const uint i = seq * per + f * params.init_row + c;
-    if (params.tail_mode == 1u) {
-        tail[i] = prefix + own;
-    } else {
-        tail[i] = prefix;
-        tail[gl_NumWorkGroups.z * per + i] = own;
+// The tail (see main): part 0 at element `i` of [sequence][elems], part 1 after all sequences.
+#define WRITE_TAIL(DATA, i, prefix, own)                               \
+    if (params.tail_mode == 1u) {                                      \
+        DATA[i] = prefix + own;                                        \
+    } else {                                                           \
+        DATA[i] = prefix;                                              \
+        DATA[gl_NumWorkGroups.z * params.columns + (i)] = own;         \
     }
-}
-void writeTail1(uint seq, uint column, uint features, float prefix, float own) { writeTail(seq, column, features, prefix, own); }
-void writeTail4(uint seq, uint column, uint features, vec4 prefix, vec4 own) {
-    // Written out: llvmpipe keeps loops (see below).
-    writeTail(seq, 4u * column, features, prefix.x, own.x);
-    writeTail(seq, 4u * column + 1u, features, prefix.y, own.y);
-    writeTail(seq, 4u * column + 2u, features, prefix.z, own.z);
-    writeTail(seq, 4u * column + 3u, features, prefix.w, own.w);
-}
 
 // The tree is written out level by level, without loops: llvmpipe does not unroll these loops
 // (it kept them even with [[unroll]]), and its 65535-iteration limit counts every inner
@@ -156,7 +146,7 @@ void main() {
     // its own write, after it. Outside the loop on purpose: llvmpipe runs a branch's body under a
     // lane mask whether or not a lane takes it, and the tail written inside the segment loop cost
     // the scan 15 -> 23 ms at n = 16384 in one call without a tail (b = 256, r = 32, 4 heads) and
-    // 22 -> 44 ms over 4 calls of 4096 with one; here 22 -> 31 ms for the 4 calls.
+    // 22 -> 44 ms over 4 calls of 4096 with one; here 22 -> 27.5 ms for the 4 calls.
     const uint last = params.blocks - 1u;
     const bool holds_last = init && params.tail_mode != 0u && lane == (last % SEGMENT) / 2u;
     if (params.vectorized != 0u) {
@@ -171,13 +161,13 @@ void main() {
         vec4 own = vec4(0.0);
         if (holds_last) own = states4[base + last * params.columns] + (last == 0u ? first : vec4(0.0));
         for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) SCAN_SEGMENT(vec4, states4)
-        if (holds_last) writeTail4(seq, column, features, states4[base + last * params.columns], own);
+        if (holds_last) { WRITE_TAIL(tail4, seq * params.columns + column, states4[base + last * params.columns], own) }
     } else {
         float carry = init ? initial(false, seq, column, features) : 0.0;
         const float first = add_first ? initial(true, seq, column, features) : 0.0;
         float own = 0.0;
         if (holds_last) own = states[base + last * params.columns] + (last == 0u ? first : 0.0);
         for (uint seg = 0u; seg < params.blocks; seg += SEGMENT) SCAN_SEGMENT(float, states)
-        if (holds_last) writeTail1(seq, column, features, states[base + last * params.columns], own);
+        if (holds_last) { WRITE_TAIL(tail, seq * params.columns + column, states[base + last * params.columns], own) }
     }
 }

@@ -212,8 +212,8 @@ uint64_t position(PskDecodeState s, uint32_t sequence) {
 
 TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
     // Z_l = z + sum_{j<l} H'_j with H'_0 = H_0 + h (addH) in the first `row` columns of each state
-    // row of `stride` floats; z and h hold [sequence][F][row] from element `base`. The tail, in z's
-    // layout from element 0: Z_{t-1} + H'_{t-1} (Total) or Z_{t-1} then H'_{t-1} (Split), what a
+    // row of `stride` floats; z and h hold [sequence][F][row] from element `base`. The tail, in the
+    // states' rows: Z_{t-1} + H'_{t-1} (Total) or Z_{t-1} then H'_{t-1} (Split), what a
     // decode state keeps after a forward. Multiples of 1/8: exact in any order, so the result must
     // match exactly.
     struct Case {
@@ -241,7 +241,7 @@ TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
             zBuf(ctx->allocator(), initCount * 4, usage, psk::MemoryUsage::HostUpload),
             hBuf(ctx->allocator(), initCount * 4, usage, psk::MemoryUsage::HostUpload);
         // The tail starts as a value no sum takes, so that an entry left unwritten shows.
-        const size_t part = size_t(sequences) * c.F * c.row;
+        const size_t part = size_t(sequences) * elems;
         const float unwritten = 1e30f;
         std::vector<float> tailInit(2 * part, unwritten);
         psk::Buffer tailBuf(ctx->allocator(), 2 * part * 4, usage, psk::MemoryUsage::HostReadback);
@@ -278,8 +278,8 @@ TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
                     own = H[at] + (l == 0 && c.addH && col < c.row ? h[i] : 0.0);
                     if (l + 1 < c.blocks) carry += own;
                 }
-                if (col >= c.row) continue;  // padding columns are not in the state
-                const size_t t = (size_t(sq) * c.F + f) * c.row + col;
+                if (col >= c.row) continue;  // padding columns: written, but not part of a state
+                const size_t t = size_t(sq) * elems + e;
                 const double want0 = mode == Tail::None ? unwritten : mode == Tail::Total ? carry + own : carry;
                 const double want1 = mode == Tail::Split ? own : unwritten;
                 wrongTail += double(tail[t]) != want0;

@@ -400,7 +400,7 @@ StateForwardLayout stateForwardLayout(const PskAttention_T& attention, const For
     std::copy(own.regions.begin(), own.regions.end(), L.layout.regions.begin() + SL::Forward);
     // The scan's tail: z after the call, and (local exact, the last block unfinished) its h.
     L.layout.regions[SL::Tail] = {"state sums after the call",
-                                  (c.localExact ? 2 : 1) * uint64_t(count) * c.numKeyValueHeads * plan.features * (c.valueDim + 1) * 4};
+                                  (c.localExact ? 2 : 1) * uint64_t(count) * c.numKeyValueHeads * plan.features * plan.stateStride * 4};
     for (size_t i : {SL::Q, SL::K, SL::V, SL::Out, SL::Tail})
         if (L.layout.regions[i].size > plan.maxRange)
             fail(PSK_ERROR_TOO_LARGE, "a forward with a decode state needs ", L.layout.regions[i].size, " bytes in one staging region (",
@@ -428,7 +428,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     // the rows' k' and v come from the state, their S(k) are zeroed (their sum is h, which the
     // scan adds to block 0) and their q and output rows are ignored. Afterwards the state is the
     // forward's Z_{t-1} plus its last block, which the scan writes out as it goes (its tail), so
-    // the update is a copy of F (dv + 1) floats per head (plus the unfinished block's rows).
+    // the update is a copy of F rows of dv + 1 floats per head (plus the unfinished block's rows).
     // Folding the last block's rows again (recordAbsorb, as a prefill does) cost ~30 ms per call
     // at b = 256, r = 32, dv = 64, 4 heads on lavapipe (4 calls of 4096 tokens: 1.33x one call,
     // with the tail 1.02x; docs/PERFORMANCE.md).
@@ -500,14 +500,19 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     if (L.staged)
         recordCopyRows(rec, {fwd.out, uint64_t(p0) * dense[3].token, dense[3]}, {t.out, 0, t.geometry.out.strides}, count, Hq_, n, dv_);
 
-    // The state after the call, from the scan's tail (in the state's layout, the call's slots
-    // dense): z, and h (local exact), for slots s0.. of the state.
+    // The state after the call, from the scan's tail (the states' padded rows, the call's slots
+    // dense): z, and h (local exact), for slots s0.. of the state, F rows of dv + 1 floats each.
     const BufferRange tail = at(StateForwardLayout::Tail);
-    const VkDeviceSize part = VkDeviceSize(slots) * F_ * (dv_ + 1) * 4;  // one part of the tail
-    const VkDeviceSize at0 = VkDeviceSize(s0) * F_ * (dv_ + 1) * 4;
-    rec.copy({tail.buffer, tail.offset, part}, {z_.handle(), at0, part}, part);
+    const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4, stateRow = VkDeviceSize(forward_.plan().stateStride) * 4;
+    const VkDeviceSize part = VkDeviceSize(slots) * F_ * stateRow;  // one part of the tail
+    auto copyPart = [&](VkDeviceSize from, const Buffer& to) {
+        for (uint32_t i = 0; i < slots; ++i)
+            rec.copyRows({tail.buffer, tail.offset + from + i * F_ * stateRow, F_ * stateRow}, stateRow,
+                         {to.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
+    };
+    copyPart(0, z_);
     if (keepRows) {
-        rec.copy({tail.buffer, tail.offset + part, part}, {blockH_.handle(), at0, part}, part);
+        copyPart(part, blockH_);
         // The unfinished block's k' and v rows stay for the exact local part (v as float32,
         // converted exactly from a 16-bit storage type).
         const BufferRange kLocal = fwd.workspace[PolysketchWorkspace::KLocal];
@@ -519,7 +524,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
                        {{blockV_.handle(), 0, blockV_.size()}, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}}, count, Hkv_,
                        lastRows, dv_, RowConvert::ToF32);
     } else if (local_) {
-        rec.fill({blockH_.handle(), at0, part}, part, 0);
+        rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
     }
 }
 

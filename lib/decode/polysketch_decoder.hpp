@@ -16,7 +16,7 @@ namespace psk {
  * k, v (and out) of m = p0 + n rows, the unfinished block's rows in front, so that the forward's
  * blocks start where the sequence's do. The regions, in order (`layout`): the staged q, k, v, out,
  * the forward's own regions (PolysketchWorkspace::layout), the state's sums after the call (the
- * scan's tail, ScanInitial::tail: count Hkv F (dv + 1) floats, twice in local-exact mode); each may live in a
+ * scan's tail, ScanInitial::tail: count Hkv F padded state rows, twice in local-exact mode); each may live in a
  * buffer of its own (forward/workspace.hpp).
  */
 struct StateForwardLayout {

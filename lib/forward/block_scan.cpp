@@ -79,7 +79,7 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
     const bool tail = initial->tailMode != ScanInitial::Tail::None;
     if (tail) {
         const uint64_t parts = initial->tailMode == ScanInitial::Tail::Split ? 2 : 1;
-        const uint64_t need = parts * sequences * (uint64_t(elems) / initial->stride) * initial->row * 4;
+        const uint64_t need = parts * sequences * uint64_t(elems) * 4;
         if (initial->tail.size < need) fail(PSK_ERROR_INTERNAL, "block scan: tail range of ", initial->tail.size, " bytes, ", need, " needed");
     }
     // Without h (or a tail) the binding is still declared by the shader: z stands in.

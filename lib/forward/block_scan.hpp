@@ -39,7 +39,8 @@ struct ScanInitial {
     bool addH = false;
     /**
      * What the decode state keeps after the call, written by the scan into `tail` as
-     * [part][sequence][F][row] floats (from element 0, parts of sequences x F x row): None; Total,
+     * [part][sequence][elems] floats, the states' rows of `stride` floats (padding columns
+     * included; one vec4 store per invocation, the caller copies the rows it needs): None; Total,
      * one part, the inclusive prefix at the last block (Z_{t-1} + H_{t-1}); Split, Z_{t-1} then the
      * last block's own H_{t-1} (h included when it is block 0 and addH is set). The values sit in
      * the scan's registers anyway, so the state need not fold the last block's rows again.

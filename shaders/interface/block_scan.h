@@ -29,11 +29,11 @@ PSK_PUSH_BEGIN(BlockColumnsPush)
     uint init_base;
     uint init_h;
     // block_scan.comp with an initial prefix only: what the state needs after the call, written to
-    // binding 3 in the state's layout ([sequence][F][init_row] floats from element 0) so that the
-    // decode state does not fold the last block's rows again. 0: nothing. 1 (the state's running
-    // sum takes every block): the inclusive prefix at the last block, Z_{t-1} + H_{t-1}. 2 (local
-    // exact, the last block unfinished): Z_{t-1}, then, after all sequences, the last block's own
-    // H_{t-1} (with h added when it is block 0 and init_h is set).
+    // binding 3 as [part][sequence][elems] floats (the states' rows) so that the decode state does
+    // not fold the last block's rows again. 0: nothing. 1 (the state's running sum takes every
+    // block): the inclusive prefix at the last block, Z_{t-1} + H_{t-1}. 2 (local exact, the last
+    // block unfinished): Z_{t-1}, then, after all sequences, the last block's own H_{t-1} (with h
+    // added when it is block 0 and init_h is set).
     uint tail_mode;
 PSK_PUSH_END
 
