@@ -15,8 +15,16 @@ shaders/sketch_features.comp, block_states.comp, block_scan.comp, polysketch_out
   - output: 64 query rows per workgroup, so Z_l is read b / 64 = 4 times per block, and the
     local keys/values of a block are read by its 4 tiles for 64, 128, 192, 256 keys (640 rows).
 Scenario (b) assumes the same tilings with the products on cooperative matrices (the block-states
-kernel exists, block_states_coopmat.comp, tile of 64 features; the output, local and sketch
-products do not exist yet).
+kernel, block_states_coopmat.comp, tile of 64 features; the output kernel as planned, 64 query
+rows), except the feature map, whose cooperative kernel (sketch_features_coopmat.comp, p = 4,
+random and learned sketches) is modelled as written: every operand split into 16-bit hi + lo, three
+16-bit products per GEMM step (hi*hi, hi*lo, lo*hi) into float32, the weights staged from the
+float32 pack through shared memory by every workgroup, 32 rows per workgroup (random) or 16
+(learned) at h = 64, the plan's first tile that fits 32 KiB (lib/forward/polysketch_plan.cpp).
+The learned sketch (docs/MATH.md section 4) has two branches of two FF levels, h -> 8r -> r and
+r -> 8r -> r (hidden = 8r, lib/sketch/sketch_pack.cpp); the other stages do not depend on the sketch.
+The workspace (lib/forward/polysketch_forward.cpp, docs/ARCHITECTURE.md) is packed into several
+allocations when it exceeds one, so a call fails only when one region exceeds maxStorageBufferRange.
 """
 
 import math
@@ -31,6 +39,15 @@ OUT_ROWS = 64               # generic output: query rows per workgroup
 FEAT_TILE_STATES = 64       # generic and coopmat block states: features per workgroup
 DISPATCHES = 5              # features q, features k, states, scan, output
 LAUNCH_S = 5e-6             # per dispatch (the brief's figure; labelled an assumption)
+HIDDEN_PER_R = 8            # learned sketch: hidden width 8r (lib/sketch/sketch_pack.cpp, docs/MATH.md section 4)
+COOP_PRODUCTS = 3           # sketch_features_coopmat: hi*hi + hi*lo + lo*hi per GEMM step
+FEAT_ROWS_GENERIC = 64      # generic feature map: rows per workgroup (one per invocation)
+FEAT_ROWS_COOP = {False: 32, True: 16}   # coopmat feature map, rows per workgroup at h = 64, r = 32 and 64
+                            # (random: tile 2 x 2 subgroups of 16 rows, 30,724 bytes; learned: 1 x 2, 19,972 / 24,068)
+SPLIT_OPS = 3               # FP32 ops to split one staged element into hi + lo (round, subtract, round)
+ACT_OPS = 10                # FP32 ops per gelu (tanh form) or per tanh of the combine (assumption)
+MAX_RANGE = 2**32 - 1       # maxStorageBufferRange on NVIDIA (4 GiB - 1; docs/GPU_RUN.md)
+MAX_ALLOC = 4 * 2**30       # maxMemoryAllocationSize, ~4 GiB on NVIDIA (the cap before the split)
 
 FP32_PEAK = 60e12           # H100 SXM non-tensor FP32 (spec 67 at the 1.98 GHz boost; ~60 at sustained clocks)
 TC_PEAK = 989e12            # H100 SXM dense FP16 tensor (same die and clocks in the H200)
@@ -71,7 +88,7 @@ def sdpa_time(kind, n):
 
 
 # ---------------------------------------------------------------- the polysketch stages
-def stages(n, r, coop):
+def stages(n, r, coop, learned=False):
     """Per stage: (bench FLOP, fp32-unit ops, tensor FLOP, compulsory bytes, issued bytes)."""
     F = r * (r + 1) // 2
     t = math.ceil(n / b)
@@ -79,15 +96,33 @@ def stages(n, r, coop):
     pairs = t * b * (b + 1) // 2                      # causal pairs inside blocks (n a multiple of b)
     out = {}
 
-    # 1. feature map of q and of k: LayerNorm (~8h) + scale (h) + two h x r products + r products.
-    per_row_mm = 2 * (2 * h * r)
-    per_row_other = 9 * h + 2 * r
+    # 1. feature map of q and of k: LayerNorm (~8h) + scale (h) + the sketch's products + the rest.
     rows = 2 * n * H
-    bench = rows * (2 * 2 * h * r + F)                # psk bench: n (S + F), S = 2 m h r
-    fp32 = rows * (per_row_other + (0 if coop else per_row_mm))
-    tc = rows * per_row_mm if coop else 0
+    if learned:
+        hid = HIDDEN_PER_R * r
+        per_row_w = 2 * (h * hid + hid * r + r * hid + hid * r)   # two branches: D1, D2 of both levels
+        per_row_mm = 2 * per_row_w                                # one multiply-add per weight and row
+        # per branch: LayerNorms of h and of r (~8 ops per element), gelu of 2 x 8r hidden units;
+        # then f1 * f2, tanh and scale per output
+        per_row_other = 9 * h + 2 * (8 * (h + r) + 2 * hid * ACT_OPS) + r * (ACT_OPS + 3)
+        per_row_a = 2 * ((h + hid) + (r + hid))                   # A operands staged per row (coop)
+    else:
+        per_row_w = 2 * h * r                                     # G_a, G_b
+        per_row_mm = 2 * per_row_w
+        per_row_other = 9 * h + 2 * r
+        per_row_a = h
+    bench = rows * (2 * 2 * h * r + F)                # psk bench: n (S + F), S = 2 m h r (random formula for both)
+    if coop:
+        wg_rows = FEAT_ROWS_COOP[learned]
+        split = per_row_a + per_row_w / wg_rows       # every staged operand element split into hi + lo
+        fp32 = rows * (per_row_other + SPLIT_OPS * split)
+        tc = rows * per_row_mm * COOP_PRODUCTS
+    else:
+        wg_rows = FEAT_ROWS_GENERIC
+        fp32 = rows * (per_row_other + per_row_mm)
+        tc = 0
     comp = H * (2 * n * h * IN_BYTES + 2 * n * r * 4 + 2 * n * h * 4)
-    issued = comp + rows * (2 * h * r * 4) / 64       # both sketch matrices per 64-row workgroup
+    issued = comp + rows * (per_row_w * 4) / wg_rows  # every workgroup reads all the weights (float32)
     out["features"] = (bench, fp32, tc, comp, issued)
 
     # 2. block states: H_l = psi(S(K_l))^T [V_l | 1], tiles of 64 features (last one padded).
@@ -139,18 +174,29 @@ def stage_time(s, bw, issued=True):
     return max(t_flop, t_byte), t_flop, t_byte
 
 
-def total(n, r, coop, bw, issued=True):
-    st = stages(n, r, coop)
+def total(n, r, coop, bw, issued=True, learned=False):
+    st = stages(n, r, coop, learned)
     return sum(stage_time(s, bw, issued)[0] for s in st.values()) + DISPATCHES * LAUNCH_S
 
 
-def crossover(r, coop, bw, kind, issued=True):
+def crossover(r, coop, bw, kind, issued=True, learned=False):
     n = 256
     while n < 1 << 22:
-        if total(n, r, coop, bw, issued) <= sdpa_time(kind, n):
+        if total(n, r, coop, bw, issued, learned) <= sdpa_time(kind, n):
             return n
         n += 256
     return None
+
+
+def workspace(n, r):
+    """polysketchWorkspace (lib/forward/polysketch_forward.cpp) for p = 4, causal, local exact:
+    (total bytes, largest region bytes, its name)."""
+    t = math.ceil(n / b)
+    regions = {"q sketches": H * n * r * 4, "k sketches": H * n * r * 4, "local q rows": H * n * h * 4,
+               "local k rows": H * n * h * 4, "states": H * t * (r * (r + 1) // 2) * STRIDE * 4}
+    tot = sum(math.ceil(x / 256) * 256 for x in regions.values())
+    name = max(regions, key=regions.get)
+    return tot, regions[name], name
 
 
 def k(n):
@@ -175,6 +221,31 @@ def main():
             cells.append(f"**{tot[0] / 1e9:.1f} / {tot[1] / 1e6:.0f} / {tot[2] / 1e6:.0f}**")
             print(f"| {k(n)} | " + " | ".join(cells) + " |")
         print()
+
+    print("Learned sketch, feature stage (q and k): GFLOP of products as executed (generic / cooperative, "
+          f"x {COOP_PRODUCTS}) / MB compulsory / MB issued (generic, cooperative)\n")
+    print("| n | r | GFLOP generic / cooperative | MB compulsory | MB issued generic | MB issued cooperative |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for n in NS:
+        for r in RS:
+            a, c = stages(n, r, False, True)["features"], stages(n, r, True, True)["features"]
+            print(f"| {k(n)} | {r} | {a[1] / 1e9:.0f} / {c[2] / 1e9:.0f} | {a[3] / 1e6:.0f} | {a[4] / 1e6:.0f} | {c[4] / 1e6:.0f} |")
+    print()
+
+    print("Workspace (p = 4, causal, local exact; regions aligned to 256 bytes)\n")
+    print("| n | r | workspace | largest region | predicted |")
+    print("| --- | --- | --- | --- | --- |")
+    for n in NS:
+        for r in RS:
+            tot, big, name = workspace(n, r)
+            if big > MAX_RANGE:
+                verdict = f"TOO_LARGE: {name} over maxStorageBufferRange ({MAX_RANGE / 1e9:.2f} GB)"
+            elif tot > MAX_ALLOC:
+                verdict = "runs: split over several allocations"
+            else:
+                verdict = "runs: one allocation"
+            print(f"| {k(n)} | {r} | {tot / 1e9:.2f} GB | {name} {big / 1e9:.2f} GB | {verdict} |")
+    print()
 
     for coop in (False, True):
         name = "(b) cooperative matrices" if coop else "(a) generic kernels, FP32 units"
@@ -224,6 +295,35 @@ def main():
             tt, tf, tb = stage_time(s, DEVICES["H100 SXM"])
             parts.append(f"{nm} {'FLOP' if tf >= tb else 'bytes'} ({ms(tf)} vs {ms(tb)} ms)")
         print("- bound at 32k, r = 32, H100: " + "; ".join(parts))
+        print()
+
+        print(f"Learned sketch, scenario {name[:3]}: the feature stage and the totals (other stages as above)\n")
+        print("| n | r | features (FLOP / bytes issued, ms) | **total H100** | total H100, re-reads in L2 "
+              "| total H200 | FA2 / polysketch (H100) | cuDNN / polysketch (H100) | FA2 / polysketch (H100, L2) |")
+        print("| --- " * 9 + "|")
+        for n in NS:
+            for r in RS:
+                bw = DEVICES["H100 SXM"]
+                tt, tf, tb = stage_time(stages(n, r, coop, True)["features"], bw)
+                t100 = total(n, r, coop, bw, learned=True)
+                t100c = total(n, r, coop, bw, issued=False, learned=True)
+                t200 = total(n, r, coop, DEVICES["H200"], learned=True)
+                fa2, cud = sdpa_time("FA2", n), sdpa_time("cuDNN", n)
+                print(f"| {k(n)} | {r} | {ms(tt)} ({ms(tf)} / {ms(tb)}) | **{ms(t100)}** | {ms(t100c)} | {ms(t200)} "
+                      f"| {fa2 / t100:.2f}x | {cud / t100:.2f}x | {fa2 / t100c:.2f}x |")
+        print()
+        for r in RS:
+            for issued in (True, False):
+                parts = []
+                for dev, bw in DEVICES.items():
+                    for kind in ("FA2", "cuDNN", "FA3"):
+                        c = crossover(r, coop, bw, kind, issued, learned=True)
+                        parts.append(f"{dev} vs {kind}: {c / 1024:.1f}k" if c else f"{dev} vs {kind}: none")
+                what = "re-reads at HBM" if issued else "re-reads in L2"
+                print(f"- learned, crossover r = {r} ({what}): " + "; ".join(parts))
+        st = stages(32768, 32, coop, True)
+        tt = [stage_time(s_, DEVICES["H100 SXM"])[0] for s_ in st.values()]
+        print("- learned, shares at 32k, r = 32, H100: " + ", ".join(f"{nm} {x / sum(tt):.0%}" for nm, x in zip(st, tt)))
         print()
 
     # sensitivity of the headline to the efficiencies
