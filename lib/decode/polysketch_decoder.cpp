@@ -430,7 +430,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     // forward's Z_{t-1} plus its last block, which the scan writes out as it goes (its tail), so
     // the update is a copy of F rows of dv + 1 floats per head (plus the unfinished block's rows).
     // Folding the last block's rows again (recordAbsorb, as a prefill does) cost ~30 ms per call
-    // at b = 256, r = 32, dv = 64, 4 heads on lavapipe (4 calls of 4096 tokens: 1.33x one call,
+    // at b = 256, r = 32, dv = 64, 4 heads on lavapipe (4 calls of 4096 tokens: 1.30x one call,
     // with the tail 1.02x; docs/PERFORMANCE.md).
     const AttentionConfig& c = attention_.config();
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
