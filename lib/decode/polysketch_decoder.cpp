@@ -9,11 +9,11 @@
 //                      k', v rows are copied into the block;
 //   3. decode_output: phi(q)^T z (+ the exact local part over the unfinished block);
 //   4. local exact, sequences whose block just completed: decode_fold adds h into z.
-// Prefill runs the attention's own causal forward over the prompt and, in the same command buffer
-// after it, moves what the state needs out of that call's workspace: Z_{t-1} (the exclusive
-// prefix of the block states, block_scan.comp) and the last block's S(k) / k' rows, so the state
-// is Z_{t-1} plus the last block (folded, or kept as rows when it is unfinished in local-exact
-// mode). Nothing is read from the workspace after the call returns.
+// Prefill runs the attention's causal forward over the prompt as a forward with the state at
+// position 0 (recordForward, the state's z zeroed first): the block scan writes the state after
+// the prompt as it goes (its tail: Z_{t-1} plus the last block's sum, or the two apart when local
+// exact leaves the last block unfinished, whose k' and v rows are then kept), and the state
+// copies it in the same command buffer. Nothing is read from the workspace after the call returns.
 #include "decode/polysketch_decoder.hpp"
 
 #include <algorithm>
@@ -117,94 +117,35 @@ void PolysketchDecoder::prefill(const PskDecodePrefillInfo& info, uint32_t count
         return;
     }
     // The forward checks every pointer, size and value and writes `out` only when it succeeds.
-    const AttentionConfig& c = attention_.config();
-    Buffer staging, prefix;
-    attention_.forwardHost(promptForwardInfo(info, count), [&](Recorder& rec, const BoundTensors& t) {
-        recordAbsorbPrompt(rec, t, info.v, defaultStrides(c.layout, Hkv_, info.seqLen, dv_), count, info.seqLen,
-                           info.firstSequence * Hkv_, false, staging, prefix);
-    });
+    forwardPrompt(promptForwardInfo(info, count), info.firstSequence, true);
 }
 
-void PolysketchDecoder::recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
-                                           uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging, Buffer& prefix) {
-    const uint32_t t = ceilDiv(n, b_), lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
-    const std::vector<float> vLast = gatherRows(v, vStrides, count, Hkv_, lastBegin, lastRows, dv_, attention_.config().dataType);
-    staging = hostBuffer(vLast.size() * 4, MemoryUsage::HostUpload);
-    std::memcpy(staging.mapped(), vLast.data(), vLast.size() * 4);
-    recordAbsorb(rec, forward, {staging.handle(), 0, staging.size()}, count, n, s0, accumulate, false, prefix);
-}
-
-void PolysketchDecoder::recordAbsorb(Recorder& rec, const BoundTensors& forward, const BufferRange& vLast, uint32_t count, uint32_t n,
-                                     uint32_t s0, bool accumulate, bool oldInLast, Buffer& prefix) {
-    const uint32_t slots = count * Hkv_;
-    const PolysketchPlan& plan = forward_.plan();
-    const PolysketchWorkspace ws = forward_.workspace(forward.geometry);
-    const uint32_t t = ws.blocks, lastBegin = (t - 1) * b_, lastRows = n - lastBegin;
-    const bool keepRows = local_ && lastRows < b_;
-    // The forward's regions, each its own range (they may live in different buffers).
-    const BufferRange states = forward.workspace[PolysketchWorkspace::States];
-    const BufferRange kSketch = forward.workspace[PolysketchWorkspace::KSketch];
-    const BufferRange kLocal = forward.workspace[PolysketchWorkspace::KLocal];
-    const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4;
-    const VkDeviceSize stateRow = VkDeviceSize(plan.stateStride) * 4, stateBytes = F_ * stateRow;
-    const BufferRange meta{meta_.handle(), 0, meta_.size()};
-    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup);
-    // Accumulating (a later chunk of a state-only prefill): Z_{t-1} of this chunk goes through a
-    // scratch copy and is added into z (decode_fold's add mode).
-    if (accumulate) prefix = deviceBuffer(VkDeviceSize(slots) * zBytes);
-    // z = Z_{t-1}, the forward's exclusive prefix at the last block (zero when t = 1, or the
-    // state's z when the forward continued one). The forward pads its state rows to
-    // plan.stateStride floats; z rows are dv + 1.
-    const Buffer& zDst = accumulate ? prefix : z_;
-    const uint32_t zSlot0 = accumulate ? 0 : s0;
-    for (uint32_t i = 0; i < slots; ++i)
-        rec.copyRows({states.buffer, states.offset + (VkDeviceSize(i) * t + (t - 1)) * stateBytes, stateBytes}, stateRow,
-                     {zDst.handle(), VkDeviceSize(zSlot0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
-    const BufferRange z{z_.handle(), 0, z_.size()};
-    if (accumulate) {
-        const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1, 0};
-        rec.dispatch(fold_,
-                     {reads({prefix.handle(), 0, prefix.size()}), reads({prefix.handle(), 0, prefix.size()}),
-                      reads(forward_.resources().pairs), reads(meta), writes(z)},
-                     &add, sizeof(add), foldGroups, 1, slots);
-    }
-    if (local_) {
-        const BufferRange h{blockH_.handle(), 0, blockH_.size()};
-        // The forward continued an unfinished block and that block is the last one and complete:
-        // its earlier rows are in h only (their S(k) rows were zeroed), so h joins z.
-        if (oldInLast && !keepRows) {
-            const FoldPush add{F_, Hkv_, s0, 1, 0, 0, 0, 0, 0, 0, 1, s0};
-            rec.dispatch(fold_, {reads(h), reads(h), reads(forward_.resources().pairs), reads(meta), writes(z)}, &add, sizeof(add),
-                         foldGroups, 1, slots);
+void PolysketchDecoder::forwardPrompt(const PskForwardHostInfo& info, uint32_t first, bool fresh) {
+    // A prompt (or a chunk of one) is a forward with the state at a block boundary (p0 = 0, nothing
+    // staged), so the state after it comes from the scan's tail as in state passing
+    // (recordForward): with the continuation the scan runs even for a prompt of one block (it writes
+    // Z_0 = z and the tail), so every prompt takes this path and no prefill folds its last block's
+    // rows again (decode_fold over up to b rows, ~28 ms per prompt at b = 256, r = 32, dv = 64,
+    // 4 heads on lavapipe; docs/PERFORMANCE.md). A fresh prompt's scan starts from z = 0 (the
+    // prefill replaces the sequences' state); a later chunk's continues the earlier chunks' z.
+    PskAttention_T::Override o;
+    o.workspaceLayout = [this](const ForwardGeometry& g) { return stateForwardLayout(attention_, g, 0).layout; };
+    o.record = [this, first, fresh](Recorder& rec, const BoundTensors& t) {
+        if (fresh) {
+            const VkDeviceSize bytes = VkDeviceSize(t.geometry.batch) * sequenceSumBytes();
+            rec.fill({z_.handle(), VkDeviceSize(first) * sequenceSumBytes(), bytes}, bytes, 0);
         }
-        // The running sum h of the unfinished block starts from zero, unless the last block is
-        // the one the forward continued: h holds its earlier rows.
-        if (!(oldInLast && keepRows))
-            rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
-    }
-    if (keepRows)
-        // Local exact, unfinished last block: its k' and v rows stay for the exact local part.
-        for (uint32_t i = 0; i < slots; ++i) {
-            const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4, vBytes = VkDeviceSize(lastRows) * dv_ * 4;
-            rec.copy({kLocal.buffer, kLocal.offset + (VkDeviceSize(i) * n + lastBegin) * h_ * 4, kBytes},
-                     {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
-            rec.copy({vLast.buffer, vLast.offset + VkDeviceSize(i) * vBytes, vBytes},
-                     {blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, vBytes}, vBytes);
-        }
-    // The last block's phi(k)[v | 1] sum: into z (complete, or any block when the local part
-    // is sketched), or into h (local exact, unfinished).
-    const Buffer& dst = keepRows ? blockH_ : z_;
-    const FoldPush push{F_, Hkv_, s0, lastRows, 0, 0, n * R_, lastBegin, lastRows * dv_, 0, 0, 0};
-    rec.dispatch(fold_,
-                 {reads(kSketch), reads(vLast), reads(forward_.resources().pairs),
-                  reads(meta), writes({dst.handle(), 0, dst.size()})},
-                 &push, sizeof(push), foldGroups, 1, slots);
+        // Position 0 or a multiple of b: only position % b matters to the forward.
+        recordForward(rec, t, first, 0);
+    };
+    attention_.forwardHost(info, {}, &o);
 }
 
 void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint32_t count) {
     // The forward over the whole prompt when one call can hold it, else over chunks of whole
     // blocks (a call's workspace must fit one storage-buffer binding: 64k tokens at b = 256,
-    // r = 32, dv = 64, 4 heads exceed lavapipe's 128 MiB), each chunk's block sums added into z.
+    // r = 32, dv = 64, 4 heads exceed lavapipe's 128 MiB), each chunk continuing the state the
+    // chunks before it left (at a block boundary: state passing without staged rows).
     const AttentionConfig& c = attention_.config();
     const DeviceCaps& caps = context().caps();
     const uint32_t n = info.seqLen;
@@ -212,7 +153,7 @@ void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint3
         try {
             const ForwardGeometry g = makeForwardGeometry(c, caps, count, len, nullptr, nullptr, nullptr, nullptr);
             // Each region must fit one binding and, as the host forward splits the rest, one allocation.
-            (void)attention_.hostPacking(forward_.workspaceLayout(g));
+            (void)attention_.hostPacking(stateForwardLayout(attention_, g, 0).layout);
             return true;
         } catch (const Error& e) {
             if (e.code() != PSK_ERROR_TOO_LARGE) throw;
@@ -252,11 +193,7 @@ void PolysketchDecoder::prefillStateOnly(const PskDecodePrefillInfo& info, uint3
         std::vector<uint8_t> scratch(size_t(count) * Hq_ * rows * dv_ * eb);  // rows not wanted
         fwd.out = scratch.data();
         fwd.outBytes = scratch.size();
-        Buffer staging, prefix;
-        attention_.forwardHost(fwd, [&](Recorder& rec, const BoundTensors& t) {
-            recordAbsorbPrompt(rec, t, fwd.v, defaultStrides(c.layout, Hkv_, rows, dv_), count, rows, info.firstSequence * Hkv_,
-                               t0 > 0, staging, prefix);
-        });
+        forwardPrompt(fwd, info.firstSequence, t0 == 0);
     }
 }
 
@@ -429,9 +366,9 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     // scan adds to block 0) and their q and output rows are ignored. Afterwards the state is the
     // forward's Z_{t-1} plus its last block, which the scan writes out as it goes (its tail), so
     // the update is a copy of F rows of dv + 1 floats per head (plus the unfinished block's rows).
-    // Folding the last block's rows again (recordAbsorb, as a prefill does) cost ~30 ms per call
+    // Folding the last block's rows again (decode_fold over up to b rows) cost ~30 ms per call
     // at b = 256, r = 32, dv = 64, 4 heads on lavapipe (4 calls of 4096 tokens: 1.30x one call,
-    // with the tail 1.02x; docs/PERFORMANCE.md).
+    // with the tail 1.02x; docs/PERFORMANCE.md). A prefill takes this path too (forwardPrompt).
     const AttentionConfig& c = attention_.config();
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
     const uint32_t p0 = local_ ? uint32_t(position % b_) : 0;

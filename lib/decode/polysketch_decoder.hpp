@@ -51,21 +51,11 @@ private:
     /** The forward's feature map over the step's token into the step workspace. */
     void recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1, const PolysketchWorkspace& ws);
     /**
-     * A prefill's state update (a forward with a state reads the scan's tail instead, recordForward).
-     * Recorded right after the attention's forward over `n` tokens of sequences' slots s0..
-     * (`forward`: that call's workspace, which holds Z_{t-1} and the S(k), k' rows):
-     * z = Z_{t-1} (accumulate: z += Z_{t-1}) plus the last block, folded into z or, local exact
-     * and unfinished, into h with its rows kept. `vLast` holds the last block's v rows, dense
-     * [slot][rows][dv] float32. `oldInLast`: the forward continued an unfinished block whose
-     * rows' S(k) were zeroed, so that block's running sum h (not in Z_{t-1}, t = 1) must stay.
-     * `prefix` receives the scratch buffer the recording uses (accumulate); the caller keeps it
-     * until the submission completes.
+     * The forward over a prompt (or a chunk of one, whole blocks before the last) of sequences
+     * first..: recordForward at a block boundary, the state's z zeroed first when `fresh` (the
+     * prompt's first chunk), so that the state after it is the scan's tail.
      */
-    void recordAbsorb(Recorder& rec, const BoundTensors& forward, const BufferRange& vLast, uint32_t count, uint32_t n,
-                      uint32_t s0, bool accumulate, bool oldInLast, Buffer& prefix);
-    /** recordAbsorb after a prompt's forward: the last block's v rows come from the host array `v`. */
-    void recordAbsorbPrompt(Recorder& rec, const BoundTensors& forward, const void* v, const PskTensorStrides& vStrides,
-                            uint32_t count, uint32_t n, uint32_t s0, bool accumulate, Buffer& staging, Buffer& prefix);
+    void forwardPrompt(const PskForwardHostInfo& info, uint32_t first, bool fresh);
     /** Prefill with out == NULL: the forward over the prompt, in chunks of whole blocks when needed. */
     void prefillStateOnly(const PskDecodePrefillInfo& info, uint32_t count);
     /** Bytes of one sequence's z (and h): Hkv F (dv + 1) floats. */
