@@ -83,6 +83,15 @@ void Submitter::run(const Record& record, double* gpuMs, double* stageMs) {
     VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     PSK_VK(vk.vkBeginCommandBuffer(commandBuffer_, &begin));
+    // Earlier batches on this queue (this submitter's previous runs, other threads' work on a shared
+    // context) have finished by the time their fences were waited for, but the device orders a write
+    // here after an earlier batch's read of the same memory only through a dependency. One execution
+    // barrier from every earlier compute / transfer command states that order (write-after-read needs
+    // no memory barrier); without it the synchronization validation layer reports a WAR hazard now
+    // and then when threads share a queue (threads_test). It costs one barrier per host-form call.
+    vk.vkCmdPipelineBarrier(commandBuffer_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, nullptr, 0, nullptr, 0,
+                            nullptr);
     Recorder rec(vk, commandBuffer_, context_.pipelines(), descriptors_.get());
     if (timed) {
         vk.vkCmdResetQueryPool(commandBuffer_, queryPool_, 0, kQueryCount);
