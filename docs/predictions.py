@@ -149,8 +149,10 @@ def stages(n, r, coop, learned=False):
     per_pair = 2 * h + 2 * dv + 4                     # score, x^4 (2 mul), weight x [v|1], mask
     if coop:
         slots = t * (b // 16) * (b // 16 + 1) // 2 * 256 * H   # 16 x 16 tiles on/below the diagonal
-        tc = rows_inter * 2 * F * dv + slots * (2 * h + 2 * dv)
-        fp32 = rows_inter * 4 * F + slots * 4 + H * n * (dv + 2)
+        # phi(q)^T Z with Z as two 16-bit operands, hi + lo (two products): polysketch_output_coopmat,
+        # step 2; each row tile splits the Z chunks it stages.
+        tc = rows_inter * 2 * F * dv * 2 + slots * (2 * h + 2 * dv)
+        fp32 = rows_inter * 4 * F + slots * 4 + H * n * (dv + 2) + H * (t - 1) * (b // OUT_ROWS) * F * (dv + 1) * SPLIT_OPS
     else:
         warps = b // 32                               # lanes of a warp idle past their own row
         slots = H * t * (b * (b + 1) // 2 + warps * (32 * 32 - 32 * 33 // 2))

@@ -22,7 +22,14 @@
 //  1. S(q) rows of the tile are staged once (float32), with the range maxima of the operands.
 //  2. Inter-block, chunks of FEAT_CHUNK features: A = phi(q) rows (TILE_M x FEAT_CHUNK, expanded
 //     from the pair table, self_tensor.glsl), B = the Z chunk (FEAT_CHUNK x NT CM_N, zero past
-//     column dv); part = A B in float32, then acc += part / (scale_A scale_B) (CM_ADD_SCALED).
+//     column dv) as two operands, hi = round(z) and lo = round(z - hi); part = A B_lo + A B_hi in
+//     float32, then acc += part / (scale_A scale_B) (CM_ADD_SCALED). Why B in two parts: Z's
+//     value columns and its normalizer column are consistent sums of phi(k) [v | 1] (the block
+//     states' products of 16-bit numbers are exact in float32), and O = num / den relies on it
+//     where phi(q) . phi(k) cancels (features of either sign): rounding Z once to 11 (float16) or
+//     8 (bfloat16) bits broke that consistency, up to 1e-2 relative error in float16 on a row that
+//     sees a single key (tests/conformance_polysketch_test, GpuTiles16's n = 1). Rounding phi(q)
+//     scales numerator and normalizer alike, so A stays one operand.
 //  3. Local part (CAUSAL), keys KEY_TILE at a time up to the tile's last row: scores S = Q K^T
 //     (operands q' and k', or S(q) and S(k), WIDTH_CHUNK columns per step; the KEY_TILE / CM_N
 //     score tiles of a row group are spread over its SG_N subgroups) out through a float32
@@ -95,10 +102,11 @@ const uint LDA = FEAT_CHUNK + PAD;   // A: phi(q) rows, row-major
 const uint LDB = NC + PAD;           // B: Z chunk rows / V rows, row-major
 const uint LDQ = WIDTH_CHUNK + PAD;  // Q rows (row-major A), K rows (column-major B = K^T)
 const uint LDW = KEY_TILE + PAD;     // W rows, row-major
-// Operand pool: step 2 [A | B], step 3 [Q | K | W | V].
+// Operand pool: step 2 [A | B hi | B lo], step 3 [Q | K | W | V].
 const uint OP_A = 0u;
 const uint OP_B = TILE_M * LDA;
-const uint OP_INTER = OP_B + FEAT_CHUNK * LDB;
+const uint B_LO = FEAT_CHUNK * LDB;  // the low parts of B, after the high parts
+const uint OP_INTER = OP_B + 2u * B_LO;
 const uint OP_Q = 0u;
 const uint OP_K = TILE_M * LDQ;
 const uint OP_W = OP_K + KEY_TILE * LDQ;
@@ -237,7 +245,7 @@ void main() {
                 }
             }
             barrier();
-            // B = the Z chunk, scaled by its own power of two, zero past column dv.
+            // B = the Z chunk, scaled by its own power of two, zero past column dv, hi + lo.
             const float z_scale = operand_scale(range_max(slot));
             [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * NC + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
@@ -245,7 +253,9 @@ void main() {
                     const uint f = i / NC, c = i % NC;
                     float z = 0.0;
                     if (f < flen && c <= VALUE_DIM) z = states[z_base + (f0 + f) * Z_STRIDE + c] * z_scale;
-                    op_pool[OP_B + f * LDB + c] = CM_TO_OPERAND(z);
+                    const CM_OPERAND hi = CM_TO_OPERAND(z);
+                    op_pool[OP_B + f * LDB + c] = hi;
+                    op_pool[OP_B + B_LO + f * LDB + c] = CM_TO_OPERAND(z - float(hi));
                 }
             }
             barrier();
@@ -260,6 +270,8 @@ void main() {
                             const uint t = sg_n * WN + w;
                             if (t < NT) {
                                 CM_B mb;
+                                CM_LOAD_ROW_B(mb, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);
+                                part[w] = CM_MULADD(ma, mb, part[w]);  // the small part first
                                 CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
                                 part[w] = CM_MULADD(ma, mb, part[w]);
                             }

@@ -58,7 +58,7 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
     // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
     const uint32_t tileM = s.SG_M * s.CM_M, nc = (s.VALUE_DIM + s.CM_N) / s.CM_N * s.CM_N, pad = 8;
     const uint32_t subgroups = s.SG_M * s.SG_N;
-    const uint32_t opInter = tileM * (s.FEAT_CHUNK + pad) + s.FEAT_CHUNK * (nc + pad);
+    const uint32_t opInter = tileM * (s.FEAT_CHUNK + pad) + 2 * s.FEAT_CHUNK * (nc + pad);  // A, B hi, B lo
     const uint32_t opLocal = s.CAUSAL ? tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) +
                                             tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad)
                                       : 0;
@@ -79,7 +79,8 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
     const uint32_t nt = (s.VALUE_DIM + n) / n, wn = std::min(s.WN, nt), su = ceilDiv(s.KEY_TILE / n, s.SG_N);
     const uint32_t keyWidth = s.LOCAL_EXACT ? s.HEAD_DIM : s.SKETCH;
     const uint32_t threads = s.SG_M * s.SG_N * lanes;
-    uint64_t total = uint64_t(ceilDiv(features, s.FEAT_CHUNK)) + uint64_t(ceilDiv(features, k)) * (loadA + wn * (loadB + product));
+    // phi(q)^T Z: B (the Z chunk) as hi + lo, two loads and two products per column tile.
+    uint64_t total = uint64_t(ceilDiv(features, s.FEAT_CHUNK)) + uint64_t(ceilDiv(features, k)) * (loadA + wn * 2 * (loadB + product));
     if (s.CAUSAL) {
         const uint64_t keyTiles = ceilDiv(blockSize, s.KEY_TILE), widthSteps = ceilDiv(keyWidth, s.WIDTH_CHUNK);
         const uint64_t scores = uint64_t(ceilDiv(keyWidth, k)) * (loadA + su * (loadB + product)) + su * tile;
