@@ -293,6 +293,70 @@ std::vector<PolysketchCase> polysketchSweep16() {
     return cases;
 }
 
+std::vector<PolysketchCase> polysketchGpuTilesSweep() {
+    std::vector<PolysketchCase> cases;
+    auto add = [&](PolysketchCase c) {
+        c.type = cases.size() % 2 ? PSK_DATA_TYPE_BFLOAT16 : PSK_DATA_TYPE_FLOAT16;
+        cases.push_back(c);
+    };
+    PolysketchCase base;
+    base.h = 16;
+    base.dv = 24;
+    for (uint32_t n : {1u, 31u, 33u, 163u}) {  // b = 32
+        for (int mode = 0; mode < 3; ++mode) {
+            PolysketchCase c = base;
+            c.n = n;
+            c.causal = mode != 0;
+            c.localExact = mode == 2;
+            add(c);
+        }
+    }
+    {
+        PolysketchCase c = base;  // 64-row blocks: several row tiles per block
+        c.b = 64;
+        c.n = 131;
+        c.localExact = true;
+        add(c);
+    }
+    for (uint32_t r : {16u, 32u}) {
+        for (SketchSource source : {SketchSource::Seed, SketchSource::Learned}) {
+            // A learned r = 32 (256 hidden units) feature map takes over llvmpipe's loop budget.
+            if (source == SketchSource::Learned && r != 16) continue;
+            for (bool localExact : {false, true}) {
+                PolysketchCase c = base;
+                c.r = r;
+                c.dv = 40;
+                c.source = source;
+                c.localExact = localExact;
+                c.qkNorm = source == SketchSource::Learned;
+                c.n = 101;
+                add(c);
+            }
+        }
+    }
+    for (uint32_t degree : {2u, 8u}) {
+        PolysketchCase c = base;
+        c.degree = degree;
+        c.localExact = true;
+        c.n = 70;
+        add(c);
+    }
+    {
+        PolysketchCase c = base;
+        c.B = 2;
+        c.Hq = 4;
+        c.Hkv = 2;
+        c.n = 53;
+        c.layout = PSK_LAYOUT_BNHD;
+        c.localExact = true;
+        add(c);
+        c.source = SketchSource::Learned;
+        c.localExact = false;
+        add(c);
+    }
+    return cases;
+}
+
 std::vector<PolysketchCase> polysketchQuick() {
     // One small configuration (p = 4, r = 8, b = 16, h = dv = 16, decodeQuick's) varied one axis
     // at a time, so that most cases reuse the pipelines of another.

@@ -97,6 +97,13 @@ std::vector<PolysketchCase> polysketchSweep();
 /** Every float32 case of polysketchSweep in 16-bit storage, float16 and bfloat16 in turn: the
  *  sweep the cooperative-matrix kernels (16-bit storage only) are held to. */
 std::vector<PolysketchCase> polysketchSweep16();
+/** 16-bit cases (float16 and bfloat16 in turn) small enough in h, r and dv that the tilings the
+ *  planners choose on a GPU fit lavapipe's 32 KiB of shared memory with the emulation's 4-byte
+ *  operands (PSK_COOPMAT_EMULATION=gpu-tiles): h = 16 (two row groups of subgroups in the feature
+ *  map), dv = 24 and 40 (a partial column tile; three column tiles over two subgroups), r = 16 and
+ *  32, b = 32 and 64, n around the block, causal / full, local exact, random and learned sketches,
+ *  p = 2 and 8, grouped-query heads, BNHD. */
+std::vector<PolysketchCase> polysketchGpuTilesSweep();
 /** A few small cases (psk conformance --quick): n = 1, below a block, a block and a row, causal,
  *  full, local exact, degree 8, learned and file sketches, LayerNorms, reference scaling,
  *  grouped-query heads, BNHD, custom strides, every storage type. */

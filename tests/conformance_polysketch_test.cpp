@@ -275,4 +275,62 @@ INSTANTIATE_TEST_SUITE_P(Sweep, PolysketchConformance, ::testing::ValuesIn(psk::
 INSTANTIATE_TEST_SUITE_P(Sweep16, PolysketchConformance, ::testing::ValuesIn(psk::conformance::polysketchSweep16()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
 
+// Cases small enough that the GPU's tilings fit lavapipe's shared memory under the emulation: the
+// ctest run with PSK_COOPMAT_EMULATION=gpu-tiles (tests/CMakeLists.txt, `coopmat_gpu_tiles.`)
+// runs the multi-subgroup indexing of the kernels a GPU runs; the other runs take them as more
+// 16-bit cases.
+INSTANTIATE_TEST_SUITE_P(GpuTiles16, PolysketchConformance, ::testing::ValuesIn(psk::conformance::polysketchGpuTilesSweep()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
+
+/** The value of specialization constant `name` on the plan line of `kernel` ("" when absent). */
+std::string planConstant(const std::string& plan, const std::string& kernel, const std::string& name) {
+    const size_t line = plan.find(kernel);
+    if (line == std::string::npos) return {};
+    const size_t end = plan.find('\n', line);
+    const std::string text = plan.substr(line, end == std::string::npos ? std::string::npos : end - line);
+    const size_t at = text.find(" " + name + "=");
+    if (at == std::string::npos) return {};
+    const size_t from = at + name.size() + 2;
+    return text.substr(from, text.find(' ', from) - from);
+}
+
+// Under PSK_COOPMAT_EMULATION=gpu-tiles the GpuTiles16 shapes take the GPU's tilings, with more
+// than one subgroup along the rows of each cooperative stage (the emulation's own small tiling has
+// one): what makes that run test something the small-tile run does not. Other runs: the small
+// tiling or no cooperative kernel, never the GPU's.
+TEST_F(ContextTest, GpuTilingRunsUnderEmulationExactlyWhenRequested) {
+    const psk::CoopMatEmulation mode = psk::coopMatEmulationMode();
+    psk::test::TempFile sketchFile("psk_learned");
+    psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(psk::test::randomLearnedSketch(16, 16, 11)));
+    for (bool learned : {false, true}) {
+        PskAttentionCreateInfo info{};
+        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        info.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
+        info.headDim = 16;
+        info.valueDim = 40;
+        info.sketchSize = 16;
+        info.blockSize = 32;
+        info.dataType = PSK_DATA_TYPE_FLOAT16;
+        if (learned) {
+            info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+            info.sketchFile = sketchFile.path().c_str();
+        }
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        const std::string plan = attentionPlan(attn);
+        pskDestroyAttention(attn);
+        const bool gpuTiles = plan.find("PSK_COOPMAT_EMULATION=gpu-tiles") != std::string::npos;
+        EXPECT_EQ(gpuTiles, mode == psk::CoopMatEmulation::GpuTiles) << plan;
+        if (mode != psk::CoopMatEmulation::GpuTiles) continue;
+        // The learned feature map's pools (hidden units, two branches) leave room for one row group
+        // here: the GPU table's last tiling, 2 column subgroups (the small tiling has 4).
+        EXPECT_EQ(planConstant(plan, "sketch_features_coopmat.emu_f16", "SG_M"), learned ? "1" : "2") << plan;
+        EXPECT_EQ(planConstant(plan, "sketch_features_coopmat.emu_f16", "SG_N"), "2") << plan;
+        EXPECT_EQ(planConstant(plan, "block_states_coopmat.emu_f16", "WM"), "2") << plan;
+        EXPECT_EQ(planConstant(plan, "block_states_coopmat.emu_f16", "SG_M"), "2") << plan;
+        EXPECT_EQ(planConstant(plan, "polysketch_output_coopmat.emu_f16", "SG_M"), "2") << plan;
+        EXPECT_EQ(planConstant(plan, "polysketch_output_coopmat.emu_f16", "WN"), "2") << plan;
+    }
+}
+
 }  // namespace

@@ -12,9 +12,17 @@
 
 namespace psk {
 
-bool coopMatEmulationRequested() {
+CoopMatEmulation coopMatEmulationMode() {
     const char* env = std::getenv("PSK_COOPMAT_EMULATION");
-    return env && *env && std::strcmp(env, "0") != 0;
+    if (!env || !*env || std::strcmp(env, "0") == 0) return CoopMatEmulation::Off;
+    return std::strcmp(env, "gpu-tiles") == 0 ? CoopMatEmulation::GpuTiles : CoopMatEmulation::SmallTiles;
+}
+
+bool coopMatEmulationRequested() { return coopMatEmulationMode() != CoopMatEmulation::Off; }
+
+const char* coopMatEmulationLabel() {
+    return coopMatEmulationMode() == CoopMatEmulation::GpuTiles ? "cooperative kernel, emulated with the GPU's tiling (PSK_COOPMAT_EMULATION=gpu-tiles)"
+                                                                : "cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set)";
 }
 
 namespace {
@@ -92,7 +100,8 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
     return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
 }
 
-bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const AttentionConfig& c,
+bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
+                                 const AttentionConfig& c,
                                  uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec) {
     spec.SKETCH = R;
     spec.HEAD_DIM = c.headDim;
@@ -112,10 +121,10 @@ bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t su
     const uint32_t nt = (c.valueDim + n) / n;
     const uint32_t keyWidth = c.localExact ? c.headDim : R;
     const uint32_t keyStep = n % k == 0 ? n : k % n == 0 ? k : n * k;  // KEY_TILE: a multiple of CM_N and CM_K
-    const uint32_t sgMax = emulated ? 1 : 2, sgNMax = emulated ? 8 : 2;
-    const uint32_t featMax = std::max(k, (emulated ? 32u : 64u) / k * k);
-    const uint32_t keyMax = std::max(keyStep, (emulated ? 32u : 64u) / keyStep * keyStep);
-    const uint32_t widthMax = std::min(ceilDiv(keyWidth, k) * k, std::max(k, (emulated ? 64u : 128u) / k * k));
+    const uint32_t sgMax = smallTiles ? 1 : 2, sgNMax = smallTiles ? 8 : 2;
+    const uint32_t featMax = std::max(k, (smallTiles ? 32u : 64u) / k * k);
+    const uint32_t keyMax = std::max(keyStep, (smallTiles ? 32u : 64u) / keyStep * keyStep);
+    const uint32_t widthMax = std::min(ceilDiv(keyWidth, k) * k, std::max(k, (smallTiles ? 64u : 128u) / k * k));
     auto shrink = [](uint32_t v, uint32_t step) { return v / 2 >= step && (v / 2) % step == 0 ? v / 2 : v - step; };
     for (uint32_t wn = ceilDiv(nt, sgNMax); wn <= nt; ++wn) {
         spec.WN = wn;
@@ -180,7 +189,8 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
     return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
 }
 
-bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const PackedSketch& sketch,
+bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
+                               const PackedSketch& sketch,
                                uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec) {
     spec.HEAD_DIM = headDim;
     spec.SKETCH = sketch.sketchLength;
@@ -192,8 +202,8 @@ bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     // product's depth), no wider than the widest product (r, or the hidden units).
     const uint32_t step = std::max(n, k) % std::min(n, k) == 0 ? std::max(n, k) : n * k;
     const uint32_t widest = ceilDiv(sketch.learned ? sketch.hidden : sketch.sketchLength, step) * step;
-    const FeatureCoopMatTile* first = emulated ? std::begin(kFeatureCoopMatEmulatedTiles) : std::begin(kFeatureCoopMatTiles);
-    const FeatureCoopMatTile* last = emulated ? std::end(kFeatureCoopMatEmulatedTiles) : std::end(kFeatureCoopMatTiles);
+    const FeatureCoopMatTile* first = smallTiles ? std::begin(kFeatureCoopMatEmulatedTiles) : std::begin(kFeatureCoopMatTiles);
+    const FeatureCoopMatTile* last = smallTiles ? std::end(kFeatureCoopMatEmulatedTiles) : std::end(kFeatureCoopMatTiles);
     for (const FeatureCoopMatTile* it = first; it != last; ++it) {
         const FeatureCoopMatTile& t = *it;
         spec.SG_M = t.sgM;
@@ -248,7 +258,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // NV path where selectCoopMatForDevice finds a usable shape. Only for 16-bit storage: their
     // operands are float16 / bfloat16, and float32 storage promises float32 operands (the same
     // thresholds as the generic kernels), so it keeps the FP32 kernels.
-    const bool emulate = coopMatEmulationRequested();
+    const CoopMatEmulation emulation = coopMatEmulationMode();
+    const bool emulate = emulation != CoopMatEmulation::Off, smallTiles = emulation == CoopMatEmulation::SmallTiles;
     const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
     const char* coopAxis = nullptr;
     if (type == PSK_DATA_TYPE_FLOAT32)
@@ -284,7 +295,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
                                      " is outside what float16 operands hold without scaling (< 2^14)");
         } else if (!findKernelVariant(KernelId::SketchFeaturesCoopMat, axis, type)) {
             whyNotCoopFeatures = "; not the cooperative feature map: the variant is not built";
-        } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, sketch, c.headDim, shared, invocations,
+        } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, sketch, c.headDim, shared, invocations,
                                               featureCoopSpec)) {
             whyNotCoopFeatures = "; not the cooperative feature map: no tiling fits this device's shared memory";
         } else {
@@ -302,7 +313,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
             plan.featureRows = featureCoopSpec.SG_M * featureCoopSpec.CM_M;
             plan.featureKernel = KernelChoice::make(
                 KernelId::SketchFeaturesCoopMat, axis, type, featureCoopSpec,
-                emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands as hi + lo pairs "
+                emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands as hi + lo pairs "
                               "(three products per step), float32 sums",
                               featureIterations ? cat("; about ", featureIterations, " loop iterations per invocation") : std::string())
                         : cat("cooperative kernel: ", coop.reason, "; operands as hi + lo pairs, three products per step"));
@@ -349,8 +360,19 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     if (coopAxis && findKernelVariant(KernelId::BlockStatesCoopMat, coopAxis, type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         kernel::BlockStatesCoopMatSpec spec;
-        if (emulate) {
+        if (smallTiles) {
             spec = planEmulatedBlockStates(caps.subgroupSize, R, dv, plan.stateStride, shared);
+        } else if (emulate) {
+            // The GPU's tiling on the emulated backend's 16 x 16 x 16 products and 4-byte operands,
+            // less the range maxima (2 floats per invocation).
+            CoopMatChoice emulated;
+            emulated.path = CoopMatPath::KHR;
+            emulated.shape = {16, 16, 16};
+            const uint32_t maxima = 8 * 4 * caps.subgroupSize;
+            const uint32_t budget = shared - std::min(shared, maxima);
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, caps.subgroupSize, R, dv, budget, true);
+            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(caps.subgroupSize, R, dv, plan.stateStride, shared);
+            spec.Z_STRIDE = plan.stateStride;
         } else {
             // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).
             const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop, caps.subgroupSize, R, dv, shared - 1024);
@@ -361,8 +383,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         plan.statesTileC = spec.SG_N * spec.WN * spec.CM_N;
         plan.statesKernel = KernelChoice::make(
             KernelId::BlockStatesCoopMat, coopAxis, type, spec,
-            emulate ? "cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums"
-                    : cat("cooperative kernel: ", coop.reason));
+            emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums") : cat("cooperative kernel: ", coop.reason));
         plan.statesKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
     } else if (teamStates) {
         kernel::BlockStatesTeamSpec spec;
@@ -438,7 +459,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     uint32_t emulatedIterations = 0;
     std::string whyNotCoopOutput;
     if (coopOutput) {
-        if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, c, R, plan.stateStride, shared, coopSpec)) {
+        if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, c, R, plan.stateStride, shared, coopSpec)) {
             coopOutput = false;
             whyNotCoopOutput = "; not the cooperative output: no tiling fits this device's shared memory";
         } else if (emulate && cpuDevice) {
@@ -454,7 +475,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         plan.outputRows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
         plan.outputKernel = KernelChoice::make(
             KernelId::PolysketchOutputCoopMat, coopAxis, type, spec,
-            emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums",
+            emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
                           emulatedIterations ? cat("; about ", emulatedIterations, " loop iterations per invocation") : std::string())
                     : cat("cooperative kernel: ", coop.reason));
         plan.outputKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;

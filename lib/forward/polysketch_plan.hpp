@@ -81,10 +81,12 @@ PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch&
  * WIDTH_CHUNK columns of the local rows per step of the scores; the largest of these (WN grows
  * first, then SG_M, FEAT_CHUNK, KEY_TILE, WIDTH_CHUNK shrink, last to first) whose shared memory
  * fits `sharedBytes`. `emulated`: the COOPMAT_EMULATED backend (4-byte operands plus its
- * per-subgroup exchange region; small tiles, see the definition); otherwise 2-byte operands.
+ * per-subgroup exchange region); otherwise 2-byte operands. `smallTiles`: the emulation's small
+ * tiling (see the definition); otherwise the GPU's.
  * Returns false when even the smallest tiling does not fit.
  */
-bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const AttentionConfig& config,
+bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
+                                 const AttentionConfig& config,
                                  uint32_t sketchLength, uint32_t stateStride, uint32_t sharedBytes,
                                  kernel::PolysketchOutputCoopMatSpec& spec);
 /** The shared memory polysketch_output_coopmat.comp declares for `spec` (the shader's pools, in bytes). */
@@ -98,10 +100,12 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
 
 /**
  * Tiles of the cooperative-matrix feature map for a product shape m x n x k (p = 4 random or
- * learned sketch, kFeatureCoopMatTiles / kFeatureCoopMatEmulatedTiles): the first whose shared
- * memory fits `sharedBytes` and whose workgroup fits `maxInvocations`; false when none does.
+ * learned sketch, kFeatureCoopMatTiles, or kFeatureCoopMatEmulatedTiles where `smallTiles`): the
+ * first whose shared memory (4-byte operands where `emulated`) fits `sharedBytes` and whose
+ * workgroup fits `maxInvocations`; false when none does.
  */
-bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, const PackedSketch& sketch,
+bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
+                               const PackedSketch& sketch,
                                uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec);
 /** The shared memory sketch_features_coopmat.comp declares for `spec` (its two pools, in bytes). */
 uint32_t sketchFeaturesCoopMatSharedBytes(const kernel::SketchFeaturesCoopMatSpec& spec, bool learned, bool emulated);
@@ -112,11 +116,21 @@ uint32_t sketchFeaturesCoopMatSharedBytes(const kernel::SketchFeaturesCoopMatSpe
 uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeaturesCoopMatSpec& spec, bool learned, uint32_t subgroupSize);
 
 /**
- * PSK_COOPMAT_EMULATION=1 (any value but "" and "0"): the cooperative-matrix kernels run through
- * the emulated backend of shaders/coopmat.glsl on any device, so that their tiling, staging, edge
- * tiles and scaling are tested where no device has cooperative matrices (lavapipe in CI). Slow;
- * for tests, never for speed. Read when an attention object is created.
+ * PSK_COOPMAT_EMULATION=1 (any value but "", "0" and "gpu-tiles"): the cooperative-matrix kernels
+ * run through the emulated backend of shaders/coopmat.glsl on any device, so that their tiling,
+ * staging, edge tiles and scaling are tested where no device has cooperative matrices (lavapipe in
+ * CI), with small tiles (one row group of 16 rows) that keep llvmpipe's per-invocation loops short.
+ * PSK_COOPMAT_EMULATION=gpu-tiles: the same backend with the tilings the planners choose on a GPU
+ * (16 x 16 x 16 products: several row groups of subgroups, several tiles per subgroup, 64-wide
+ * steps), as far as the device's shared memory holds them with the emulation's 4-byte operands, so
+ * that the multi-subgroup indexing a GPU runs is tested on lavapipe too. Slow; for tests, never for
+ * speed. Read when an attention object is created.
  */
+enum class CoopMatEmulation { Off, SmallTiles, GpuTiles };
+CoopMatEmulation coopMatEmulationMode();
+/** coopMatEmulationMode() != CoopMatEmulation::Off. */
 bool coopMatEmulationRequested();
+/** How a plan names the emulated kernels: "cooperative kernel, emulated (PSK_COOPMAT_EMULATION=...)". */
+const char* coopMatEmulationLabel();
 
 }  // namespace psk

@@ -62,7 +62,7 @@ constexpr uint32_t kEmulatedLoopBudget = 32768;
  * width step) until the shared memory fits; false if nothing does.
  */
 bool planAttentionTiledCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t maxInvocations, bool emulated,
-                               const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionTiledCoopMatSpec& spec) {
+                               bool smallTiles, const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionTiledCoopMatSpec& spec) {
     spec.HEAD_DIM = c.headDim;
     spec.VALUE_DIM = c.valueDim;
     spec.DEGREE = c.degree;
@@ -72,15 +72,15 @@ bool planAttentionTiledCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     spec.CM_K = k;
     const uint32_t nt = ceilDiv(c.valueDim, n);
     const uint32_t keyStep = n % k == 0 ? n : k % n == 0 ? k : n * k;  // KEY_TILE: a multiple of CM_N and CM_K
-    const uint32_t keyMax = std::max(keyStep, (emulated ? 32u : 64u) / keyStep * keyStep);
-    const uint32_t widthMax = std::min(ceilDiv(c.headDim, k) * k, std::max(k, (emulated ? 64u : 128u) / k * k));
+    const uint32_t keyMax = std::max(keyStep, (smallTiles ? 32u : 64u) / keyStep * keyStep);
+    const uint32_t widthMax = std::min(ceilDiv(c.headDim, k) * k, std::max(k, (smallTiles ? 64u : 128u) / k * k));
     auto shrink = [](uint32_t v, uint32_t step) { return v / 2 >= step && (v / 2) % step == 0 ? v / 2 : v - step; };
     // Subgroups along the value tiles: emulated up to 8 (one tile each), fewer when shared memory
     // is short (each subgroup has its exchange region); hardware, up to 4 tiles per subgroup.
-    for (uint32_t sgN = emulated ? std::min<uint32_t>(nt, 8) : ceilDiv(nt, 4); sgN >= 1; sgN /= 2) {
+    for (uint32_t sgN = smallTiles ? std::min<uint32_t>(nt, 8) : ceilDiv(nt, 4); sgN >= 1; sgN /= 2) {
         spec.WN = ceilDiv(nt, sgN);
         spec.SG_N = ceilDiv(nt, spec.WN);
-        for (uint32_t sg = emulated ? 1 : 4; sg >= 1; sg /= 2) {
+        for (uint32_t sg = smallTiles ? 1 : 4; sg >= 1; sg /= 2) {
             spec.SG_M = sg;
             spec.THREADS = sg * spec.SG_N * subgroupSize;
             if (spec.THREADS > maxInvocations) continue;
@@ -109,7 +109,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     // PSK_COOPMAT_EMULATION asks for it, else the device's KHR or NV path where
     // selectCoopMatForDevice finds a usable shape (PSK_DISABLE_COOPMAT turns it off).
     const PskDataType type = c.dataType;
-    const bool emulate = coopMatEmulationRequested();
+    const CoopMatEmulation emulation = coopMatEmulationMode();
+    const bool emulate = emulation != CoopMatEmulation::Off;
     std::string whyNotCoop;
     if (type != PSK_DATA_TYPE_FLOAT32) {
         const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
@@ -134,7 +135,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
         // Hardware: the device's shared memory up to 48 KiB (the usual compute limit); emulated, 32 KiB
         // as the polysketch stages.
         const uint32_t shared = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, emulate ? 32768 : 49152);
-        if (backend && !planAttentionTiledCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate, c,
+        if (backend && !planAttentionTiledCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
+                                                  emulation == CoopMatEmulation::SmallTiles, c,
                                                   shared, spec)) {
             backend = nullptr;
             whyNotCoop = "; not the cooperative kernel: no tiling fits this device's shared memory";
@@ -154,7 +156,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             plan.rows = spec.SG_M * spec.CM_M;
             plan.kernel = KernelChoice::make(
                 KernelId::AttentionTiledCoopMat, axis, type, spec,
-                emulate ? cat("cooperative kernel, emulated (PSK_COOPMAT_EMULATION is set): float16/bfloat16 operands, float32 sums",
+                emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
                               detail)
                         : cat("cooperative kernel: ", coop.reason));
             plan.kernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;

@@ -218,7 +218,8 @@ std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType st
 }
 
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
-                                              uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes) {
+                                              uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
+                                              bool emulatedOperands) {
     BlockStatesCoopMatPlan plan;
     if (choice.path == CoopMatPath::Scalar) return plan;
     const uint32_t m = choice.shape.m, n = choice.shape.n, k = choice.shape.k;
@@ -228,7 +229,10 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
     uint32_t keyTile = (std::max(32u, k) + k - 1) / k * k;
     auto shared = [&](uint32_t kt, uint32_t wnn) {
         const uint32_t tileM = sgM * wm * m, tileN = sgN * wnn * n;
-        return 4 * kt * sketchLength + 2 * kt * (tileM + 8) + 2 * kt * (tileN + 8) + 4 * tileM + 4 * sgM * sgN * m * n;
+        const uint32_t operand = emulatedOperands ? 4 : 2;
+        const uint32_t exchange = emulatedOperands ? 4 * sgM * sgN * (m * k + k * n) : 0;  // coopmat.glsl's cm_scratch
+        return 4 * kt * sketchLength + operand * kt * (tileM + 8) + operand * kt * (tileN + 8) + 4 * tileM + 4 * sgM * sgN * m * n +
+               exchange;
     };
     while (shared(keyTile, wn) > maxSharedBytes && keyTile > k) keyTile -= k;
     while (shared(keyTile, wn) > maxSharedBytes && wn > 1) --wn;

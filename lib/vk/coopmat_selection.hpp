@@ -108,7 +108,11 @@ struct BlockStatesCoopMatPlan {
     uint32_t keyTile = 0;
     uint32_t sharedBytes = 0;
 };
+/** `emulatedOperands`: size the shared memory as the COOPMAT_EMULATED backend declares it (4-byte
+ *  operands plus its per-subgroup exchange region), to run this tiling through the emulation
+ *  (PSK_COOPMAT_EMULATION=gpu-tiles). */
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
-                                              uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes);
+                                              uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
+                                              bool emulatedOperands = false);
 
 }  // namespace psk
