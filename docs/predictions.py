@@ -42,8 +42,9 @@ LAUNCH_S = 5e-6             # per dispatch (the brief's figure; labelled an assu
 HIDDEN_PER_R = 8            # learned sketch: hidden width 8r (lib/sketch/sketch_pack.cpp, docs/MATH.md section 4)
 COOP_PRODUCTS = 3           # sketch_features_coopmat: hi*hi + hi*lo + lo*hi per GEMM step
 FEAT_ROWS_GENERIC = 64      # generic feature map: rows per workgroup (one per invocation)
-FEAT_ROWS_COOP = {False: 32, True: 16}   # coopmat feature map, rows per workgroup at h = 64, r = 32 and 64
-                            # (random: tile 2 x 2 subgroups of 16 rows, 30,724 bytes; learned: 1 x 2, 19,972 / 24,068)
+FEAT_ROWS_COOP = {False: 32, True: 32}   # coopmat feature map, rows per workgroup at h = 64, r = 32 and 64 (48 KiB)
+                            # (random: tile 2 x 2 subgroups of 16 rows, 30,724 bytes; learned: 2 x 2, 39,940 / 48,132
+                            # under the cooperative kernels' 48 KiB, PolysketchTiles::coopSharedBytesCap)
 SPLIT_OPS = 3               # FP32 ops to split one staged element into hi + lo (round, subtract, round)
 ACT_OPS = 10                # FP32 ops per gelu (tanh form) or per tanh of the combine (assumption)
 MAX_RANGE = 2**32 - 1       # maxStorageBufferRange on NVIDIA (4 GiB - 1; docs/GPU_RUN.md)

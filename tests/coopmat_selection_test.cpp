@@ -623,7 +623,13 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, FeatureMapTakesTheCooperativeKernelFor16
                         spec.THREADS = get("THREADS"), spec.HEAD_DIM = get("HEAD_DIM"), spec.SKETCH = get("SKETCH");
                         spec.HIDDEN = get("HIDDEN"), spec.CM_M = get("CM_M"), spec.CM_N = get("CM_N"), spec.CM_K = get("CM_K");
                         spec.SG_M = get("SG_M"), spec.SG_N = get("SG_N"), spec.N_CHUNK = get("N_CHUNK"), spec.K_CHUNK = get("K_CHUNK");
-                        EXPECT_LE(psk::sketchFeaturesCoopMatSharedBytes(spec, learned, false), 32768u) << where;
+                        // Up to the device's shared memory, at most 48 KiB (PolysketchTiles::coopSharedBytesCap).
+                        const uint32_t cap = std::min<uint32_t>(device.caps.limits().maxComputeSharedMemorySize, 49152u);
+                        EXPECT_LE(psk::sketchFeaturesCoopMatSharedBytes(spec, learned, false), cap) << where;
+                        // The case the 48 KiB are for: two row groups per workgroup (32 rows of 16 x 16
+                        // shapes) for the learned sketch at h = 64, r = 32 (one under 32 KiB: its weights
+                        // are split once per workgroup).
+                        if (learned && h == 64 && r == 32 && cap >= 49152u) EXPECT_GE(spec.SG_M, 2u) << where;
                         EXPECT_EQ(spec.THREADS, spec.SG_M * spec.SG_N * device.caps.subgroupSize) << where;
                         EXPECT_EQ(spec.N_CHUNK % spec.CM_N, 0u) << where;
                         EXPECT_EQ(spec.N_CHUNK % spec.CM_K, 0u) << where;

@@ -260,6 +260,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // thresholds as the generic kernels), so it keeps the FP32 kernels.
     const CoopMatEmulation emulation = coopMatEmulationMode();
     const bool emulate = emulation != CoopMatEmulation::Off, smallTiles = emulation == CoopMatEmulation::SmallTiles;
+    const uint32_t coopShared =
+        std::min<uint32_t>(limits.maxComputeSharedMemorySize, emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
     const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
     const char* coopAxis = nullptr;
     if (type == PSK_DATA_TYPE_FLOAT32)
@@ -295,7 +297,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
                                      " is outside what float16 operands hold without scaling (< 2^14)");
         } else if (!findKernelVariant(KernelId::SketchFeaturesCoopMat, axis, type)) {
             whyNotCoopFeatures = "; not the cooperative feature map: the variant is not built";
-        } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, sketch, c.headDim, shared, invocations,
+        } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, sketch, c.headDim, coopShared, invocations,
                                               featureCoopSpec)) {
             whyNotCoopFeatures = "; not the cooperative feature map: no tiling fits this device's shared memory";
         } else {
@@ -375,7 +377,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
             spec.Z_STRIDE = plan.stateStride;
         } else {
             // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop, caps.subgroupSize, R, dv, shared - 1024);
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop, caps.subgroupSize, R, dv, coopShared - 1024);
             spec = cm.spec;
             spec.Z_STRIDE = plan.stateStride;
         }
@@ -459,7 +461,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     uint32_t emulatedIterations = 0;
     std::string whyNotCoopOutput;
     if (coopOutput) {
-        if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, c, R, plan.stateStride, shared, coopSpec)) {
+        if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, c, R, plan.stateStride, coopShared, coopSpec)) {
             coopOutput = false;
             whyNotCoopOutput = "; not the cooperative output: no tiling fits this device's shared memory";
         } else if (emulate && cpuDevice) {
