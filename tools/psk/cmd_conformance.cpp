@@ -253,6 +253,10 @@ int runConformance(int argc, char** argv) {
         cases.polysketch = polysketchSweep();
         const std::vector<PolysketchCase> sixteen = polysketchSweep16();
         cases.polysketch.insert(cases.polysketch.end(), sixteen.begin(), sixteen.end());
+        // The test suite's GpuTiles16 cases (h = 16, dv = 24 / 40: partial column tiles, several
+        // column tiles per subgroup), which the cooperative path runs with the device's tiling.
+        const std::vector<PolysketchCase> tiles = polysketchGpuTilesSweep();
+        cases.polysketch.insert(cases.polysketch.end(), tiles.begin(), tiles.end());
         cases.decode = decodeSweep();
     } else {
         cases.baseline = baselineQuick();
