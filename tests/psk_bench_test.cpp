@@ -63,6 +63,11 @@ TEST(BenchFlops, Polysketch) {
     c.causal = true;
     c.degree = 8;
     EXPECT_EQ(psk::bench::flops(c), 3.0 * 300 * (1280 + 36) + states + prefix + output + localSketched);
+    // A learned sketch (p = 4): S = 32 h r + 96 r^2 = 4096 + 6144.
+    c.degree = 4;
+    c.learned = true;
+    EXPECT_EQ(psk::bench::flops(c), 3.0 * 300 * (10240 + 36) + states + prefix + output + localSketched);
+    c.learned = false;
     // p = 2: the sketch is the identity, r stands for h = 16, F = 136.
     c.degree = 2;
     EXPECT_EQ(psk::bench::flops(c), 3.0 * 300 * 136 + 2.0 * 300 * 136 * 17 + 3.0 * 136 * 17 + 2.0 * 2 * 300 * 136 * 17 +
@@ -212,6 +217,7 @@ TEST(PskBenchOptions, BadOptionsExitTwo) {
              {{"bench", "--decode", "--full"}, "--decode is causal"},
              {{"bench", "--decode", "--peer", "torch"}, "--peer does not apply to --decode"},
              {{"bench", "--steps", "5"}, "--steps needs --decode"},
+             {{"bench", "--learned-sketch", "--degree", "4,8"}, "--learned-sketch sketches have degree 4"},
              {{"bench", "--decode", "--context", "1k,x"}, "--context takes integers from 1"}}) {
         const Outcome r = runPsk(args);
         EXPECT_EQ(r.code, 2) << expect;

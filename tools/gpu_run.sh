@@ -839,7 +839,7 @@ PY
 }
 
 # Stage proxies at 32k, r = 32, by difference: local exact vs sketched local part (the exact local
-# weights' cost), causal vs full (the scan and the local part). psk bench also records each stage's
+# weights' cost), causal vs full (the scan and the local part), learned vs random sketch. psk bench also records each stage's
 # GPU time (features, states, prefix, output; PskForwardStats) where the library has them: the
 # summary lines and the bench table show those too.
 do_stages() {
@@ -850,11 +850,14 @@ do_stages() {
     bench_call "stage-local-exact-n$n" 60 "${base[@]}" --local-exact || rc=1
     bench_call "stage-sketched-local-n$n" 60 "${base[@]}" || rc=1
     bench_call "stage-full-n$n" 60 "${base[@]}" --full || rc=1
-    local a b c
+    # A learned sketch (a model's feature map: docs/PERFORMANCE.md predicts it the dominant stage).
+    bench_call "stage-learned-n$n" 60 "${base[@]}" --local-exact --learned-sketch || rc=1
+    local a b c d
     a=$(csv_summary "$work/bench/stage-local-exact-n$n.csv")
     b=$(csv_summary "$work/bench/stage-sketched-local-n$n.csv")
     c=$(csv_summary "$work/bench/stage-full-n$n.csv")
-    say "$( ((rc == 0)) && echo OK || echo FAIL) stages n=$n h=$h H=$heads r=32: causal local exact: $a | causal sketched local: $b | full (no scan, no local part): $c"
+    d=$(csv_summary "$work/bench/stage-learned-n$n.csv")
+    say "$( ((rc == 0)) && echo OK || echo FAIL) stages n=$n h=$h H=$heads r=32: causal local exact: $a | causal sketched local: $b | full (no scan, no local part): $c | learned sketch, local exact: $d"
     return "$rc"
 }
 
@@ -998,7 +1001,7 @@ phase_check() {
 phase_bench() {
     step info 20 do_info
     step bench 330 do_bench
-    step stages 60 do_stages
+    step stages 90 do_stages
 }
 phase_peer() {
     step torch 200 do_torch

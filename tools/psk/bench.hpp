@@ -20,6 +20,7 @@ struct Config {
     uint32_t degree = 0;                  // 0 for softmax
     uint32_t sketchSize = 0, blockSize = 0;
     bool localExact = false;
+    bool learned = false;                 // polysketch: a random learned sketch (degree 4), not the seeded random one
     uint32_t chunk = 0;                   // > 0: the forward as calls of `chunk` tokens passing a decode state
     std::vector<uint32_t> varlen;         // non-empty: a packed batch of these lengths (cuSeqlens), n = their sum
 };

@@ -35,7 +35,8 @@ std::string configJson(const Config& c) {
       << ", \"heads\": " << c.heads << ", \"kv_heads\": " << c.kvHeads << ", \"context\": " << c.n << ", \"n\": " << c.n
       << ", \"head_dim\": " << c.headDim << ", \"value_dim\": " << c.valueDim << ", \"causal\": true"
       << ", \"degree\": " << (c.degree ? u(c.degree) : "null") << ", \"sketch_size\": " << (ps ? u(c.sketchSize) : "null")
-      << ", \"block_size\": " << (ps ? u(c.blockSize) : "null") << ", \"local_exact\": " << (ps ? b(c.localExact) : "null");
+      << ", \"block_size\": " << (ps ? u(c.blockSize) : "null") << ", \"local_exact\": " << (ps ? b(c.localExact) : "null")
+      << ", \"learned_sketch\": " << (ps ? b(c.learned) : "null");
     return o.str();
 }
 
@@ -134,7 +135,8 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
           << ", \"kv_heads\": " << c.kvHeads << ", \"n\": " << c.n << ", \"head_dim\": " << c.headDim << ", \"value_dim\": " << c.valueDim
           << ", \"causal\": " << b(c.causal) << ", \"degree\": " << (c.degree ? u(c.degree) : "null")
           << ", \"sketch_size\": " << (ps ? u(c.sketchSize) : "null") << ", \"block_size\": " << (ps ? u(c.blockSize) : "null")
-          << ", \"local_exact\": " << (ps ? b(c.localExact) : "null") << ", \"chunk\": " << (c.chunk ? u(c.chunk) : "null")
+          << ", \"local_exact\": " << (ps ? b(c.localExact) : "null") << ", \"learned_sketch\": " << (ps ? b(c.learned) : "null")
+          << ", \"chunk\": " << (c.chunk ? u(c.chunk) : "null")
           << ", \"varlen\": " << (c.varlen.empty() ? std::string("null") : "[" + [&] {
                  std::string l;
                  for (uint32_t x : c.varlen) l += (l.empty() ? "" : ", ") + std::to_string(x);

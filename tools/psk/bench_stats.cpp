@@ -45,7 +45,9 @@ double flops(const Config& c) {
     const uint32_t p = c.degree ? c.degree : 4, m = p / 2;
     const double r = p == 2 ? h : (c.sketchSize ? c.sketchSize : 32);
     const double F = r * (r + 1) / 2;
-    const double sketchPerRow = p == 2 ? 0 : 2.0 * m * h * r + (m / 2.0 - 1) * 4 * r * r;
+    // A learned sketch: two branches of two FF levels, h -> 8r -> r and r -> 8r -> r (docs/MATH.md
+    // section 4), 32 h r + 96 r^2 FLOP of products per row (docs/PERFORMANCE.md, the predictions).
+    const double sketchPerRow = p == 2 ? 0 : c.learned ? 32.0 * h * r + 96.0 * r * r : 2.0 * m * h * r + (m / 2.0 - 1) * 4 * r * r;
     const uint64_t b = c.blockSize ? c.blockSize : 256;
     const uint64_t blocks = (uint64_t(c.n) + b - 1) / b;
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <new>
 #include <random>
 #include <string>
@@ -23,6 +24,8 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "reference/storage_types.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "support/sketch_fixtures.hpp"
 
 namespace {
 
@@ -57,6 +60,9 @@ void benchUsage(FILE* out) {
         "  --sketch-size LIST  polysketch r (default 32)\n"
         "  --block-size LIST   polysketch b (default 256)\n"
         "  --local-exact       polysketch: exact polynomial weights inside blocks\n"
+        "  --learned-sketch    polysketch: a learned sketch (degree 4, random weights from --seed, the\n"
+        "                      shapes of docs/MATH.md section 4) instead of the random one: the cost\n"
+        "                      of a model's feature map (FLOPs counted with its 32hr + 96r^2 per row)\n"
         "  --varlen LIST       a packed batch of sequences of these lengths (cuSeqlens, no padding),\n"
         "                      timed against the same sequences padded to the longest (B = count);\n"
         "                      replaces --n and --batch\n"
@@ -107,7 +113,7 @@ struct BenchOptions {
     std::vector<uint32_t> varlen;    // --varlen: sequence lengths of a packed batch, against the padded batch
     std::vector<PskDataType> dtypes{PSK_DATA_TYPE_FLOAT32};
     PskLayout layout = PSK_LAYOUT_BHND;
-    bool localExact = false, causal = true, quiet = false;
+    bool localExact = false, causal = true, quiet = false, learned = false;
     uint32_t runs = 5, warmup = 1;
     uint64_t seed = 0;
     std::string json, csv, plot, peer, device;
@@ -184,6 +190,9 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
         } else if (a == "--local-exact") {
             flag();
             o.localExact = true;
+        } else if (a == "--learned-sketch") {
+            flag();
+            o.learned = true;
         } else if (a == "--full") {
             flag();
             fullGiven = true;
@@ -237,6 +246,8 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
         throw UsageError{"--steps needs --decode"};
     }
     if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
+    if (o.learned && (o.degree.size() != 1 || o.degree[0] != 4))
+        throw UsageError{"--learned-sketch sketches have degree 4 (give --degree 4 or leave it out)"};
     return o;
 }
 
@@ -297,6 +308,7 @@ std::vector<Config> makeShapeConfigs(const BenchOptions& o) {
                                     continue;
                                 }
                                 c.localExact = o.localExact;
+                                c.learned = o.learned;
                                 for (uint32_t r : o.sketchSize)
                                     for (uint32_t b : o.blockSize)
                                         for (uint32_t ch : o.chunk) {
@@ -371,6 +383,7 @@ std::string describe(const Config& c) {
     if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
         s += " r=" + std::to_string(c.sketchSize) + " b=" + std::to_string(c.blockSize);
         if (c.localExact) s += " local";
+        if (c.learned) s += " learned";
         if (c.chunk) s += " chunk=" + std::to_string(c.chunk);
     }
     if (!c.varlen.empty()) s += " varlen(" + std::to_string(c.varlen.size()) + " seqs)";
@@ -424,8 +437,26 @@ void printRow(const Result& r) {
     std::fflush(stdout);
 }
 
+/**
+ * A configuration's learned sketch (--learned-sketch) as a .safetensors file for the attention to
+ * load: random weights of the shapes docs/MATH.md section 4 gives, from the seed; removed with
+ * the object. Nothing for the seeded random sketch.
+ */
+class LearnedSketchFile {
+public:
+    LearnedSketchFile(const Config& c, uint64_t seed) {
+        if (!c.learned) return;
+        file_ = std::make_unique<psk::test::TempFile>("psk_bench_learned");
+        psk::writeSafeTensors(file_->path(), psk::learnedSketchToSafeTensors(psk::test::randomLearnedSketch(c.headDim, c.sketchSize, seed)));
+    }
+    const char* path() const { return file_ ? file_->path().c_str() : nullptr; }
+
+private:
+    std::unique_ptr<psk::test::TempFile> file_;
+};
+
 /** The attention object of one configuration (`causal` overrides the configuration's flag). */
-PskAttentionCreateInfo attentionInfo(const Config& c, uint64_t seed, bool causal) {
+PskAttentionCreateInfo attentionInfo(const Config& c, uint64_t seed, bool causal, const LearnedSketchFile& learned) {
     PskAttentionCreateInfo ai{};
     ai.kind = c.kind;
     ai.flags = (causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
@@ -438,7 +469,8 @@ PskAttentionCreateInfo attentionInfo(const Config& c, uint64_t seed, bool causal
     ai.layout = c.layout;
     ai.sketchSize = c.sketchSize;
     ai.blockSize = c.blockSize;
-    ai.sketchSource = PSK_SKETCH_SOURCE_SEED;
+    ai.sketchSource = learned.path() ? PSK_SKETCH_SOURCE_LEARNED_FILE : PSK_SKETCH_SOURCE_SEED;
+    ai.sketchFile = learned.path();
     ai.seed = seed;
     return ai;
 }
@@ -453,7 +485,8 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
         res.reason = error;
         return res;
     }
-    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, c.causal);
+    const LearnedSketchFile learned(c, o.seed);
+    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, c.causal, learned);
     PskAttention attn = nullptr;
     PskResult r = pskCreateAttention(ctx, &ai, &attn);
     if (r != PSK_SUCCESS) {
@@ -562,7 +595,8 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
         res.reason = error;
         return res;
     }
-    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, true);  // decoding is causal
+    const LearnedSketchFile learned(c, o.seed);
+    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, true, learned);  // decoding is causal
     PskAttention attn = nullptr;
     PskResult r = pskCreateAttention(ctx, &ai, &attn);
     if (r != PSK_SUCCESS) {
