@@ -39,6 +39,16 @@ std::string attentionPlan(PskAttention attn) {
     return plan;
 }
 
+/** The plan of an attention created from `info` on `ctx` (empty, with a failure, if creation fails). */
+std::string planFor(PskContext ctx, const PskAttentionCreateInfo& info) {
+    PskAttention attn = nullptr;
+    EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+    if (!attn) return {};
+    const std::string plan = attentionPlan(attn);
+    pskDestroyAttention(attn);
+    return plan;
+}
+
 /** Runs the forward on the device; returns the dense BHND output (empty on failure) and the plan it ran. */
 std::vector<float> runDevice(PskContext ctx, const Case& c, const PskAttentionCreateInfo& info, const std::vector<float>& q,
                              const std::vector<float>& k, const std::vector<float>& v, PskForwardStats* stats, std::string* plan) {
@@ -248,10 +258,8 @@ TEST_F(ContextTest, CooperativeFeatureMapRunsForDegree4SketchesExactlyWhenEmulat
                 info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
                 info.sketchFile = sketchFile.path().c_str();
             }
-            PskAttention attn = nullptr;
-            ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
-            const std::string plan = attentionPlan(attn);
-            pskDestroyAttention(attn);
+            const std::string plan = planFor(ctx, info);
+            ASSERT_FALSE(plan.empty());
             if (!emulated) {
                 EXPECT_EQ(plan.find("sketch_features_coopmat.emu_"), std::string::npos) << plan;
             } else if (info.degree == 4) {
@@ -315,10 +323,8 @@ TEST_F(ContextTest, GpuTilingRunsUnderEmulationExactlyWhenRequested) {
             info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
             info.sketchFile = sketchFile.path().c_str();
         }
-        PskAttention attn = nullptr;
-        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
-        const std::string plan = attentionPlan(attn);
-        pskDestroyAttention(attn);
+        const std::string plan = planFor(ctx, info);
+        ASSERT_FALSE(plan.empty());
         const bool gpuTiles = plan.find("PSK_COOPMAT_EMULATION=gpu-tiles") != std::string::npos;
         EXPECT_EQ(gpuTiles, mode == psk::CoopMatEmulation::GpuTiles) << plan;
         if (mode != psk::CoopMatEmulation::GpuTiles) continue;
