@@ -192,13 +192,13 @@ list() { # comma list with k suffixes -> space-separated integers
 
 PSK="$bin_dir/bin/psk"
 TESTS="$bin_dir/tests"
-# gpu_prepare.sh packs the test binaries as one xz tarball (the 64 MiB carry limit): unpacked outside
-# $work (which travels back), with Python's tarfile (no xz binary needed on the device).
+# gpu_prepare.sh packs the test binaries as one xz tarball (the 64 MiB carry limit): unpacked into
+# $scratch (outside $work, which travels back; removed at exit), with Python's tarfile (no xz
+# binary needed on the device).
 if [[ ! -d "$TESTS" && -f "$bin_dir/tests.tar.xz" ]]; then
-    TESTS=$(mktemp -d /tmp/gpu_run-tests.XXXXXX)
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bin_dir/tests.tar.xz" "$TESTS" ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bin_dir/tests.tar.xz" "$scratch" ||
         echo "gpu_run: could not unpack $bin_dir/tests.tar.xz" >&2
-    TESTS="$TESTS/tests"
+    TESTS="$scratch/tests"
 fi
 FIXTURE="$bin_dir/fixture"
 compare="$repo/tools/compare_npy.py"
