@@ -26,6 +26,7 @@
 #include "vk/context.hpp"
 #include "vk/memory.hpp"
 #include "support/app_vulkan.hpp"
+#include "support/handles.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -43,14 +44,8 @@ struct Spec {
     bool causal = true;
 };
 
-struct AttentionDeleter {
-    void operator()(PskAttention a) const { pskDestroyAttention(a); }
-};
-using Attention = std::unique_ptr<PskAttention_T, AttentionDeleter>;
-struct StateDeleter {
-    void operator()(PskDecodeState s) const { pskDestroyDecodeState(s); }
-};
-using State = std::unique_ptr<PskDecodeState_T, StateDeleter>;
+using Attention = psk::test::Attention;
+using State = psk::test::DecodeState;
 
 Attention makeAttention(PskContext ctx, const Spec& s) {
     PskAttentionCreateInfo info{};

@@ -20,6 +20,7 @@
 
 #include "reference/storage_types.hpp"
 #include "support/app_vulkan.hpp"
+#include "support/handles.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -36,10 +37,7 @@ struct Spec {
     uint32_t Hq = 2, Hkv = 2;
 };
 
-struct AttentionDeleter {
-    void operator()(PskAttention a) const { pskDestroyAttention(a); }
-};
-using Attention = std::unique_ptr<PskAttention_T, AttentionDeleter>;
+using Attention = psk::test::Attention;
 
 constexpr uint32_t kDim = 16;
 

@@ -25,6 +25,7 @@
 #include "sketch/sketch_files.hpp"
 #include "support/app_vulkan.hpp"
 #include "support/sketch_fixtures.hpp"
+#include "support/handles.hpp"
 #include "support/test_context.hpp"
 #include "util/float16.hpp"
 #include "vk/context.hpp"
@@ -46,18 +47,9 @@ struct Spec {
     bool learned = false;
 };
 
-struct ContextDeleter {
-    void operator()(PskContext c) const { pskDestroyContext(c); }
-};
-using Context = std::unique_ptr<PskContext_T, ContextDeleter>;
-struct AttentionDeleter {
-    void operator()(PskAttention a) const { pskDestroyAttention(a); }
-};
-using Attention = std::unique_ptr<PskAttention_T, AttentionDeleter>;
-struct StateDeleter {
-    void operator()(PskDecodeState s) const { pskDestroyDecodeState(s); }
-};
-using State = std::unique_ptr<PskDecodeState_T, StateDeleter>;
+using Context = psk::test::Context;
+using Attention = psk::test::Attention;
+using State = psk::test::DecodeState;
 
 /** A validated context of its own with the given allocation cap (0: the device's) and memory limit. */
 Context cappedContext(uint64_t cap, MessageLog& log, uint64_t deviceMemoryLimit = 0) {
