@@ -210,6 +210,19 @@ def ms(x):
     return f"{x * 1e3:.3f}" if x < 0.01 else f"{x * 1e3:.2f}" if x < 0.1 else f"{x * 1e3:.1f}"
 
 
+def print_crossovers(coop, learned):
+    """One line per (r, where the re-reads go): the n at which polysketch overtakes each SDPA kernel."""
+    for r in RS:
+        for issued in (True, False):
+            parts = []
+            for dev, bw in DEVICES.items():
+                for kind in ("FA2", "cuDNN", "FA3"):
+                    c = crossover(r, coop, bw, kind, issued, learned=learned)
+                    parts.append(f"{dev} vs {kind}: {c / 1024:.1f}k" if c else f"{dev} vs {kind}: none")
+            what = "re-reads at HBM" if issued else "re-reads in L2"
+            print(f"- {'learned, ' if learned else ''}crossover r = {r} ({what}): " + "; ".join(parts))
+
+
 def main():
     print("### Work and traffic per stage (whole forward, B = 1, H = 16)\n")
     for r in RS:
@@ -270,15 +283,7 @@ def main():
                 print(f"| {k(n)} | {r} | " + " | ".join(cells) + f" | **{ms(t100)}** | {ms(t100c)} "
                       f"| {ms(t200)} | {ms(fa2)} | {ms(cud)} | {fa2 / t100:.2f}x | {cud / t100:.2f}x |")
         print()
-        for r in RS:
-            for issued in (True, False):
-                parts = []
-                for dev, bw in DEVICES.items():
-                    for kind in ("FA2", "cuDNN", "FA3"):
-                        c = crossover(r, coop, bw, kind, issued)
-                        parts.append(f"{dev} vs {kind}: {c / 1024:.1f}k" if c else f"{dev} vs {kind}: none")
-                what = "re-reads at HBM" if issued else "re-reads in L2"
-                print(f"- crossover r = {r} ({what}): " + "; ".join(parts))
+        print_crossovers(coop, learned=False)
         for n in (32768, 131072):
             for kind in ("FA2", "cuDNN", "FA3"):
                 s = sdpa_time(kind, n)
@@ -315,15 +320,7 @@ def main():
                 print(f"| {k(n)} | {r} | {ms(tt)} ({ms(tf)} / {ms(tb)}) | **{ms(t100)}** | {ms(t100c)} | {ms(t200)} "
                       f"| {fa2 / t100:.2f}x | {cud / t100:.2f}x | {fa2 / t100c:.2f}x |")
         print()
-        for r in RS:
-            for issued in (True, False):
-                parts = []
-                for dev, bw in DEVICES.items():
-                    for kind in ("FA2", "cuDNN", "FA3"):
-                        c = crossover(r, coop, bw, kind, issued, learned=True)
-                        parts.append(f"{dev} vs {kind}: {c / 1024:.1f}k" if c else f"{dev} vs {kind}: none")
-                what = "re-reads at HBM" if issued else "re-reads in L2"
-                print(f"- learned, crossover r = {r} ({what}): " + "; ".join(parts))
+        print_crossovers(coop, learned=True)
         st = stages(32768, 32, coop, True)
         tt = [stage_time(s_, DEVICES["H100 SXM"])[0] for s_ in st.values()]
         print("- learned, shares at 32k, r = 32, H100: " + ", ".join(f"{nm} {x / sum(tt):.0%}" for nm, x in zip(st, tt)))
