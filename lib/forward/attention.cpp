@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "forward/coopmat_self_test.hpp"
+#include "forward/coopmat_switches.hpp"
 #include "util/error.hpp"
 
 using namespace psk;
@@ -38,12 +40,25 @@ void checkFinite(const char* name, const void* data, const TensorGeometry& t, Ps
 
 }  // namespace
 
-PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info) : context_(context) {
+PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info)
+    : PskAttention_T(context, info, kCoopAllStages, false) {}
+
+PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe)
+    : context_(context) {
     const DeviceCaps& caps = context->caps();
     config_ = makeAttentionConfig(info, caps);
+    config_.coopStages = coopStages;
+    config_.selfTestProbe = selfTestProbe;
 
     // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
     forward_ = createForwardKind(context, config_, info);
+    // A cooperative kernel is checked against the generic one before its first use on a device;
+    // the stages whose kernel disagrees are planned again without it.
+    if (const uint32_t failed = coopSelfTest(context, info, config_, forward_->kernels()) & config_.coopStages) {
+        config_.coopStages &= ~failed;
+        forward_.reset();
+        forward_ = createForwardKind(context, config_, info);
+    }
     polysketch_ = dynamic_cast<const PolysketchForward*>(forward_.get());
 
     submitter_ = std::make_unique<Submitter>(*context);

@@ -20,6 +20,12 @@
 struct PskAttention_T {
 public:
     PskAttention_T(PskContext context, const PskAttentionCreateInfo& info);
+    /**
+     * With the forward stages that may take cooperative kernels (CoopStageBit) narrowed to
+     * `coopStages`; `selfTestProbe`: an attention the cooperative self-test runs, which runs none
+     * of its own (forward/coopmat_self_test.hpp).
+     */
+    PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe);
     ~PskAttention_T();
     PskAttention_T(const PskAttention_T&) = delete;
     PskAttention_T& operator=(const PskAttention_T&) = delete;

@@ -42,6 +42,11 @@ struct AttentionConfig {
     PskLayout layout = PSK_LAYOUT_BHND;
     uint32_t sketchSize = 32;
     uint32_t blockSize = 256;
+    // Not from the C API: the forward stages that may take cooperative kernels (CoopStageBit,
+    // forward/coopmat_switches.hpp). The self-test clears the bit of a stage whose cooperative
+    // kernel disagreed with the generic one on this device; its own probes set exactly one.
+    uint32_t coopStages = 15u;
+    bool selfTestProbe = false;  // an attention the self-test runs: no self-test of its own
 };
 
 /** Applies defaults and checks every field; throws psk::Error naming the first bad one. */

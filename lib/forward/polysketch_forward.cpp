@@ -1,5 +1,7 @@
 #include "forward/polysketch_forward.hpp"
 
+#include "forward/coopmat_switches.hpp"
+
 #include <algorithm>
 #include <cstring>
 
@@ -151,6 +153,11 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     // 1. Feature map of q and of k (independent: no barrier between them).
     rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);
     recordFeatureMaps(rec, plan, res, sketch, c, g, t.q, t.k, f);
+    // A broken cooperative kernel on purpose (PSK_COOPMAT_FAULT, tests of the self-test): its
+    // result replaced by infinities, as the first GPU run saw from a wrong kernel.
+    constexpr uint32_t kInfinityBits = 0x7F800000u;
+    if (plan.faultStages & kCoopFeatures)
+        for (const BufferRange& r : {f.qSketch, f.kSketch}) rec.fill(r, fillableBytes(r), kInfinityBits);
     if (cont && cont->afterFeatureMaps) cont->afterFeatureMaps(rec, f);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
@@ -166,6 +173,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     // The cooperative variant takes the same push constants (and finds its operand scales itself).
     rec.dispatch(res.states, {reads(f.kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
                  featureTiles * colTiles, ws.blocks, kvSequences);
+    if (plan.faultStages & kCoopStates) rec.fill(states, fillableBytes(states), kInfinityBits);
 
     // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
     rec.beginStage(PSK_FORWARD_STAGE_PREFIX);
@@ -198,6 +206,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
                  {reads(f.qSketch), reads(local ? f.kLocal : f.kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
                   reads(f.qLocal)},
                  &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
+    if (plan.faultStages & kCoopOutput) rec.fill(t.out, fillableBytes(t.out), kInfinityBits);
 }
 
 PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, const PskAttentionCreateInfo& info)

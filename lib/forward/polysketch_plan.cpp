@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "forward/coopmat_switches.hpp"
 #include "kernels/team_kernels.hpp"
 #include "vk/coopmat_selection.hpp"
 #include "util/error.hpp"
@@ -13,9 +14,9 @@
 namespace psk {
 
 CoopMatEmulation coopMatEmulationMode() {
+    if (coopMatSwitches().backend != CoopBackendRequest::Emulated) return CoopMatEmulation::Off;
     const char* env = std::getenv("PSK_COOPMAT_EMULATION");
-    if (!env || !*env || std::strcmp(env, "0") == 0) return CoopMatEmulation::Off;
-    return std::strcmp(env, "gpu-tiles") == 0 ? CoopMatEmulation::GpuTiles : CoopMatEmulation::SmallTiles;
+    return env && std::strcmp(env, "gpu-tiles") == 0 ? CoopMatEmulation::GpuTiles : CoopMatEmulation::SmallTiles;
 }
 
 bool coopMatEmulationRequested() { return coopMatEmulationMode() != CoopMatEmulation::Off; }
@@ -61,6 +62,12 @@ kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, ui
 }
 
 }  // namespace
+
+std::string stageOffReason(const CoopMatSwitches& switches, const AttentionConfig& c, uint32_t stage) {
+    if (!(switches.stages & stage)) return cat("PSK_COOPMAT_STAGES leaves out ", coopStageName(stage));
+    if (!(c.coopStages & stage)) return "the cooperative kernel failed its self-test on this device (forward/coopmat_self_test.hpp)";
+    return "allowed";
+}
 
 uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMatSpec& s, bool emulated) {
     // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
@@ -172,8 +179,10 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
     // One GEMM step over kLen rows of weights: staging steps, products, accumulators out (and in).
     auto gemm = [&](uint32_t kLen, bool accumulate) {
         const uint64_t steps = ceilDiv(kLen, s.K_CHUNK);
-        // Two loads per operand (high and low parts), three products (see the shader's "Precision").
-        return steps * (1 + uint64_t(s.K_CHUNK / k) * (2 * loadA + wn * (2 * loadB + 3 * (product + 1)))) + wn * tile * (accumulate ? 2 : 1);
+        // PRODUCT_TERMS products per column tile (three: see the shader's "Precision"), each
+        // loading its A and its B operand.
+        const uint64_t terms = s.PRODUCT_TERMS ? s.PRODUCT_TERMS : 3;
+        return steps * (1 + uint64_t(s.K_CHUNK / k) * wn * terms * (loadA + loadB + product + 1)) + wn * tile * (accumulate ? 2 : 1);
     };
     const uint32_t h = s.HEAD_DIM, r = s.SKETCH;
     uint64_t total = uint64_t(rowsPerInvocation) * 8 * h;  // local LayerNorm, q/k LayerNorm, scale
@@ -258,11 +267,15 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // NV path where selectCoopMatForDevice finds a usable shape. Only for 16-bit storage: their
     // operands are float16 / bfloat16, and float32 storage promises float32 operands (the same
     // thresholds as the generic kernels), so it keeps the FP32 kernels.
+    // PSK_COOPMAT_STAGES and the self-test (config.coopStages) say which stages may take them
+    // (forward/coopmat_switches.hpp).
+    const CoopMatSwitches switches = coopMatSwitches();
+    const uint32_t coopStages = switches.stages & c.coopStages;
     const CoopMatEmulation emulation = coopMatEmulationMode();
     const bool emulate = emulation != CoopMatEmulation::Off, smallTiles = emulation == CoopMatEmulation::SmallTiles;
     const uint32_t coopShared =
         std::min<uint32_t>(limits.maxComputeSharedMemorySize, emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
-    const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
+    const CoopMatChoice coop = selectCoopMatWithSwitches(caps, switches).forDataType(type);
     const char* coopAxis = nullptr;
     if (type == PSK_DATA_TYPE_FLOAT32)
         coopAxis = nullptr;
@@ -285,7 +298,10 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     kernel::SketchFeaturesCoopMatSpec featureCoopSpec;
     uint32_t featureIterations = 0;
     bool coopFeatures = false;
-    if (coopAxis) {
+    featureCoopSpec.PRODUCT_TERMS = switches.featureTerms;
+    if (coopAxis && !(coopStages & kCoopFeatures)) {
+        whyNotCoopFeatures = cat("; not the cooperative feature map: ", stageOffReason(switches, c, kCoopFeatures));
+    } else if (coopAxis) {
         float maxWeight = 0.0f;
         for (float w : sketch.data) maxWeight = std::max(maxWeight, std::fabs(w));
         const bool f16Operands = std::strstr(coopAxis, "_f16") != nullptr;
@@ -359,7 +375,10 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     }
 
     // --- Block states (cooperative matrices first, as decided above).
-    if (coopAxis && findKernelVariant(KernelId::BlockStatesCoopMat, coopAxis, type) != nullptr) {
+    const bool coopStatesAllowed = coopStages & kCoopStates;
+    const std::string whyNotCoopStates =
+        coopAxis && !coopStatesAllowed ? cat("; not the cooperative block states: ", stageOffReason(switches, c, kCoopStates)) : std::string();
+    if (coopAxis && coopStatesAllowed && findKernelVariant(KernelId::BlockStatesCoopMat, coopAxis, type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         kernel::BlockStatesCoopMatSpec spec;
         if (smallTiles) {
@@ -394,7 +413,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         spec.Z_STRIDE = plan.stateStride;
         spec.C4 = c4;
         plan.statesKernel = KernelChoice::make(KernelId::BlockStatesTeam, "", type, spec,
-                                         "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0");
+                                         "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0" + whyNotCoopStates);
         plan.statesTileF = kTeamWorkgroupRows;
         plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
     } else {
@@ -418,7 +437,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
             fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
         spec.Z_STRIDE = plan.stateStride;
         plan.statesKernel = KernelChoice::make(KernelId::BlockStates, "", type, spec,
-                                         team ? "generic kernel: the team variant is not built" : cat("generic kernel: ", whyNotTeam));
+                                         (team ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", whyNotTeam)) +
+                                             whyNotCoopStates);
     }
 
     // --- Output. Generic: ROWS query rows per workgroup inside one block (fewer for small
@@ -456,10 +476,12 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // iterations per invocation, docs/ARCHITECTURE.md): the emulation walks matrix elements in
     // per-lane loops, so long feature lists (r >= ~96 at small dv) would exceed it; those keep the
     // team / generic output, with the reason in the plan.
-    bool coopOutput = coopAxis && findKernelVariant(KernelId::PolysketchOutputCoopMat, coopAxis, type) != nullptr;
+    bool coopOutput = coopAxis && (coopStages & kCoopOutput) && findKernelVariant(KernelId::PolysketchOutputCoopMat, coopAxis, type) != nullptr;
     kernel::PolysketchOutputCoopMatSpec coopSpec;
     uint32_t emulatedIterations = 0;
     std::string whyNotCoopOutput;
+    if (coopAxis && !(coopStages & kCoopOutput))
+        whyNotCoopOutput = cat("; not the cooperative output: ", stageOffReason(switches, c, kCoopOutput));
     if (coopOutput) {
         if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, c, R, plan.stateStride, coopShared, coopSpec)) {
             coopOutput = false;
@@ -511,6 +533,12 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
                                                : cat("generic kernel: ", whyNotTeam)) +
                                              whyNotCoopOutput);
     }
+    // Fault injection (tests of the self-test): only stages that took a cooperative kernel.
+    uint32_t cooperative = 0;
+    if (plan.featureKernel.kernel == KernelId::SketchFeaturesCoopMat) cooperative |= kCoopFeatures;
+    if (plan.statesKernel.kernel == KernelId::BlockStatesCoopMat) cooperative |= kCoopStates;
+    if (plan.outputKernel.kernel == KernelId::PolysketchOutputCoopMat) cooperative |= kCoopOutput;
+    plan.faultStages = switches.faultStages & cooperative;
     return plan;
 }
 

@@ -49,6 +49,8 @@ inline constexpr FeatureCoopMatTile kFeatureCoopMatTiles[] = {{4, 2, 64, 32}, {2
 inline constexpr FeatureCoopMatTile kFeatureCoopMatEmulatedTiles[] = {{1, 4, 64, 32}, {1, 4, 32, 16}};
 
 struct PolysketchPlan {
+    /** Stages (CoopStageBit) whose cooperative kernel is made wrong on purpose (PSK_COOPMAT_FAULT; tests only). */
+    uint32_t faultStages = 0;
     uint32_t sketchLength = 0;  // R
     uint32_t features = 0;      // F = R (R + 1) / 2
     uint32_t blockSize = 256;
@@ -134,6 +136,9 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
  */
 enum class CoopMatEmulation { Off, SmallTiles, GpuTiles };
 CoopMatEmulation coopMatEmulationMode();
+struct CoopMatSwitches;
+/** Why a stage keeps its scalar kernel under the switches and the config's coopStages (plan reasons). */
+std::string stageOffReason(const CoopMatSwitches& switches, const AttentionConfig& config, uint32_t stage);
 /** coopMatEmulationMode() != CoopMatEmulation::Off. */
 bool coopMatEmulationRequested();
 /** How a plan names the emulated kernels: "cooperative kernel, emulated (PSK_COOPMAT_EMULATION=...)". */

@@ -1,5 +1,7 @@
 #include "forward/tiled_forward.hpp"
 
+#include "forward/coopmat_switches.hpp"
+
 #include <algorithm>
 
 #include "forward/polysketch_plan.hpp"
@@ -112,8 +114,11 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     const CoopMatEmulation emulation = coopMatEmulationMode();
     const bool emulate = emulation != CoopMatEmulation::Off;
     std::string whyNotCoop;
-    if (type != PSK_DATA_TYPE_FLOAT32) {
-        const CoopMatChoice coop = selectCoopMatForDevice(caps).forDataType(type);
+    const CoopMatSwitches switches = coopMatSwitches();
+    if (type != PSK_DATA_TYPE_FLOAT32 && !(switches.stages & c.coopStages & kCoopBaselines)) {
+        whyNotCoop = cat("; not the cooperative kernel: ", stageOffReason(switches, c, kCoopBaselines));
+    } else if (type != PSK_DATA_TYPE_FLOAT32) {
+        const CoopMatChoice coop = selectCoopMatWithSwitches(caps, switches).forDataType(type);
         const char* backend = nullptr;
         if (emulate)
             backend = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
@@ -160,6 +165,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                               detail)
                         : cat("cooperative kernel: ", coop.reason));
             plan.kernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+            plan.faultInjected = (switches.faultStages & kCoopBaselines) != 0;
             return plan;
         }
     }
@@ -229,6 +235,7 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
         recorder.dispatch(pipeline, {reads(t.q), reads(t.k), reads(t.v), output, state}, &push, sizeof(push), groupsX,
                           c.numQueryHeads, t.geometry.batch);
     }
+    if (plan.faultInjected) recorder.fill(t.out, fillableBytes(t.out), 0x7F800000u);  // tests of the self-test
 }
 
 TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)

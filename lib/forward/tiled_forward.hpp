@@ -15,6 +15,7 @@ struct TiledAttentionPlan {
     // Keys one dispatch covers; longer sequences chain dispatches through a per-row state. Bounds
     // each invocation's loop iterations (see the llvmpipe note in attention_tiled.comp).
     uint32_t keysPerDispatch = 8192;
+    bool faultInjected = false;  // PSK_COOPMAT_FAULT=baselines on the cooperative kernel (tests only)
 };
 
 TiledAttentionPlan planTiledAttention(const AttentionConfig& config, const DeviceCaps& caps);

@@ -20,6 +20,9 @@ struct BufferRange {
     VkDeviceSize size = VK_WHOLE_SIZE;
 };
 
+/** The bytes of `r` vkCmdFillBuffer may write: its size rounded down to whole 4-byte words (VK_WHOLE_SIZE stays). */
+inline VkDeviceSize fillableBytes(const BufferRange& r) { return r.size == VK_WHOLE_SIZE ? r.size : r.size / 4 * 4; }
+
 struct Access {
     BufferRange range;
     bool write = false;

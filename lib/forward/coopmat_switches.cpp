@@ -1,0 +1,160 @@
+#include "forward/coopmat_switches.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "util/error.hpp"
+#include "vk/coopmat_selection.hpp"
+
+namespace psk {
+
+namespace {
+
+bool empty(const char* v) { return !v || !*v; }
+
+const struct {
+    const char* name;
+    uint32_t bit;
+} kStages[] = {{"features", kCoopFeatures}, {"states", kCoopStates}, {"output", kCoopOutput}, {"baselines", kCoopBaselines}};
+
+/** A comma list of stage names ("all", "none" too) into bits; false on an unknown name. */
+bool parseStages(const char* text, uint32_t* bits, std::string* bad) {
+    *bits = 0;
+    std::string list(text);
+    size_t begin = 0;
+    while (begin <= list.size()) {
+        size_t end = list.find(',', begin);
+        if (end == std::string::npos) end = list.size();
+        const std::string item = list.substr(begin, end - begin);
+        begin = end + 1;
+        if (item.empty()) continue;
+        if (item == "all") {
+            *bits |= kCoopAllStages;
+            continue;
+        }
+        if (item == "none") continue;
+        bool known = false;
+        for (const auto& s : kStages)
+            if (item == s.name) {
+                *bits |= s.bit;
+                known = true;
+            }
+        if (!known) {
+            *bad = item;
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+const char* coopStageName(uint32_t bit) {
+    for (const auto& s : kStages)
+        if (s.bit == bit) return s.name;
+    return "stages";
+}
+
+bool parseCoopMatSwitches(const char* backend, const char* stages, const char* selfTest, const char* featureTerms,
+                          const char* fault, CoopMatSwitches* out, std::string* error) {
+    CoopMatSwitches s;
+    if (!empty(backend)) {
+        const std::string b(backend);
+        if (b == "auto") s.backend = CoopBackendRequest::Auto;
+        else if (b == "khr") s.backend = CoopBackendRequest::KHR;
+        else if (b == "nv") s.backend = CoopBackendRequest::NV;
+        else if (b == "emulated") s.backend = CoopBackendRequest::Emulated;
+        else if (b == "off") s.backend = CoopBackendRequest::Off;
+        else {
+            *error = "PSK_COOPMAT_BACKEND=" + b + ": expected auto, khr, nv, emulated or off";
+            return false;
+        }
+    }
+    std::string bad;
+    if (!empty(stages) && !parseStages(stages, &s.stages, &bad)) {
+        *error = "PSK_COOPMAT_STAGES: unknown stage '" + bad + "' (expected all, none or a comma list of features, states, output, baselines)";
+        return false;
+    }
+    if (!empty(selfTest)) {
+        const std::string t(selfTest);
+        if (t == "1" || t == "on") s.selfTest = CoopSelfTestMode::Hardware;
+        else if (t == "0" || t == "off") s.selfTest = CoopSelfTestMode::Off;
+        else if (t == "force") s.selfTest = CoopSelfTestMode::Always;
+        else {
+            *error = "PSK_COOPMAT_SELFTEST=" + t + ": expected 1, 0 or force";
+            return false;
+        }
+    }
+    if (!empty(featureTerms)) {
+        const std::string t(featureTerms);
+        if (t == "3") s.featureTerms = 3;
+        else if (t == "1") s.featureTerms = 1;
+        else {
+            *error = "PSK_COOPMAT_FEATURE_TERMS=" + t + ": expected 3 or 1";
+            return false;
+        }
+    }
+    if (!empty(fault) && !parseStages(fault, &s.faultStages, &bad)) {
+        *error = "PSK_COOPMAT_FAULT: unknown stage '" + bad + "' (expected a comma list of features, states, output, baselines)";
+        return false;
+    }
+    *out = s;
+    return true;
+}
+
+CoopMatSwitches coopMatSwitches() {
+    CoopMatSwitches s;
+    std::string error;
+    if (!parseCoopMatSwitches(std::getenv("PSK_COOPMAT_BACKEND"), std::getenv("PSK_COOPMAT_STAGES"),
+                              std::getenv("PSK_COOPMAT_SELFTEST"), std::getenv("PSK_COOPMAT_FEATURE_TERMS"),
+                              std::getenv("PSK_COOPMAT_FAULT"), &s, &error))
+        fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    // The older spellings: an explicit backend wins over them.
+    if (s.backend == CoopBackendRequest::Auto) {
+        const char* emulation = std::getenv("PSK_COOPMAT_EMULATION");
+        if (coopMatDisabledBy(std::getenv("PSK_DISABLE_COOPMAT")))
+            s.backend = CoopBackendRequest::Off;
+        else if (!empty(emulation) && std::strcmp(emulation, "0") != 0)
+            s.backend = CoopBackendRequest::Emulated;
+    }
+    return s;
+}
+
+CoopMatSelection selectCoopMatWithSwitches(const DeviceCaps& caps, const CoopMatSwitches& switches) {
+    CoopMatCapabilities c = coopMatCapabilities(caps);
+    if (switches.backend == CoopBackendRequest::KHR) c.nvCooperativeMatrix = false;
+    if (switches.backend == CoopBackendRequest::NV) c.khrCooperativeMatrix = false;
+    const bool off = switches.backend == CoopBackendRequest::Off || switches.backend == CoopBackendRequest::Emulated;
+    CoopMatSelection selection = selectCoopMat(c, off);
+    if (off) {
+        const char* why = switches.backend == CoopBackendRequest::Off ? "scalar (PSK_COOPMAT_BACKEND=off or PSK_DISABLE_COOPMAT)"
+                                                                      : "scalar (the emulated backend is requested)";
+        selection.float16.reason = selection.bfloat16.reason = why;
+    } else if (switches.backend != CoopBackendRequest::Auto) {
+        const char* only = switches.backend == CoopBackendRequest::KHR ? " [PSK_COOPMAT_BACKEND=khr]" : " [PSK_COOPMAT_BACKEND=nv]";
+        selection.float16.reason += only;
+        selection.bfloat16.reason += only;
+    }
+    return selection;
+}
+
+std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
+    std::string d;
+    auto add = [&](const std::string& part) { d += (d.empty() ? "" : ", ") + part; };
+    static const char* backends[] = {"auto", "khr", "nv", "emulated", "off"};
+    if (s.backend != CoopBackendRequest::Auto) add(std::string("backend ") + backends[int(s.backend)]);
+    auto stageList = [](uint32_t bits) {
+        std::string l;
+        for (const auto& st : kStages)
+            if (bits & st.bit) l += (l.empty() ? "" : ",") + std::string(st.name);
+        return l.empty() ? std::string("none") : l;
+    };
+    if (s.stages != kCoopAllStages) add("stages " + stageList(s.stages));
+    if (s.selfTest == CoopSelfTestMode::Off) add("self-test off");
+    if (s.selfTest == CoopSelfTestMode::Always) add("self-test forced");
+    if (s.featureTerms != 3) add("feature-map products " + std::to_string(s.featureTerms));
+    if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));
+    return d;
+}
+
+}  // namespace psk

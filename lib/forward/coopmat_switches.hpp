@@ -1,0 +1,79 @@
+// The run-time switches of the cooperative-matrix kernels, read from the environment: which
+// backend they use, which forward stages may take them, the start-up self-test, and two
+// diagnostics (a feature-map product count and a fault to inject). They exist so that one run on a
+// GPU can bisect a wrong cooperative result without rebuilding (docs/GPU_RUN.md, "Bisect"), and so
+// that tests can force each path; an app normally sets none of them.
+//
+//   PSK_COOPMAT_BACKEND        auto (default): the device's KHR path, else NV, else scalar
+//                              khr | nv: only that extension (scalar where the device lacks it)
+//                              emulated: the cooperative kernels through the emulated backend
+//                              (shaders/coopmat.glsl; as PSK_COOPMAT_EMULATION=1) | off: none
+//   PSK_COOPMAT_STAGES         all (default) | none | a comma list of features, states, output,
+//                              baselines: the stages that may take cooperative kernels
+//   PSK_COOPMAT_SELFTEST       1 (default): a cooperative kernel on a GPU is checked against the
+//                              generic one before its first use (forward/coopmat_self_test.hpp)
+//                              0: not checked | force: checked on the emulated backend too
+//   PSK_COOPMAT_FEATURE_TERMS  3 (default) | 1: hi/lo products per step of the cooperative feature
+//                              map (1 keeps A_hi W_hi alone: float16-operand accuracy, a diagnostic)
+//   PSK_COOPMAT_FAULT          tests only: a comma list of stages whose cooperative kernel is made
+//                              wrong (its result overwritten with infinities after it runs), to
+//                              show that the self-test catches a broken kernel
+//
+// The older switches keep working: PSK_DISABLE_COOPMAT=1 is PSK_COOPMAT_BACKEND=off, and
+// PSK_COOPMAT_EMULATION=1 / gpu-tiles selects the emulated backend (with its own or the GPU's tiling).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace psk {
+
+/** Stages of a forward that may run cooperative kernels, as bits. */
+enum CoopStageBit : uint32_t {
+    kCoopFeatures = 1u,   // sketch_features_coopmat
+    kCoopStates = 2u,     // block_states_coopmat
+    kCoopOutput = 4u,     // polysketch_output_coopmat
+    kCoopBaselines = 8u,  // attention_tiled_coopmat (softmax, exact polynomial)
+    kCoopAllStages = 15u,
+};
+
+/** "features", "states", "output", "baselines" (one bit), else "stages". */
+const char* coopStageName(uint32_t bit);
+
+enum class CoopBackendRequest { Auto, KHR, NV, Emulated, Off };
+enum class CoopSelfTestMode { Off, Hardware, Always };
+
+struct CoopMatSwitches {
+    CoopBackendRequest backend = CoopBackendRequest::Auto;
+    uint32_t stages = kCoopAllStages;
+    CoopSelfTestMode selfTest = CoopSelfTestMode::Hardware;
+    uint32_t featureTerms = 3;
+    uint32_t faultStages = 0;
+};
+
+/**
+ * Parses the switches from values (null or empty: the default); false with `error` naming the
+ * variable and the values it takes when one is not understood. Pure: tests call it directly.
+ */
+bool parseCoopMatSwitches(const char* backend, const char* stages, const char* selfTest, const char* featureTerms,
+                          const char* fault, CoopMatSwitches* out, std::string* error);
+
+/**
+ * The switches from the environment (with PSK_DISABLE_COOPMAT and PSK_COOPMAT_EMULATION folded
+ * in). Throws INVALID_ARGUMENT on a value it does not understand: a misspelled switch must not
+ * silently measure something else.
+ */
+CoopMatSwitches coopMatSwitches();
+
+struct CoopMatSelection;
+struct DeviceCaps;
+/**
+ * The cooperative-matrix selection for a device under the switches: selectCoopMat with only the
+ * requested extension (khr, nv), or none (off, emulated: the emulated backend needs no extension).
+ */
+CoopMatSelection selectCoopMatWithSwitches(const DeviceCaps& caps, const CoopMatSwitches& switches);
+
+/** One line for `psk info` and plans: the switches that differ from the defaults ("" when none). */
+std::string describeCoopMatSwitches(const CoopMatSwitches& s);
+
+}  // namespace psk

@@ -1,0 +1,309 @@
+// The cooperative kernels' run-time switches and start-up self-test (lib/forward/coopmat_switches.hpp,
+// coopmat_self_test.hpp) on lavapipe: the cooperative kernels run through the emulated backend, a
+// fault is injected into one stage's cooperative kernel (PSK_COOPMAT_FAULT), and the user must still
+// get output that matches the float64 reference, with the kernel disabled, a message, and a verdict.
+// A control run without the self-test shows that the injected fault does break the output (so the
+// protected run's pass means something).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "forward/attention.hpp"
+#include "forward/coopmat_self_test.hpp"
+#include "forward/coopmat_switches.hpp"
+#include "reference/conformance_cases.hpp"
+#include "reference/reference.hpp"
+#include "reference/storage_types.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "support/host_forward.hpp"
+#include "support/sketch_fixtures.hpp"
+#include "support/test_context.hpp"
+#include "vk/context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+
+/** Sets environment variables for one scope and restores them after. */
+class EnvScope {
+public:
+    using Values = std::map<std::string, std::string>;
+    explicit EnvScope(const Values& values) {
+        for (const auto& [name, value] : values) {
+            const char* old = std::getenv(name.c_str());
+            saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+            setenv(name.c_str(), value.c_str(), 1);
+        }
+    }
+    ~EnvScope() {
+        for (const auto& [name, old] : saved_) {
+            if (old) setenv(name.c_str(), old->c_str(), 1);
+            else unsetenv(name.c_str());
+        }
+    }
+
+private:
+    std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+/** Collects the context's INFO messages (the self-test speaks at that level). */
+struct InfoLog {
+    std::vector<std::string> messages;
+    static void callback(PskMessageSeverity severity, PskResult, const char* message, void* user) {
+        if (severity == PSK_MESSAGE_SEVERITY_INFO) static_cast<InfoLog*>(user)->messages.emplace_back(message);
+        if (severity == PSK_MESSAGE_SEVERITY_VALIDATION) ADD_FAILURE() << "validation message: " << message;
+    }
+};
+
+struct Shape {
+    uint32_t Hq = 2, Hkv = 1, n = 77, h = 16, dv = 24, r = 16, b = 32;
+};
+
+PskAttentionCreateInfo createInfo(PskAttentionKind kind, const Shape& s, uint64_t seed) {
+    PskAttentionCreateInfo info{};
+    info.kind = kind;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT;
+    info.degree = 4;
+    info.scale = 1.0f / std::sqrt(float(s.h));
+    info.numQueryHeads = s.Hq;
+    info.numKeyValueHeads = s.Hkv;
+    info.headDim = s.h;
+    info.valueDim = s.dv;
+    info.dataType = PSK_DATA_TYPE_FLOAT16;
+    info.sketchSize = s.r;
+    info.blockSize = s.b;
+    info.seed = seed;
+    return info;
+}
+
+struct Outcome {
+    bool created = false;
+    std::string plan;
+    double error = 0;       // conformance metric against the float64 reference
+    size_t nonFinite = 0;
+    std::vector<std::string> messages;
+};
+
+/** Creates a context of its own (to see its messages), the attention, runs it, and compares with the reference. */
+Outcome runCase(PskAttentionKind kind) {
+    Outcome o;
+    const Shape s;
+    const uint64_t seed = 20261126;
+    InfoLog log;
+    PskContextCreateInfo ci{};
+    const char* require = std::getenv("PSK_REQUIRE_VALIDATION");
+    ci.flags = require && std::string(require) == "1" ? PSK_CONTEXT_REQUIRE_VALIDATION_BIT : PSK_CONTEXT_ENABLE_VALIDATION_BIT;
+    ci.messageCallback = &InfoLog::callback;
+    ci.messageUserData = &log;
+    PskContext ctx = nullptr;
+    EXPECT_EQ(pskCreateContext(&ci, &ctx), PSK_SUCCESS);
+    if (!ctx) return o;
+    const PskAttentionCreateInfo info = createInfo(kind, s, seed);
+    PskAttention attn = nullptr;
+    EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+    if (attn) {
+        o.created = true;
+        size_t size = 0;
+        pskGetAttentionPlan(attn, nullptr, &size);
+        o.plan.assign(size, '\0');
+        pskGetAttentionPlan(attn, o.plan.data(), &size);
+        const PskDataType type = PSK_DATA_TYPE_FLOAT16;
+        const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hq) * s.n * s.h, seed + 1), type);
+        const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.h, seed + 2), type);
+        const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.dv, seed + 3), type);
+        psk::test::HostForward forward;
+        forward.layout = {1, s.n, PSK_LAYOUT_BHND, 0};
+        forward.type = type;
+        forward.Hq = s.Hq;
+        forward.Hkv = s.Hkv;
+        forward.h = s.h;
+        forward.dv = s.dv;
+        const std::vector<float> got = forward.run(attn, q, k, v);
+        EXPECT_FALSE(got.empty());
+        const psk::ref::Shape shape{1, int(s.Hq), int(s.Hkv), int(s.n), int(s.h), int(s.dv)};
+        std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
+        if (kind == PSK_ATTENTION_KIND_SOFTMAX) {
+            psk::ref::softmaxAttention(shape, qd, kd, vd, info.scale, true, want);
+        } else {
+            psk::ref::PolysketchConfig config;
+            config.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(seed, 4, s.h, s.r)));
+            config.degree = 4;
+            config.scale = info.scale;
+            config.causal = true;
+            config.blockSize = int(s.b);
+            psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
+        }
+        for (float x : got) o.nonFinite += std::isfinite(x) ? 0 : 1;
+        o.error = got.size() == want.size() ? psk::test::relativeMaxError(got, want) : INFINITY;
+        pskDestroyAttention(attn);
+    }
+    pskDestroyContext(ctx);
+    o.messages = log.messages;
+    return o;
+}
+
+const char* variantOf(const char* stage) {
+    const std::string s(stage);
+    if (s == "features") return "sketch_features_coopmat.emu_";
+    if (s == "states") return "block_states_coopmat.emu_";
+    if (s == "output") return "polysketch_output_coopmat.emu_";
+    return "attention_tiled_coopmat.emu_";
+}
+
+PskAttentionKind kindOf(const char* stage) {
+    return std::string(stage) == "baselines" ? PSK_ATTENTION_KIND_SOFTMAX : PSK_ATTENTION_KIND_POLYSKETCH;
+}
+
+double limit(PskAttentionKind kind) {
+    return psk::conformance::threshold(PSK_DATA_TYPE_FLOAT16, kind == PSK_ATTENTION_KIND_SOFTMAX ? psk::conformance::Family::Quadratic
+                                                                                                   : psk::conformance::Family::Polysketch);
+}
+
+class CoopSelfTest : public ::testing::TestWithParam<const char*> {
+protected:
+    void SetUp() override { psk::clearCoopSelfTestVerdicts(); }
+};
+
+// The control: the injected fault, unchecked, breaks the output (non-finite values).
+TEST_P(CoopSelfTest, InjectedFaultBreaksTheOutputWithoutTheSelfTest) {
+    const char* stage = GetParam();
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "0"}, {"PSK_COOPMAT_FAULT", stage}});
+    const Outcome o = runCase(kindOf(stage));
+    ASSERT_TRUE(o.created);
+    EXPECT_NE(o.plan.find(variantOf(stage)), std::string::npos) << o.plan;
+    EXPECT_GT(o.nonFinite, 0u) << "the injected fault did not reach the output: this test would prove nothing";
+}
+
+// With the self-test, the user gets correct output: the stage's kernel is disabled (the plan says
+// why), the other stages keep theirs, a message says so, and the verdict is listed.
+TEST_P(CoopSelfTest, BrokenKernelIsDisabledAndTheOutputStaysCorrect) {
+    const char* stage = GetParam();
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "force"}, {"PSK_COOPMAT_FAULT", stage}});
+    const Outcome o = runCase(kindOf(stage));
+    ASSERT_TRUE(o.created);
+    EXPECT_EQ(o.plan.find(variantOf(stage)), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("failed its self-test"), std::string::npos) << o.plan;
+    if (kindOf(stage) == PSK_ATTENTION_KIND_POLYSKETCH)
+        for (const char* other : {"features", "states", "output"})
+            if (std::string(other) != stage) EXPECT_NE(o.plan.find(variantOf(other)), std::string::npos) << other << "\n" << o.plan;
+    EXPECT_EQ(o.nonFinite, 0u);
+    EXPECT_LE(o.error, limit(kindOf(stage))) << o.plan;
+    bool said = false;
+    for (const std::string& m : o.messages) said = said || (m.find("disagrees with the generic kernel") != std::string::npos && m.find(stage) != std::string::npos);
+    EXPECT_TRUE(said) << "no message through the callback";
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, CoopSelfTest, ::testing::Values("features", "states", "output", "baselines"),
+                         [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+// Kernels that agree pass, stay in the plan, and each verdict is cached (a second attention runs no probe).
+TEST(CoopSelfTestVerdicts, AgreeingKernelsPassAndAreCached) {
+    psk::clearCoopSelfTestVerdicts();
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "force"}});
+    const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+    ASSERT_TRUE(o.created);
+    for (const char* stage : {"features", "states", "output"}) EXPECT_NE(o.plan.find(variantOf(stage)), std::string::npos) << o.plan;
+    EXPECT_LE(o.error, limit(PSK_ATTENTION_KIND_POLYSKETCH));
+    PskContext ctx = psk::test::sharedContext();
+    ASSERT_NE(ctx, nullptr);
+    const std::vector<psk::CoopSelfTestVerdict> first = psk::coopSelfTestVerdicts(ctx->caps());
+    ASSERT_EQ(first.size(), 3u);
+    for (const auto& v : first) EXPECT_TRUE(v.passed) << v.kernel << ": " << v.detail;
+    (void)runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+    EXPECT_EQ(psk::coopSelfTestVerdicts(ctx->caps()).size(), 3u) << "the second attention ran the probes again";
+}
+
+// The emulated backend is not self-tested by default (only kernels a GPU driver compiled are).
+TEST(CoopSelfTestVerdicts, EmulatedKernelsAreNotTestedByDefault) {
+    psk::clearCoopSelfTestVerdicts();
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "1"}, {"PSK_COOPMAT_FAULT", "features"}});
+    const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+    ASSERT_TRUE(o.created);
+    EXPECT_NE(o.plan.find(variantOf("features")), std::string::npos) << o.plan;
+    EXPECT_TRUE(psk::coopSelfTestVerdicts(psk::test::sharedContext()->caps()).empty());
+}
+
+// ---- The switches ----
+
+TEST(CoopMatSwitches, ParsesEveryValueAndRefusesUnknownOnes) {
+    psk::CoopMatSwitches s;
+    std::string error;
+    ASSERT_TRUE(psk::parseCoopMatSwitches(nullptr, nullptr, nullptr, nullptr, nullptr, &s, &error));
+    EXPECT_EQ(s.backend, psk::CoopBackendRequest::Auto);
+    EXPECT_EQ(s.stages, uint32_t(psk::kCoopAllStages));
+    EXPECT_EQ(s.selfTest, psk::CoopSelfTestMode::Hardware);
+    EXPECT_EQ(s.featureTerms, 3u);
+    EXPECT_EQ(psk::describeCoopMatSwitches(s), "");
+    ASSERT_TRUE(psk::parseCoopMatSwitches("nv", "features,output", "0", "1", "states", &s, &error));
+    EXPECT_EQ(s.backend, psk::CoopBackendRequest::NV);
+    EXPECT_EQ(s.stages, uint32_t(psk::kCoopFeatures | psk::kCoopOutput));
+    EXPECT_EQ(s.selfTest, psk::CoopSelfTestMode::Off);
+    EXPECT_EQ(s.featureTerms, 1u);
+    EXPECT_EQ(s.faultStages, uint32_t(psk::kCoopStates));
+    EXPECT_EQ(psk::describeCoopMatSwitches(s), "backend nv, stages features,output, self-test off, feature-map products 1, FAULT INJECTED in states");
+    ASSERT_TRUE(psk::parseCoopMatSwitches("khr", "none", "force", "3", "", &s, &error));
+    EXPECT_EQ(s.stages, 0u);
+    EXPECT_EQ(s.selfTest, psk::CoopSelfTestMode::Always);
+    EXPECT_FALSE(psk::parseCoopMatSwitches("cuda", nullptr, nullptr, nullptr, nullptr, &s, &error));
+    EXPECT_NE(error.find("PSK_COOPMAT_BACKEND=cuda"), std::string::npos) << error;
+    EXPECT_FALSE(psk::parseCoopMatSwitches(nullptr, "features,scan", nullptr, nullptr, nullptr, &s, &error));
+    EXPECT_NE(error.find("'scan'"), std::string::npos) << error;
+    EXPECT_FALSE(psk::parseCoopMatSwitches(nullptr, nullptr, "yes", nullptr, nullptr, &s, &error));
+    EXPECT_FALSE(psk::parseCoopMatSwitches(nullptr, nullptr, nullptr, "2", nullptr, &s, &error));
+    EXPECT_FALSE(psk::parseCoopMatSwitches(nullptr, nullptr, nullptr, nullptr, "everything", &s, &error));
+}
+
+class CoopMatSwitchPlans : public ContextTest {};
+
+std::string planOf(PskContext ctx, PskAttentionKind kind, PskResult* result = nullptr) {
+    const PskAttentionCreateInfo info = createInfo(kind, Shape{}, 7);
+    PskAttention attn = nullptr;
+    const PskResult r = pskCreateAttention(ctx, &info, &attn);
+    if (result) *result = r;
+    if (!attn) return {};
+    size_t size = 0;
+    pskGetAttentionPlan(attn, nullptr, &size);
+    std::string plan(size, '\0');
+    pskGetAttentionPlan(attn, plan.data(), &size);
+    pskDestroyAttention(attn);
+    return plan;
+}
+
+// Each stage list selects exactly those stages' cooperative kernels (emulated here).
+TEST_F(CoopMatSwitchPlans, StagesSelectTheCooperativeKernels) {
+    for (const char* stage : {"features", "states", "output", "baselines"}) {
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_BACKEND", "emulated"}, {"PSK_COOPMAT_STAGES", stage}});
+        const std::string poly = planOf(ctx, PSK_ATTENTION_KIND_POLYSKETCH), soft = planOf(ctx, PSK_ATTENTION_KIND_SOFTMAX);
+        for (const char* other : {"features", "states", "output"})
+            EXPECT_EQ(poly.find(variantOf(other)) != std::string::npos, std::string(other) == stage) << stage << "\n" << poly;
+        EXPECT_EQ(soft.find(variantOf("baselines")) != std::string::npos, std::string(stage) == "baselines") << soft;
+        EXPECT_NE((poly + soft).find("PSK_COOPMAT_STAGES leaves out"), std::string::npos);
+    }
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_BACKEND", "emulated"}, {"PSK_COOPMAT_FEATURE_TERMS", "1"}});
+    EXPECT_NE(planOf(ctx, PSK_ATTENTION_KIND_POLYSKETCH).find("PRODUCT_TERMS=1"), std::string::npos);
+}
+
+// khr / nv on a device without them (lavapipe) leave the scalar kernels, saying why; off and a
+// misspelled value behave as documented.
+TEST_F(CoopMatSwitchPlans, BackendRequests) {
+    for (const char* backend : {"khr", "nv", "off"}) {
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_BACKEND", backend}});
+        const std::string plan = planOf(ctx, PSK_ATTENTION_KIND_POLYSKETCH);
+        EXPECT_EQ(plan.find("_coopmat."), std::string::npos) << backend << "\n" << plan;
+    }
+    {
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_BACKEND", "emulated"}});
+        EXPECT_NE(planOf(ctx, PSK_ATTENTION_KIND_POLYSKETCH).find(variantOf("states")), std::string::npos);
+    }
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_BACKEND", "tensorcores"}});
+    PskResult r = PSK_SUCCESS;
+    EXPECT_TRUE(planOf(ctx, PSK_ATTENTION_KIND_POLYSKETCH, &r).empty());
+    EXPECT_EQ(r, PSK_ERROR_INVALID_ARGUMENT);
+    psk::test::sharedLog().clear();  // the refused creation reported its error
+}
+
+}  // namespace
