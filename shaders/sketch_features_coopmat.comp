@@ -30,7 +30,8 @@
 //
 // Precision: every operand is held as two 16-bit numbers, hi = round(v) and lo = round(v - hi),
 // and each product is three cooperative products, A_lo W_hi + A_hi W_lo + A_hi W_hi, into the
-// float32 accumulator: about 22 significant bits (float16; 16 for bfloat16) instead of 11 (8).
+// float32 accumulator (PRODUCT_TERMS = 3; 1 keeps A_hi W_hi alone, a diagnostic that bisects the
+// chain): about 22 significant bits (float16; 16 for bfloat16) instead of 11 (8).
 // One product per step is not enough here: measured on the conformance sweep (emulated), the
 // feature map's operand rounding alone took the output to 2.1e-3 (float16, threshold 2e-3) and
 // 2.2e-2 (bfloat16, threshold 1.2e-2), because the sketch feeds the features psi = S (x) S and
@@ -188,30 +189,27 @@ void gemm(uint a_off, uint a_lo, uint lda, uint k_len, uint w_off, uint w_k, uin
         barrier();
         [[unroll]] for (uint kk = 0u; kk < K_CHUNK; kk += CM_K) {
             if (k0 + kk < k_len) {
-                // One declarator per declaration: glslang 13.1 gives the second of
-                // `coopmat<...> a, b;` another use, which spirv-val rejects in the product.
-                CM_A ma;
-                CM_A ma_lo;
-                CM_LOAD_ROW_A(ma, op_pool, a_off + sg_m * CM_M * lda + k0 + kk, lda);
-                CM_LOAD_ROW_A(ma_lo, op_pool, a_off + a_lo + sg_m * CM_M * lda + k0 + kk, lda);
                 [[unroll]] for (uint w = 0u; w < WN; ++w) {
                     const uint t = sg_n + w * SG_N;
                     if (t < tiles) {
-                        CM_B mb;
-                        CM_B mb_lo;
-                        CM_LOAD_ROW_B(mb, op_pool, OP_W + kk * LDW + t * CM_N, LDW);
-                        CM_LOAD_ROW_B(mb_lo, op_pool, OP_W + W_LO + kk * LDW + t * CM_N, LDW);
-                        // The small cross terms first, then hi x hi (lo x lo is below float32's ulp).
+                        // The small cross terms first, A_lo W_hi and A_hi W_lo, then A_hi W_hi (lo x lo
+                        // is below float32's ulp); PRODUCT_TERMS = 1 keeps only the last (diagnostic).
+                        // One A and one B operand live at a time, each loaded right before its
+                        // product, the pattern of the output and baseline kernels; one call site in
+                        // a loop, so the emulated backend (whose product llvmpipe inlines) compiles
+                        // one copy and runs exactly this sequence.
 #if defined(COOPMAT_EMULATED)
-                        // One call site in a loop: the emulated product is a long body that the
-                        // driver inlines, and llvmpipe compiles every copy (minutes for three).
-                        [[dont_unroll]] for (uint term = 0u; term < 3u; ++term)
-                            acc[w] = CM_MULADD(term == 0u ? ma_lo : ma, term == 1u ? mb_lo : mb, acc[w]);
+                        [[dont_unroll]]
 #else
-                        acc[w] = CM_MULADD(ma_lo, mb, acc[w]);
-                        acc[w] = CM_MULADD(ma, mb_lo, acc[w]);
-                        acc[w] = CM_MULADD(ma, mb, acc[w]);
+                        [[unroll]]
 #endif
+                        for (uint term = 3u - PRODUCT_TERMS; term < 3u; ++term) {
+                            CM_A ma;
+                            CM_B mb;
+                            CM_LOAD_ROW_A(ma, op_pool, (term == 0u ? a_lo : 0u) + a_off + sg_m * CM_M * lda + k0 + kk, lda);
+                            CM_LOAD_ROW_B(mb, op_pool, (term == 1u ? W_LO : 0u) + OP_W + kk * LDW + t * CM_N, LDW);
+                            acc[w] = CM_MULADD(ma, mb, acc[w]);
+                        }
                     }
                 }
             }
@@ -270,7 +268,11 @@ void main() {
     }
     barrier();
     // One invocation per row: the local rows, the q/k LayerNorm and the scale, as the generic kernel.
-    for (uint r = lid; r < rows; r += THREADS) {
+    // The loop's trip count is the same in every invocation (the row test is inside), so the
+    // subgroup leaves it together: cooperative operations need the whole subgroup converged.
+    for (uint r0 = 0u; r0 < TILE_M; r0 += THREADS) {
+        const uint r = r0 + lid;
+        if (r >= rows) continue;
         const uint x = F_X + r * HEAD_DIM;
         if ((params.flags & FLAG_WRITE_LOCAL) != 0u && (params.flags & FLAG_LOCAL_LN) != 0u) {
             float mean = 0.0;
@@ -344,9 +346,10 @@ void main() {
                 const uint i = it * THREADS + lid;
                 if (i < TILE_M * LDA && i % LDA >= in_len) put_operand(OP_A + i, A_LO, 0.0);
             }
-            for (uint r = lid; r < TILE_M; r += THREADS)
-                layer_norm_to_operand(level == 0u ? F_X + r * HEAD_DIM : F_ACC + r * LDR, in_len, params.w[ff], params.w[ff + 1u],
-                                      OP_A + r * LDA);
+            for (uint r0 = 0u; r0 < TILE_M; r0 += THREADS)  // a uniform trip count, as above
+                if (r0 + lid < TILE_M)
+                    layer_norm_to_operand(level == 0u ? F_X + (r0 + lid) * HEAD_DIM : F_ACC + (r0 + lid) * LDR, in_len, params.w[ff],
+                                          params.w[ff + 1u], OP_A + (r0 + lid) * LDA);
             barrier();  // the LayerNorm has read the sum tile: clear it for this level's sum
             [[unroll]] for (uint it = 0u; it < (TILE_M * LDR + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;

@@ -17,7 +17,8 @@
     X(7, uint, SG_M, 1) /* subgroups along rows, CM_M each: TILE_M = SG_M * CM_M rows per workgroup */ \
     X(8, uint, SG_N, 4) /* subgroups along the N_CHUNK / CM_N column tiles of a product step */ \
     X(9, uint, N_CHUNK, 32) /* product columns per step (sketch columns, hidden units), a multiple of CM_N and CM_K */ \
-    X(10, uint, K_CHUNK, 32) /* weight rows staged per step, a multiple of CM_K */
+    X(10, uint, K_CHUNK, 32) /* weight rows staged per step, a multiple of CM_K */ \
+    X(11, uint, PRODUCT_TERMS, 3) /* hi/lo products per step: 3 (A_lo W_hi, A_hi W_lo, A_hi W_hi), or 1 (A_hi W_hi; diagnostic) */
 
 // The push constants are the generic kernel's: SketchFeaturesPush (sketch_features.h); the
 // workgroup grid too, with TILE_M rows per workgroup.
