@@ -8,6 +8,8 @@
 #include <string>
 
 #include "forward/attention.hpp"
+#include "forward/coopmat_self_test.hpp"
+#include "forward/coopmat_switches.hpp"
 #include "forward/polysketch_forward.hpp"
 #include "forward/tiled_forward.hpp"
 #include "vk/context.hpp"
@@ -272,6 +274,12 @@ PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize)
         if (!pSize) fail(PSK_ERROR_INVALID_ARGUMENT, "pSize must not be NULL");
         std::string plan;
         for (const psk::KernelChoice& k : attention->forward().kernels()) plan += k.describe() + "\n";
+        // Comment lines ("# "): the cooperative switches that differ from the defaults, and the
+        // self-test's verdicts on this device (forward/coopmat_self_test.hpp).
+        const std::string switches = psk::describeCoopMatSwitches(psk::coopMatSwitches());
+        if (!switches.empty()) plan += "# cooperative switches: " + switches + "\n";
+        for (const psk::CoopSelfTestVerdict& v : psk::coopSelfTestVerdicts(attention->context()->caps()))
+            plan += "# self-test: " + v.kernel + ": " + (v.passed ? "passed" : "FAILED, disabled on this device") + " (" + v.detail + ")\n";
         const size_t needed = plan.size() + 1;
         if (!text) {
             *pSize = needed;

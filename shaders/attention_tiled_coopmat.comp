@@ -118,6 +118,10 @@ float weight_power(float x) {
 }
 
 void main() {
+    // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
+    CM_POISON_SHARED(op_pool, OP_POOL);
+    CM_POISON_SHARED(f_pool, F_POOL);
+    CM_POISON_SHARED(o_acc, TILE_M * VALUE_DIM);
     const uint row_begin = gl_WorkGroupID.x * TILE_M;
     const uint q_head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
     const uint kv_head = q_head / params.head_ratio;

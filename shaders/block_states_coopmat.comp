@@ -75,6 +75,11 @@ float operand_scale(float x) {
 }
 
 void main() {
+    // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
+    CM_POISON_SHARED(sk_tile, KEY_TILE * SKETCH);
+    CM_POISON_SHARED(a_tile, KEY_TILE * LDA);
+    CM_POISON_SHARED(b_tile, KEY_TILE * LDB);
+    CM_POISON_SHARED(c_scratch, SG_M * SG_N * CM_M * CM_N);
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
     const uint ctile = gl_WorkGroupID.x / params.feature_tiles;
     const uint block = gl_WorkGroupID.y, seq = gl_WorkGroupID.z;

@@ -31,12 +31,26 @@
 // operands through a per-subgroup region of shared memory: the kernel defines CM_SUBGROUPS
 // (subgroups per workgroup) before the include. Shapes up to M * N, M * K, K * N <= 64 x the
 // subgroup size (the host plans 16 x 16 x 16 with subgroups of 4 or more).
+//
+// The emulation is also strict about what a driver may do differently from it, so that a kernel
+// that depends on one driver's luck fails on lavapipe:
+//   - shared memory starts as NaN (CM_POISON_SHARED, at the top of each kernel: on a GPU it holds
+//     whatever the previous workgroup left, which may be NaN or infinity; a kernel that reads an
+//     element it never wrote, even to multiply it by zero, then fails the conformance suite);
+//   - every load, store and product checks the rules of both extensions: the whole subgroup
+//     present (no divergent lanes), the same element offset and stride in every lane, and the
+//     byte offset and stride multiples of 16 at the hardware's operand size (2 bytes for A and B,
+//     4 for accumulators); a violation makes the matrix NaN (a load or product) or stores NaN, so
+//     the output is non-finite and the test that ran it fails.
+// CM_POISON_SHARED is empty on the hardware backends.
 #ifndef PSK_COOPMAT_GLSL
 #define PSK_COOPMAT_GLSL
 
 #if defined(COOPMAT_EMULATED)
 
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_vote : require
+#extension GL_KHR_shader_subgroup_ballot : require
 #if !defined(CM_SUBGROUPS)
 #error "the emulated backend needs CM_SUBGROUPS (subgroups per workgroup) defined before the include"
 #endif
@@ -71,24 +85,48 @@ CmFragment cm_fill(float v) {
 }
 #define CM_ACC_ZERO cm_fill(0.0)
 
+#define CM_NAN uintBitsToFloat(0x7FC00000u)
+
+// Shared memory as a GPU may hand it over: not zero. Every invocation, at the top of main (uniform
+// control flow), then a barrier.
+#define CM_POISON_SHARED(arr, count)                                                                 \
+    for (uint cm_i = gl_LocalInvocationIndex; cm_i < (count); cm_i += gl_WorkGroupSize.x * gl_WorkGroupSize.y) \
+        arr[cm_i] = CM_NAN;                                                                          \
+    barrier()
+
+// The rules of a cooperative load, store or product at this call site (see the header comment):
+// the whole subgroup here, offset and stride uniform and 16-byte multiples at `bytes` per element.
+bool cm_legal(uint element, uint stride, uint bytes) {
+    const bool converged = subgroupBallotBitCount(subgroupBallot(true)) == gl_SubgroupSize;
+    return converged && subgroupAllEqual(element) && subgroupAllEqual(stride) && (element * bytes) % 16u == 0u &&
+           (stride * bytes) % 16u == 0u;
+}
+
 // Element e of a rows x cols matrix (row-major index) at arr[element + r * stride + c] (row-major)
 // or arr[element + c * stride + r] (column-major).
-#define CM_EMU_LOAD(m, arr, element, stride, rows, cols, column_major)                              \
-    for (uint cm_s = 0u; cm_s * gl_SubgroupSize < (rows) * (cols); ++cm_s) {                          \
-        const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                            \
-        const uint cm_r = cm_e / (cols), cm_c = cm_e % (cols);                                        \
-        if (cm_e < (rows) * (cols))                                                                   \
-            m.e[cm_s] = float(arr[(element) + ((column_major) ? cm_c * (stride) + cm_r : cm_r * (stride) + cm_c)]); \
+#define CM_EMU_LOAD(m, arr, element, stride, rows, cols, column_major, bytes)                       \
+    {                                                                                                 \
+        const bool cm_ok = cm_legal(element, stride, bytes);                                         \
+        for (uint cm_s = 0u; cm_s * gl_SubgroupSize < (rows) * (cols); ++cm_s) {                      \
+            const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                        \
+            const uint cm_r = cm_e / (cols), cm_c = cm_e % (cols);                                    \
+            if (cm_e < (rows) * (cols))                                                               \
+                m.e[cm_s] = cm_ok ? float(arr[(element) + ((column_major) ? cm_c * (stride) + cm_r : cm_r * (stride) + cm_c)]) \
+                                  : CM_NAN;                                                           \
+        }                                                                                             \
     }
-#define CM_LOAD_ROW_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, false)
-#define CM_LOAD_COL_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, true)
-#define CM_LOAD_ROW_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, false)
-#define CM_LOAD_COL_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, true)
-#define CM_LOAD_ROW_ACC(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_N, false)
+#define CM_LOAD_ROW_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, false, 2u)
+#define CM_LOAD_COL_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, true, 2u)
+#define CM_LOAD_ROW_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, false, 2u)
+#define CM_LOAD_COL_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, true, 2u)
+#define CM_LOAD_ROW_ACC(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_N, false, 4u)
 #define CM_STORE_ROW(m, arr, element, stride)                                                       \
-    for (uint cm_s = 0u; cm_s * gl_SubgroupSize < CM_M * CM_N; ++cm_s) {                              \
-        const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                            \
-        if (cm_e < CM_M * CM_N) arr[(element) + (cm_e / CM_N) * (stride) + cm_e % CM_N] = m.e[cm_s];    \
+    {                                                                                                 \
+        const bool cm_ok = cm_legal(element, stride, 4u);                                             \
+        for (uint cm_s = 0u; cm_s * gl_SubgroupSize < CM_M * CM_N; ++cm_s) {                          \
+            const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                        \
+            if (cm_e < CM_M * CM_N) arr[(element) + (cm_e / CM_N) * (stride) + cm_e % CM_N] = cm_ok ? m.e[cm_s] : CM_NAN; \
+        }                                                                                             \
     }
 
 const uint CM_SCRATCH = CM_M * CM_K + CM_K * CM_N;  // per subgroup: A, then B, row-major
@@ -98,6 +136,7 @@ shared float cm_scratch[CM_SUBGROUPS * CM_SCRATCH];
 // elements of c from whole rows of a and columns of b.
 CmFragment cm_muladd(CmFragment a, CmFragment b, CmFragment c) {
     const uint base = gl_SubgroupID * CM_SCRATCH, lanes = gl_SubgroupSize, lane = gl_SubgroupInvocationID;
+    const bool converged = subgroupBallotBitCount(subgroupBallot(true)) == gl_SubgroupSize;
     subgroupBarrier();  // the previous product's reads of the scratch are done
     for (uint s = 0u; s * lanes < CM_M * CM_K; ++s)
         if (s * lanes + lane < CM_M * CM_K) cm_scratch[base + s * lanes + lane] = a.e[s];
@@ -112,7 +151,7 @@ CmFragment cm_muladd(CmFragment a, CmFragment b, CmFragment c) {
             float sum = c.e[s];
             [[unroll]] for (uint k = 0u; k < CM_K; ++k)
                 sum += cm_scratch[base + r * CM_K + k] * cm_scratch[base + CM_M * CM_K + k * CM_N + col];
-            c.e[s] = sum;
+            c.e[s] = converged ? sum : CM_NAN;
         }
     }
     return c;
@@ -180,6 +219,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #endif
 
 #define CM_ACC_ZERO CM_ACC(0.0)
+#define CM_POISON_SHARED(arr, count)
 #if defined(COOPMAT_NV)
 // Element by element over the invocation's components (matrices of one type share the layout):
 // Debian 12's spirv-opt (SPIRV-Tools 2022.4, glslc -O) crashes on OpFAdd of NV cooperative matrices.

@@ -149,6 +149,10 @@ float weight_power(float x) {
 }
 
 void main() {
+    // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
+    CM_POISON_SHARED(op_pool, OP_POOL);
+    CM_POISON_SHARED(f_pool, F_POOL);
+    CM_POISON_SHARED(den_s, TILE_M);
     const uint block = gl_WorkGroupID.x / params.tiles_per_block;
     const uint tile = gl_WorkGroupID.x % params.tiles_per_block;
     const uint q_head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;

@@ -251,6 +251,9 @@ void feed_forward(uint in_len, uint ff) {
 #endif
 
 void main() {
+    // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
+    CM_POISON_SHARED(op_pool, OP_POOL);
+    CM_POISON_SHARED(f_pool, F_POOL);
     const uint lid = gl_LocalInvocationID.x;
     const uint row0 = gl_WorkGroupID.x * TILE_M;
     const uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;

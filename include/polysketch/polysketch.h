@@ -625,6 +625,11 @@ PSK_API PskResult pskGetWorkspaceLayout(PskAttention attention, const PskWorkspa
  * Which GPU kernels a forward call of this attention runs on its device, and why: one line per
  * kernel, "<variant> (<generic|team|cooperative>) NAME=value ...: <reason>", where the variant
  * names the shader source and its build axes and NAME=value are its specialization constants.
+ * Lines that start with "# " are comments: the cooperative-matrix switches set in the environment
+ * (when any differs from its default) and the verdicts of the cooperative kernels' start-up
+ * self-test on this device ("# self-test: <kernel>: passed (...)" or "FAILED, disabled on this
+ * device"): a cooperative kernel that disagrees with the generic one on a known-answer case is not
+ * used on that device (docs/ARCHITECTURE.md, "Cooperative self-test").
  * The text is what `psk info --plan` prints. Writes at most `*pSize` bytes including the
  * terminating NUL into `text`; with text == NULL only sets `*pSize` to the bytes needed.
  * Errors: PSK_ERROR_INVALID_ARGUMENT (NULL attention or pSize), PSK_ERROR_BUFFER_TOO_SMALL

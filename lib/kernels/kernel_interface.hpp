@@ -22,6 +22,7 @@ using uint = std::uint32_t;
 #include "interface/block_states.h"
 #include "interface/block_states_coopmat.h"
 #include "interface/copy_rows.h"
+#include "interface/coopmat_strict_check.h"
 #include "interface/decode_fold.h"
 #include "interface/decode_output.h"
 #include "interface/decode_softmax.h"
@@ -67,6 +68,7 @@ PSK_SPEC_STRUCT(DecodeFoldSpec, PSK_DECODE_FOLD_SPEC)
 PSK_SPEC_STRUCT(DecodeOutputSpec, PSK_DECODE_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(DecodeSoftmaxSpec, PSK_DECODE_SOFTMAX_SPEC)
 PSK_SPEC_STRUCT(CopyRowsSpec, PSK_COPY_ROWS_SPEC)
+PSK_SPEC_STRUCT(CoopMatStrictCheckSpec, PSK_COOPMAT_STRICT_CHECK_SPEC)
 
 #undef PSK_SPEC_STRUCT
 #undef PSK_SPEC_ENTRY

@@ -61,6 +61,8 @@ constexpr KernelInfo kKernels[] = {
      "state passing: rows between strided tensors"},
     {KernelId::CopyRowsConvert, "copy_rows_convert", "copy_rows.comp", KernelImpl::Generic, "to_f32|from_f32 storage",
      "CopyRowsSpec", "CopyRowsPush", "16-bit decoding: rows between the storage type and the float32 state"},
+    {KernelId::CoopMatStrictCheck, "coopmat_strict_check", "coopmat_strict_check.comp", KernelImpl::Cooperative, "emu_f16 f32",
+     "CoopMatStrictCheckSpec", "CoopMatStrictCheckPush", "tests: one emulated cooperative product with a rule violated on request"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

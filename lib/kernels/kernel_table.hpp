@@ -40,6 +40,7 @@ enum class KernelId : uint8_t {
     DecodeSoftmaxCombine,  //   ... and the pass that combines the partials
     CopyRows,              // strided row copies (forward calls with a decode state)
     CopyRowsConvert,       //   ... converting between the storage type and float32 (16-bit decoding)
+    CoopMatStrictCheck,    // tests only: the emulated cooperative backend's rule checks
     Count
 };
 

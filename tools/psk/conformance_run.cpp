@@ -122,7 +122,7 @@ std::vector<PlanLine> attentionPlan(PskAttention attention) {
     std::istringstream in(text);
     std::string line;
     while (std::getline(in, line)) {
-        if (line.empty()) continue;
+        if (line.empty() || line[0] == '#') continue;  // comments: switches, self-test verdicts
         PlanLine p;
         const size_t open = line.find(" ("), close = line.find(')', open == std::string::npos ? 0 : open);
         if (open == std::string::npos || close == std::string::npos) {
