@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 namespace psk::ref {
@@ -18,6 +20,14 @@ inline double relativeMaxError(const std::vector<float>& got, const std::vector<
         if (!(e <= maxErr)) maxErr = std::isnan(e) ? INFINITY : e;
     }
     return maxRef > 0 ? maxErr / maxRef : maxErr;
+}
+
+/** An error as recorded and printed: "%.3e" (std::to_string's six decimals read 0.000000 for most
+ *  float32 errors). */
+inline std::string formatError(double error) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3e", error);
+    return buf;
 }
 
 }  // namespace psk::ref

@@ -87,7 +87,7 @@ TEST_P(BaselineConformance, MatchesFloat64Reference) {
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
     const double err = psk::test::relativeMaxError(got, want);
     const double limit = psk::conformance::threshold(c.type, psk::conformance::Family::Quadratic);
-    RecordProperty("relative_max_error", std::to_string(err));
+    RecordProperty("relative_max_error", psk::ref::formatError(err));
     EXPECT_LE(err, limit) << name(c);
 }
 

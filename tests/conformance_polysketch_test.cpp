@@ -152,7 +152,7 @@ TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     for (double x : want) maxRef = std::max(maxRef, std::fabs(x));
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
     const double error = psk::test::relativeMaxError(got, want);
-    RecordProperty("relative_max_error", std::to_string(error));  // in --gtest_output=xml, for the records
+    RecordProperty("relative_max_error", psk::ref::formatError(error));  // in --gtest_output=xml, for the records
     EXPECT_LE(error, psk::conformance::threshold(c.type, psk::conformance::Family::Polysketch)) << name(c);
 }
 

@@ -192,7 +192,7 @@ TEST_P(CoopMatBaselineRange, LargeScoresStayFiniteAndAccurate) {
     else
         psk::ref::polynomialAttention(shape, qd, kd, vd, 1.0, 8, causal, want);
     const double err = psk::test::relativeMaxError(got, want);
-    RecordProperty("relative_max_error", std::to_string(err));
+    RecordProperty("relative_max_error", psk::ref::formatError(err));
     EXPECT_LE(err, psk::conformance::threshold(type, psk::conformance::Family::Quadratic));
 }
 

@@ -122,8 +122,9 @@ TEST_P(TeamKernels, MatchGenericKernels) {
     double maxRef = 0;
     for (float x : generic) maxRef = std::max(maxRef, std::fabs(double(x)));
     ASSERT_GT(maxRef, 1e-3) << "degenerate output";
-    EXPECT_LE(psk::test::relativeMaxError(team, std::vector<double>(generic.begin(), generic.end())),
-              psk::test::outputThreshold(c.type, 2e-5));
+    const double error = psk::test::relativeMaxError(team, std::vector<double>(generic.begin(), generic.end()));
+    RecordProperty("relative_max_error", psk::ref::formatError(error));  // team against generic
+    EXPECT_LE(error, psk::test::outputThreshold(c.type, 2e-5));
 }
 
 std::vector<Case> cases() {

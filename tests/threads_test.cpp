@@ -114,7 +114,7 @@ Outcome runJob(PskContext context, const Job& job) {
         const double err = psk::test::relativeMaxError(out, want);
         outcome.maxError = std::max(outcome.maxError, std::isnan(err) ? INFINITY : err);
         if (!(err <= kMaxRelativeError)) {
-            outcome.failure = describe(job) + ": n=" + std::to_string(n) + " relative error " + std::to_string(err);
+            outcome.failure = describe(job) + ": n=" + std::to_string(n) + " relative error " + psk::ref::formatError(err);
             break;
         }
         ++outcome.forwardsDone;

@@ -33,6 +33,13 @@ void check(bool ok, const std::string& what) {
     }
 }
 
+/** An error as printed: "%.3e" (std::to_string's six decimals read 0.000000 for float32 errors). */
+std::string formatError(double error) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3e", error);
+    return buf;
+}
+
 std::vector<float> randomNormal(size_t count, uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -206,7 +213,7 @@ void runCase(PskContext ctx, const Case& c) {
     // float32: the 1e-5. 16-bit storage: the output is rounded to the storage type, so
     // rows may differ by an ulp of it (2^-11 relative for float16).
     const double threshold = half ? 2e-3 : 1e-5;
-    check(relative <= threshold, c.name + ": relative max error " + std::to_string(relative));
+    check(relative <= threshold, c.name + ": relative max error " + formatError(relative));
     // The control: the chunk attended on its own (no state) differs from the whole forward's rows
     // past rank 0, so the comparison above can tell a lost prefix.
     if (rank > 0 && result == PSK_SUCCESS) {
