@@ -47,6 +47,19 @@ inline double threshold(PskDataType type, Family family) {
 /** "f32", "f16", "bf16". */
 const char* storageName(PskDataType type);
 
+/**
+ * The seed of a case's inputs: FNV-1a (64-bit) of its name (offset basis 0xcbf29ce484222325,
+ * prime 0x100000001b3, over the name's bytes). The tests and psk conformance both derive their
+ * seeds here (q, k, v from seed + 1, + 2, + 3 through std::mt19937_64, a random sketch from the
+ * seed itself), so a case gets the same seed on every build, compiler and platform, unlike
+ * std::hash, whose values are implementation-defined.
+ */
+inline uint64_t caseSeed(const std::string& name) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ull;
+    return h;
+}
+
 // ---- Softmax and exact polynomial --------------------------------------------------------------
 struct BaselineCase {
     PskAttentionKind kind = PSK_ATTENTION_KIND_SOFTMAX;

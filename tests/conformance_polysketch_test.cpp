@@ -76,7 +76,7 @@ class PolysketchConformance : public ContextTest, public ::testing::WithParamInt
 
 TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     const Case c = GetParam();
-    const uint64_t seed = std::hash<std::string>{}(name(c));
+    const uint64_t seed = psk::conformance::caseSeed(name(c));
     const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hq * c.n * c.h, seed + 1), c.type);
     const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.h, seed + 2), c.type);
     const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.dv, seed + 3), c.type);

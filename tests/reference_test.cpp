@@ -1,9 +1,9 @@
-// Unit tests of the float64 CPU reference (lib/reference).
-// Build: needs lib/reference/reference.cpp (include root lib/) and GTest::gtest_main. No Vulkan.
-//   g++ -std=c++17 -I lib lib/reference/reference.cpp tests/reference_test.cpp -lgtest -lgtest_main -pthread
+// Unit tests of the float64 CPU reference (reference/) and of the conformance cases' seed.
+// Build: needs the psk_reference library (reference/) and GTest::gtest_main. No Vulkan.
 //
 // Every test uses random inputs from std::mt19937_64 (never zeros), and each property is checked
 // in a way that a wrong formula would break.
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 
 #include <gtest/gtest.h>
@@ -686,4 +686,15 @@ TEST(ReferenceDecode, StepsAndPrefillMatchForward) {
             }
         }
     }
+}
+
+// The tests and psk conformance seed a case's inputs with caseSeed(name): FNV-1a 64, checked on the
+// published vectors (the empty string is the offset basis) and on one conformance case's name, so
+// that a wrong constant (a digit lost from the offset basis, say) cannot pass for the real thing.
+TEST(ConformanceCaseSeed, IsFnv1a64OfTheName) {
+    using psk::conformance::caseSeed;
+    EXPECT_EQ(caseSeed(""), 0xcbf29ce484222325ull);
+    EXPECT_EQ(caseSeed("a"), 0xaf63dc4c8601ec8cull);
+    EXPECT_EQ(caseSeed("foobar"), 0x85944171f73967e8ull);
+    EXPECT_EQ(caseSeed("seed_p4_r16_b16_full_f32_bhnd_B1_Hq2_Hkv1_n1_h32_dv32"), 0x9237ce1d40374b99ull);
 }

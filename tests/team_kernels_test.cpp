@@ -79,7 +79,7 @@ TEST_P(TeamKernels, MatchGenericKernels) {
         DisableTeamKernels enable(false);
         if (!psk::useTeamKernels(ctx->caps())) GTEST_SKIP() << "this device runs the generic kernels only";
     }
-    const uint64_t seed = std::hash<std::string>{}(name(c));
+    const uint64_t seed = psk::conformance::caseSeed(name(c));
     const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hq * c.n * c.h, seed + 1), c.type);
     const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.h, seed + 2), c.type);
     const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hkv * c.n * c.dv, seed + 3), c.type);

@@ -1,7 +1,8 @@
 // psk conformance: one case on the device against the float64 reference. The inputs are normal
-// random tensors rounded to the storage type (seeded by the case's name, so every path sees the
-// same ones), the sketch weights those of the test suite (tests/support/sketch_fixtures), and the
-// metric and thresholds reference/conformance_cases.hpp's.
+// random tensors rounded to the storage type, seeded by caseSeed(name) (reference/
+// conformance_cases.hpp: FNV-1a 64 of the case's name, as in the tests), so every path sees the
+// same ones; the sketch weights are those of the test suite (tests/support/sketch_fixtures), and
+// the metric and thresholds reference/conformance_cases.hpp's.
 #include "conformance_run.hpp"
 
 #include <algorithm>
@@ -89,13 +90,6 @@ void restoreEnvironment() {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-/** FNV-1a of the case's name: the same inputs for a case on every path, build and platform. */
-uint64_t caseSeed(const std::string& name) {
-    uint64_t h = 1469598103934665603ull;
-    for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
-    return h;
-}
 
 std::vector<float> randomNormal(size_t count, uint64_t seed) {
     std::mt19937_64 rng(seed);
