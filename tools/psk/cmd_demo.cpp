@@ -1,7 +1,9 @@
 // psk demo: the main job of the README. Random q, k, v on the best device present (or the one
 // PSK_DEVICE / --device names): softmax, exact polynomial and polysketch attention, their GPU
-// time, and their error against the float64 CPU reference (for polysketch: against exact
-// polynomial attention, the thing it approximates).
+// time, and their error against the float64 CPU reference of the same function (polysketch: with
+// the same sketch), held to the conformance thresholds (reference/conformance_cases.hpp); exit
+// status 1 when one exceeds its tolerance. Polysketch's approximation error against exact
+// polynomial attention, the thing it approximates, is printed too, not checked.
 #include <polysketch/polysketch.h>
 
 #include <algorithm>
@@ -14,14 +16,22 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "reference/conformance_cases.hpp"
 #include "reference/error_metric.hpp"
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "support/sketch_fixtures.hpp"
 
 namespace {
 
+// The polysketch the demo runs: p = 4, r = 32, b = 256, this seed's random sketch.
+constexpr uint32_t kDegree = 4, kSketchSize = 32, kBlockSize = 256;
+constexpr uint64_t kSketchSeed = 2024;
+
 struct DemoOptions {
     uint32_t n = 1024, heads = 4, dim = 64, runs = 5;
+    double thresholdScale = 1.0;  // --threshold-scale: tolerances times this (tests make the demo fail with it)
     PskDataType type = PSK_DATA_TYPE_FLOAT32;
     bool causal = true;
     const char* device = nullptr;
@@ -30,10 +40,16 @@ struct DemoOptions {
 void demoUsage() {
     std::printf(
         "usage: psk demo [--n N] [--heads H] [--dim D] [--dtype f32|f16|bf16] [--full] [--runs R] [--device SEL]\n"
+        "                [--threshold-scale X]\n"
         "\n"
         "Runs softmax, exact polynomial (p = 4) and polysketch (p = 4, r = 32, b = 256, local exact when\n"
         "causal, seeded sketch) attention on random inputs and prints the median GPU time of R runs and\n"
-        "the error against the float64 CPU reference (polysketch: against exact polynomial attention).\n"
+        "the error against the float64 CPU reference of the same function (polysketch: the same sketch)\n"
+        "next to its tolerance, the conformance threshold: f32 1e-4 (softmax, polynomial) and 2e-4\n"
+        "(polysketch), f16 2e-3, bf16 1.2e-2. Polysketch's approximation error against exact polynomial\n"
+        "attention is printed too, not checked. Exit status: 0 when every error is within its\n"
+        "tolerance, 1 when one is not (or a call fails), 2 for a bad command line. --threshold-scale X\n"
+        "multiplies every tolerance by X (1e-12: float rounding alone exceeds them, the run must fail).\n"
         "Defaults: --n 1024 --heads 4 --dim 64 --dtype f32 --runs 5, causal.\n"
         "SEL is a device index or part of its name (see psk info); default: PSK_DEVICE or the best.\n");
 }
@@ -78,6 +94,14 @@ int runDemo(int argc, char** argv) {
             if (!need(&o.runs)) return 2;
         } else if (a == "--full") {
             o.causal = false;
+        } else if (a == "--threshold-scale" && next) {
+            char* end = nullptr;
+            o.thresholdScale = std::strtod(next, &end);
+            ++i;
+            if (!next[0] || *end || !(o.thresholdScale > 0) || !std::isfinite(o.thresholdScale)) {
+                std::fprintf(stderr, "psk demo: --threshold-scale needs a positive number\n");
+                return 2;
+            }
         } else if (a == "--device" && next) {
             o.device = next;
             ++i;
@@ -124,18 +148,23 @@ int runDemo(int argc, char** argv) {
     const psk::ref::Shape shape{1, int(o.heads), int(o.heads), int(o.n), int(o.dim), int(o.dim)};
     const double scale = 1.0 / std::sqrt(double(o.dim));
 
-    std::printf("%-22s %12s %14s %16s\n", "kind", "median ms", "tokens/s", "max rel. error");
+    std::printf("%-22s %12s %14s %16s %11s\n", "kind", "median ms", "tokens/s", "max rel. error", "tolerance");
     int status = 0;
+    double approximation = NAN;
+    std::vector<std::string> failed;
     for (PskAttentionKind kind : {PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL, PSK_ATTENTION_KIND_POLYSKETCH}) {
         PskAttentionCreateInfo ai{};
         ai.kind = kind;
         ai.flags = o.causal ? PSK_ATTENTION_CAUSAL_BIT : 0;
         if (kind == PSK_ATTENTION_KIND_POLYSKETCH && o.causal) ai.flags |= PSK_ATTENTION_LOCAL_EXACT_BIT;
-        ai.degree = 4;
+        ai.degree = kDegree;
         ai.scale = static_cast<float>(scale);
         ai.numQueryHeads = o.heads;
         ai.headDim = o.dim;
         ai.dataType = o.type;
+        ai.sketchSize = kSketchSize;
+        ai.blockSize = kBlockSize;
+        ai.seed = kSketchSeed;
         PskAttention attn = nullptr;
         if (pskCreateAttention(ctx, &ai, &attn) != PSK_SUCCESS) {
             status = 1;
@@ -166,20 +195,56 @@ int runDemo(int argc, char** argv) {
         std::sort(times.begin(), times.end());
         const double median = times[times.size() / 2];
 
+        const std::vector<float> got = psk::storage::decode(ob, o.type);
         std::vector<double> want;
         if (kind == PSK_ATTENTION_KIND_SOFTMAX)
             psk::ref::softmaxAttention(shape, qd, kd, vd, scale, o.causal, want);
-        else
-            psk::ref::polynomialAttention(shape, qd, kd, vd, scale, 4, o.causal, want);
-        const double err = psk::ref::relativeMaxError(psk::storage::decode(ob, o.type), want);
+        else if (kind == PSK_ATTENTION_KIND_POLYNOMIAL)
+            psk::ref::polynomialAttention(shape, qd, kd, vd, scale, int(kDegree), o.causal, want);
+        else {
+            // The same function in float64, with the very sketch the library generates from the seed.
+            psk::ref::PolysketchConfig sketched;
+            sketched.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(kSketchSeed, kDegree, o.dim, kSketchSize)));
+            sketched.degree = int(kDegree);
+            sketched.scale = scale;
+            sketched.causal = o.causal;
+            sketched.localExact = o.causal;
+            sketched.blockSize = int(kBlockSize);
+            psk::ref::polysketchAttention(shape, qd, kd, vd, sketched, want);
+        }
+        const double err = psk::ref::relativeMaxError(got, want);
+        const double tolerance =
+            o.thresholdScale * psk::conformance::threshold(o.type, kind == PSK_ATTENTION_KIND_POLYSKETCH ? psk::conformance::Family::Polysketch
+                                                                                                          : psk::conformance::Family::Quadratic);
+        const bool ok = err <= tolerance;  // false for NaN too
         const char* name = kind == PSK_ATTENTION_KIND_SOFTMAX      ? "softmax"
                            : kind == PSK_ATTENTION_KIND_POLYNOMIAL ? "polynomial (p=4)"
                                                                    : "polysketch (p=4, r=32)";
-        std::printf("%-22s %12.3f %14.0f %16.2e\n", name, median, median > 0 ? o.n * 1e3 / median : 0.0, err);
+        std::printf("%-22s %12.3f %14.0f %16.2e %11.2e  %s\n", name, median, median > 0 ? o.n * 1e3 / median : 0.0, err, tolerance,
+                    ok ? "ok" : "EXCEEDS");
+        if (!ok) failed.push_back(name);
+        if (kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+            std::vector<double> exact;
+            psk::ref::polynomialAttention(shape, qd, kd, vd, scale, int(kDegree), o.causal, exact);
+            approximation = psk::ref::relativeMaxError(got, exact);
+        }
     }
-    std::printf("\nerror: max |gpu - ref| / max |ref| against the float64 CPU reference on the same rounded inputs;\n"
-                "polysketch against exact polynomial attention: its approximation error (r = 32 sketch; the\n"
-                "test suite checks its arithmetic against its own float64 reference)\n");
+    if (!std::isnan(approximation))
+        std::printf("\npolysketch against exact polynomial attention (its approximation error, not checked): %.2e\n", approximation);
+    std::printf("\nerror: max |gpu - ref| / max |ref| against the float64 CPU reference of the same function on the\n"
+                "same rounded inputs (polysketch: with the same r = %u sketch); tolerance: the conformance threshold\n"
+                "of the kind and storage type (reference/conformance_cases.hpp)\n",
+                kSketchSize);
+    if (failed.empty() && status == 0) {
+        std::printf("accuracy: PASS, every error within its tolerance\n");
+    } else if (!failed.empty()) {
+        std::string which;
+        for (const std::string& f : failed) which += (which.empty() ? "" : ", ") + f;
+        std::printf("accuracy: FAIL, above the tolerance: %s\n", which.c_str());
+        status = 1;
+    } else {
+        std::printf("accuracy: FAIL, a call failed (see the messages above)\n");
+    }
     pskDestroyContext(ctx);
     return status;
 }
