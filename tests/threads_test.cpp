@@ -2,9 +2,12 @@
 //  - one context shared by several threads, each creating, using and destroying its own attention
 //    object at the same time (pipeline cache, allocator, queue submission and messages all shared);
 //  - several contexts at once, each created, used and destroyed on its own thread.
-// Every thread runs several forwards with its own kind, shape and inputs, and every output is
-// checked against the float64 reference, so results that cross between threads, a buffer reused
-// too early or a lost submission fail the test. The validation layer (required in CI) also checks
+//  - polysketch forwards and polysketch decoding (prompt, then steps across block boundaries) on
+//    the shared context, each thread with its own attention object and decode state.
+// Every thread runs several forwards (or steps) with its own kind, shape, sketch and inputs, and
+// every output row is checked against the float64 reference with the conformance thresholds
+// (reference/conformance_cases.hpp), so results that cross between threads, a buffer reused too
+// early or a lost submission fail the test. The validation layer (required in CI) also checks
 // Vulkan's own external-synchronization rules; any validation message fails the test.
 #include <gtest/gtest.h>
 
@@ -19,7 +22,10 @@
 #include <thread>
 #include <vector>
 
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "support/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -37,6 +43,12 @@ struct Job {
     uint32_t forwards = 3;
     uint64_t seed = 1;
     uint32_t growBy = 23;  // n grows by this much per call
+    // Polysketch only: sketch size, block size, local exact; the random sketch comes from `seed`.
+    uint32_t r = 8, b = 16;
+    bool localExact = false;
+    // Decoding (polysketch, causal): a decode state of one sequence prefilled with a prompt of n
+    // tokens, then this many steps; 0: forwards.
+    uint32_t steps = 0;
 };
 
 /** What a thread saw, checked on the main thread. */
@@ -46,28 +58,68 @@ struct Outcome {
     uint32_t forwardsDone = 0;
 };
 
-constexpr double kMaxRelativeError = 1e-4;  // float32, as the conformance tests
+/** The float32 threshold of the conformance tests: 1e-4 softmax and polynomial, 2e-4 polysketch
+ *  (forward and decoded rows against the float64 reference). */
+double threshold(const Job& j) {
+    return j.kind == PSK_ATTENTION_KIND_POLYSKETCH ? psk::conformance::kPolysketchFloat32 : psk::conformance::kQuadraticFloat32;
+}
 
 std::string describe(const Job& j) {
     std::ostringstream s;
-    s << (j.kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "polynomial") << (j.kind == PSK_ATTENTION_KIND_SOFTMAX ? "" : std::to_string(j.degree))
-      << (j.causal ? " causal" : " full") << " Hq=" << j.Hq << " Hkv=" << j.Hkv << " h=" << j.h << " dv=" << j.dv;
+    s << (j.kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : j.kind == PSK_ATTENTION_KIND_POLYNOMIAL ? "polynomial" : "polysketch")
+      << (j.kind == PSK_ATTENTION_KIND_SOFTMAX ? "" : std::to_string(j.degree));
+    if (j.kind == PSK_ATTENTION_KIND_POLYSKETCH) s << " r=" << j.r << " b=" << j.b << (j.localExact ? " local-exact" : "");
+    s << (j.causal ? " causal" : " full") << " Hq=" << j.Hq << " Hkv=" << j.Hkv << " h=" << j.h << " dv=" << j.dv;
+    if (j.steps) s << " decode prompt=" << j.n << " steps=" << j.steps;
     return s.str();
 }
 
-/** Runs `job` on `context` from the calling thread; never throws, never uses gtest assertions. */
-Outcome runJob(PskContext context, const Job& job) {
-    Outcome outcome;
-    const double scale = 1.0 / std::sqrt(double(job.h));
+/** The attention of `job` (its own seeded sketch for polysketch) and the float64 reference's
+ *  polysketch configuration with the very same sketch. */
+PskAttentionCreateInfo attentionInfo(const Job& job, double scale, psk::ref::PolysketchConfig* ref) {
     PskAttentionCreateInfo info{};
     info.kind = job.kind;
-    info.flags = job.causal ? PSK_ATTENTION_CAUSAL_BIT : 0;
+    info.flags = (job.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (job.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
     info.degree = job.degree;
     info.scale = job.kind == PSK_ATTENTION_KIND_SOFTMAX ? 0.0f : float(scale);
     info.numQueryHeads = job.Hq;
     info.numKeyValueHeads = job.Hkv;
     info.headDim = job.h;
     info.valueDim = job.dv;
+    if (job.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+        info.sketchSize = job.r;
+        info.blockSize = job.b;
+        info.seed = job.seed;
+        ref->sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(job.seed, job.degree, job.h, job.r)));
+        ref->degree = int(job.degree);
+        ref->scale = float(scale);
+        ref->causal = job.causal;
+        ref->localExact = job.localExact;
+        ref->blockSize = int(job.b);
+    }
+    return info;
+}
+
+/** The float64 reference of `job`'s kind over q, k, v (BHND, one sequence of n tokens). */
+std::vector<double> reference(const Job& job, const psk::ref::PolysketchConfig& config, double scale, uint32_t n,
+                              const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v) {
+    const psk::ref::Shape shape{1, int(job.Hq), int(job.Hkv), int(n), int(job.h), int(job.dv)};
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
+    if (job.kind == PSK_ATTENTION_KIND_SOFTMAX)
+        psk::ref::softmaxAttention(shape, qd, kd, vd, scale, job.causal, want);
+    else if (job.kind == PSK_ATTENTION_KIND_POLYNOMIAL)
+        psk::ref::polynomialAttention(shape, qd, kd, vd, scale, int(job.degree), job.causal, want);
+    else
+        psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
+    return want;
+}
+
+/** Runs `job` on `context` from the calling thread; never throws, never uses gtest assertions. */
+Outcome runJob(PskContext context, const Job& job) {
+    Outcome outcome;
+    const double scale = 1.0 / std::sqrt(double(job.h));
+    psk::ref::PolysketchConfig config;
+    const PskAttentionCreateInfo info = attentionInfo(job, scale, &config);
     PskAttention attention = nullptr;
     PskResult r = pskCreateAttention(context, &info, &attention);
     if (r != PSK_SUCCESS) {
@@ -105,21 +157,108 @@ Outcome runJob(PskContext context, const Job& job) {
             break;
         }
 
-        const psk::ref::Shape shape{1, int(job.Hq), int(job.Hkv), int(n), int(job.h), int(job.dv)};
-        std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
-        if (job.kind == PSK_ATTENTION_KIND_SOFTMAX)
-            psk::ref::softmaxAttention(shape, qd, kd, vd, scale, job.causal, want);
-        else
-            psk::ref::polynomialAttention(shape, qd, kd, vd, scale, int(job.degree), job.causal, want);
-        const double err = psk::test::relativeMaxError(out, want);
+        const double err = psk::test::relativeMaxError(out, reference(job, config, scale, n, q, k, v));
         outcome.maxError = std::max(outcome.maxError, std::isnan(err) ? INFINITY : err);
-        if (!(err <= kMaxRelativeError)) {
+        if (!(err <= threshold(job))) {
             outcome.failure = describe(job) + ": n=" + std::to_string(n) + " relative error " + psk::ref::formatError(err);
             break;
         }
         ++outcome.forwardsDone;
     }
     pskDestroyAttention(attention);
+    return outcome;
+}
+
+/**
+ * Runs `job` as decoding on `context` from the calling thread: its own attention and decode state
+ * (one sequence), the prompt's n tokens prefilled, then `steps` steps; every row (prompt and steps)
+ * against the float64 reference over the whole sequence. Never throws, never uses gtest assertions.
+ */
+Outcome runDecodeJob(PskContext context, const Job& job) {
+    Outcome outcome;
+    const double scale = 1.0 / std::sqrt(double(job.h));
+    psk::ref::PolysketchConfig config;
+    const PskAttentionCreateInfo info = attentionInfo(job, scale, &config);
+    PskAttention attention = nullptr;
+    PskResult r = pskCreateAttention(context, &info, &attention);
+    if (r != PSK_SUCCESS) {
+        outcome.failure = describe(job) + ": pskCreateAttention: " + pskResultToString(r);
+        return outcome;
+    }
+    PskDecodeStateCreateInfo stateInfo{};
+    stateInfo.batchSize = 1;
+    PskDecodeState state = nullptr;
+    r = pskCreateDecodeState(attention, &stateInfo, &state);
+    if (r != PSK_SUCCESS) {
+        pskDestroyAttention(attention);
+        outcome.failure = describe(job) + ": pskCreateDecodeState: " + pskResultToString(r);
+        return outcome;
+    }
+
+    // The whole sequence, BHND [1][H][N][d]; the prompt is its first n tokens, step t its token n + t.
+    const uint32_t P = job.n, N = job.n + job.steps;
+    const auto q = psk::test::randomNormal(size_t(job.Hq) * N * job.h, job.seed * 1000 + 1);
+    const auto k = psk::test::randomNormal(size_t(job.Hkv) * N * job.h, job.seed * 1000 + 2);
+    const auto v = psk::test::randomNormal(size_t(job.Hkv) * N * job.dv, job.seed * 1000 + 3);
+    auto tokens = [](const std::vector<float>& x, uint32_t heads, uint32_t d, uint32_t first, uint32_t count, uint32_t total) {
+        std::vector<float> y(size_t(heads) * count * d);
+        for (uint32_t hd = 0; hd < heads; ++hd)
+            std::copy_n(x.begin() + (size_t(hd) * total + first) * d, size_t(count) * d, y.begin() + size_t(hd) * count * d);
+        return y;
+    };
+    std::vector<float> out(size_t(job.Hq) * N * job.dv, NAN);  // BHND, every row decoded
+
+    const std::vector<float> pq = tokens(q, job.Hq, job.h, 0, P, N), pk = tokens(k, job.Hkv, job.h, 0, P, N),
+                             pv = tokens(v, job.Hkv, job.dv, 0, P, N);
+    std::vector<float> prompt(size_t(job.Hq) * P * job.dv, NAN);
+    PskDecodePrefillInfo prefill{};
+    prefill.seqLen = P;
+    prefill.q = pq.data();
+    prefill.k = pk.data();
+    prefill.v = pv.data();
+    prefill.out = prompt.data();
+    prefill.qBytes = pq.size() * sizeof(float);
+    prefill.kBytes = pk.size() * sizeof(float);
+    prefill.vBytes = pv.size() * sizeof(float);
+    prefill.outBytes = prompt.size() * sizeof(float);
+    r = pskDecodePrefillHost(state, &prefill);
+    if (r != PSK_SUCCESS) outcome.failure = describe(job) + ": pskDecodePrefillHost: " + pskResultToString(r);
+    for (uint32_t hd = 0; hd < job.Hq && r == PSK_SUCCESS; ++hd)
+        std::copy_n(prompt.begin() + size_t(hd) * P * job.dv, size_t(P) * job.dv, out.begin() + size_t(hd) * N * job.dv);
+
+    for (uint32_t t = P; t < N && r == PSK_SUCCESS; ++t) {
+        const std::vector<float> sq = tokens(q, job.Hq, job.h, t, 1, N), sk = tokens(k, job.Hkv, job.h, t, 1, N),
+                                 sv = tokens(v, job.Hkv, job.dv, t, 1, N);
+        std::vector<float> row(size_t(job.Hq) * job.dv, NAN);
+        PskDecodeStepInfo step{};
+        step.q = sq.data();
+        step.k = sk.data();
+        step.v = sv.data();
+        step.out = row.data();
+        step.qBytes = sq.size() * sizeof(float);
+        step.kBytes = sk.size() * sizeof(float);
+        step.vBytes = sv.size() * sizeof(float);
+        step.outBytes = row.size() * sizeof(float);
+        r = pskDecodeStepHost(state, &step);
+        if (r != PSK_SUCCESS) {
+            outcome.failure = describe(job) + ": pskDecodeStepHost at position " + std::to_string(t) + ": " + pskResultToString(r);
+            break;
+        }
+        for (uint32_t hd = 0; hd < job.Hq; ++hd)
+            std::copy_n(row.begin() + size_t(hd) * job.dv, job.dv, out.begin() + (size_t(hd) * N + t) * job.dv);
+        ++outcome.forwardsDone;  // steps
+    }
+    uint64_t position = 0;
+    if (r == PSK_SUCCESS && (pskGetDecodePosition(state, 0, &position) != PSK_SUCCESS || position != N))
+        outcome.failure = describe(job) + ": position " + std::to_string(position) + " after the steps, not " + std::to_string(N);
+    pskDestroyDecodeState(state);
+    pskDestroyAttention(attention);
+    if (!outcome.failure.empty()) return outcome;
+
+    const double err = psk::test::relativeMaxError(out, reference(job, config, scale, N, q, k, v));
+    outcome.maxError = std::isnan(err) ? INFINITY : err;
+    if (!(err <= threshold(job)))
+        outcome.failure = describe(job) + ": decoded rows: relative error " + psk::ref::formatError(err);
     return outcome;
 }
 
@@ -175,7 +314,7 @@ TEST_F(SharedContextThreads, EachThreadOwnAttentionMatchesReference) {
         SCOPED_TRACE("thread " + std::to_string(i) + ": " + describe(work[i]));
         EXPECT_EQ(outcomes[i].failure, "");
         EXPECT_EQ(outcomes[i].forwardsDone, work[i].forwards);
-        EXPECT_LE(outcomes[i].maxError, kMaxRelativeError);
+        EXPECT_LE(outcomes[i].maxError, threshold(work[i]));
     }
     // One ERROR message per misuse, each delivered whole (the callback ran concurrently).
     MessageLog& log = psk::test::sharedLog();
@@ -228,6 +367,47 @@ TEST_F(SharedContextThreads, ManySmallForwards) {
         EXPECT_EQ(outcomes[i].forwardsDone, work[i].forwards);
     }
     psk::test::sharedLog().clear();  // the misuse messages
+}
+
+TEST_F(SharedContextThreads, PolysketchForwardsAndDecodingMatchReference) {
+    // Polysketch on the shared context: three threads run forwards (causal local exact, causal
+    // sketched, full; n across several blocks and growing per call), three decode (a prompt, then
+    // steps across block boundaries), each with its own attention, sketch (seed), inputs and, for
+    // decoding, decode state. Two configurations (h = 16 and h = 32) are shared between threads,
+    // so pipeline creation and cache lookups overlap too.
+    auto polysketch = [](bool causal, bool localExact, uint32_t Hq, uint32_t Hkv, uint32_t h, uint32_t dv, uint32_t n, uint32_t steps) {
+        Job j;
+        j.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        j.causal = causal;
+        j.localExact = localExact;
+        j.Hq = Hq;
+        j.Hkv = Hkv;
+        j.h = h;
+        j.dv = dv;
+        j.n = n;
+        j.steps = steps;
+        return j;
+    };
+    std::vector<Job> work = {
+        polysketch(true, true, 2, 1, 16, 16, 40, 0),     // forwards: n = 40, 63, 86 (b = 16)
+        polysketch(true, false, 4, 2, 32, 24, 33, 0),    //           n = 33, 56, 79
+        polysketch(false, false, 2, 2, 16, 16, 29, 0),   //           n = 29, 52, 75
+        polysketch(true, true, 2, 1, 16, 16, 21, 30),    // decoding: prompt 21, then to 51 tokens
+        polysketch(true, false, 4, 2, 32, 24, 16, 27),   //           prompt of exactly one block, to 43
+        polysketch(true, true, 4, 2, 32, 24, 5, 40),     //           prompt within a block, to 45
+    };
+    for (size_t i = 0; i < work.size(); ++i) work[i].seed = 101 + i;
+    std::vector<Outcome> outcomes(work.size());
+    runTogether(work.size(), [&](size_t i) { outcomes[i] = work[i].steps ? runDecodeJob(ctx, work[i]) : runJob(ctx, work[i]); });
+
+    for (size_t i = 0; i < work.size(); ++i) {
+        SCOPED_TRACE("thread " + std::to_string(i) + ": " + describe(work[i]));
+        EXPECT_EQ(outcomes[i].failure, "");
+        EXPECT_EQ(outcomes[i].forwardsDone, work[i].steps ? work[i].steps : work[i].forwards);
+        EXPECT_LE(outcomes[i].maxError, psk::conformance::kPolysketchFloat32);
+        RecordProperty("relative_max_error_thread" + std::to_string(i), psk::ref::formatError(outcomes[i].maxError));
+    }
+    psk::test::sharedLog().clear();  // the forward threads' misuse messages (seqLen 0)
 }
 
 // -----------------------------------------------------------------------------------------------
