@@ -289,7 +289,7 @@ TEST_F(PskBench, DecodeSweepWritesJsonCsvAndPlot) {
 }
 
 // An explicit step count in every storage type: 16-bit attention objects decode too (their
-// steps take uint16_t bit patterns; until issue 17 item 1 they were skipped as UNSUPPORTED).
+// steps take uint16_t bit patterns), and psk bench must time them, not skip them as UNSUPPORTED.
 TEST_F(PskBench, DecodeStepsInEveryStorageType) {
     TempDir dir;
     const Outcome out = runPsk({"bench", "--decode", "--kinds", "softmax,polysketch", "--context", "8", "--dtype", "f32,f16,bf16",

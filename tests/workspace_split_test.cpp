@@ -1,6 +1,7 @@
-// A forward's workspace split into several buffers (issue 14 item 4): under a context whose
-// largest allocation (PskContextCreateInfo::maxAllocationSize) is smaller than the workspace but
-// holds every region, host forwards of every polysketch configuration (local exact, full, learned,
+// A forward's workspace split into several buffers, so that a workspace larger than one allocation
+// may hold still runs: under a context whose largest allocation
+// (PskContextCreateInfo::maxAllocationSize) is smaller than the workspace but holds every region,
+// host forwards of every polysketch configuration (local exact, full, learned,
 // degree 8 with its node scratch, GQA, float16), a baseline with key chunks, a prefill and a
 // forward continuing a decode state must equal the uncapped context's bit for bit, in more than
 // one buffer; a region larger than the cap fails with TOO_LARGE and writes nothing; the recorded
