@@ -80,9 +80,23 @@ PskAttentionCreateInfo createInfo(PskAttentionKind kind, const Shape& s, uint64_
     return info;
 }
 
+/** The plan's kernel lines, without its "# " comment lines (switches, self-test verdicts). */
+std::string kernelLines(const std::string& plan) {
+    std::string out;
+    size_t begin = 0;
+    while (begin < plan.size()) {
+        size_t end = plan.find('\n', begin);
+        if (end == std::string::npos) end = plan.size();
+        if (plan.compare(begin, 2, "# ") != 0) out += plan.substr(begin, end - begin + 1);
+        begin = end + 1;
+    }
+    return out;
+}
+
 struct Outcome {
     bool created = false;
-    std::string plan;
+    std::string plan;     // the kernel lines
+    std::string comments; // the whole text, comments included
     double error = 0;       // conformance metric against the float64 reference
     size_t nonFinite = 0;
     std::vector<std::string> messages;
@@ -109,8 +123,9 @@ Outcome runCase(PskAttentionKind kind) {
         o.created = true;
         size_t size = 0;
         pskGetAttentionPlan(attn, nullptr, &size);
-        o.plan.assign(size, '\0');
-        pskGetAttentionPlan(attn, o.plan.data(), &size);
+        o.comments.assign(size, '\0');
+        pskGetAttentionPlan(attn, o.comments.data(), &size);
+        o.plan = kernelLines(o.comments);
         const PskDataType type = PSK_DATA_TYPE_FLOAT16;
         const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hq) * s.n * s.h, seed + 1), type);
         const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.h, seed + 2), type);
@@ -195,6 +210,8 @@ TEST_P(CoopSelfTest, BrokenKernelIsDisabledAndTheOutputStaysCorrect) {
     bool said = false;
     for (const std::string& m : o.messages) said = said || (m.find("disagrees with the generic kernel") != std::string::npos && m.find(stage) != std::string::npos);
     EXPECT_TRUE(said) << "no message through the callback";
+    EXPECT_NE(o.comments.find(std::string("# self-test: ") + variantOf(stage)), std::string::npos) << o.comments;
+    EXPECT_NE(o.comments.find("FAILED, disabled on this device"), std::string::npos) << o.comments;
 }
 
 INSTANTIATE_TEST_SUITE_P(Stages, CoopSelfTest, ::testing::Values("features", "states", "output", "baselines"),
@@ -259,7 +276,8 @@ TEST(CoopMatSwitches, ParsesEveryValueAndRefusesUnknownOnes) {
 
 class CoopMatSwitchPlans : public ContextTest {};
 
-std::string planOf(PskContext ctx, PskAttentionKind kind, PskResult* result = nullptr) {
+std::string planOf(PskContext ctx, PskAttentionKind kind, PskResult* result = nullptr);
+std::string planOfAll(PskContext ctx, PskAttentionKind kind, PskResult* result) {
     const PskAttentionCreateInfo info = createInfo(kind, Shape{}, 7);
     PskAttention attn = nullptr;
     const PskResult r = pskCreateAttention(ctx, &info, &attn);
@@ -272,6 +290,7 @@ std::string planOf(PskContext ctx, PskAttentionKind kind, PskResult* result = nu
     pskDestroyAttention(attn);
     return plan;
 }
+std::string planOf(PskContext ctx, PskAttentionKind kind, PskResult* result) { return kernelLines(planOfAll(ctx, kind, result)); }
 
 // Each stage list selects exactly those stages' cooperative kernels (emulated here).
 TEST_F(CoopMatSwitchPlans, StagesSelectTheCooperativeKernels) {

@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/coop_variants.hpp"
 #include "kernels/kernel_table.hpp"
+#include "util/error.hpp"
 #include "kernels/shader_registry.hpp"
 
 namespace {
@@ -66,6 +68,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::DecodeSoftmaxCombine: return SpecConstants::of(DecodeSoftmaxSpec{});
         case KernelId::CopyRows:
         case KernelId::CopyRowsConvert: return SpecConstants::of(CopyRowsSpec{});
+        case KernelId::CoopMatStrictCheck: return SpecConstants::of(CoopMatStrictCheckSpec{});
         default: return {};
     }
 }
@@ -151,4 +154,27 @@ TEST(KernelTable, SpecConstantsAreSetByName) {
     EXPECT_EQ(c.values[3], 3u);
     EXPECT_EQ(c.values[0], 32u);  // the shader's default, SKETCH = 32
     EXPECT_EQ(c.describe(), "SKETCH=32 VALUE_DIM=64 Z_STRIDE=72 C4=3");
+}
+
+// The cooperative variants are named from typed parts declared once (shaders/interface/coop_backends.h),
+// and every variant the declaration lists for a backend this build has exists.
+TEST(KernelTable, CooperativeVariantsAreDeclaredOnceAndComplete) {
+    using psk::CoopBackend;
+    using psk::CoopOperand;
+    EXPECT_EQ(psk::coopVariantName(KernelId::SketchFeaturesCoopMat, {CoopBackend::KHR, CoopOperand::F16}, "random", PSK_DATA_TYPE_FLOAT16),
+              "sketch_features_coopmat.khr_f16_random.f16");
+    EXPECT_EQ(psk::coopVariantName(KernelId::BlockStatesCoopMat, {CoopBackend::Emulated, CoopOperand::BF16}, "", PSK_DATA_TYPE_FLOAT32),
+              "block_states_coopmat.emu_bf16.f32");
+    EXPECT_EQ(psk::coopAxis({CoopBackend::NV, CoopOperand::F16}), "nv_f16");
+    EXPECT_THROW(psk::coopAxis({CoopBackend::NV, CoopOperand::BF16}), psk::Error);  // NV takes float16 operands only
+    EXPECT_THROW(psk::coopVariantName(KernelId::BlockScan, {CoopBackend::KHR, CoopOperand::F16}, "", PSK_DATA_TYPE_FLOAT32), psk::Error);
+    EXPECT_NO_THROW(psk::checkCoopVariantsComplete());
+    EXPECT_TRUE(psk::coopBackendBuilt({CoopBackend::Emulated, CoopOperand::F16}));
+    EXPECT_TRUE(psk::coopBackendBuilt({CoopBackend::Emulated, CoopOperand::BF16}));
+    // The kernel table's axes of a cooperative kernel are the declaration's backends x sub-variants.
+    EXPECT_EQ(psk::kernelAxis(KernelId::AttentionTiledCoopMat, 0), "nv_f16_softmax");
+    EXPECT_EQ(psk::kernelAxis(KernelId::BlockStatesCoopMat, 4), "emu_bf16");
+    EXPECT_EQ(psk::kernelAxis(KernelId::BlockStatesCoopMat, 5), "");
+    EXPECT_NE(psk::findCoopVariant(KernelId::PolysketchOutputCoopMat, {CoopBackend::Emulated, CoopOperand::F16}, "", PSK_DATA_TYPE_FLOAT16),
+              nullptr);
 }

@@ -5,6 +5,7 @@
 
 #include "util/error.hpp"
 #include "vk/coopmat_selection.hpp"
+#include "vk/device_caps.hpp"
 
 namespace psk {
 
@@ -136,6 +137,18 @@ CoopMatSelection selectCoopMatWithSwitches(const DeviceCaps& caps, const CoopMat
         selection.bfloat16.reason += only;
     }
     return selection;
+}
+
+std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emulate, PskDataType type, const DeviceCaps& caps) {
+    if (type == PSK_DATA_TYPE_FLOAT32) return std::nullopt;
+    const CoopOperand operand = type == PSK_DATA_TYPE_BFLOAT16 ? CoopOperand::BF16 : CoopOperand::F16;
+    if (emulate) {
+        if (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize) return std::nullopt;
+        return CoopVariant{CoopBackend::Emulated, operand};
+    }
+    if (choice.path == CoopMatPath::Scalar) return std::nullopt;
+    if (choice.path == CoopMatPath::NV) return CoopVariant{CoopBackend::NV, CoopOperand::F16};
+    return CoopVariant{CoopBackend::KHR, choice.operand == CoopMatOperand::BFloat16 ? CoopOperand::BF16 : CoopOperand::F16};
 }
 
 std::string describeCoopMatSwitches(const CoopMatSwitches& s) {

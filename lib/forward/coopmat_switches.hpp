@@ -23,8 +23,13 @@
 // PSK_COOPMAT_EMULATION=1 / gpu-tiles selects the emulated backend (with its own or the GPU's tiling).
 #pragma once
 
+#include <polysketch/polysketch.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "kernels/coop_variants.hpp"
 
 namespace psk {
 
@@ -65,6 +70,7 @@ bool parseCoopMatSwitches(const char* backend, const char* stages, const char* s
  */
 CoopMatSwitches coopMatSwitches();
 
+struct CoopMatChoice;
 struct CoopMatSelection;
 struct DeviceCaps;
 /**
@@ -72,6 +78,14 @@ struct DeviceCaps;
  * requested extension (khr, nv), or none (off, emulated: the emulated backend needs no extension).
  */
 CoopMatSelection selectCoopMatWithSwitches(const DeviceCaps& caps, const CoopMatSwitches& switches);
+
+/**
+ * The cooperative variant that the stages of a call with storage `type` take, if any: the emulated
+ * backend when requested (on a device with a fixed subgroup of 4 or more lanes: the emulation
+ * spreads a 16 x 16 matrix over it), else the device's choice; none for float32 storage, whose
+ * contract is float32 operands.
+ */
+std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emulate, PskDataType type, const DeviceCaps& caps);
 
 /** One line for `psk info` and plans: the switches that differ from the defaults ("" when none). */
 std::string describeCoopMatSwitches(const CoopMatSwitches& s);

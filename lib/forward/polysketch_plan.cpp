@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "forward/coopmat_switches.hpp"
+#include "kernels/coop_variants.hpp"
 #include "kernels/team_kernels.hpp"
 #include "vk/coopmat_selection.hpp"
 #include "util/error.hpp"
@@ -276,15 +278,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     const uint32_t coopShared =
         std::min<uint32_t>(limits.maxComputeSharedMemorySize, emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
     const CoopMatChoice coop = selectCoopMatWithSwitches(caps, switches).forDataType(type);
-    const char* coopAxis = nullptr;
-    if (type == PSK_DATA_TYPE_FLOAT32)
-        coopAxis = nullptr;
-    else if (emulate)
-        coopAxis = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
-    else if (coop.path != CoopMatPath::Scalar)
-        coopAxis = coop.path == CoopMatPath::NV ? "nv_f16" : coop.operand == CoopMatOperand::BFloat16 ? "khr_bf16" : "khr_f16";
-    if (coopAxis && emulate && (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize))
-        coopAxis = nullptr;  // the emulation spreads a 16 x 16 matrix over a fixed subgroup of >= 4 lanes
+    const std::optional<CoopVariant> coopVariant = coopVariantFor(coop, emulate, type, caps);
     const uint32_t coopM = emulate ? 16 : coop.shape.m, coopN = emulate ? 16 : coop.shape.n, coopK = emulate ? 16 : coop.shape.k;
     const bool cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
 
@@ -299,19 +293,19 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     uint32_t featureIterations = 0;
     bool coopFeatures = false;
     featureCoopSpec.PRODUCT_TERMS = switches.featureTerms;
-    if (coopAxis && !(coopStages & kCoopFeatures)) {
+    const char* featureSub = sketch.learned ? "learned" : "random";
+    if (coopVariant && !(coopStages & kCoopFeatures)) {
         whyNotCoopFeatures = cat("; not the cooperative feature map: ", stageOffReason(switches, c, kCoopFeatures));
-    } else if (coopAxis) {
+    } else if (coopVariant) {
         float maxWeight = 0.0f;
         for (float w : sketch.data) maxWeight = std::max(maxWeight, std::fabs(w));
-        const bool f16Operands = std::strstr(coopAxis, "_f16") != nullptr;
-        const std::string axis = cat(coopAxis, sketch.learned ? "_learned" : "_random");
+        const bool f16Operands = coopVariant->operand == CoopOperand::F16;
         if (!sketch.learned && sketch.levels != 1) {
             whyNotCoopFeatures = "; not the cooperative feature map: it has p = 4 sketches only (p = 2 is S = x, p = 8 keeps the FP32 kernel)";
         } else if (f16Operands && !(maxWeight < 16384.0f)) {
             whyNotCoopFeatures = cat("; not the cooperative feature map: a sketch weight of magnitude ", maxWeight,
                                      " is outside what float16 operands hold without scaling (< 2^14)");
-        } else if (!findKernelVariant(KernelId::SketchFeaturesCoopMat, axis, type)) {
+        } else if (!findCoopVariant(KernelId::SketchFeaturesCoopMat, *coopVariant, featureSub, type)) {
             whyNotCoopFeatures = "; not the cooperative feature map: the variant is not built";
         } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, sketch, c.headDim, coopShared, invocations,
                                               featureCoopSpec)) {
@@ -329,8 +323,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         }
         if (coopFeatures) {
             plan.featureRows = featureCoopSpec.SG_M * featureCoopSpec.CM_M;
-            plan.featureKernel = KernelChoice::make(
-                KernelId::SketchFeaturesCoopMat, axis, type, featureCoopSpec,
+            plan.featureKernel = coopKernelChoice(
+                KernelId::SketchFeaturesCoopMat, *coopVariant, featureSub, type, featureCoopSpec,
                 emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands as hi + lo pairs "
                               "(three products per step), float32 sums",
                               featureIterations ? cat("; about ", featureIterations, " loop iterations per invocation") : std::string())
@@ -377,8 +371,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // --- Block states (cooperative matrices first, as decided above).
     const bool coopStatesAllowed = coopStages & kCoopStates;
     const std::string whyNotCoopStates =
-        coopAxis && !coopStatesAllowed ? cat("; not the cooperative block states: ", stageOffReason(switches, c, kCoopStates)) : std::string();
-    if (coopAxis && coopStatesAllowed && findKernelVariant(KernelId::BlockStatesCoopMat, coopAxis, type) != nullptr) {
+        coopVariant && !coopStatesAllowed ? cat("; not the cooperative block states: ", stageOffReason(switches, c, kCoopStates)) : std::string();
+    if (coopVariant && coopStatesAllowed && findCoopVariant(KernelId::BlockStatesCoopMat, *coopVariant, "", type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         kernel::BlockStatesCoopMatSpec spec;
         if (smallTiles) {
@@ -402,8 +396,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
         }
         plan.statesTileF = spec.SG_M * spec.WM * spec.CM_M;
         plan.statesTileC = spec.SG_N * spec.WN * spec.CM_N;
-        plan.statesKernel = KernelChoice::make(
-            KernelId::BlockStatesCoopMat, coopAxis, type, spec,
+        plan.statesKernel = coopKernelChoice(
+            KernelId::BlockStatesCoopMat, *coopVariant, "", type, spec,
             emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums") : cat("cooperative kernel: ", coop.reason));
         plan.statesKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
     } else if (teamStates) {
@@ -476,11 +470,12 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // iterations per invocation, docs/ARCHITECTURE.md): the emulation walks matrix elements in
     // per-lane loops, so long feature lists (r >= ~96 at small dv) would exceed it; those keep the
     // team / generic output, with the reason in the plan.
-    bool coopOutput = coopAxis && (coopStages & kCoopOutput) && findKernelVariant(KernelId::PolysketchOutputCoopMat, coopAxis, type) != nullptr;
+    bool coopOutput =
+        coopVariant && (coopStages & kCoopOutput) && findCoopVariant(KernelId::PolysketchOutputCoopMat, *coopVariant, "", type) != nullptr;
     kernel::PolysketchOutputCoopMatSpec coopSpec;
     uint32_t emulatedIterations = 0;
     std::string whyNotCoopOutput;
-    if (coopAxis && !(coopStages & kCoopOutput))
+    if (coopVariant && !(coopStages & kCoopOutput))
         whyNotCoopOutput = cat("; not the cooperative output: ", stageOffReason(switches, c, kCoopOutput));
     if (coopOutput) {
         if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, c, R, plan.stateStride, coopShared, coopSpec)) {
@@ -497,8 +492,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     if (coopOutput) {
         const kernel::PolysketchOutputCoopMatSpec& spec = coopSpec;
         plan.outputRows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
-        plan.outputKernel = KernelChoice::make(
-            KernelId::PolysketchOutputCoopMat, coopAxis, type, spec,
+        plan.outputKernel = coopKernelChoice(
+            KernelId::PolysketchOutputCoopMat, *coopVariant, "", type, spec,
             emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
                           emulatedIterations ? cat("; about ", emulatedIterations, " loop iterations per invocation") : std::string())
                     : cat("cooperative kernel: ", coop.reason));

@@ -1,8 +1,10 @@
 #include "forward/tiled_forward.hpp"
 
 #include "forward/coopmat_switches.hpp"
+#include "kernels/coop_variants.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "forward/polysketch_plan.hpp"
 #include "util/error.hpp"
@@ -109,7 +111,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     // Cooperative matrices under the polysketch stages' rules (polysketch_plan.cpp): 16-bit storage
     // only (float32 storage promises float32 operands and keeps the FP32 kernel), emulated when
     // PSK_COOPMAT_EMULATION asks for it, else the device's KHR or NV path where
-    // selectCoopMatForDevice finds a usable shape (PSK_DISABLE_COOPMAT turns it off).
+    // selectCoopMatForDevice finds a usable shape (the switches of forward/coopmat_switches.hpp
+    // choose or turn off the backend and stage).
     const PskDataType type = c.dataType;
     const CoopMatEmulation emulation = coopMatEmulationMode();
     const bool emulate = emulation != CoopMatEmulation::Off;
@@ -119,34 +122,27 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
         whyNotCoop = cat("; not the cooperative kernel: ", stageOffReason(switches, c, kCoopBaselines));
     } else if (type != PSK_DATA_TYPE_FLOAT32) {
         const CoopMatChoice coop = selectCoopMatWithSwitches(caps, switches).forDataType(type);
-        const char* backend = nullptr;
-        if (emulate)
-            backend = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
-        else if (coop.path != CoopMatPath::Scalar)
-            backend = coop.path == CoopMatPath::NV ? "nv_f16" : coop.operand == CoopMatOperand::BFloat16 ? "khr_bf16" : "khr_f16";
-        else
+        std::optional<CoopVariant> variant = coopVariantFor(coop, emulate, type, caps);
+        if (!emulate && coop.path == CoopMatPath::Scalar)
             whyNotCoop = cat("; not the cooperative kernel: ", coop.reason);
-        if (backend && emulate && (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize)) {
-            backend = nullptr;  // the emulation spreads a 16 x 16 matrix over a fixed subgroup of >= 4 lanes
+        else if (!variant)
             whyNotCoop = "; not the emulated cooperative kernel: it needs a fixed subgroup size of 4 or more";
-        }
-        const std::string axis = backend ? cat(backend, "_", kind) : std::string();
-        if (backend && findKernelVariant(KernelId::AttentionTiledCoopMat, axis, type) == nullptr) {
-            backend = nullptr;
-            whyNotCoop = cat("; not the cooperative kernel: this build has no ", kernelVariant(KernelId::AttentionTiledCoopMat, axis, type));
+        if (variant && findCoopVariant(KernelId::AttentionTiledCoopMat, *variant, kind, type) == nullptr) {
+            whyNotCoop = cat("; not the cooperative kernel: this build has no ", coopVariantName(KernelId::AttentionTiledCoopMat, *variant, kind, type));
+            variant.reset();
         }
         kernel::AttentionTiledCoopMatSpec spec;
         const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
         // Hardware: the device's shared memory up to 48 KiB (the usual compute limit); emulated, 32 KiB
         // as the polysketch stages.
         const uint32_t shared = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, emulate ? 32768 : 49152);
-        if (backend && !planAttentionTiledCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
+        if (variant && !planAttentionTiledCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
                                                   emulation == CoopMatEmulation::SmallTiles, c,
                                                   shared, spec)) {
-            backend = nullptr;
+            variant.reset();
             whyNotCoop = "; not the cooperative kernel: no tiling fits this device's shared memory";
         }
-        if (backend) {
+        if (variant) {
             std::string detail;
             if (emulate && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
                 // llvmpipe ends every loop of an invocation after 65535 iterations in all: the key
@@ -159,8 +155,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                              " keys per dispatch");
             }
             plan.rows = spec.SG_M * spec.CM_M;
-            plan.kernel = KernelChoice::make(
-                KernelId::AttentionTiledCoopMat, axis, type, spec,
+            plan.kernel = coopKernelChoice(
+                KernelId::AttentionTiledCoopMat, *variant, kind, type, spec,
                 emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
                               detail)
                         : cat("cooperative kernel: ", coop.reason));

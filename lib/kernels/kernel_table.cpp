@@ -1,5 +1,6 @@
 #include "kernels/kernel_table.hpp"
 
+#include "kernels/coop_variants.hpp"
 #include "kernels/shader_registry.hpp"
 #include "util/error.hpp"
 #include "util/storage_type.hpp"
@@ -7,6 +8,10 @@
 namespace psk {
 
 namespace {
+
+// The cooperative kernels' first axis is every backend x sub-variant of their one declaration
+// (shaders/interface/coop_backends.h, kernels/coop_variants.hpp), not a list written here.
+constexpr const char* kCoopAxes = "(interface/coop_backends.h) storage";
 
 // One row per kernel, in KernelId order. Axes: "a|b" is the first build axis, "storage" the
 // storage types f32/f16/bf16, "f32" float32 only. The coopmat variant's first axis is
@@ -18,23 +23,21 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::AttentionTiled, "attention_tiled", "attention_tiled.comp", KernelImpl::Generic, "softmax|polynomial storage",
      "AttentionTiledSpec", "AttentionTiledPush", "softmax / exact polynomial attention (flash-style tiles)"},
     {KernelId::AttentionTiledCoopMat, "attention_tiled_coopmat", "attention_tiled_coopmat.comp", KernelImpl::Cooperative,
-     "nv_f16_softmax|khr_f16_softmax|khr_bf16_softmax|emu_f16_softmax|emu_bf16_softmax|nv_f16_polynomial|khr_f16_polynomial|"
-     "khr_bf16_polynomial|emu_f16_polynomial|emu_bf16_polynomial storage",
+     kCoopAxes,
      "AttentionTiledCoopMatSpec", "AttentionTiledPush", "softmax / exact polynomial attention on cooperative matrices (flash-style)"},
     {KernelId::SketchFeatures, "sketch_features", "sketch_features.comp", KernelImpl::Generic, "random|learned storage",
      "SketchFeaturesSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows, degree-8 nodes)"},
     {KernelId::SketchFeaturesTeam, "sketch_features_team", "sketch_features_team.comp", KernelImpl::Team, "storage",
      "SketchFeaturesTeamSpec", "SketchFeaturesPush", "feature map: S(q), S(k) (+ local rows)"},
     {KernelId::SketchFeaturesCoopMat, "sketch_features_coopmat", "sketch_features_coopmat.comp", KernelImpl::Cooperative,
-     "nv_f16_random|khr_f16_random|khr_bf16_random|emu_f16_random|emu_bf16_random|nv_f16_learned|khr_f16_learned|"
-     "khr_bf16_learned|emu_f16_learned|emu_bf16_learned storage",
+     kCoopAxes,
      "SketchFeaturesCoopMatSpec", "SketchFeaturesPush", "feature map on cooperative matrices: S(q), S(k) (+ local rows)"},
     {KernelId::BlockStates, "block_states", "block_states.comp", KernelImpl::Generic, "storage", "BlockStatesSpec",
      "BlockStatesPush", "block states H_l = psi(S(K_l))^T [V_l | 1]"},
     {KernelId::BlockStatesTeam, "block_states_team", "block_states_team.comp", KernelImpl::Team, "storage",
      "BlockStatesTeamSpec", "BlockStatesPush", "block states H_l = psi(S(K_l))^T [V_l | 1]"},
     {KernelId::BlockStatesCoopMat, "block_states_coopmat", "block_states_coopmat.comp", KernelImpl::Cooperative,
-     "nv_f16|khr_f16|khr_bf16|emu_f16|emu_bf16 storage", "BlockStatesCoopMatSpec", "BlockStatesPush",
+     kCoopAxes, "BlockStatesCoopMatSpec", "BlockStatesPush",
      "block states on cooperative matrices"},
     {KernelId::BlockScan, "block_scan", "block_scan.comp", KernelImpl::Generic, "f32", "BlockScanSpec", "BlockColumnsPush",
      "exclusive prefix Z_l = sum_{j<l} H_j (Blelloch)"},
@@ -45,7 +48,7 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::PolysketchOutputTeam, "polysketch_output_team", "polysketch_output_team.comp", KernelImpl::Team, "storage",
      "PolysketchOutputTeamSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
     {KernelId::PolysketchOutputCoopMat, "polysketch_output_coopmat", "polysketch_output_coopmat.comp", KernelImpl::Cooperative,
-     "nv_f16|khr_f16|khr_bf16|emu_f16|emu_bf16 storage", "PolysketchOutputCoopMatSpec", "PolysketchOutputPush",
+     kCoopAxes, "PolysketchOutputCoopMatSpec", "PolysketchOutputPush",
      "output on cooperative matrices: phi(q)^T Z + local part, normalized"},
     {KernelId::SelfTensor, "self_tensor", "self_tensor.comp", KernelImpl::Generic, "f32", "NoSpec", "SelfTensorPush",
      "materialized features psi(S) (tests, tools)"},
@@ -76,6 +79,15 @@ const KernelInfo& kernelInfo(KernelId id) {
 
 std::string_view kernelAxis(KernelId id, size_t i) {
     std::string_view axes = kernelInfo(id).axes;
+    if (axes == kCoopAxes && isCoopKernel(id)) {
+        std::string_view list = coopAxisList(id);
+        for (size_t k = 0; k < i; ++k) {
+            const size_t bar = list.find('|');
+            if (bar == std::string_view::npos) return {};
+            list = list.substr(bar + 1);
+        }
+        return list.substr(0, list.find('|'));
+    }
     const size_t space = axes.find(' ');
     if (space == std::string_view::npos) return {};
     std::string_view first = axes.substr(0, space);
