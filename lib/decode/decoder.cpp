@@ -106,9 +106,9 @@ void Decoder::recordCopyRows(Recorder& rec, const RowTensor& src, const RowTenso
     push.heads = heads;
     push.groups_x = groupsX;
     push.src_base = uint32_t(src.base);
-    push.src = pushStrides(src.strides);
+    push.src = kernel::pushStrides(src.strides);
     push.dst_base = uint32_t(dst.base);
-    push.dst = pushStrides(dst.strides);
+    push.dst = kernel::pushStrides(dst.strides);
     // Batch entries per dispatch: as many as the z dimension allows.
     const uint32_t perDispatch = std::max<uint32_t>(1, std::min<uint32_t>(batch, limits.maxComputeWorkGroupCount[2] / heads));
     const VkPipeline pipeline = convert == RowConvert::ToF32 && toF32_     ? toF32_

@@ -45,19 +45,20 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
 
 PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe)
     : context_(context) {
-    const DeviceCaps& caps = context->caps();
-    config_ = makeAttentionConfig(info, caps);
+    ResolvedAttention resolved = resolveAttention(info, context->caps());
+    config_ = resolved.config;
+    sketch_ = std::move(resolved.sketch);
     config_.coopStages = coopStages;
     config_.selfTestProbe = selfTestProbe;
 
     // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
-    forward_ = createForwardKind(context, config_, info);
+    forward_ = createForwardKind(context, config_, sketch_);
     // A cooperative kernel is checked against the generic one before its first use on a device;
     // the stages whose kernel disagrees are planned again without it.
     if (const uint32_t failed = coopSelfTest(context, info, config_, forward_->kernels()) & config_.coopStages) {
         config_.coopStages &= ~failed;
         forward_.reset();
-        forward_ = createForwardKind(context, config_, info);
+        forward_ = createForwardKind(context, config_, sketch_);
     }
     polysketch_ = dynamic_cast<const PolysketchForward*>(forward_.get());
 

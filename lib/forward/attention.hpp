@@ -91,7 +91,8 @@ private:
     void ensureBuffer(psk::Buffer& buffer, VkDeviceSize bytes, psk::MemoryUsage usage);
 
     PskContext context_;
-    psk::AttentionConfig config_;
+    psk::AttentionConfig config_;                      // resolveAttention's, with the cooperative stages the self-test left
+    std::shared_ptr<const psk::PackedSketch> sketch_;  // POLYSKETCH only
     std::unique_ptr<psk::ForwardKind> forward_;
     const psk::PolysketchForward* polysketch_ = nullptr;  // forward_, when the kind is POLYSKETCH
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "util/storage_type.hpp"
@@ -51,6 +52,20 @@ struct AttentionConfig {
 
 /** Applies defaults and checks every field; throws psk::Error naming the first bad one. */
 AttentionConfig makeAttentionConfig(const PskAttentionCreateInfo& info, const DeviceCaps& caps);
+
+struct PackedSketch;
+/**
+ * The attention as it will run, resolved once before any forward object exists: the checked and
+ * defaulted config completed by what a sketch file says (its sketch size, its scaling), and for
+ * POLYSKETCH the packed sketch (generated from the seed or loaded, with the q/k LayerNorm folded
+ * in). Forward kinds and planners read it and never change it.
+ */
+struct ResolvedAttention {
+    AttentionConfig config;
+    std::shared_ptr<const PackedSketch> sketch;  // POLYSKETCH only
+};
+/** makeAttentionConfig, then the sketch; throws psk::Error (a bad file: BAD_FILE, a mismatch: INVALID_ARGUMENT). */
+ResolvedAttention resolveAttention(const PskAttentionCreateInfo& info, const DeviceCaps& caps);
 
 
 /** One tensor of a call: [batch, heads, tokens, dim] with element strides. */

@@ -5,9 +5,9 @@
 
 namespace psk {
 
-std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, AttentionConfig& config,
-                                               const PskAttentionCreateInfo& info) {
-    if (config.kind == PSK_ATTENTION_KIND_POLYSKETCH) return std::make_unique<PolysketchForward>(context, config, info);
+std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, const AttentionConfig& config,
+                                               const std::shared_ptr<const PackedSketch>& sketch) {
+    if (config.kind == PSK_ATTENTION_KIND_POLYSKETCH) return std::make_unique<PolysketchForward>(context, config, sketch);
     return std::make_unique<TiledForward>(context, config);
 }
 

@@ -16,6 +16,10 @@ struct PskContext_T;
 struct PskAttentionCreateInfo;
 
 namespace psk {
+struct PackedSketch;
+}
+
+namespace psk {
 
 /** Device tensors of one forward call: buffers plus the geometry their contents follow. */
 struct BoundTensors {
@@ -38,11 +42,11 @@ public:
 };
 
 /**
- * The object for config.kind, with its pipelines created (a call never stalls on a compile).
- * Polysketch loads its sketch here and may complete `config` from the sketch file (sketchSize,
- * referenceScaling).
+ * The object for config.kind, with its pipelines created (a call never stalls on a compile), from
+ * the attention as resolveAttention made it; `config` (which the object keeps a reference to)
+ * outlives it.
  */
-std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, AttentionConfig& config,
-                                               const PskAttentionCreateInfo& info);
+std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, const AttentionConfig& config,
+                                               const std::shared_ptr<const PackedSketch>& sketch);
 
 }  // namespace psk

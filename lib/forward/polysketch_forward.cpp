@@ -101,12 +101,12 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
     };
     fp.heads = c.numQueryHeads;
     fp.scale = c.scale;
-    fp.x_strides = pushStrides(g.q.strides);
+    fp.x_strides = kernel::pushStrides(g.q.strides);
     rec.dispatch(pipeline(g.q.strides), {reads(q), reads(res.weights), writes(f.qSketch), writes(f.qLocal), writes(f.qNodes)}, &fp,
                  sizeof(fp), groups, c.numQueryHeads, g.batch);
     fp.heads = c.numKeyValueHeads;
     fp.scale = 1.0f;  // k is never scaled
-    fp.x_strides = pushStrides(g.k.strides);
+    fp.x_strides = kernel::pushStrides(g.k.strides);
     rec.dispatch(pipeline(g.k.strides), {reads(k), reads(res.weights), writes(f.kSketch), writes(f.kLocal), writes(f.kNodes)}, &fp,
                  sizeof(fp), groups, c.numKeyValueHeads, g.batch);
 }
@@ -169,7 +169,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     sp.features = plan.features;
     sp.kv_heads = c.numKeyValueHeads;
     sp.feature_tiles = featureTiles;
-    sp.v_strides = pushStrides(g.v.strides);
+    sp.v_strides = kernel::pushStrides(g.v.strides);
     // The cooperative variant takes the same push constants (and finds its operand scales itself).
     rec.dispatch(res.states, {reads(f.kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
                  featureTiles * colTiles, ws.blocks, kvSequences);
@@ -197,8 +197,8 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.q_heads = c.numQueryHeads;
     op.kv_heads = c.numKeyValueHeads;
     op.tiles_per_block = tilesPerBlock;
-    op.v_strides = pushStrides(g.v.strides);
-    op.o_strides = pushStrides(g.out.strides);
+    op.v_strides = kernel::pushStrides(g.v.strides);
+    op.o_strides = kernel::pushStrides(g.out.strides);
     op.prefix_first = cont ? 1u : 0u;
     // Every output variant takes these push constants and this grid: plan.outputRows rows per
     // workgroup (the cooperative kernel's TILE_M = SG_M * CM_M); only the team kernel has a vec variant.
@@ -209,58 +209,11 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     if (plan.faultStages & kCoopOutput) rec.fill(t.out, fillableBytes(t.out), kInfinityBits);
 }
 
-PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, const PskAttentionCreateInfo& info)
-    : context_(context), config_(c) {
+PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfig& c, std::shared_ptr<const PackedSketch> sketch)
+    : context_(context), config_(c), sketch_(std::move(sketch)) {
+    if (!sketch_) fail(PSK_ERROR_INTERNAL, "a polysketch forward without its sketch");
     const DeviceCaps& caps = context_->caps();
-    // Under a tensor prefix a model file holds each layer's sketch and q/k LayerNorm beside the
-    // layer's other weights: each loader is given the names of its own kind.
-    const std::string prefix = info.tensorPrefix ? info.tensorPrefix : "";
-    auto read = [&](const char* path, bool qkNorm) {
-        SafeTensors file = readSafeTensors(path, prefix);
-        if (!prefix.empty()) keepLayerPart(file, qkNorm);
-        return file;
-    };
-    QkNormWeights norm;
-    if (info.qkNormFile) {
-        norm = loadQkNorm(read(info.qkNormFile, true), c.headDim);
-        if (norm.hasLocal() && !(c.causal && c.localExact))
-            fail(PSK_ERROR_INVALID_ARGUMENT, "qkNormFile holds local_ln.scale / local_ln.bias, which only a CAUSAL + "
-                 "LOCAL_EXACT attention uses");
-    }
-    const QkNormWeights* normPtr = info.qkNormFile ? &norm : nullptr;
-    switch (info.sketchSource) {
-        case PSK_SKETCH_SOURCE_SEED: {
-            RandomSketchWeights w = generateRandomSketch(info.seed, c.degree, c.headDim, c.sketchSize);
-            w.referenceScaling = c.referenceScaling;
-            sketch_ = packRandomSketch(w, normPtr);
-            break;
-        }
-        case PSK_SKETCH_SOURCE_FILE: {
-            // sketchSize 0 takes the file's; the file's scaling metadata says how its G were meant.
-            const RandomSketchWeights w = loadRandomSketch(read(info.sketchFile, false), c.headDim, info.sketchSize, c.degree);
-            if (c.referenceScaling && !w.referenceScaling)
-                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING is set but the sketch file says scaling \"unbiased\"");
-            c.referenceScaling = w.referenceScaling;
-            c.sketchSize = w.sketchSize ? w.sketchSize : c.sketchSize;
-            sketch_ = packRandomSketch(w, normPtr);
-            break;
-        }
-        case PSK_SKETCH_SOURCE_LEARNED_FILE: {
-            if (c.degree != 4)
-                fail(PSK_ERROR_INVALID_ARGUMENT, "a learned sketch has degree 4 (degree ", c.degree, " was requested)");
-            if (c.referenceScaling)
-                fail(PSK_ERROR_INVALID_ARGUMENT, "REFERENCE_SCALING applies to random sketches, not to a learned one");
-            const LearnedSketchWeights w = loadLearnedSketch(read(info.sketchFile, false), c.headDim, info.sketchSize);
-            c.sketchSize = w.sketchSize;
-            if (c.sketchSize < 8 || c.sketchSize > 128)
-                fail(PSK_ERROR_BAD_FILE, "learned sketch file: sketch_size ", c.sketchSize, " is outside 8 to 128");
-            sketch_ = packLearnedSketch(w, normPtr);
-            break;
-        }
-        default:
-            fail(PSK_ERROR_INVALID_ARGUMENT, "sketchSource out of range");
-    }
-    plan_ = planPolysketch(c, sketch_, caps);
+    plan_ = planPolysketch(c, *sketch_, caps);
     Pipelines& pipelines = context_->pipelines();
     resources_.features = pipelines.get(plan_.featureKernel);
     resources_.states = pipelines.get(plan_.statesKernel);
@@ -269,8 +222,8 @@ PolysketchForward::PolysketchForward(PskContext_T* context, AttentionConfig& c, 
     if (!plan_.outputKernelVec.empty()) resources_.outputVec = pipelines.get(plan_.outputKernelVec);
     // Every scan (causal) or reduction (full) variant a call may pick, by number of blocks.
     for (const BlockScanPlan& p : allBlockScanPlans(c.causal, caps)) pipelines.get(p.kernel);
-    weights_ = uploadConstant(sketch_.data.data(), sketch_.data.size() * sizeof(float));
-    const std::vector<uint32_t> pairs = selfTensorPairs(sketch_.sketchLength);
+    weights_ = uploadConstant(sketch_->data.data(), sketch_->data.size() * sizeof(float));
+    const std::vector<uint32_t> pairs = selfTensorPairs(sketch_->sketchLength);
     pairs_ = uploadConstant(pairs.data(), pairs.size() * sizeof(uint32_t));
     resources_.weights = {weights_.handle(), 0, weights_.size()};
     resources_.pairs = {pairs_.handle(), 0, pairs_.size()};
@@ -302,11 +255,11 @@ std::vector<KernelChoice> PolysketchForward::kernels() const {
 }
 
 void PolysketchForward::record(Recorder& recorder, const BoundTensors& tensors) const {
-    recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, sketch_, config_, tensors);
+    recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, *sketch_, config_, tensors);
 }
 
 void PolysketchForward::record(Recorder& recorder, const BoundTensors& tensors, const PolysketchContinuation& continuation) const {
-    recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, sketch_, config_, tensors, &continuation);
+    recordPolysketch(recorder, context_->pipelines(), context_->caps(), plan_, resources_, *sketch_, config_, tensors, &continuation);
 }
 
 KernelChoice selfTensorKernel() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "forward/block_scan.hpp"
 #include "forward/forward_kind.hpp"
@@ -92,8 +93,8 @@ void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps
 /** The polysketch forward kind: its sketch (loaded or generated at creation), plan and pipelines. */
 class PolysketchForward final : public ForwardKind {
 public:
-    /** Loads or generates the sketch; completes config.sketchSize / referenceScaling from a sketch file. */
-    PolysketchForward(PskContext_T* context, AttentionConfig& config, const PskAttentionCreateInfo& info);
+    /** `config` and `sketch` as resolveAttention made them (attention_config.hpp); both outlive the object. */
+    PolysketchForward(PskContext_T* context, const AttentionConfig& config, std::shared_ptr<const PackedSketch> sketch);
     WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const override {
         return workspace(geometry).layout(plan_.regionAlignment);
     }
@@ -106,7 +107,7 @@ public:
     const PolysketchPlan& plan() const { return plan_; }
     const PolysketchResources& resources() const { return resources_; }
     /** The packed sketch (decode states hash it to recognize their attention in a blob). */
-    const PackedSketch& sketch() const { return sketch_; }
+    const PackedSketch& sketch() const { return *sketch_; }
 
 private:
     /** A device-local buffer holding `bytes` of `data` (staged when not host-visible). */
@@ -114,7 +115,7 @@ private:
 
     PskContext_T* context_;
     const AttentionConfig& config_;
-    PackedSketch sketch_;
+    std::shared_ptr<const PackedSketch> sketch_;
     PolysketchPlan plan_;
     PolysketchResources resources_;
     Buffer weights_, pairs_;

@@ -212,10 +212,10 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
     push.head_ratio = c.numQueryHeads / c.numKeyValueHeads;
     push.scale = c.scale;
     push.num_q_heads = c.numQueryHeads;
-    push.q_strides = pushStrides(t.geometry.q.strides);
-    push.k_strides = pushStrides(t.geometry.k.strides);
-    push.v_strides = pushStrides(t.geometry.v.strides);
-    push.o_strides = pushStrides(t.geometry.out.strides);
+    push.q_strides = kernel::pushStrides(t.geometry.q.strides);
+    push.k_strides = kernel::pushStrides(t.geometry.k.strides);
+    push.v_strides = kernel::pushStrides(t.geometry.v.strides);
+    push.o_strides = kernel::pushStrides(t.geometry.out.strides);
     const uint32_t groupsX = (t.geometry.tokens + plan.rows - 1) / plan.rows;
     if (groupsX > plan.maxGroupsX)
         fail(PSK_ERROR_TOO_LARGE, "seqLen ", t.geometry.tokens, " needs ", groupsX, " workgroups; the device allows ", plan.maxGroupsX);

@@ -6,6 +6,8 @@
 //     constant can only be set by name, never by position.
 #pragma once
 
+#include <polysketch/polysketch.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -110,5 +112,10 @@ static_assert(sizeof(AttentionTiledPush) <= 128 && sizeof(SketchFeaturesPush) <=
                   sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 && sizeof(DecodeFoldPush) <= 128 &&
                   sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128 && sizeof(CopyRowsPush) <= 128,
               "a push-constant block exceeds the 128 bytes of the pipeline layout");
+
+/** Strides as the kernels take them (makeForwardGeometry guarantees every used offset fits 32 bits). */
+inline TensorStrides pushStrides(const PskTensorStrides& s) {
+    return {static_cast<uint32_t>(s.batch), static_cast<uint32_t>(s.head), static_cast<uint32_t>(s.token)};
+}
 
 }  // namespace psk::kernel

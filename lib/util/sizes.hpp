@@ -1,12 +1,10 @@
-// Small integer helpers every part of the library uses: rounding, powers of two, and the
-// conversion of a tensor's strides into the kernels' push-constant form.
+// Small integer helpers every part of the library uses: rounding, powers of two, row alignment.
+// (The kernels' push-constant form of strides is kernel::pushStrides, kernels/kernel_interface.hpp.)
 #pragma once
 
 #include <polysketch/polysketch.h>
 
 #include <cstdint>
-
-#include "kernels/kernel_interface.hpp"
 
 namespace psk {
 
@@ -21,11 +19,6 @@ inline uint32_t floorPow2(uint32_t x) {
     uint32_t p = 1;
     while (p * 2 <= x) p *= 2;
     return p;
-}
-
-/** Strides as the kernels take them (makeForwardGeometry guarantees every used offset fits 32 bits). */
-inline kernel::TensorStrides pushStrides(const PskTensorStrides& s) {
-    return {static_cast<uint32_t>(s.batch), static_cast<uint32_t>(s.head), static_cast<uint32_t>(s.token)};
 }
 
 /** Rows of a tensor with these strides start on a multiple of `floats` elements (vec4 or 8-float reads). */
