@@ -4,9 +4,11 @@
 // description (so that tests can feed it simulated NVIDIA, AMD, Intel and lavapipe devices) and of
 // the environment switch PSK_DISABLE_COOPMAT, which the caller reads and passes in.
 //
-// The forward does not call this yet: the cooperative-matrix block-state kernel
-// (shaders/block_states_coopmat.comp) is built and validated but not wired in; see
-// docs/ARCHITECTURE.md, "Cooperative-matrix path".
+// The forwards call it through forward/coopmat_switches.hpp (selectCoopMatWithSwitches, which adds
+// the PSK_COOPMAT_* switches): forward/polysketch_plan.cpp for the cooperative feature-map,
+// block-state (shaders/block_states_coopmat.comp, tiled by planBlockStatesCoopMat below) and output
+// kernels, forward/tiled_forward.cpp for the baselines' one; see docs/ARCHITECTURE.md,
+// "Cooperative-matrix path".
 #pragma once
 
 #include <polysketch/polysketch.h>
