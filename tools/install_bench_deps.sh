@@ -14,6 +14,8 @@
 #
 # Options: --no-torch skips the venv (plot only).
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/install_common.sh"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_torch=1
 for a in "$@"; do
@@ -23,34 +25,14 @@ for a in "$@"; do
   esac
 done
 
-packages=(python3 python3-matplotlib python3-venv)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -ne 0 ]; then
-  echo "installing: ${missing[*]}"
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+psk_apt_ensure python3 python3-matplotlib python3-venv
 
 if [ "$with_torch" -eq 1 ]; then
   venv="$root/.venv-bench"
-  if [ ! -x "$venv/bin/python" ]; then
-    /usr/bin/python3 -m venv "$venv"
-  fi
-  # Keep the venv out of git without touching the repository's .gitignore.
-  printf '*\n' > "$venv/.gitignore"
-  if ! "$venv/bin/python" -c "import torch" >/dev/null 2>&1; then
-    echo "installing torch from PyPI into $venv (large download)"
-    "$venv/bin/python" -m pip install -q --upgrade pip
-    if ! "$venv/bin/python" -m pip install -q torch; then
-      echo "install_bench_deps.sh: torch could not be installed; psk bench --peer torch will report it unavailable" >&2
-      exit 0
-    fi
+  psk_venv "$venv"
+  if ! psk_pip_ensure "$venv" torch torch; then
+    echo "install_bench_deps.sh: torch could not be installed; psk bench --peer torch will report it unavailable" >&2
+    exit 0
   fi
   "$venv/bin/python" -c "import torch; print('torch', torch.__version__, 'in', '$venv')"
 fi

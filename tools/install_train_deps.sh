@@ -14,6 +14,8 @@
 # bible-kjv, prints it (`bible -f gen1:1-rev22:21`: one verse per line, 4.4 MB). Both are
 # installed here with apt-get when missing; --no-apt skips that.
 set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/install_common.sh"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 with_apt=1
 for a in "$@"; do
@@ -23,30 +25,11 @@ for a in "$@"; do
   esac
 done
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 packages=(python3 python3-venv)
 if [ "$with_apt" -eq 1 ]; then packages+=(bible-kjv-text bible-kjv); fi
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -ne 0 ]; then
-  echo "installing: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+psk_apt_ensure "${packages[@]}"
 
 venv="$root/.venv-train"
-if [ ! -x "$venv/bin/python" ]; then
-  /usr/bin/python3 -m venv "$venv"
-fi
-# Keep the venv out of git without touching the repository's .gitignore.
-printf '*\n' > "$venv/.gitignore"
-if ! "$venv/bin/python" -c "import torch, numpy, safetensors" >/dev/null 2>&1; then
-  echo "installing torch, numpy, safetensors from PyPI into $venv (large download)"
-  "$venv/bin/python" -m pip install -q --upgrade pip
-  "$venv/bin/python" -m pip install -q torch numpy safetensors
-fi
+psk_venv "$venv"
+psk_pip_ensure "$venv" "torch, numpy, safetensors" torch numpy safetensors
 "$venv/bin/python" -c "import torch, numpy, safetensors; print('torch', torch.__version__, 'numpy', numpy.__version__, 'safetensors', safetensors.__version__, 'in', '$venv')"
