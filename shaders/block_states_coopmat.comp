@@ -17,6 +17,13 @@
 //   2. expand A = coef_f * S_a * S_b * feature_scale into shared memory, column-major,
 //   3. every subgroup runs KEY_TILE / CM_K steps of CM_MULADD.
 // Keys past the end of a short last block become zero rows and columns, which add nothing.
+//
+// Precision: A is held as two operands, hi = round(a) and lo = round(a - hi), and each step is two
+// products (A_lo B + A_hi B); B = [V] is exact in the operand type (16-bit storage; float32 storage
+// keeps the FP32 kernel). One rounding of A was not enough: where phi(q) . phi(k) cancels (the
+// random sketch's features have either sign), the relative error of a row that sees few keys grew
+// past the float16 threshold (4.9e-3 against 2e-3 on a full-attention row that sees one key,
+// emulated). The normalizer column sums hi + lo in float32.
 // The accumulators go out through a per-subgroup shared scratch matrix, since the tiles may hang
 // over F or dv (and coopMatStore needs 16-byte aligned rows in global memory too).
 //
@@ -50,6 +57,7 @@ const uint TILE_N = SG_N * WN * CM_N;
 // consecutive rows over the banks.
 const uint LDA = TILE_M + 8u;  // A column-major: element (f, j) at j * LDA + f
 const uint LDB = TILE_N + 8u;  // B row-major: element (j, c) at j * LDB + c
+const uint A_LO = KEY_TILE * LDA;  // the low parts of A follow its high parts
 const uint ONES_PER_THREAD = (TILE_M + THREADS - 1u) / THREADS;
 
 layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
@@ -60,7 +68,7 @@ layout(std430, binding = 3) writeonly buffer States { float states[]; };
 // The scalar kernel's parameters (BlockStatesPush).
 
 shared float sk_tile[KEY_TILE * SKETCH];
-shared CM_OPERAND a_tile[KEY_TILE * LDA];
+shared CM_OPERAND a_tile[2u * KEY_TILE * LDA];  // high parts, then low parts
 shared CM_OPERAND b_tile[KEY_TILE * LDB];
 shared uint pair_tile[TILE_M];
 shared float c_scratch[SG_M * SG_N * CM_M * CM_N];
@@ -77,7 +85,7 @@ float operand_scale(float x) {
 void main() {
     // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
     CM_POISON_SHARED(sk_tile, KEY_TILE * SKETCH);
-    CM_POISON_SHARED(a_tile, KEY_TILE * LDA);
+    CM_POISON_SHARED(a_tile, 2u * KEY_TILE * LDA);
     CM_POISON_SHARED(b_tile, KEY_TILE * LDB);
     CM_POISON_SHARED(c_scratch, SG_M * SG_N * CM_M * CM_N);
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
@@ -153,7 +161,9 @@ void main() {
                 if (entry != 0xFFFFFFFFu)
                     p = pair_coefficient(entry) * a_scale * sk_tile[j * SKETCH + pair_first(entry)] *
                         sk_tile[j * SKETCH + pair_second(entry)];
-                a_tile[j * LDA + f] = CM_TO_OPERAND(p);
+                const CM_OPERAND hi = CM_TO_OPERAND(p);
+                a_tile[j * LDA + f] = hi;
+                a_tile[A_LO + j * LDA + f] = CM_TO_OPERAND(p - float(hi));
             }
         }
         barrier();
@@ -161,18 +171,21 @@ void main() {
             [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
                 const uint f = i * THREADS + lid;
                 if (f < TILE_M)
-                    for (uint j = 0u; j < tile_len; ++j) ones[i] += float(a_tile[j * LDA + f]);
+                    for (uint j = 0u; j < tile_len; ++j) ones[i] += float(a_tile[j * LDA + f]) + float(a_tile[A_LO + j * LDA + f]);
             }
         }
         [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
-            CM_A ma[WM];
             CM_B mb[WN];
-            [[unroll]] for (uint a = 0u; a < WM; ++a)
-                CM_LOAD_COL_A(ma[a], a_tile, kk * LDA + (sg_m * WM + a) * CM_M, LDA);
             [[unroll]] for (uint b = 0u; b < WN; ++b)
                 CM_LOAD_ROW_B(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
-            [[unroll]] for (uint a = 0u; a < WM; ++a)
-                [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma[a], mb[b], acc[a][b]);
+            // A as hi + lo (see "Precision"): the small part first. One A operand live at a time.
+            [[unroll]] for (uint part = 0u; part < 2u; ++part) {
+                [[unroll]] for (uint a = 0u; a < WM; ++a) {
+                    CM_A ma;
+                    CM_LOAD_COL_A(ma, a_tile, (part == 0u ? A_LO : 0u) + kk * LDA + (sg_m * WM + a) * CM_M, LDA);
+                    [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma, mb[b], acc[a][b]);
+                }
+            }
         }
     }
 

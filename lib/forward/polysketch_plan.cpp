@@ -53,8 +53,8 @@ kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, ui
     spec.Z_STRIDE = zStride;
     const uint32_t tileM = 32, tileN = 32, subgroups = 4;
     auto bytes = [&](uint32_t keyTile) {
-        return 4 * keyTile * R + 4 * keyTile * (tileM + 8) + 4 * keyTile * (tileN + 8) + 4 * tileM + 4 * subgroups * 16 * 16 +
-               4 * subgroups * (16 * 16 + 16 * 16) + 8 * spec.THREADS;  // sketch rows, A, B, pairs, C scratch,
+        return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + 4 * keyTile * (tileN + 8) + 4 * tileM + 4 * subgroups * 16 * 16 +
+               4 * subgroups * (16 * 16 + 16 * 16) + 8 * spec.THREADS;  // sketch rows, A (hi + lo), B, pairs, C scratch,
                                                                           // product scratch, range maxima
     };
     spec.KEY_TILE = 32;

@@ -15,11 +15,13 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
         adopt(*info.externalVulkan);
     else
         createOwnDevice(info);
-    if (!vk_.vkGetDeviceQueue) fail(PSK_ERROR_VULKAN, "vkGetDeviceProcAddr returned no vkGetDeviceQueue");
-    if (!external_) vk_.vkGetDeviceQueue(device_, caps_.computeQueueFamily, 0, &queue_);
-    if (!vk_.vkCmdPushDescriptorSetKHR) caps_.pushDescriptors = false;
 
+    // From here on the device exists: a failure must destroy it (the destructor does not run for a
+    // constructor that throws), or every failed creation would leave a VkDevice behind.
     try {
+        if (!vk_.vkGetDeviceQueue) fail(PSK_ERROR_VULKAN, "vkGetDeviceProcAddr returned no vkGetDeviceQueue");
+        if (!external_) vk_.vkGetDeviceQueue(device_, caps_.computeQueueFamily, 0, &queue_);
+        if (!vk_.vkCmdPushDescriptorSetKHR) caps_.pushDescriptors = false;
         VkPhysicalDeviceMemoryProperties memProps{};
         vki().vkGetPhysicalDeviceMemoryProperties(physicalDevice_, &memProps);
         // A smaller cap than the device's makes every allocation (and so the workspace's split) obey it.
@@ -31,7 +33,7 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
     } catch (...) {
         pipelines_.reset();
         allocator_.reset();
-        if (!external_) vk_.vkDestroyDevice(device_, nullptr);
+        if (!external_ && vk_.vkDestroyDevice) vk_.vkDestroyDevice(device_, nullptr);
         throw;
     }
     message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
@@ -66,7 +68,14 @@ void PskContext_T::createOwnDevice(const PskContextCreateInfo& info) {
     deviceInfo.pQueueCreateInfos = &queueInfo;
     deviceInfo.enabledExtensionCount = static_cast<uint32_t>(caps_.deviceExtensions.size());
     deviceInfo.ppEnabledExtensionNames = caps_.deviceExtensions.data();
-    PSK_VK(instance_->vk().vkCreateDevice(physicalDevice_, &deviceInfo, nullptr, &device_));
+    // The VkResult, by name and number, and the device: VK_ERROR_INITIALIZATION_FAILED or
+    // VK_ERROR_OUT_OF_DEVICE_MEMORY here (a GPU out of contexts or memory) is not "no device".
+    const VkResult r = instance_->vk().vkCreateDevice(physicalDevice_, &deviceInfo, nullptr, &device_);
+    if (r != VK_SUCCESS) {
+        device_ = VK_NULL_HANDLE;
+        fail(toPskResult(r), "vkCreateDevice on \"", caps_.properties.deviceName, "\" failed: ", vkResultName(r), " (",
+             static_cast<int>(r), ")");
+    }
     vk_.load(instance_->vk().vkGetDeviceProcAddr, device_);
 }
 

@@ -231,7 +231,8 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
         const uint32_t tileM = sgM * wm * m, tileN = sgN * wnn * n;
         const uint32_t operand = emulatedOperands ? 4 : 2;
         const uint32_t exchange = emulatedOperands ? 4 * sgM * sgN * (m * k + k * n) : 0;  // coopmat.glsl's cm_scratch
-        return 4 * kt * sketchLength + operand * kt * (tileM + 8) + operand * kt * (tileN + 8) + 4 * tileM + 4 * sgM * sgN * m * n +
+        // A twice (its high and low parts), B once.
+        return 4 * kt * sketchLength + 2 * operand * kt * (tileM + 8) + operand * kt * (tileN + 8) + 4 * tileM + 4 * sgM * sgN * m * n +
                exchange;
     };
     while (shared(keyTile, wn) > maxSharedBytes && keyTile > k) keyTile -= k;

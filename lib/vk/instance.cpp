@@ -12,16 +12,61 @@
 #include <windows.h>
 #else
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #endif
 
 namespace psk {
 
+namespace {
+
+/**
+ * Why a process-wide limit may be the cause of a failure to load or start Vulkan: empty when this
+ * process can still open a file, else "; this process cannot open a file: Too many open files".
+ * A driver that leaks file descriptors (or a test that does) makes every later vkCreateInstance
+ * fail, and the loader then reports no driver at all.
+ */
+std::string fileLimitHint() {
+#if defined(_WIN32)
+    return "";
+#else
+    const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ::close(fd);
+        return "";
+    }
+    return cat("; this process cannot open a file: ", std::strerror(errno));
+#endif
+}
+
+std::string join(const std::vector<std::string>& parts, const char* separator) {
+    std::string out;
+    for (const std::string& p : parts) {
+        if (!out.empty()) out += separator;
+        out += p;
+    }
+    return out;
+}
+
+}  // namespace
+
 VulkanLibrary::VulkanLibrary() {
+    // The loader's reason for each failed attempt: "not found" is the only one that means no
+    // loader is installed.
+    std::vector<std::string> reasons;
+    bool absent = true;
 #if defined(_WIN32)
     HMODULE module = LoadLibraryA("vulkan-1.dll");
     handle_ = reinterpret_cast<void*>(module);
-    if (module)
+    if (module) {
         getInstanceProcAddr_ = reinterpret_cast<PFN_vkGetInstanceProcAddr>(GetProcAddress(module, "vkGetInstanceProcAddr"));
+    } else {
+        const DWORD code = GetLastError();
+        reasons.push_back(cat("vulkan-1.dll: LoadLibrary error ", code));
+        absent = code == ERROR_MOD_NOT_FOUND;
+    }
 #else
 #if defined(__APPLE__)
     const char* names[] = {"libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib"};
@@ -31,12 +76,28 @@ VulkanLibrary::VulkanLibrary() {
     for (const char* name : names) {
         handle_ = dlopen(name, RTLD_NOW | RTLD_LOCAL);
         if (handle_) break;
+        const char* why = dlerror();
+        reasons.emplace_back(why ? why : cat(name, ": dlopen failed"));
+        const std::string& reason = reasons.back();
+        if (reason.find("No such file") == std::string::npos && reason.find("no such file") == std::string::npos &&
+            reason.find("image not found") == std::string::npos)
+            absent = false;
     }
     if (handle_) getInstanceProcAddr_ = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(handle_, "vkGetInstanceProcAddr"));
 #endif
+    if (handle_ && !getInstanceProcAddr_) {
+        absent = false;
+        reasons.emplace_back("the library has no vkGetInstanceProcAddr");
+    }
     if (!getInstanceProcAddr_) {
         close();
-        fail(PSK_ERROR_NO_DEVICE, "the Vulkan loader (libvulkan) could not be opened; install libvulkan1");
+        if (absent)
+            fail(PSK_ERROR_NO_DEVICE, "the Vulkan loader (libvulkan) could not be opened; install libvulkan1 (", join(reasons, "; "),
+                 ")");
+        // Installed but not loadable (out of file descriptors, of memory or of static TLS space, a
+        // broken installation): not NO_DEVICE, and the message says what failed.
+        fail(PSK_ERROR_VULKAN, "the Vulkan loader (libvulkan) is installed but could not be loaded: ", join(reasons, "; "),
+             fileLimitHint());
     }
 }
 
@@ -90,6 +151,62 @@ constexpr const char* kFilteredMessageIds[] = {"UNASSIGNED-BestPractices-SpirvDe
 std::string lower(std::string s) {
     std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     return s;
+}
+
+bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+/**
+ * Whether the loader's messages say a driver is installed but did not start, as opposed to no
+ * driver being there: its vkCreateInstance failed (the loader then skips it, and with no other
+ * driver returns VK_ERROR_INCOMPATIBLE_DRIVER), or its library did not load for another reason than
+ * not existing (out of file descriptors, memory or static TLS, a missing dependency). Newer loaders
+ * quote the driver's VkResult ("Received return code -3 from call to vkCreateInstance in ICD ..."):
+ * it goes to *driverResult (0 when not quoted).
+ */
+bool reportsDriverFailure(const std::vector<std::string>& messages, int* driverResult) {
+    bool failed = false;
+    *driverResult = 0;
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const std::string& m = messages[i];
+        if (contains(m, "CreateInstance in ICD")) {
+            failed = true;
+            const size_t at = m.find("return code ");
+            if (at != std::string::npos && !*driverResult) *driverResult = std::atoi(m.c_str() + at + 12);
+        }
+        // The line before this one is dlopen's reason.
+        if (contains(m, "Failed loading library associated with ICD JSON") &&
+            !(i > 0 && (contains(messages[i - 1], "No such file or directory") || contains(messages[i - 1], "wrong ELF class"))))
+            failed = true;
+    }
+    return failed;
+}
+
+/** The loader's messages, for an error message ("" when there are none). */
+std::string quoteLoader(const std::vector<std::string>& messages) {
+    if (messages.empty()) return "";
+    return cat("; the Vulkan loader said: ", join(messages, " | "));
+}
+
+/**
+ * Throws for a device that is not there (none at all, or none the selector names): NO_DEVICE, unless
+ * the loader reported a driver that did not start, or the process is out of file descriptors. Then
+ * the failure may be transient (a GPU driver's instance creation fails when the process is out of
+ * descriptors or memory, or the GPU cannot be opened): PSK_ERROR_VULKAN, or the code of the driver's
+ * VkResult where the loader quotes it.
+ */
+[[noreturn]] void failMissingDevice(const std::vector<std::string>& loaderMessages, const std::string& what) {
+    int driverResult = 0;
+    const std::string limit = fileLimitHint();
+    if (reportsDriverFailure(loaderMessages, &driverResult) || !limit.empty()) {
+        PskResult code = driverResult ? toPskResult(static_cast<VkResult>(driverResult)) : PSK_ERROR_VULKAN;
+        if (code == PSK_ERROR_NO_DEVICE || code == PSK_SUCCESS) code = PSK_ERROR_VULKAN;
+        fail(code, what, ": a Vulkan driver is installed but did not start",
+             driverResult ? cat(" (its vkCreateInstance returned ", vkResultName(static_cast<VkResult>(driverResult)), " (",
+                                driverResult, "))")
+                          : std::string(),
+             quoteLoader(loaderMessages), limit);
+    }
+    fail(PSK_ERROR_NO_DEVICE, what, quoteLoader(loaderMessages));
 }
 
 }  // namespace
@@ -148,6 +265,22 @@ Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
         flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
     }
 
+    // The loader's own warnings and errors while it creates the instance (a driver that failed to
+    // load or to create its instance, and was skipped) reach a messenger in vkCreateInstance's pNext
+    // chain, and only there: an error then quotes them instead of a bare "no driver". The validation
+    // layer's messages about vkCreateInstance and vkDestroyInstance (objects left alive) come to it
+    // too. It needs VK_EXT_debug_utils, which the loader itself implements.
+    VkDebugUtilsMessengerCreateInfoEXT creationMessenger{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    const bool debugUtils = useValidation || hasInstanceExtension(vkg_, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    if (debugUtils) {
+        if (!useValidation) extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        creationMessenger.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+        creationMessenger.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
+        if (bestPractices_) creationMessenger.messageType |= VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+        creationMessenger.pfnUserCallback = &Instance::onCreationMessage;
+        creationMessenger.pUserData = this;
+    }
+
     VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.pApplicationName = "polysketch";
     app.pEngineName = "polysketch";
@@ -155,6 +288,10 @@ Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
     app.apiVersion = apiVersion_;
     VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     if (validationFeatures.enabledValidationFeatureCount) info.pNext = &validationFeatures;
+    if (debugUtils) {
+        creationMessenger.pNext = info.pNext;
+        info.pNext = &creationMessenger;
+    }
     info.flags = flags;
     info.pApplicationInfo = &app;
     info.enabledLayerCount = static_cast<uint32_t>(layers.size());
@@ -162,9 +299,19 @@ Instance::Instance(int validation, MessageSink sink) : sink_(std::move(sink)) {
     info.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
     info.ppEnabledExtensionNames = extensions.data();
     const VkResult r = vkg_.vkCreateInstance(&info, nullptr, &instance_);
-    if (r == VK_ERROR_INCOMPATIBLE_DRIVER) fail(PSK_ERROR_NO_DEVICE, "no Vulkan driver is installed (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER)");
-    checkVk(r, "vkCreateInstance");
+    if (r != VK_SUCCESS) {
+        instance_ = VK_NULL_HANDLE;
+        // VK_ERROR_INCOMPATIBLE_DRIVER is also what the loader returns when every driver it found
+        // failed: only with no driver there at all is it NO_DEVICE.
+        if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
+            failMissingDevice(loaderMessages_, "no usable Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER (-9))");
+        fail(toPskResult(r), "vkCreateInstance failed: ", vkResultName(r), " (", static_cast<int>(r), ")", quoteLoader(loaderMessages_),
+             fileLimitHint());
+    }
     vki_.load(library_.getInstanceProcAddr(), instance_);
+    // A driver skipped while another one started: worth knowing when the device wanted is missing.
+    if (sink_)
+        for (const std::string& m : loaderMessages_) sink_(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS, cat("the Vulkan loader: ", m));
 
     if (useValidation && vki_.vkCreateDebugUtilsMessengerEXT) {
         VkDebugUtilsMessengerCreateInfoEXT m{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
@@ -203,6 +350,22 @@ VKAPI_ATTR VkBool32 VKAPI_CALL Instance::onDebugMessage(VkDebugUtilsMessageSever
     return VK_FALSE;
 }
 
+VKAPI_ATTR VkBool32 VKAPI_CALL Instance::onCreationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                          VkDebugUtilsMessageTypeFlagsEXT types,
+                                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+    // The validation layer's: as every validation message. The loader's: kept for error messages.
+    if (types & (VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT))
+        return onDebugMessage(severity, types, data, user);
+    auto* self = static_cast<Instance*>(user);
+    constexpr size_t kMaxMessages = 16, kMaxLength = 400;
+    if (data && data->pMessage && self->loaderMessages_.size() < kMaxMessages) {
+        std::string text = data->pMessage;
+        if (text.size() > kMaxLength) text = text.substr(0, kMaxLength) + "...";
+        self->loaderMessages_.push_back(std::move(text));
+    }
+    return VK_FALSE;
+}
+
 std::vector<VkPhysicalDevice> Instance::physicalDevices() const {
     uint32_t count = 0;
     PSK_VK(vki_.vkEnumeratePhysicalDevices(instance_, &count, nullptr));
@@ -214,12 +377,26 @@ std::vector<VkPhysicalDevice> Instance::physicalDevices() const {
 
 VkPhysicalDevice Instance::select(const char* selector) const {
     const std::vector<VkPhysicalDevice> devices = physicalDevices();
-    if (devices.empty()) fail(PSK_ERROR_NO_DEVICE, "no Vulkan device found (is mesa-vulkan-drivers installed?)");
+    if (devices.empty())
+        failMissingDevice(loaderMessages_, "no Vulkan device found (is mesa-vulkan-drivers installed?)");
     std::string wanted = selector ? selector : "";
+    const char* from = "";
     if (wanted.empty()) {
         const char* env = std::getenv("PSK_DEVICE");
         if (env) wanted = env;
+        if (!wanted.empty()) from = " (from PSK_DEVICE)";
     }
+    std::vector<std::string> names;
+    for (VkPhysicalDevice pd : devices) {
+        VkPhysicalDeviceProperties p{};
+        vki_.vkGetPhysicalDeviceProperties(pd, &p);
+        names.push_back(p.deviceName);
+    }
+    auto present = [&] {
+        std::string list;
+        for (size_t i = 0; i < names.size(); ++i) list += cat(i ? ", " : "", "[", i, "] ", names[i]);
+        return cat(" (devices present: ", list, ")");
+    };
     if (wanted.empty()) {
         // Best type first; ties keep enumeration order.
         VkPhysicalDevice best = devices[0];
@@ -238,15 +415,12 @@ VkPhysicalDevice Instance::select(const char* selector) const {
     if (std::all_of(wanted.begin(), wanted.end(), [](unsigned char c) { return std::isdigit(c); })) {
         const unsigned long index = std::strtoul(wanted.c_str(), nullptr, 10);
         if (wanted.size() > 6 || index >= devices.size())
-            fail(PSK_ERROR_NO_DEVICE, "device index ", wanted, " does not exist (", devices.size(), " device(s) present)");
+            failMissingDevice(loaderMessages_, cat("device index ", wanted, from, " does not exist", present()));
         return devices[index];
     }
-    for (VkPhysicalDevice pd : devices) {
-        VkPhysicalDeviceProperties p{};
-        vki_.vkGetPhysicalDeviceProperties(pd, &p);
-        if (lower(p.deviceName).find(lower(wanted)) != std::string::npos) return pd;
-    }
-    fail(PSK_ERROR_NO_DEVICE, "no Vulkan device name contains \"", wanted, "\"");
+    for (size_t i = 0; i < devices.size(); ++i)
+        if (lower(names[i]).find(lower(wanted)) != std::string::npos) return devices[i];
+    failMissingDevice(loaderMessages_, cat("no Vulkan device name contains \"", wanted, "\"", from, present()));
 }
 
 }  // namespace psk

@@ -16,7 +16,11 @@ namespace psk {
 /** A dlopen'ed Vulkan loader; closed on destruction. */
 class VulkanLibrary {
 public:
-    VulkanLibrary();  // throws PSK_ERROR_NO_DEVICE when no loader is installed
+    /**
+     * Throws PSK_ERROR_NO_DEVICE when no loader is installed, PSK_ERROR_VULKAN when one is but
+     * cannot be loaded (the message carries dlerror(): out of file descriptors, of memory, ...).
+     */
+    VulkanLibrary();
     ~VulkanLibrary();
     VulkanLibrary(const VulkanLibrary&) = delete;
     VulkanLibrary& operator=(const VulkanLibrary&) = delete;
@@ -55,14 +59,31 @@ public:
     bool bestPracticesEnabled() const { return validationEnabled() && bestPractices_; }
     std::vector<VkPhysicalDevice> physicalDevices() const;
 
-    /** Picks a device by selector (see PskContextCreateInfo::device). Throws NO_DEVICE. */
+    /**
+     * Picks a device by selector (see PskContextCreateInfo::device). Throws NO_DEVICE when the
+     * device is not there, or PSK_ERROR_VULKAN when the loader reported a driver that is installed
+     * but did not start (the message names the devices present and quotes the loader).
+     */
     VkPhysicalDevice select(const char* selector) const;
+
+    /**
+     * The Vulkan loader's warnings and errors while the instance was created (a driver that failed
+     * to load or to create its instance and was skipped), captured through a
+     * VkDebugUtilsMessengerCreateInfoEXT in vkCreateInstance's pNext chain.
+     */
+    const std::vector<std::string>& loaderMessages() const { return loaderMessages_; }
 
 private:
     static VKAPI_ATTR VkBool32 VKAPI_CALL onDebugMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                                        VkDebugUtilsMessageTypeFlagsEXT types,
                                                        const VkDebugUtilsMessengerCallbackDataEXT* data,
                                                        void* user);
+
+    /** The messenger of vkCreateInstance's and vkDestroyInstance's pNext chain. */
+    static VKAPI_ATTR VkBool32 VKAPI_CALL onCreationMessage(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                          VkDebugUtilsMessageTypeFlagsEXT types,
+                                                          const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                          void* user);
 
     VulkanLibrary library_;
     GlobalFunctions vkg_;
@@ -72,6 +93,7 @@ private:
     uint32_t apiVersion_ = VK_API_VERSION_1_1;
     bool syncValidation_ = false, bestPractices_ = false;
     MessageSink sink_;
+    std::vector<std::string> loaderMessages_;
 };
 
 }  // namespace psk

@@ -1,11 +1,31 @@
 #include "vk/memory.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "util/error.hpp"
 #include "util/sizes.hpp"
 
 namespace psk {
+
+namespace {
+
+std::atomic<uint64_t> liveAllocations{0};
+std::atomic<uint64_t> liveBytes{0};
+std::atomic<uint64_t> liveRanges{0};
+
+/** vkFreeMemory, counted. */
+void freeMemory(const DeviceFunctions& vk, VkDevice device, VkDeviceMemory memory, VkDeviceSize size) {
+    vk.vkFreeMemory(device, memory, vk.callbacks);
+    liveAllocations.fetch_sub(1, std::memory_order_relaxed);
+    liveBytes.fetch_sub(size, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+uint64_t liveDeviceMemoryAllocations() { return liveAllocations.load(std::memory_order_relaxed); }
+uint64_t liveDeviceMemoryBytes() { return liveBytes.load(std::memory_order_relaxed); }
+uint64_t liveSuballocations() { return liveRanges.load(std::memory_order_relaxed); }
 
 bool Allocator::carve(Block& b, VkDeviceSize size, VkDeviceSize align, VkDeviceSize* offset) {
     // First fit: the lowest free range that holds the aligned request; split off what is left.
@@ -30,7 +50,7 @@ Allocator::Allocator(const DeviceFunctions& vk, VkDevice device, const VkPhysica
 
 Allocator::~Allocator() {
     for (auto& b : blocks_)
-        if (b) vk_.vkFreeMemory(device_, b->memory, vk_.callbacks);  // unmapped implicitly
+        if (b) freeMemory(vk_, device_, b->memory, b->size);  // unmapped implicitly
 }
 
 uint32_t Allocator::chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage) const {
@@ -76,6 +96,8 @@ size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedic
     if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
         fail(PSK_ERROR_OUT_OF_DEVICE_MEMORY, "out of device memory allocating ", size, " bytes");
     checkVk(r, "vkAllocateMemory");
+    liveAllocations.fetch_add(1, std::memory_order_relaxed);
+    liveBytes.fetch_add(size, std::memory_order_relaxed);
     block->size = size;
     block->memoryType = memoryType;
     block->dedicated = dedicated;
@@ -85,7 +107,7 @@ size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedic
         void* p = nullptr;
         const VkResult m = vk_.vkMapMemory(device_, block->memory, 0, VK_WHOLE_SIZE, 0, &p);
         if (m != VK_SUCCESS) {
-            vk_.vkFreeMemory(device_, block->memory, vk_.callbacks);
+            freeMemory(vk_, device_, block->memory, size);
             checkVk(m, "vkMapMemory");
         }
         block->mapped = static_cast<uint8_t*>(p);
@@ -118,6 +140,7 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usag
         a.mapped = blocks_[index]->mapped ? blocks_[index]->mapped + offset : nullptr;
         a.block = index;
         bytesInUse_ += req.size;
+        liveRanges.fetch_add(1, std::memory_order_relaxed);
         return a;
     };
 
@@ -143,10 +166,11 @@ void Allocator::free(const Allocation& a) {
     if (a.memory == VK_NULL_HANDLE) return;
     std::lock_guard<std::mutex> lock(mutex_);
     bytesInUse_ -= a.size;
+    liveRanges.fetch_sub(1, std::memory_order_relaxed);
     auto& slot = blocks_[a.block];
     if (slot->dedicated) {
         bytesAllocated_ -= slot->size;
-        vk_.vkFreeMemory(device_, slot->memory, vk_.callbacks);
+        freeMemory(vk_, device_, slot->memory, slot->size);
         slot.reset();
         return;
     }

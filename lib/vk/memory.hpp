@@ -19,6 +19,20 @@ enum class MemoryUsage {
     HostReadback,  // staging: device writes, host reads
 };
 
+/**
+ * VkDeviceMemory objects that every Allocator of the process has allocated and not freed yet, and
+ * their bytes: zero again once every context is destroyed (tests check that no create / destroy
+ * cycle leaves an allocation behind). Counted at each vkAllocateMemory and vkFreeMemory.
+ */
+uint64_t liveDeviceMemoryAllocations();
+uint64_t liveDeviceMemoryBytes();
+/**
+ * Allocations (buffers' ranges) that Allocator::allocate handed out and Allocator::free has not
+ * taken back, in every Allocator of the process: a buffer never released stays counted even after
+ * its context's destruction freed the memory under it.
+ */
+uint64_t liveSuballocations();
+
 struct Allocation {
     VkDeviceMemory memory = VK_NULL_HANDLE;
     VkDeviceSize offset = 0;

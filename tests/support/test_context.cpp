@@ -58,7 +58,10 @@ PskContext sharedContext() {
         PskContext c = nullptr;
         const PskResult r = pskCreateContext(&info, &c);
         if (r != PSK_SUCCESS) {
-            ADD_FAILURE() << "pskCreateContext failed: " << pskResultToString(r);
+            MessageLog& log = sharedLog();
+            std::lock_guard<std::mutex> lock(log.mutex);
+            ADD_FAILURE() << "pskCreateContext failed: " << pskResultToString(r) << ": "
+                          << (log.errors.empty() ? std::string("(no message)") : log.errors.back());
             return static_cast<PskContext>(nullptr);
         }
         return c;
