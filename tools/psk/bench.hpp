@@ -49,6 +49,23 @@ struct Result {
     // and the wall time of the state-only prefill. workspaceBytes is the step's scratch.
     uint64_t stateBytes = 0;
     double prefillWallMs = 0;
+    // How the times were taken: "host" (pskAttentionForwardHost: each call uploads, checks for
+    // NaN / infinity and downloads around the timed dispatches) or "resident" (psk bench
+    // --resident: pskCmdAttentionForward on device buffers uploaded once, one recorded command
+    // buffer submitted back to back). The warm-up actually done before the timed runs, the wall
+    // clock (Unix seconds) around the timed runs (for matching a clock log), and the kernels the
+    // timed attention ran ("cooperative x3 + generic x1", from pskGetAttentionPlan).
+    std::string timing = "host";
+    uint32_t warmupRuns = 0;
+    double warmupMs = 0;
+    double timedStartUnix = 0, timedEndUnix = 0;
+    std::string plan;
+    // --resident: the host-form runs that follow the resident ones on the library's own context
+    // (the stage times come from them: pskCmdAttentionForward reports none), their kernels, and
+    // why they failed when they did.
+    bool hostOk = false;
+    Timing host;
+    std::string hostPlan, hostReason;
     // Filled when a peer ran at this shape.
     bool peerOk = false;
     Timing peer;
@@ -108,6 +125,9 @@ struct RunInfo {
     std::string libraryVersion;
     std::string startedUtc;
     int runs = 0, warmup = 0;
+    double warmupMs = 0;      // --warmup-ms: the least warm-up time per configuration
+    bool resident = false;    // --resident
+    int hostRuns = 0;         // --resident: host-form runs after the resident ones (stage times)
     PeerInfo peer;
     // Decode mode: `runs` is the number of timed steps per context, `warmup` the untimed ones.
     bool decode = false;

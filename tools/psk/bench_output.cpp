@@ -111,8 +111,19 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
       << ", \"driver_info\": " << quote(info.driverInfo) << ", \"type\": " << info.deviceType << "},\n";
     o << "  \"runs\": " << info.runs << ",\n";
     o << "  \"warmup\": " << info.warmup << ",\n";
-    o << "  \"time\": \"median, min and max of the GPU timestamps around the attention dispatches (PskForwardStats.gpuMilliseconds); "
-         "stage_median_ms: the median of each stage's time (PskForwardStats.stageMilliseconds, timestamps between the stages)\",\n";
+    o << "  \"timing\": " << quote(info.resident ? "resident" : "host") << ",\n";
+    o << "  \"warmup_ms\": " << number(info.warmupMs) << ",\n";
+    if (info.resident) {
+        o << "  \"host_runs\": " << info.hostRuns << ",\n";
+        o << "  \"time\": \"resident: median, min and max of GPU timestamps around pskCmdAttentionForward's commands in one command "
+             "buffer submitted back to back on device buffers uploaded once (no host copies or NaN checks between runs), after at "
+             "least warmup runs and warmup_ms of such submissions; the device is psk's own, given to the library as an app's "
+             "(PskExternalVulkan), so 'plan' may differ from the host form's 'host_plan'. stage_median_ms and host_median_ms: "
+             "host_runs pskAttentionForwardHost calls on the library's own context right after (PskForwardStats)\",\n";
+    } else {
+        o << "  \"time\": \"median, min and max of the GPU timestamps around the attention dispatches (PskForwardStats.gpuMilliseconds); "
+             "stage_median_ms: the median of each stage's time (PskForwardStats.stageMilliseconds, timestamps between the stages)\",\n";
+    }
     if (info.peer.name.empty()) {
         o << "  \"peer\": null,\n";
     } else {
@@ -153,9 +164,15 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
                 o << (st ? ", " : "") << quote(stageName(st)) << ": " << number(r.stageMedianMs[st]);
             o << "}, \"samples_ms\": [";
             for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
-            o << "]";
+            o << "],\n     \"timing\": " << quote(r.timing) << ", \"warmup_runs\": " << r.warmupRuns << ", \"warmup_ms\": " << number(r.warmupMs)
+              << ", \"timed_start_unix\": " << number(r.timedStartUnix, 16) << ", \"timed_end_unix\": " << number(r.timedEndUnix, 16)
+              << ", \"plan\": " << quote(r.plan);
+            if (r.timing == "resident") {
+                o << ", \"stage_source\": \"host\", \"host_median_ms\": " << (r.hostOk ? number(r.host.medianMs) : "null")
+                  << ", \"host_plan\": " << quote(r.hostPlan) << ", \"host_reason\": " << quote(r.hostReason);
+            }
         } else {
-            o << ", \"status\": \"skipped\", \"reason\": " << quote(r.reason);
+            o << ", \"status\": \"skipped\", \"reason\": " << quote(r.reason) << ", \"timing\": " << quote(r.timing);
         }
         if (!info.peer.name.empty() && info.peer.available) {
             o << ",\n     \"peer\": ";
@@ -180,7 +197,8 @@ std::string toCsv(const RunInfo& info, const std::vector<Result>& results) {
     std::ostringstream o;
     o << "kind,dtype,layout,batch,heads,kv_heads,n,head_dim,value_dim,causal,degree,sketch_size,block_size,local_exact,"
          "status,median_ms,min_ms,max_ms,ms_per_token,tflops,flop,workspace_bytes,feature_map_ms,block_states_ms,prefix_ms,output_ms,"
-         "peer,peer_median_ms,peer_min_ms,peer_max_ms,speedup_vs_peer,reason\n";
+         "peer,peer_median_ms,peer_min_ms,peer_max_ms,speedup_vs_peer,reason,timing,warmup_runs,warmup_ms,timed_start_unix,"
+         "timed_end_unix,plan,host_median_ms,host_plan\n";
     for (const Result& r : results) {
         const Config& c = r.config;
         const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
@@ -210,7 +228,13 @@ std::string toCsv(const RunInfo& info, const std::vector<Result>& results) {
         }
         std::string reason = r.ok ? "" : r.reason;
         if (!peerReason.empty()) reason += (reason.empty() ? "" : "; ") + peerReason;
-        o << ',' << csvField(reason) << '\n';
+        o << ',' << csvField(reason) << ',' << r.timing << ',';
+        if (r.ok)
+            o << r.warmupRuns << ',' << number(r.warmupMs) << ',' << number(r.timedStartUnix, 16) << ',' << number(r.timedEndUnix, 16)
+              << ',' << csvField(r.plan) << ',' << (r.hostOk ? number(r.host.medianMs) : "") << ',' << csvField(r.hostPlan);
+        else
+            o << ",,,,,,";
+        o << '\n';
     }
     return o.str();
 }

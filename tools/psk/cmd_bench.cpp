@@ -5,8 +5,14 @@
 // a plot (tools/bench_plot.py) and an optional PyTorch CPU peer (tools/torch_peer.py).
 // --decode times incremental decoding instead: per context length, a state-only prefill, then
 // single steps (median, mean, min, max GPU time per step) and the state's bytes.
+// --resident times device-resident calls instead of host-form ones: psk opens the device itself
+// (the Vulkan loader through dlopen), hands it to the library as an app's (PskExternalVulkan),
+// uploads q, k, v once and submits one command buffer recorded with pskCmdAttentionForward back to
+// back, timestamps around it; the stage times then come from host-form calls right after.
 #include <polysketch/polysketch.h>
+#include <polysketch/polysketch_vulkan.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +43,7 @@ void benchUsage(FILE* out) {
         "usage: psk bench [--kinds LIST] [--n LIST] [--dtype LIST] [--batch LIST] [--heads LIST]\n"
         "                 [--head-dim LIST] [--degree LIST] [--sketch-size LIST] [--block-size LIST]\n"
         "                 [--local-exact] [--full] [--layout bhnd|bnhd] [--runs N] [--warmup N]\n"
+        "                 [--warmup-ms MS] [--resident [--host-runs N]]\n"
         "                 [--json FILE] [--csv FILE] [--plot FILE.png] [--peer torch] [--device SEL]\n"
         "       psk bench --decode [--kinds softmax,polysketch] [--context LIST] [--steps N] [--warmup N]\n"
         "                 [shape options as above] [--json FILE] [--csv FILE] [--plot FILE.png]\n"
@@ -73,6 +80,20 @@ void benchUsage(FILE* out) {
         "  --layout L          device layout (default bhnd)\n"
         "  --runs N            timed runs per configuration (default 5)\n"
         "  --warmup N          untimed runs before them (default 1)\n"
+        "  --warmup-ms MS      and keep running untimed until MS milliseconds of them have passed\n"
+        "                      (default 0): a GPU that idled needs about a second of load before\n"
+        "                      its clocks are up\n"
+        "  --resident          device-resident timing: q, k, v uploaded once into device buffers,\n"
+        "                      one command buffer (timestamps around pskCmdAttentionForward)\n"
+        "                      submitted back to back, so no upload, NaN check or download runs\n"
+        "                      between the timed runs (the host form does all three around every\n"
+        "                      call). psk creates the Vulkan device itself and gives it to the\n"
+        "                      library as an app's (PskExternalVulkan): the library keeps its\n"
+        "                      cooperative-matrix kernels off on an app's device, so the kernels\n"
+        "                      may differ from the host form's; the 'plan' and 'host_plan' fields\n"
+        "                      say which ran. Not with --chunk\n"
+        "  --host-runs N       --resident: then N host-form calls on the library's own device\n"
+        "                      (default 3; 0: none), which give the stage times and host_median_ms\n"
         "  --seed N            seed of the polysketch sketches (default 0)\n"
         "  --json FILE         all results as JSON\n"
         "  --csv FILE          one CSV row per configuration\n"
@@ -115,6 +136,9 @@ struct BenchOptions {
     PskLayout layout = PSK_LAYOUT_BHND;
     bool localExact = false, causal = true, quiet = false, learned = false;
     uint32_t runs = 5, warmup = 1;
+    double warmupMs = 0;
+    bool resident = false;
+    uint32_t hostRuns = 3;
     uint64_t seed = 0;
     std::string json, csv, plot, peer, device;
     bool decode = false;
@@ -208,6 +232,13 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
             o.runs = uintList(a, next(), 1, 100000).at(0);
         } else if (a == "--warmup") {
             o.warmup = uintList(a, next(), 0, 100000).at(0);
+        } else if (a == "--warmup-ms") {
+            o.warmupMs = uintList(a, next(), 0, 3600000).at(0);
+        } else if (a == "--resident") {
+            flag();
+            o.resident = true;
+        } else if (a == "--host-runs") {
+            o.hostRuns = uintList(a, next(), 0, 100000).at(0);
         } else if (a == "--seed") {
             const std::string s = next();
             if (!psk::cli::parseUint(s, 0, ~0ull, &o.seed)) throw UsageError{"--seed needs a non-negative integer (got '" + s + "')"};
@@ -246,6 +277,10 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
         throw UsageError{"--steps needs --decode"};
     }
     if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
+    if (o.resident && o.decode) throw UsageError{"--resident does not apply to --decode"};
+    if (o.resident)
+        for (uint32_t ch : o.chunk)
+            if (ch) throw UsageError{"--resident does not take --chunk (state passing runs host-form calls)"};
     if (o.learned && (o.degree.size() != 1 || o.degree[0] != 4))
         throw UsageError{"--learned-sketch sketches have degree 4 (give --degree 4 or leave it out)"};
     return o;
@@ -392,6 +427,48 @@ std::string describe(const Config& c) {
     return s;
 }
 
+double msSince(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/** The wall clock in Unix seconds (for matching a clock log such as nvidia-smi's). */
+double unixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+/**
+ * The kernels of an attention's plan (pskGetAttentionPlan), counted by implementation in order
+ * of appearance, cooperative ones by backend: "cooperative/khr x3 + generic x2".
+ */
+std::string planSummary(PskAttention attn) {
+    size_t size = 0;
+    if (pskGetAttentionPlan(attn, nullptr, &size) != PSK_SUCCESS || size == 0) return "";
+    std::string text(size, '\0');
+    if (pskGetAttentionPlan(attn, text.data(), &size) != PSK_SUCCESS) return "";
+    text.resize(std::strlen(text.c_str()));
+    std::vector<std::pair<std::string, int>> counts;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(start, end - start);
+        start = end + 1;
+        const size_t open = line.find(" ("), close = line.find(')', open == std::string::npos ? 0 : open);
+        if (open == std::string::npos || close == std::string::npos) continue;
+        std::string impl = line.substr(open + 2, close - open - 2);
+        const std::string variant = line.substr(0, open);
+        if (impl == "cooperative")
+            impl += variant.find(".emu_") != std::string::npos   ? "/emulated"
+                    : variant.find(".khr_") != std::string::npos ? "/khr"
+                    : variant.find(".nv_") != std::string::npos  ? "/nv"
+                                                                 : "";
+        auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == impl; });
+        if (it == counts.end()) counts.emplace_back(impl, 1);
+        else ++it->second;
+    }
+    std::string out;
+    for (const auto& [impl, n] : counts) out += (out.empty() ? "" : " + ") + impl + " x" + std::to_string(n);
+    return out;
+}
+
 class Progress {
 public:
     Progress(bool enabled, size_t total) : enabled_(enabled), total_(total), start_(std::chrono::steady_clock::now()) {}
@@ -433,6 +510,13 @@ void printRow(const Result& r) {
                     r.gpu.medianMs > 0 ? r.flops / (r.gpu.medianMs * 1e-3) / 1e12 : 0.0,
                     static_cast<unsigned long long>(r.workspaceBytes), r.stageMedianMs[0], r.stageMedianMs[1], r.stageMedianMs[2],
                     r.stageMedianMs[3]);
+        std::printf("    %s: %u warm-up run(s) in %.0f ms; kernels: %s", r.timing.c_str(), r.warmupRuns, r.warmupMs,
+                    r.plan.empty() ? "?" : r.plan.c_str());
+        if (r.timing == "resident") {
+            if (r.hostOk) std::printf("; host form after it: %.3f ms, kernels: %s", r.host.medianMs, r.hostPlan.c_str());
+            else if (!r.hostReason.empty()) std::printf("; host form after it failed: %s", r.hostReason.c_str());
+        }
+        std::printf("\n");
     }
     std::fflush(stdout);
 }
@@ -561,19 +645,28 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
         stats = sum;
         return PSK_SUCCESS;
     };
-    for (uint32_t run = 0; run < total; ++run) {
-        progress.show(index, what, run + 1, total);
+    res.plan = planSummary(attn);
+    // Warm-up: at least o.warmup runs and o.warmupMs of them; then the timed runs.
+    const auto w0 = std::chrono::steady_clock::now();
+    for (uint32_t run = 0; r == PSK_SUCCESS && (run < o.warmup || msSince(w0) < o.warmupMs); ++run) {
+        progress.show(index, what + " warm-up", run + 1, std::max(o.warmup, run + 1));
         r = forward();
-        if (r != PSK_SUCCESS) {
-            res.reason = sink.describe(r);
-            res.samplesMs.clear();
-            break;
-        }
-        if (run >= o.warmup) {
-            res.samplesMs.push_back(stats.gpuMilliseconds);
-            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) res.stageSamplesMs[st].push_back(stats.stageMilliseconds[st]);
-        }
+        res.warmupRuns = run + 1;
+    }
+    res.warmupMs = msSince(w0);
+    res.timedStartUnix = unixNow();
+    for (uint32_t run = 0; r == PSK_SUCCESS && run < o.runs; ++run) {
+        progress.show(index, what, o.warmup + run + 1, total);
+        r = forward();
+        if (r != PSK_SUCCESS) break;
+        res.samplesMs.push_back(stats.gpuMilliseconds);
+        for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) res.stageSamplesMs[st].push_back(stats.stageMilliseconds[st]);
         res.workspaceBytes = stats.workspaceBytes;
+    }
+    res.timedEndUnix = unixNow();
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+        res.samplesMs.clear();
     }
     pskDestroyDecodeState(state);
     pskDestroyAttention(attn);
@@ -581,6 +674,470 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
         res.ok = true;
         res.gpu = summarize(res.samplesMs);
         for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) res.stageMedianMs[st] = summarize(res.stageSamplesMs[st]).medianMs;
+    }
+    return res;
+}
+
+// ---- Device-resident timing (--resident) ---------------------------------------------------------
+
+#define PSK_BENCH_VK_INSTANCE_FUNCTIONS(X)                                                                       \
+    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties)                       \
+    X(vkGetPhysicalDeviceMemoryProperties) X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkCreateDevice)    \
+    X(vkGetDeviceProcAddr)
+#define PSK_BENCH_VK_DEVICE_FUNCTIONS(X)                                                                         \
+    X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements) \
+    X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory) X(vkUnmapMemory)                   \
+    X(vkCreateCommandPool) X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers)          \
+    X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCmdCopyBuffer) X(vkCmdPipelineBarrier)                    \
+    X(vkCmdWriteTimestamp) X(vkCmdResetQueryPool) X(vkCreateQueryPool) X(vkDestroyQueryPool)                    \
+    X(vkGetQueryPoolResults) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) X(vkWaitForFences)            \
+    X(vkResetFences) X(vkDeviceWaitIdle)
+
+/** A Vulkan structure with its sType and everything else zero. */
+template <typename T>
+T vkStruct(VkStructureType type) {
+    T s{};
+    s.sType = type;
+    return s;
+}
+
+/**
+ * psk's own Vulkan instance and device on the device the library picked (same name, vendor and
+ * device id), with what pskGetVulkanDeviceRequirements asks for, a compute queue with timestamps,
+ * and a context adopting them (PskExternalVulkan): the app's side of pskCmdAttentionForward.
+ */
+class ResidentDevice {
+public:
+    ResidentDevice() = default;
+    ResidentDevice(const ResidentDevice&) = delete;
+    ResidentDevice& operator=(const ResidentDevice&) = delete;
+    ~ResidentDevice() {
+        if (context_) pskDestroyContext(context_);
+        if (device_) {
+            vkDeviceWaitIdle(device_);
+            if (queries_) vkDestroyQueryPool(device_, queries_, nullptr);
+            if (fence_) vkDestroyFence(device_, fence_, nullptr);
+            if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
+            vkDestroyDevice(device_, nullptr);
+        }
+        if (instance_) vkDestroyInstance(instance_, nullptr);
+        if (loader_) dlclose(loader_);
+    }
+
+    /** Everything, on the device `want` describes. Empty on success, else why not. */
+    std::string open(const PskDeviceInfo& want, MessageSink& sink) {
+        for (const char* name : {"libvulkan.so.1", "libvulkan.so"})
+            if ((loader_ = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+        if (!loader_) return "cannot load the Vulkan loader (libvulkan.so.1)";
+        gipa_ = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(loader_, "vkGetInstanceProcAddr"));
+        if (!gipa_) return "the Vulkan loader has no vkGetInstanceProcAddr";
+        uint32_t version = VK_API_VERSION_1_0;
+        if (auto enumerate = reinterpret_cast<PFN_vkEnumerateInstanceVersion>(gipa_(nullptr, "vkEnumerateInstanceVersion")))
+            enumerate(&version);
+        if (version < VK_API_VERSION_1_1) return "the Vulkan loader is older than 1.1";
+        apiVersion_ = std::min<uint32_t>(version, VK_API_VERSION_1_3);
+        auto createInstance = reinterpret_cast<PFN_vkCreateInstance>(gipa_(nullptr, "vkCreateInstance"));
+        auto app = vkStruct<VkApplicationInfo>(VK_STRUCTURE_TYPE_APPLICATION_INFO);
+        app.pApplicationName = "psk bench --resident";
+        app.apiVersion = apiVersion_;
+        auto ii = vkStruct<VkInstanceCreateInfo>(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO);
+        ii.pApplicationInfo = &app;
+        if (!createInstance || createInstance(&ii, nullptr, &instance_) != VK_SUCCESS) return "vkCreateInstance failed";
+#define PSK_LOAD(f)                                                                 \
+    f = reinterpret_cast<PFN_##f>(gipa_(instance_, #f));                            \
+    if (!f) return "the Vulkan loader has no " #f;
+        PSK_BENCH_VK_INSTANCE_FUNCTIONS(PSK_LOAD)
+#undef PSK_LOAD
+        uint32_t count = 0;
+        vkEnumeratePhysicalDevices(instance_, &count, nullptr);
+        std::vector<VkPhysicalDevice> devices(count);
+        vkEnumeratePhysicalDevices(instance_, &count, devices.data());
+        for (VkPhysicalDevice d : devices) {
+            VkPhysicalDeviceProperties p{};
+            vkGetPhysicalDeviceProperties(d, &p);
+            if (std::strcmp(p.deviceName, want.name) == 0 && p.vendorID == want.vendorId && p.deviceID == want.deviceId) {
+                physical_ = d;
+                limits_ = p.limits;
+                break;
+            }
+        }
+        if (!physical_) return std::string("no Vulkan device named \"") + want.name + "\" in psk's own instance";
+        vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+        PskVulkanDeviceRequirements req{};
+        // Everything but cooperative matrices: the library keeps its cooperative-matrix kernels off
+        // on an app's device (PskVulkanDeviceRequirements cannot ask for the Vulkan memory model
+        // they are compiled under), so enabling the extension would change nothing.
+        PskResult pr = pskGetVulkanDeviceRequirements(gipa_, instance_, apiVersion_, physical_,
+                                                      PSK_DEVICE_CAPABILITY_ALL & ~PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT, &req);
+        if (pr != PSK_SUCCESS) return "pskGetVulkanDeviceRequirements: " + sink.describe(pr);
+        family_ = req.computeQueueFamily;
+        uint32_t familyCount = 0;
+        vkGetPhysicalDeviceQueueFamilyProperties(physical_, &familyCount, nullptr);
+        std::vector<VkQueueFamilyProperties> families(familyCount);
+        vkGetPhysicalDeviceQueueFamilyProperties(physical_, &familyCount, families.data());
+        if (family_ >= familyCount) return "no compute queue";
+        timestampBits_ = families[family_].timestampValidBits;
+        if (timestampBits_ == 0) return "the compute queue has no timestamps";
+        // The features the requirements name, in one pNext chain.
+        auto features = vkStruct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
+        auto storage16 = vkStruct<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
+        auto float16 = vkStruct<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+        auto subgroup = vkStruct<VkPhysicalDeviceSubgroupSizeControlFeaturesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT);
+        features.features.shaderInt64 = req.shaderInt64;
+        features.pNext = &storage16;
+        storage16.storageBuffer16BitAccess = req.storageBuffer16BitAccess;
+        void** tail = &storage16.pNext;
+        if (req.shaderFloat16) {
+            float16.shaderFloat16 = VK_TRUE;
+            *tail = &float16;
+            tail = &float16.pNext;
+        }
+        if (req.subgroupSizeControl) {
+            subgroup.subgroupSizeControl = VK_TRUE;
+            subgroup.computeFullSubgroups = req.computeFullSubgroups;
+            *tail = &subgroup;
+            tail = &subgroup.pNext;
+        }
+        const float priority = 1.0f;
+        auto qi = vkStruct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
+        qi.queueFamilyIndex = family_;
+        qi.queueCount = 1;
+        qi.pQueuePriorities = &priority;
+        auto di = vkStruct<VkDeviceCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO);
+        di.pNext = &features;
+        di.queueCreateInfoCount = 1;
+        di.pQueueCreateInfos = &qi;
+        di.enabledExtensionCount = req.extensionCount;
+        di.ppEnabledExtensionNames = req.extensionNames;
+        if (VkResult vr = vkCreateDevice(physical_, &di, nullptr, &device_); vr != VK_SUCCESS) {
+            device_ = VK_NULL_HANDLE;
+            return "vkCreateDevice failed (VkResult " + std::to_string(vr) + ")";
+        }
+#define PSK_LOAD(f)                                                                 \
+    f = reinterpret_cast<PFN_##f>(vkGetDeviceProcAddr(device_, #f));                \
+    if (!f) return "the device has no " #f;
+        PSK_BENCH_VK_DEVICE_FUNCTIONS(PSK_LOAD)
+#undef PSK_LOAD
+        vkGetDeviceQueue(device_, family_, 0, &queue_);
+        auto pi = vkStruct<VkCommandPoolCreateInfo>(VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO);
+        pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+        pi.queueFamilyIndex = family_;
+        if (vkCreateCommandPool(device_, &pi, nullptr, &pool_) != VK_SUCCESS) return "vkCreateCommandPool failed";
+        auto fi = vkStruct<VkFenceCreateInfo>(VK_STRUCTURE_TYPE_FENCE_CREATE_INFO);
+        if (vkCreateFence(device_, &fi, nullptr, &fence_) != VK_SUCCESS) return "vkCreateFence failed";
+        auto qpi = vkStruct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+        qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qpi.queryCount = 2;
+        if (vkCreateQueryPool(device_, &qpi, nullptr, &queries_) != VK_SUCCESS) return "vkCreateQueryPool failed";
+        external_.getInstanceProcAddr = gipa_;
+        external_.instance = instance_;
+        external_.instanceApiVersion = apiVersion_;
+        external_.physicalDevice = physical_;
+        external_.device = device_;
+        external_.queueFamilyIndex = family_;
+        external_.queue = queue_;
+        external_.enabledCapabilities = req.supportedCapabilities;
+        PskContextCreateInfo ci{};
+        ci.externalVulkan = &external_;
+        ci.messageCallback = MessageSink::callback;
+        ci.messageUserData = &sink;
+        pr = pskCreateContext(&ci, &context_);
+        if (pr != PSK_SUCCESS) {
+            context_ = nullptr;
+            return "pskCreateContext on psk's own device: " + sink.describe(pr);
+        }
+        return {};
+    }
+
+    PskContext context() const { return context_; }
+
+    /** A buffer and its memory (device-local when `hostVisible` is false). */
+    struct Buffer {
+        VkBuffer buffer = VK_NULL_HANDLE;
+        VkDeviceMemory memory = VK_NULL_HANDLE;
+        VkDeviceSize size = 0;
+        void* mapped = nullptr;
+    };
+
+    std::string create(Buffer& b, VkDeviceSize size, bool hostVisible) {
+        auto bi = vkStruct<VkBufferCreateInfo>(VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO);
+        bi.size = std::max<VkDeviceSize>(size, 4);
+        bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+        bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+        if (vkCreateBuffer(device_, &bi, nullptr, &b.buffer) != VK_SUCCESS) return "vkCreateBuffer of " + std::to_string(size) + " bytes failed";
+        VkMemoryRequirements mr{};
+        vkGetBufferMemoryRequirements(device_, b.buffer, &mr);
+        const VkMemoryPropertyFlags want = hostVisible ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+                                                       : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+        uint32_t type = ~0u;
+        for (uint32_t i = 0; i < memory_.memoryTypeCount && type == ~0u; ++i)
+            if ((mr.memoryTypeBits >> i & 1) && (memory_.memoryTypes[i].propertyFlags & want) == want) type = i;
+        if (type == ~0u && !hostVisible)
+            for (uint32_t i = 0; i < memory_.memoryTypeCount && type == ~0u; ++i)
+                if (mr.memoryTypeBits >> i & 1) type = i;
+        if (type == ~0u) return "no memory type for a buffer";
+        auto ai = vkStruct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+        ai.allocationSize = mr.size;
+        ai.memoryTypeIndex = type;
+        if (VkResult vr = vkAllocateMemory(device_, &ai, nullptr, &b.memory); vr != VK_SUCCESS) {
+            b.memory = VK_NULL_HANDLE;
+            return "vkAllocateMemory of " + std::to_string(mr.size) + " bytes failed (VkResult " + std::to_string(vr) + ")";
+        }
+        if (vkBindBufferMemory(device_, b.buffer, b.memory, 0) != VK_SUCCESS) return "vkBindBufferMemory failed";
+        if (hostVisible && vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped) != VK_SUCCESS) return "vkMapMemory failed";
+        b.size = size;
+        return {};
+    }
+
+    void destroy(Buffer& b) {
+        if (b.mapped) vkUnmapMemory(device_, b.memory);
+        if (b.buffer) vkDestroyBuffer(device_, b.buffer, nullptr);
+        if (b.memory) vkFreeMemory(device_, b.memory, nullptr);
+        b = Buffer{};
+    }
+
+    /** Records `record` into a fresh command buffer, submits it and waits. */
+    template <typename F>
+    std::string submitOnce(F record) {
+        VkCommandBuffer cb = VK_NULL_HANDLE;
+        std::string error = begin(cb);
+        if (!error.empty()) return error;
+        record(cb);
+        error = endSubmitWait(cb);
+        vkFreeCommandBuffers(device_, pool_, 1, &cb);
+        return error;
+    }
+
+    std::string begin(VkCommandBuffer& cb) {
+        auto ai = vkStruct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
+        ai.commandPool = pool_;
+        ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        ai.commandBufferCount = 1;
+        if (vkAllocateCommandBuffers(device_, &ai, &cb) != VK_SUCCESS) return "vkAllocateCommandBuffers failed";
+        auto bi = vkStruct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
+        if (vkBeginCommandBuffer(cb, &bi) != VK_SUCCESS) return "vkBeginCommandBuffer failed";
+        return {};
+    }
+
+    std::string endSubmitWait(VkCommandBuffer cb) {
+        if (vkEndCommandBuffer(cb) != VK_SUCCESS) return "vkEndCommandBuffer failed";
+        return submitWait(cb);
+    }
+
+    std::string submitWait(VkCommandBuffer cb) {
+        auto si = vkStruct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
+        si.commandBufferCount = 1;
+        si.pCommandBuffers = &cb;
+        if (VkResult vr = vkQueueSubmit(queue_, 1, &si, fence_); vr != VK_SUCCESS) return "vkQueueSubmit failed (VkResult " + std::to_string(vr) + ")";
+        const VkResult vr = vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX);
+        vkResetFences(device_, 1, &fence_);
+        return vr == VK_SUCCESS ? std::string() : "vkWaitForFences failed (VkResult " + std::to_string(vr) + ")";
+    }
+
+    /** A barrier between everything before (dispatches, copies) and everything after. */
+    void fullBarrier(VkCommandBuffer cb) {
+        auto mb = vkStruct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+        mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+        vkCmdPipelineBarrier(cb, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    }
+
+    void timestamps(VkCommandBuffer cb, bool start) {
+        if (start) {
+            vkCmdResetQueryPool(cb, queries_, 0, 2);
+            vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries_, 0);
+        } else {
+            vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 1);
+        }
+    }
+
+    /** The milliseconds between the two timestamps of the last completed submission; < 0 on failure. */
+    double elapsedMs() {
+        uint64_t t[2] = {};
+        if (vkGetQueryPoolResults(device_, queries_, 0, 2, sizeof t, t, sizeof t[0], VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) !=
+            VK_SUCCESS)
+            return -1;
+        const uint64_t mask = timestampBits_ >= 64 ? ~0ull : (1ull << timestampBits_) - 1;
+        return double((t[1] - t[0]) & mask) * limits_.timestampPeriod * 1e-6;
+    }
+
+    void copy(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, VkDeviceSize size) {
+        const VkBufferCopy region{0, 0, size};
+        vkCmdCopyBuffer(cb, src, dst, 1, &region);
+    }
+    bool end(VkCommandBuffer cb) { return vkEndCommandBuffer(cb) == VK_SUCCESS; }
+    void freeCommandBuffer(VkCommandBuffer cb) { vkFreeCommandBuffers(device_, pool_, 1, &cb); }
+    void waitIdle() { vkDeviceWaitIdle(device_); }
+
+private:
+    void* loader_ = nullptr;
+    PFN_vkGetInstanceProcAddr gipa_ = nullptr;
+    uint32_t apiVersion_ = 0;
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+    VkPhysicalDeviceLimits limits_{};
+    VkPhysicalDeviceMemoryProperties memory_{};
+    uint32_t family_ = ~0u, timestampBits_ = 0;
+    VkDevice device_ = VK_NULL_HANDLE;
+    VkQueue queue_ = VK_NULL_HANDLE;
+    VkCommandPool pool_ = VK_NULL_HANDLE;
+    VkFence fence_ = VK_NULL_HANDLE;
+    VkQueryPool queries_ = VK_NULL_HANDLE;
+    PskExternalVulkan external_{};
+    PskContext context_ = nullptr;
+#define PSK_DECLARE(f) PFN_##f f = nullptr;
+    PSK_BENCH_VK_INSTANCE_FUNCTIONS(PSK_DECLARE)
+    PSK_BENCH_VK_DEVICE_FUNCTIONS(PSK_DECLARE)
+#undef PSK_DECLARE
+};
+
+/**
+ * One configuration timed device-resident: q, k, v uploaded once, one command buffer (a barrier,
+ * timestamps around pskCmdAttentionForward) submitted back to back, first for at least o.warmup
+ * runs and o.warmupMs, then o.runs timed ones. The stage times come from o.hostRuns host-form
+ * calls on the library's own context right after (runOne), which also give host_median_ms.
+ */
+Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o,
+                   Progress& progress, size_t index) {
+    Result res;
+    res.config = c;
+    res.flops = flops(c);
+    res.timing = "resident";
+    std::string error;
+    if (!prepare(in, c, error)) {
+        res.reason = error;
+        return res;
+    }
+    const LearnedSketchFile learned(c, o.seed);
+    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, c.causal, learned);
+    PskAttention attn = nullptr;
+    PskResult r = pskCreateAttention(dev.context(), &ai, &attn);
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+        return res;
+    }
+    res.plan = planSummary(attn);
+    std::vector<uint32_t> cu{0};
+    for (uint32_t l : c.varlen) cu.push_back(cu.back() + l);
+    // A packed batch (--varlen): batchSize sequences whose offsets cuSeqlens gives, tensors of
+    // batch 1; its workspace is that of batch 1 at the total length.
+    const uint32_t batch = c.varlen.empty() ? c.batch : uint32_t(c.varlen.size());
+    PskWorkspaceLayoutInfo li{};
+    li.batchSize = c.varlen.empty() ? c.batch : 1;
+    li.seqLen = c.n;
+    uint32_t wsCount = 0;
+    std::vector<uint64_t> wsSizes;
+    r = pskGetWorkspaceLayout(attn, &li, &wsCount, nullptr);
+    if (r == PSK_SUCCESS) {
+        wsSizes.resize(wsCount);
+        r = pskGetWorkspaceLayout(attn, &li, &wsCount, wsSizes.data());
+    }
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+        pskDestroyAttention(attn);
+        return res;
+    }
+    ResidentDevice::Buffer q, k, v, out, staging;
+    std::vector<ResidentDevice::Buffer> ws(wsCount);
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    auto cleanup = [&] {
+        dev.waitIdle();
+        if (cb) dev.freeCommandBuffer(cb);
+        for (auto* b : {&q, &k, &v, &out, &staging}) dev.destroy(*b);
+        for (auto& b : ws) dev.destroy(b);
+        pskDestroyAttention(attn);
+    };
+    const std::vector<uint8_t>* host[3] = {&in.qb, &in.kb, &in.vb};
+    ResidentDevice::Buffer* device[3] = {&q, &k, &v};
+    for (int i = 0; i < 3 && error.empty(); ++i) error = dev.create(*device[i], host[i]->size(), false);
+    if (error.empty()) error = dev.create(out, in.ob.size(), false);
+    for (uint32_t i = 0; i < wsCount && error.empty(); ++i) error = dev.create(ws[i], wsSizes[i], false);
+    // The upload, once: through one host-visible staging buffer, tensor by tensor.
+    if (error.empty()) error = dev.create(staging, std::max({in.qb.size(), in.kb.size(), in.vb.size()}), true);
+    for (int i = 0; i < 3 && error.empty(); ++i) {
+        std::memcpy(staging.mapped, host[i]->data(), host[i]->size());
+        error = dev.submitOnce([&](VkCommandBuffer c1) {
+            dev.copy(c1, staging.buffer, device[i]->buffer, host[i]->size());
+        });
+    }
+    if (error.empty()) dev.destroy(staging);
+    // The command buffer every run submits.
+    if (error.empty()) error = dev.begin(cb);
+    if (error.empty()) {
+        dev.fullBarrier(cb);  // orders this run after the previous one (and after the upload)
+        dev.timestamps(cb, true);
+        PskCmdForwardInfo fi{};
+        fi.batchSize = batch;
+        fi.seqLen = c.n;
+        fi.q = {q.buffer, 0, q.size, nullptr};
+        fi.k = {k.buffer, 0, k.size, nullptr};
+        fi.v = {v.buffer, 0, v.size, nullptr};
+        fi.out = {out.buffer, 0, out.size, nullptr};
+        std::vector<PskWorkspaceRange> ranges;
+        for (auto& b : ws) ranges.push_back({b.buffer, 0, b.size});
+        if (wsCount == 1) {
+            fi.workspace = ws[0].buffer;
+            fi.workspaceSize = ws[0].size;
+        } else if (wsCount > 1) {
+            fi.workspaceCount = wsCount;
+            fi.pWorkspaces = ranges.data();
+        }
+        if (!c.varlen.empty()) fi.cuSeqlens = cu.data();
+        r = pskCmdAttentionForward(attn, cb, &fi);
+        if (r != PSK_SUCCESS) error = "pskCmdAttentionForward: " + sink.describe(r);
+        dev.timestamps(cb, false);
+        if (!dev.end(cb) && error.empty()) error = "vkEndCommandBuffer failed";
+    }
+    const std::string what = describe(c) + " resident";
+    if (error.empty()) {
+        const auto w0 = std::chrono::steady_clock::now();
+        for (uint32_t run = 0; error.empty() && (run < o.warmup || msSince(w0) < o.warmupMs); ++run) {
+            progress.show(index, what + " warm-up", run + 1, std::max(o.warmup, run + 1));
+            error = dev.submitWait(cb);
+            res.warmupRuns = run + 1;
+        }
+        res.warmupMs = msSince(w0);
+    }
+    res.timedStartUnix = unixNow();
+    for (uint32_t run = 0; error.empty() && run < o.runs; ++run) {
+        progress.show(index, what, run + 1, o.runs);
+        error = dev.submitWait(cb);
+        if (!error.empty()) break;
+        const double ms = dev.elapsedMs();
+        if (ms < 0) error = "vkGetQueryPoolResults failed";
+        else res.samplesMs.push_back(ms);
+    }
+    res.timedEndUnix = unixNow();
+    uint64_t wsBytes = 0;
+    for (uint64_t b : wsSizes) wsBytes += b;
+    cleanup();
+    if (!error.empty()) {
+        res.reason = error;
+        res.samplesMs.clear();
+        return res;
+    }
+    res.ok = true;
+    res.gpu = summarize(res.samplesMs);
+    res.workspaceBytes = wsBytes;
+    // The host-form calls right after (the GPU is warm): stage times and the host form's median.
+    if (o.hostRuns > 0 && hostCtx) {
+        BenchOptions ho = o;
+        ho.warmup = 0;
+        ho.warmupMs = 0;
+        ho.runs = o.hostRuns;
+        const Result h = runOne(hostCtx, sink, c, in, ho, progress, index);
+        res.hostOk = h.ok;
+        res.hostPlan = h.plan;
+        if (h.ok) {
+            res.host = h.gpu;
+            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st) {
+                res.stageSamplesMs[st] = h.stageSamplesMs[st];
+                res.stageMedianMs[st] = h.stageMedianMs[st];
+            }
+        } else {
+            res.hostReason = h.reason;
+        }
     }
     return res;
 }
@@ -716,6 +1273,9 @@ int runBench(int argc, char** argv) {
     info.startedUtc = utcNow();
     info.runs = int(o.decode ? o.steps : o.runs);
     info.warmup = int(o.warmup);
+    info.warmupMs = o.warmupMs;
+    info.resident = o.resident;
+    info.hostRuns = int(o.hostRuns);
     info.decode = o.decode;
     const uint32_t version = pskGetVersion();
     info.libraryVersion = std::to_string(PSK_VERSION_MAJOR(version)) + "." + std::to_string(PSK_VERSION_MINOR(version)) + "." +
@@ -739,6 +1299,20 @@ int runBench(int argc, char** argv) {
     info.driverInfo = dev.driverInfo;
     info.deviceType = dev.deviceType;
 
+    // --resident: psk's own device for the timed runs (the library's own context stays for the
+    // host-form runs that give the stage times).
+    std::unique_ptr<ResidentDevice> resident;
+    if (o.resident && !o.decode) {
+        resident = std::make_unique<ResidentDevice>();
+        const std::string why = resident->open(dev, sink);
+        if (!why.empty()) {
+            std::fprintf(stderr, "psk bench: --resident: %s\n", why.c_str());
+            resident.reset();
+            pskDestroyContext(ctx);
+            return 1;
+        }
+    }
+
     const std::vector<Config> configs = makeConfigs(o);
     if (!o.quiet) {
         std::printf("device: %s (%s %s)\n", dev.name, dev.driverName, dev.driverInfo);
@@ -748,8 +1322,13 @@ int runBench(int argc, char** argv) {
                         configs.size(), o.warmup, o.steps);
             printDecodeHeader();
         } else {
-            std::printf("%zu configuration(s), %s, %u warm-up + %u timed run(s) each; GPU times\n\n", configs.size(),
-                        o.causal ? "causal" : "full", o.warmup, o.runs);
+            std::printf("%zu configuration(s), %s, %u warm-up run(s)%s + %u timed run(s) each; GPU times%s\n\n", configs.size(),
+                        o.causal ? "causal" : "full", o.warmup,
+                        o.warmupMs > 0 ? (" and at least " + std::to_string(int(o.warmupMs)) + " ms").c_str() : "", o.runs,
+                        o.resident ? (" of device-resident calls (pskCmdAttentionForward on buffers uploaded once); stage times from " +
+                                      std::to_string(o.hostRuns) + " host-form call(s) right after")
+                                         .c_str()
+                                   : " of host-form calls (pskAttentionForwardHost)");
             printHeader();
         }
     }
@@ -757,12 +1336,14 @@ int runBench(int argc, char** argv) {
     std::vector<Result> results;
     Inputs inputs;
     for (size_t i = 0; i < configs.size(); ++i) {
-        results.push_back(o.decode ? runDecodeOne(ctx, sink, configs[i], inputs, o, progress, i)
-                                   : runOne(ctx, sink, configs[i], inputs, o, progress, i));
+        results.push_back(o.decode     ? runDecodeOne(ctx, sink, configs[i], inputs, o, progress, i)
+                          : resident ? runResident(*resident, ctx, sink, configs[i], inputs, o, progress, i)
+                                     : runOne(ctx, sink, configs[i], inputs, o, progress, i));
         progress.clear();
         if (!o.quiet) o.decode ? printDecodeRow(results.back()) : printRow(results.back());
     }
     inputs = Inputs{};
+    resident.reset();
     pskDestroyContext(ctx);
 
     if (!o.peer.empty()) {
