@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Prepares, HERE (the development machine, no GPU), everything a session lent an NVIDIA H100/H200
-# through the device tool needs to run tools/gpu_run.sh there in a few calls (docs/GPU_RUN.md):
+# Prepares, on the build machine (no GPU needed), everything tools/gpu_run.sh needs on a machine with
+# a GPU, so that the GPU check is one command there (docs/GPU_RUN.md):
 #
 #   1. builds with tools/build.sh (build/; --build-dir DIR packs another build, --no-build skips it);
-#   2. fetches the Vulkan loader .debs into .gl/ when missing (the device README's apt-get recipe) and
-#      the Khronos validation layer's .deb into .gpu/vvl/;
-#   3. packs into .gpu/ (ignored by .gitignore and .git/info/exclude; it travels only when carried):
+#   2. fetches the Vulkan loader .debs into .gl/ when missing (apt-get download of the amd64
+#      packages, for a GPU machine without a loader) and the Khronos validation layer's .deb into
+#      .gpu/vvl/;
+#   3. packs into .gpu/ (ignored by .gitignore and .git/info/exclude; copied to the GPU machine
+#      along with the working tree and .gl):
 #      bin/psk, bin/tinylm, lib/libpolysketch.so.0 and the GPU test binaries (tests.tar.xz), debug
 #      info stripped;
 #   4. makes the fixture in .gpu/fixture/: seeded f16 q, k, v (B=1, H=1, h=64) at n = 16461 (not a
@@ -14,14 +16,14 @@
 #      with the generic kernels (PSK_DISABLE_TEAM_KERNELS=1: the kernels a GPU runs) in float32
 #      storage (the function itself, so the GPU's float16 run meets the tests' 2e-3), and lavapipe's
 #      own f16/f32 errors against them (generic and lane-team kernels) in fixture/README;
-#   5. checks that what travels (tracked and untracked-not-ignored files, .gl, .gpu) stays under the
-#      device tool's 64 MiB and prints the carry list and the commands for the device calls.
+#   5. checks that what the GPU machine needs (the working tree's tracked and untracked-not-ignored
+#      files, .gl, .gpu) stays small (it fails above 60 MiB) and prints the command to run there.
 #
 #   tools/gpu_prepare.sh [--build-dir DIR] [--no-build] [--new-inputs] [--test]
 #     --new-inputs  draw the fixture's q, k, v again (default: keep existing inputs; the expected
 #                   outputs are always recomputed, so that they come from the kernels being carried)
-#     --test        afterwards, run the harness here on lavapipe: tools/gpu_run.sh check, bench and
-#                   peer with --lavapipe --quick (a few minutes on two cores)
+#     --test        afterwards, run the harness here on lavapipe: tools/gpu_run.sh gpu and peer with
+#                   --lavapipe --quick (a few minutes on two cores)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -42,7 +44,7 @@ done
 log() { echo "gpu_prepare: $*"; }
 die() { echo "gpu_prepare: $*" >&2; exit 1; }
 
-# --- 0. Ignore what is carried (never committed): .gitignore and .git/info/exclude.
+# --- 0. Ignore the packed folders (never committed): .gitignore and .git/info/exclude.
 exclude=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$exclude")"
 for p in /.gl/ /.gpu/; do
@@ -72,7 +74,7 @@ apt_update() {
     apt_updated=1
 }
 if ! compgen -G ".gl/libvulkan1_*.deb" >/dev/null; then
-    log "fetching the Vulkan loader .debs into .gl/ (the device README's recipe)"
+    log "fetching the Vulkan loader .debs into .gl/ (apt-get download, amd64)"
     mkdir -p .gl
     apt_update
     (cd .gl && apt-get "${apt_amd64[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
@@ -90,7 +92,7 @@ tests=(validation_test conformance_polysketch_test conformance_baselines_test de
 rm -rf .gpu/bin .gpu/lib .gpu/tests .gpu/tests.tar.xz
 mkdir -p .gpu/bin .gpu/lib .gpu/tests
 strip --strip-debug -o .gpu/bin/psk "$build_dir/tools/psk"
-# The sample model's app (its models are tracked files: they travel with the working tree).
+# The sample model's app (its models are tracked files: they come with the working tree).
 if [[ -x "$build_dir/samples/tinylm/tinylm" ]]; then
     strip --strip-debug -o .gpu/bin/tinylm "$build_dir/samples/tinylm/tinylm"
 else
@@ -106,14 +108,14 @@ for t in "${tests[@]}"; do
     fi
 done
 ((${#missing[@]} == 0)) || log "WARNING: not built, not packed: ${missing[*]}"
-# Nothing may need a library that the device machine lacks (only libvulkan comes from .gl).
+# Nothing may need a library that a bare GPU machine lacks (only libvulkan comes from .gl).
 bad=$(for f in .gpu/bin/* .gpu/tests/*; do LD_LIBRARY_PATH=.gpu/lib ldd "$f" | grep -vE \
     'linux-vdso|ld-linux|lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt|polysketch|vulkan)\.so' | sed "s|^|$f: |"; done || true)
 [[ -z "$bad" ]] || die "unexpected shared libraries: $bad"
 # The test binaries link the library's objects and its embedded SPIR-V each (~4 MiB apiece, 36 MiB
 # in all): one xz tarball holds them in ~2 MiB (xz's window spans the repeats across files), which
-# keeps what travels under the device tool's 64 MiB now that the working tree holds the sample
-# models. gpu_run.sh unpacks it with Python's tarfile (no xz binary needed on the device).
+# keeps what is copied to the GPU machine small now that the working tree holds the sample models.
+# gpu_run.sh unpacks it with Python's tarfile (no xz binary needed on the GPU machine).
 tar -cJf .gpu/tests.tar.xz -C .gpu tests
 rm -rf .gpu/tests
 
@@ -149,7 +151,7 @@ make_case() { # make_case KIND N SEED PSK_RUN_ARGS...
         unset PSK_DISABLE_TEAM_KERNELS
         if ! $cmp compare /tmp/gpu_prepare-check.npy "$dir/expected.npy" --tol "$tol" \
             --label "$kind-n$n $dtype $team kernels (lavapipe)" | tee -a .gpu/fixture/README; then
-            die "lavapipe's $dtype $team kernels miss the fixture's tolerance: not a fixture to carry"
+            die "lavapipe's $dtype $team kernels miss the fixture's tolerance: not a fixture to pack"
         fi
     done
     rm -f /tmp/gpu_prepare-check.npy
@@ -187,23 +189,22 @@ tree_bytes=$(git ls-files -z -co --exclude-standard | xargs -0 -r stat -c %s 2>/
 gl_bytes=$(du -sb .gl | cut -f1)
 gpu_bytes=$(du -sb .gpu | cut -f1)
 total=$((tree_bytes + gl_bytes + gpu_bytes))
-log "what travels: working tree $(mib "$tree_bytes") + .gl $(mib "$gl_bytes") + .gpu $(mib "$gpu_bytes") = $(mib "$total") (limit 64 MiB)"
+log "for the GPU machine: working tree $(mib "$tree_bytes") + .gl $(mib "$gl_bytes") + .gpu $(mib "$gpu_bytes") = $(mib "$total")"
 du -sh .gpu/* | sed 's/^/    /'
-((total < 60 * 1048576)) || die "over 60 MiB: carry less (drop test binaries from the tests list)"
+((total < 60 * 1048576)) || die "over 60 MiB: pack less (drop test binaries from the tests list)"
 
 cat <<EOF
 
-Device tool calls (one at a time; each prints one line per step and leaves gpu_run-PHASE.{summary,log,tar.gz} in \$OUT):
-  1. run  command: bash tools/gpu_run.sh check   carry: [".gl", ".gpu"]   timeout_s: 600
-  2. run  command: bash tools/gpu_run.sh bench   carry: [".gl", ".gpu"]   timeout_s: 600
-  3. run  command: bash tools/gpu_run.sh peer    carry: [".gl", ".gpu"]   timeout_s: 600
-  (docs/GPU_RUN.md: what each call does, what to read first, what to do when a step fails)
+On the GPU machine, in a copy of this working tree with .gl and .gpu (each command prints one line
+per step and leaves gpu_run-PHASE.{summary,log,tar.gz} in --out, default \$OUT or /tmp/psk-gpu-results):
+  bash tools/gpu_run.sh gpu      # everything in one command, inside 480 s (--deadline)
+  (given more time: check, bisect, bench, peer; docs/GPU_RUN.md says what each does and how to read it)
 EOF
 
 if ((run_test)); then
     log "testing the harness on lavapipe (--quick)"
     rc=0
-    for ph in check bench peer; do
+    for ph in gpu peer; do
         bash tools/gpu_run.sh "$ph" --lavapipe --quick --out "/tmp/psk-gpu-selftest/$ph" || rc=1
     done
     ((rc == 0)) && log "harness self-test passed" || die "harness self-test failed (/tmp/psk-gpu-selftest)"

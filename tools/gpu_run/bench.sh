@@ -1,0 +1,435 @@
+# Sourced by tools/gpu_run.sh: the bench (the sweep, split or skipped where one call does not fit
+# the device's limits) and the stage proxies.
+#
+# Timing hygiene (docs/GPU_RUN.md): psk bench --resident times device-resident calls (q, k, v
+# uploaded once, one recorded command buffer submitted back to back: no host copy or NaN scan
+# between the timed runs) after at least PSK_GPU_WARMUP runs and PSK_GPU_WARMUP_MS of them; the
+# stage times come from PSK_GPU_HOST_RUNS host-form calls right after. Where nvidia-smi exists,
+# the SM clock is logged in the background (tools/gpu_run.sh, start_clock_log) and each bench row
+# is matched against the samples of its timed span: a row whose median SM clock is below 90 % of
+# the maximum is flagged LOW CLOCK.
+
+# why_too_large KIND N H h R [ELEMENT_BYTES]: the reason a call of B=1, H heads does not fit
+# (empty when it fits), from the library's workspace layout (lib/forward/polysketch_forward.cpp
+# polysketchWorkspace, p = 4 local exact, b = 256; lib/forward/tiled_forward.cpp for softmax above
+# 8192 tokens) and the limits.
+why_too_large() {
+    local kind=$1 n=$2 H=$3 h=$4 r=${5:-0} e=${6:-2} b=256 two32=$((1 << 32))
+    local range=$lim_range alloc=$lim_alloc
+    ((range > 0)) || return 0
+    ((alloc > 0)) || alloc=$((1 << 62))
+    local tensor=$((H * n * h * e))
+    ((tensor > range)) && { echo "q/k/v of $tensor bytes > maxStorageBufferRange $range"; return 0; }
+    if [[ $kind == softmax ]]; then
+        ((n <= 8192)) && return 0
+        local st=$((H * n * (h + 2)))
+        ((st >= two32 || st * 4 > range)) && { echo "softmax key-chunk state $((st * 4)) bytes > maxStorageBufferRange $range"; return 0; }
+        ((st * 4 > alloc)) && { echo "softmax workspace $((st * 4)) bytes > maxMemoryAllocationSize $alloc"; return 0; }
+        return 0
+    fi
+    local F=$((r * (r + 1) / 2)) t=$(((n + b - 1) / b)) align=4
+    ((lavapipe && h <= 128 && r % 4 == 0)) && align=8 # the lane-team output's state rows
+    local stride=$(((h + 1 + align - 1) / align * align))
+    # The library splits a workspace over maxMemoryAllocationSize into several buffers
+    # (lib/forward/workspace.hpp): only a single region larger than a limit stops a call.
+    local name floats
+    for name in "q sketches:$((H * n * r))" "k sketches:$((H * n * r))" "local q rows:$((H * n * h))" \
+        "local k rows:$((H * n * h))" "states:$((H * t * F * stride))"; do
+        floats=${name##*:}
+        if ((floats >= two32 || floats * 4 > range)); then
+            echo "polysketch ${name%%:*} $((floats * 4)) bytes > maxStorageBufferRange $range"
+            return 0
+        fi
+        if (((floats * 4 + 255) / 256 * 256 > alloc)); then
+            echo "polysketch ${name%%:*} $((floats * 4)) bytes > maxMemoryAllocationSize $alloc"
+            return 0
+        fi
+    done
+    return 0
+}
+
+# bench_call NAME LIMIT ARGS...: one psk bench invocation (JSON, CSV and its table under
+# $work/bench): device-resident unless PSK_GPU_RESIDENT=0 (or psk could not open the device itself,
+# then host-form calls from there on), with the warm-up time; $bench_host_runs host-form runs after.
+bench_host_runs=""
+bench_call() {
+    local name=$1 limit=$2
+    shift 2
+    mkdir -p "$work/bench"
+    local timing=(--warmup-ms "$warmup_ms")
+    ((resident)) && timing+=(--resident --host-runs "${bench_host_runs:-$host_runs}")
+    tmo "$limit" "$PSK" bench --batch 1 --runs "$runs" --warmup "$warmup" "${timing[@]}" --json "$work/bench/$name.json" \
+        --csv "$work/bench/$name.csv" "$@" >"$work/bench/$name.txt" 2>&1
+    local rc=$?
+    if ((rc == 1 && resident)) && grep -q '^psk bench: --resident:' "$work/bench/$name.txt"; then
+        say "NOTE bench: no device-resident timing ($(grep -m1 '^psk bench: --resident:' "$work/bench/$name.txt" | cut -c 27-200)); host-form calls from here on"
+        resident=0
+        mv "$work/bench/$name.txt" "$work/bench/$name.resident-failed.txt"
+        tmo "$limit" "$PSK" bench --batch 1 --runs "$runs" --warmup "$warmup" --warmup-ms "$warmup_ms" --json "$work/bench/$name.json" \
+            --csv "$work/bench/$name.csv" "$@" >"$work/bench/$name.txt" 2>&1
+        rc=$?
+    fi
+    cat "$work/bench/$name.txt"
+    return "$rc"
+}
+
+# The SM clock against the bench rows: $work/clocks.py (a module for the tables, and a command).
+write_clocks_py() {
+    cat >"$work/clocks.py" <<'PY'
+"""The nvidia-smi clock log (clocks.csv: a header line naming the fields, then one line per sample)
+against time spans: the median SM clock of a span, a LOW CLOCK flag below 90 % of the maximum,
+and the clock-event reasons seen."""
+import datetime, statistics, sys
+
+REASONS = {0x1: "idle", 0x2: "applications clocks setting", 0x4: "SW power cap", 0x8: "HW slowdown",
+           0x10: "sync boost", 0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown", 0x80: "HW power brake",
+           0x100: "display clock setting"}
+LOW = 0.9
+
+
+def load(path):
+    """[(unix seconds, SM MHz, max SM MHz, reasons bit mask or None)]"""
+    out = []
+    try:
+        lines = open(path, encoding="utf-8", errors="replace").read().splitlines()
+    except OSError:
+        return out
+    for line in lines[1:]:
+        f = [x.strip() for x in line.split(",")]
+        if len(f) < 3:
+            continue
+        try:
+            t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            sm, mx = float(f[1]), float(f[2])
+        except ValueError:
+            continue
+        reasons = None
+        if len(f) > 3:
+            try:
+                reasons = int(f[3], 16)
+            except ValueError:
+                pass
+        out.append((t, sm, mx, reasons))
+    return out
+
+
+def max_clock(samples):
+    return max((s[2] for s in samples), default=0.0)
+
+
+def reason_names(mask):
+    return [name for bit, name in REASONS.items() if mask & bit] + (["0x%x" % (mask & ~0x1FF)] if mask & ~0x1FF else [])
+
+
+def span(samples, t0, t1):
+    """The samples of [t0, t1] (widened by 50 ms); the nearest one within 0.5 s when none."""
+    inside = [s for s in samples if t0 - 0.05 <= s[0] <= t1 + 0.05]
+    if inside or not samples:
+        return inside
+    mid = (t0 + t1) / 2
+    near = min(samples, key=lambda s: abs(s[0] - mid))
+    return [near] if abs(near[0] - mid) <= 0.5 + (t1 - t0) / 2 else []
+
+
+def judge(samples, t0, t1):
+    """{"sm_median", "sm_max", "samples", "low", "reasons"} of one span, or None without samples."""
+    try:
+        t0, t1 = float(t0), float(t1)
+    except (TypeError, ValueError):
+        return None
+    got = span(samples, t0, t1)
+    if not got:
+        return None
+    mx = max_clock(samples)
+    med = statistics.median(s[1] for s in got)
+    mask = 0
+    for s in got:
+        mask |= s[3] or 0
+    return {"sm_median": med, "sm_max": mx, "samples": len(got), "low": mx > 0 and med < LOW * mx,
+            "reasons": reason_names(mask & ~0x1)}
+
+
+def tag(j):
+    if j is None:
+        return ""
+    if j["low"]:
+        return " [LOW CLOCK: SM median %.0f MHz < 90%% of %.0f%s]" % (
+            j["sm_median"], j["sm_max"], ("; " + ", ".join(j["reasons"])) if j["reasons"] else "")
+    return " [SM %.0f MHz]" % j["sm_median"]
+
+
+def summary(samples, t0, t1, rows):
+    """One line: the clock over [t0, t1] and how many bench rows were flagged."""
+    got = [s for s in samples if t0 <= s[0] <= t1]
+    if not got:
+        return "no samples during the bench"
+    sm = sorted(s[1] for s in got)
+    mask = 0
+    for s in got:
+        mask |= s[3] or 0
+    judged = [j for j in rows if j is not None]
+    low = sum(1 for j in judged if j["low"])
+    return ("%d samples: SM min %.0f / median %.0f / max %.0f MHz of max %.0f; reasons seen: %s; rows below 90%%: %d of %d"
+            % (len(sm), sm[0], statistics.median(sm), sm[-1], max_clock(samples), ", ".join(reason_names(mask)) or "none",
+               low, len(judged)))
+
+
+if __name__ == "__main__" and sys.argv[1] == "summary":
+    import csv, glob, os
+    samples = load(sys.argv[2])
+    rows = []
+    for path in glob.glob(os.path.join(sys.argv[5], "*.csv")):
+        if os.path.basename(path) in ("all.csv", "decode.csv"):
+            continue
+        for r in csv.DictReader(open(path)):
+            if r.get("timed_start_unix"):
+                rows.append(judge(samples, r["timed_start_unix"], r["timed_end_unix"]))
+    print(summary(samples, float(sys.argv[3]), float(sys.argv[4]), rows))
+PY
+}
+
+# One line per configuration of a CSV: "r=32 5.203 ms 19.0 TFLOP/s" (x SPLIT calls when split).
+csv_summary() {
+    python3 - "$1" "${2:-1}" "$work" "$clock_log" <<'PY'
+import csv, sys
+path, split = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+import clocks
+samples = clocks.load(sys.argv[4])
+parts = []
+try:
+    rows = list(csv.DictReader(open(path)))
+except OSError as e:
+    print(f"no CSV ({e.strerror})")
+    sys.exit(0)
+dtypes = {r["dtype"] for r in rows}
+for r in rows:
+    what = f"r={r['sketch_size']}" if r["kind"] == "polysketch" else r["kind"]
+    if len(dtypes) > 1:
+        what += " " + r["dtype"]
+    if r["status"] != "ok":
+        parts.append(f"{what} {r['status']}: {r['reason'][:120]}")
+        continue
+    ms = float(r["median_ms"])
+    tf = float(r["tflops"])
+    # Per-stage GPU times where psk bench records them (PskForwardStats' stage times).
+    st = [(k, r.get(k + "_ms") or "") for k in ("feature_map", "block_states", "prefix", "output")]
+    stages = ""
+    if r["kind"] == "polysketch" and all(v for _, v in st):
+        stages = " [features %.3f, states %.3f, prefix %.3f, output %.3f ms]" % tuple(float(v) for _, v in st)
+    # The host form's median after a resident run, and the SM clock during the timed runs.
+    extra = ""
+    if r.get("timing") == "resident" and r.get("host_median_ms"):
+        extra += " (host form %.3f)" % float(r["host_median_ms"])
+    extra += clocks.tag(clocks.judge(samples, r.get("timed_start_unix"), r.get("timed_end_unix")))
+    if split > 1:
+        parts.append(f"{what} {split} calls x {ms:.3f} = {split * ms:.3f} ms ({r['heads']} heads each), {tf:.1f} TFLOP/s{stages}{extra}")
+    else:
+        parts.append(f"{what} {ms:.3f} ms, {float(r['ms_per_token']) * 1e3:.4f} us/token, {tf:.1f} TFLOP/s{stages}{extra}")
+print("; ".join(parts) if parts else "no rows")
+PY
+}
+
+# bench_group KIND N h: polysketch (every fitting sketch size in one call; a sketch size that does not
+# fit H heads runs as H/s calls of H/s heads) or softmax, at one n and head dim.
+bench_group() {
+    local kind=$1 n=$2 h=$3 name="$1-h$3-n$2" limit=$4 rc=0 r why fit=() s sub
+    [[ ",$bench_kinds," == *",$kind,"* ]] || return 0
+    # Softmax in f16; polysketch in every type of PSK_GPU_BENCH_DTYPES (one call: the inputs are
+    # drawn once), sized for the widest.
+    local common=(--n "$n" --head-dim "$h" --dtype "$( [[ $kind == softmax ]] && echo f16 || echo "$bench_dtypes")") e=2
+    [[ $kind != softmax && ",$bench_dtypes," == *",f32,"* ]] && e=4
+    if [[ $kind == softmax ]]; then
+        why=$(why_too_large softmax "$n" "$heads" "$h")
+        if [[ -n "$why" ]]; then
+            say "SKIP bench $name: $why"
+            return 0
+        fi
+        # Quadratic: fewer runs at the longest contexts so that the invocation ends inside its limit.
+        local runs=$runs warmup=$warmup bench_host_runs=1
+        ((n > 32768 && !quick)) && runs=3 warmup=1
+        ((host_runs < 1)) && bench_host_runs=0
+        bench_call "$name" "$limit" --kinds softmax --heads "$heads" "${common[@]}" || rc=$?
+        say "$( ((rc == 0)) && echo OK || echo FAIL) bench $name H=$heads: $(csv_summary "$work/bench/$name.csv")$( ((rc == 124)) && echo ' [time limit]')"
+        return "$rc"
+    fi
+    local pk=(--kinds polysketch --degree 4 --block-size 256 --local-exact)
+    for r in ${sketches//,/ }; do
+        why=$(why_too_large polysketch "$n" "$heads" "$h" "$r" "$e")
+        if [[ -z "$why" ]]; then
+            fit+=("$r")
+            continue
+        fi
+        # Split the heads over calls (same total work; the sum of the calls is the time).
+        sub=""
+        for s in 2 4 8 16; do
+            ((heads % s == 0 && heads / s >= 1)) || continue
+            if [[ -z "$(why_too_large polysketch "$n" $((heads / s)) "$h" "$r" "$e")" ]]; then
+                sub=$s
+                break
+            fi
+        done
+        if [[ -z "$sub" ]]; then
+            say "SKIP bench $name r=$r: $why, also with the heads split"
+            continue
+        fi
+        local rc2=0
+        bench_call "$name-r$r-split$sub" "$limit" "${pk[@]}" --sketch-size "$r" --heads $((heads / sub)) "${common[@]}" || rc2=$?
+        ((rc2)) && rc=$rc2
+        say "$( ((rc2 == 0)) && echo OK || echo FAIL) bench $name H=$heads r=$r SPLIT ($why): $(csv_summary "$work/bench/$name-r$r-split$sub.csv" "$sub")"
+    done
+    if ((${#fit[@]})); then
+        local list rc1=0
+        list=$(IFS=,; echo "${fit[*]}")
+        bench_call "$name" "$limit" "${pk[@]}" --sketch-size "$list" --heads "$heads" "${common[@]}" || rc1=$?
+        ((rc1)) && rc=$rc1
+        say "$( ((rc1 == 0)) && echo OK || echo FAIL) bench $name H=$heads: $(csv_summary "$work/bench/$name.csv")$( ((rc1 == 124)) && echo ' [time limit]')"
+        # The library refused a size the prediction let through: split its heads after all.
+        local refused
+        refused=$(awk -F, 'NR > 1 && $15 == "skipped" && /TOO_LARGE/ {print $12}' "$work/bench/$name.csv" 2>/dev/null | sort -u)
+        for r in $refused; do
+            for s in 2 4 8 16; do
+                ((heads % s == 0)) || continue
+                bench_call "$name-r$r-split$s" "$limit" "${pk[@]}" --sketch-size "$r" --heads $((heads / s)) "${common[@]}" || true
+                if awk -F, 'NR > 1 && $15 == "ok" {ok = 1} END {exit !ok}' "$work/bench/$name-r$r-split$s.csv" 2>/dev/null; then
+                    say "OK bench $name H=$heads r=$r SPLIT (the library refused one call; not predicted): $(csv_summary "$work/bench/$name-r$r-split$s.csv" "$s")"
+                    break
+                fi
+                rm -f "$work/bench/$name-r$r-split$s".*
+            done
+        done
+    fi
+    return "$rc"
+}
+
+do_bench() {
+    local rc=0 n h ns hs first_h t0 t0_unix
+    ns=$(list "$bench_n")
+    hs=${head_dims//,/ }
+    first_h=${hs%% *}
+    t0=$SECONDS t0_unix=$(date +%s.%N)
+    write_clocks_py
+    say "bench: B=1 H=$heads causal, n = $ns, h = $hs, kinds $bench_kinds (polysketch p=4 r=${sketches} b=256 local exact, $bench_dtypes; softmax f16); $runs runs after $warmup warm-up and >= ${warmup_ms} ms; $( ((resident)) && echo "device-resident calls, stage times from $host_runs host-form calls after" || echo "host-form calls"); SM clock $clock_note"
+    # In order of value, so that a cut keeps the most wanted: polysketch and softmax at the first head
+    # dim (softmax's two longest last), polysketch at the other head dims, then softmax there.
+    local big_softmax=()
+    for n in $ns; do bench_group polysketch "$n" "$first_h" 60 || rc=1; done
+    for n in $ns; do
+        if ((n > 32768)); then big_softmax+=("$n"); continue; fi
+        bench_group softmax "$n" "$first_h" 60 || rc=1
+    done
+    for h in ${hs#"$first_h"}; do
+        for n in $ns; do bench_group polysketch "$n" "$h" 60 || rc=1; done
+    done
+    for n in "${big_softmax[@]}"; do bench_group softmax "$n" "$first_h" 90 || rc=1; done
+    for h in ${hs#"$first_h"}; do
+        for n in $ns; do bench_group softmax "$n" "$h" 90 || rc=1; done
+    done
+    # All rows in one CSV, and a table for the caller.
+    python3 - "$work/bench" "$work" "$clock_log" <<'PY' | tee "$work/bench/table.txt" | show
+import csv, glob, os, sys
+sys.path.insert(0, sys.argv[2])
+import clocks
+samples = clocks.load(sys.argv[3])
+rows = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.csv"))):
+    if os.path.basename(path) in ("all.csv", "decode.csv") or os.path.basename(path).startswith("stage-"):
+        continue
+    split = 1
+    base = os.path.basename(path)[:-4]
+    if "-split" in base:
+        split = int(base.rsplit("-split", 1)[1])
+    for r in csv.DictReader(open(path)):
+        r["split"] = split
+        rows.append(r)
+if not rows:
+    print("bench table: no results")
+    sys.exit(0)
+with open(os.path.join(sys.argv[1], "all.csv"), "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+    w.writeheader()
+    w.writerows(rows)
+dtypes = sorted({r["dtype"] for r in rows if r["kind"] == "polysketch"})
+def key(r):
+    if r["kind"] == "softmax":
+        return "softmax"
+    return f"poly r={r['sketch_size']}" + (f" {r['dtype']}" if len(dtypes) > 1 else "")
+cols = sorted({key(r) for r in rows}, key=lambda c: (c == "softmax", c))
+cells, flags = {}, {}
+for r in rows:
+    ms = float(r["median_ms"]) * r["split"] if r["status"] == "ok" else None
+    k = (int(r["head_dim"]), int(r["n"]), key(r))
+    if ms is not None or not isinstance(cells.get(k), float):  # a split run's time beats a refusal
+        cells[k] = ms if ms is not None else r["status"]
+        j = clocks.judge(samples, r.get("timed_start_unix"), r.get("timed_end_unix")) if ms is not None else None
+        if j is not None:
+            flags[k] = j
+timing = sorted({r.get("timing") or "host" for r in rows if r["status"] == "ok"})
+print("bench table (median ms, B=1, H=%s, causal, %s timing; softmax f16; split calls summed; * = LOW CLOCK: the median"
+      " SM clock of the row's timed runs below 90%% of the maximum):" % (max(int(r["heads"]) * r["split"] for r in rows), "/".join(timing)))
+p32 = next((c for c in cols if c.startswith("poly r=32") and c.endswith("f16")), "poly r=32")
+print("%4s %7s " % ("h", "n") + " ".join("%13s" % c for c in cols) + "   softmax / %s" % p32
+      + ("   SM MHz (median of each column's timed runs)" if flags else ""))
+for h, n in sorted({(k[0], k[1]) for k in cells}):
+    vals = [cells.get((h, n, c), "") for c in cols]
+    ratio = ""
+    s, p = cells.get((h, n, "softmax")), cells.get((h, n, p32))
+    if isinstance(s, float) and isinstance(p, float) and p > 0:
+        ratio = "%.2fx" % (s / p)
+    def cell(c, v):
+        f = flags.get((h, n, c))
+        return "%13s" % ((("%.3f" % v) + ("*" if f and f["low"] else "")) if isinstance(v, float) else v)
+    mhz = " ".join("%.0f" % flags[(h, n, c)]["sm_median"] if (h, n, c) in flags else "-" for c in cols)
+    print("%4d %7d " % (h, n) + " ".join(cell(c, v) for c, v in zip(cols, vals)) + "   %-14s" % ratio + "   " + (mhz if flags else ""))
+host = [r for r in rows if r["status"] == "ok" and r.get("timing") == "resident" and r.get("host_median_ms")]
+if host:
+    print("resident vs host form (the same configuration's host-form calls right after; kernels of each):")
+    for r in sorted(host, key=lambda r: (r["kind"], r["dtype"], int(r["head_dim"]), int(r["n"]))):
+        print("  %-10s %-4s h=%-4s n=%-7s resident %9.3f ms [%s]  host %9.3f ms [%s]" % (
+            r["kind"], r["dtype"], r["head_dim"], r["n"], float(r["median_ms"]), r.get("plan", ""), float(r["host_median_ms"]),
+            r.get("host_plan", "")))
+stage_keys = ("feature_map_ms", "block_states_ms", "prefix_ms", "output_ms")
+staged = [r for r in rows if r["kind"] == "polysketch" and r["status"] == "ok" and all(r.get(k) for k in stage_keys)]
+if staged:
+    print("polysketch stages (median ms of each stage%s; split calls summed):"
+          % ("; from the host-form calls after the resident ones, whose median is 'total'" if host else ""))
+    print("%4s %7s %4s %4s %10s %10s %10s %10s %10s" % ("h", "n", "r", "type", "features", "states", "prefix", "output", "total"))
+    for r in sorted(staged, key=lambda r: (int(r["head_dim"]), r["dtype"], int(r["sketch_size"]), int(r["n"]))):
+        v = [float(r[k]) * r["split"] for k in stage_keys]
+        total = float(r["host_median_ms"]) if r.get("timing") == "resident" and r.get("host_median_ms") else float(r["median_ms"])
+        print("%4s %7s %4s %4s " % (r["head_dim"], r["n"], r["sketch_size"], r["dtype"]) + " ".join("%10.3f" % x for x in v)
+              + " %10.3f" % (total * r["split"]))
+PY
+    # The SM clock during the bench, for the summary.
+    if [[ -s "$clock_log" ]]; then
+        say "clocks during the bench: $(python3 "$work/clocks.py" summary "$clock_log" "$t0_unix" "$(date +%s.%N)" "$work/bench" 2>&1 | tail -1)"
+    else
+        say "clocks during the bench: $clock_note"
+    fi
+    return "$rc"
+}
+
+# Stage proxies at 32k, r = 32, by difference: local exact vs sketched local part (the exact local
+# weights' cost), causal vs full (the scan and the local part), learned vs random sketch. psk bench also records each stage's
+# GPU time (features, states, prefix, output; PskForwardStats) where the library has them: the
+# summary lines and the bench table show those too.
+do_stages() {
+    local n h rc=0
+    n=$( ((quick)) && echo 1000 || echo 32768)
+    h=${head_dims%%,*}
+    [[ -f "$work/clocks.py" ]] || write_clocks_py
+    local base=(--kinds polysketch --degree 4 --sketch-size 32 --block-size 256 --n "$n" --head-dim "$h" --dtype f16 --heads "$heads")
+    bench_call "stage-local-exact-n$n" 60 "${base[@]}" --local-exact || rc=1
+    bench_call "stage-sketched-local-n$n" 60 "${base[@]}" || rc=1
+    bench_call "stage-full-n$n" 60 "${base[@]}" --full || rc=1
+    # A learned sketch (a model's feature map: docs/PERFORMANCE.md predicts it the dominant stage).
+    bench_call "stage-learned-n$n" 60 "${base[@]}" --local-exact --learned-sketch || rc=1
+    local a b c d
+    a=$(csv_summary "$work/bench/stage-local-exact-n$n.csv")
+    b=$(csv_summary "$work/bench/stage-sketched-local-n$n.csv")
+    c=$(csv_summary "$work/bench/stage-full-n$n.csv")
+    d=$(csv_summary "$work/bench/stage-learned-n$n.csv")
+    say "$( ((rc == 0)) && echo OK || echo FAIL) stages n=$n h=$h H=$heads r=32: causal local exact: $a | causal sketched local: $b | full (no scan, no local part): $c | learned sketch, local exact: $d"
+    return "$rc"
+}
+
