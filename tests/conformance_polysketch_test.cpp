@@ -20,7 +20,7 @@
 #include "forward/polysketch_plan.hpp"
 #include "kernels/team_kernels.hpp"
 #include "support/host_forward.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
 namespace {

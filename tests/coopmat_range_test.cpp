@@ -18,7 +18,7 @@
 #include "reference/storage_types.hpp"
 #include "sketch/sketch_weights.hpp"
 #include "support/host_forward.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
 namespace {

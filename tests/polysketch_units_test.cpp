@@ -18,7 +18,7 @@
 #include "vk/context.hpp"
 #include "forward/polysketch_forward.hpp"
 #include "reference/reference.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
 namespace {

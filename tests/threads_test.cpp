@@ -25,7 +25,7 @@
 #include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "sketch/sketch_weights.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
 namespace {

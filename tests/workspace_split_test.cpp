@@ -25,7 +25,7 @@
 #include "io/safetensors.hpp"
 #include "sketch/sketch_files.hpp"
 #include "support/app_vulkan.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 #include "support/handles.hpp"
 #include "support/test_context.hpp"
 #include "util/float16.hpp"

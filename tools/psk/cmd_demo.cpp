@@ -21,7 +21,7 @@
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 #include "sketch/sketch_weights.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 
 namespace {
 

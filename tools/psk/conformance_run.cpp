@@ -1,7 +1,7 @@
 // psk conformance: one case on the device against the float64 reference. The inputs are normal
 // random tensors rounded to the storage type, seeded by caseSeed(name) (reference/
 // conformance_cases.hpp: FNV-1a 64 of the case's name, as in the tests), so every path sees the
-// same ones; the sketch weights are those of the test suite (tests/support/sketch_fixtures), and
+// same ones; the sketch weights are those of the test suite (reference/sketch_fixtures), and
 // the metric and thresholds reference/conformance_cases.hpp's.
 #include "conformance_run.hpp"
 
@@ -16,7 +16,7 @@
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 #include "sketch/sketch_weights.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 
 namespace psk::conformance {
 

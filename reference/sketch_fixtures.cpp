@@ -1,4 +1,4 @@
-#include "sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 
 #include <atomic>
 #include <cmath>

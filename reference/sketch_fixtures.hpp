@@ -1,7 +1,8 @@
-// Sketch weights for tests: random learned sketches and LayerNorm parameters, conversions of the
-// library's weight structs into the float64 reference's, and temporary .safetensors files.
-// Links the static library (it uses lib/ internals). psk conformance makes its cases' weights with
-// it too (compiled into psk_tool_sketch, tools/CMakeLists.txt): no GoogleTest here.
+// Sketch weights for the tests and the psk tool: random learned sketches and LayerNorm parameters,
+// conversions of the library's weight structs into the float64 reference's, and temporary
+// .safetensors files. Its own small library (psk_sketch_fixtures, reference/CMakeLists.txt), so that
+// psk conformance, demo and bench make the test suite's weights without depending on tests/; it uses
+// lib/sketch's header-only structs and links nothing of the library. No GoogleTest here.
 #pragma once
 
 #include <cstdint>
