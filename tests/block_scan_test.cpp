@@ -15,6 +15,7 @@
 // silently ends an invocation's loops after 65535 iterations in all. A shader whose inner loops the
 // driver keeps (they count too) fails these cases; the first version of the subgroup scan did.
 #include <gtest/gtest.h>
+#include "kernels/kernel_pipeline.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -111,7 +112,7 @@ TEST_P(BlockScan, MatchesReferenceExactly) {
         const psk::BufferRange states{buffer.handle(), offsetBytes, count * 4};
         const bool scan = c.op == Op::Scan;
         const psk::BlockScanPlan plan = scan ? psk::planBlockScan(c.blocks, ctx->caps()) : psk::planBlockReduce(c.blocks, ctx->caps());
-        VkPipeline pipeline = ctx->pipelines().get(plan.kernel);
+        VkPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), plan.kernel);
         ctx->execute([&](psk::Recorder& rec) {
             if (scan)
                 psk::recordBlockScan(rec, pipeline, plan, states, c.sequences, c.blocks, c.elems);

@@ -13,7 +13,7 @@
 #include "vk/context.hpp"
 #include "forward/polysketch_plan.hpp"
 #include "forward/tiled_forward.hpp"
-#include "vk/coopmat_selection.hpp"
+#include "forward/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
 
 namespace {

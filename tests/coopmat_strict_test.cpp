@@ -5,6 +5,7 @@
 // must give NaN: a kernel that a GPU driver may miscompile must not pass the conformance suite on
 // lavapipe just because the emulation was lenient.
 #include <gtest/gtest.h>
+#include "kernels/kernel_pipeline.hpp"
 
 #include <cmath>
 
@@ -32,7 +33,7 @@ std::vector<float> runCheck(PskContext ctx, uint32_t mode) {
     spec.THREADS = caps.subgroupSize;
     const psk::KernelChoice choice =
         psk::KernelChoice::make(psk::KernelId::CoopMatStrictCheck, "emu_f16", PSK_DATA_TYPE_FLOAT32, spec, "test");
-    VkPipeline pipeline = ctx->pipelines().get(choice);
+    VkPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), choice);
     psk::Buffer out(ctx->allocator(), 16 * 16 * 4, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, psk::MemoryUsage::HostReadback);
     psk::kernel::CoopMatStrictCheckPush push{mode};
     ctx->execute([&](psk::Recorder& rec) {

@@ -8,6 +8,7 @@
 // Metric: relativeMaxError = max |chunked - whole| / max |whole| over all rows of a sequence, both
 // float32 from the library (the same terms summed in another order): 1e-5.
 #include <polysketch/polysketch_vulkan.h>
+#include "kernels/kernel_pipeline.hpp"
 
 #include <gtest/gtest.h>
 
@@ -255,7 +256,7 @@ TEST_F(ContextTest, ScanStartsFromAnInitialPrefix) {
         init.tailMode = mode;
         init.tail = {tailBuf.handle(), 0, tailBuf.size()};
         const psk::BlockScanPlan plan = psk::planBlockScan(c.blocks, ctx->caps());
-        VkPipeline pipeline = ctx->pipelines().get(plan.kernel);
+        VkPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), plan.kernel);
         ctx->execute([&](psk::Recorder& rec) {
             psk::recordBlockScan(rec, pipeline, plan, {states.handle(), 0, count * 4}, sequences, c.blocks, elems, &init);
         });

@@ -4,6 +4,7 @@
 // or its synchronization validation were silently absent, every other GPU test's "no validation
 // message" check would prove nothing about barriers.
 #include <gtest/gtest.h>
+#include "kernels/kernel_pipeline.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -177,7 +178,7 @@ TEST(Validation, SynchronizationHazardIsReported) {
     }
     {
         ChainedDispatches work(ctx);
-        const VkPipeline pipeline = ctx->pipelines().get(psk::selfTensorKernel());
+        const VkPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), psk::selfTensorKernel());
         EXPECT_EQ(log.count("SYNC-HAZARD"), 0u) << "a hazard before the deliberate one";
         recordAndSubmit(ctx, [&](VkCommandBuffer cmd, psk::DescriptorArena* arena) {
             psk::Recorder first(ctx->vk(), cmd, ctx->pipelines(), arena), second(ctx->vk(), cmd, ctx->pipelines(), arena);
@@ -210,7 +211,7 @@ TEST(Validation, RecorderBarrierSatisfiesSynchronizationValidation) {
     }
     {
         ChainedDispatches work(ctx);
-        const VkPipeline pipeline = ctx->pipelines().get(psk::selfTensorKernel());
+        const VkPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), psk::selfTensorKernel());
         recordAndSubmit(ctx, [&](VkCommandBuffer cmd, psk::DescriptorArena* arena) {
             psk::Recorder recorder(ctx->vk(), cmd, ctx->pipelines(), arena);
             work.recordFirst(ctx, recorder, pipeline);

@@ -1,6 +1,7 @@
 // The parts of psk::Decoder (decoder.hpp) both kinds share: meta_, buffers, binding limits, the
 // prompt's forward call and host rows.
 #include "decode/decoder.hpp"
+#include "kernels/kernel_pipeline.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -28,13 +29,13 @@ Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeSh
     kernel::CopyRowsSpec spec;
     spec.WG = kDecodeWorkgroup;
     const PskDataType type = attention.config().dataType;
-    copyRows_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRows, "", type, spec,
+    copyRows_ = kernelPipeline(context().pipelines(), KernelChoice::make(KernelId::CopyRows, "", type, spec,
                                                              "state passing: rows between strided tensors"));
     eb_ = psk::elementBytes(type);
     if (type != PSK_DATA_TYPE_FLOAT32) {
-        toF32_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRowsConvert, "to_f32", type, spec,
+        toF32_ = kernelPipeline(context().pipelines(), KernelChoice::make(KernelId::CopyRowsConvert, "to_f32", type, spec,
                                                               "16-bit decoding: storage type to the float32 state"));
-        fromF32_ = context().pipelines().get(KernelChoice::make(KernelId::CopyRowsConvert, "from_f32", type, spec,
+        fromF32_ = kernelPipeline(context().pipelines(), KernelChoice::make(KernelId::CopyRowsConvert, "from_f32", type, spec,
                                                                 "16-bit decoding: float32 rows to the storage type"));
         const VkDeviceSize align = std::max<VkDeviceSize>(context().caps().limits().minStorageBufferOffsetAlignment, 4);
         const uint64_t floats[4] = {uint64_t(batch_) * Hq_ * h_, uint64_t(batch_) * Hkv_ * h_, uint64_t(batch_) * Hkv_ * dv_,

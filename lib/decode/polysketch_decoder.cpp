@@ -15,6 +15,7 @@
 // exact leaves the last block unfinished, whose k' and v rows are then kept), and the state
 // copies it in the same command buffer. Nothing is read from the workspace after the call returns.
 #include "decode/polysketch_decoder.hpp"
+#include "kernels/kernel_pipeline.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -91,9 +92,9 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     outputSpec.LOCAL_EXACT = local_ ? 1u : 0u;
     outputSpec.BLOCK = local_ ? b_ : 1u;
     Pipelines& pipelines = context().pipelines();
-    fold_ = pipelines.get(KernelChoice::make(KernelId::DecodeFold, "", PSK_DATA_TYPE_FLOAT32, foldSpec,
+    fold_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeFold, "", PSK_DATA_TYPE_FLOAT32, foldSpec,
                                              "polysketch decoding: a token's phi(k)[v | 1] (or a finished block) into z"));
-    output_ = pipelines.get(KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, outputSpec,
+    output_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, outputSpec,
                                                "polysketch decoding: phi(q)^T z (+ exact local part), normalized"));
 
     // A new state is empty: z = 0. The block rows are zeroed too, so that a serialized blob

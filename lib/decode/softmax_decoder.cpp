@@ -2,6 +2,7 @@
 // rows into the cache, then decode_softmax's pass 1 (per chunk of keys: max, sum of exponentials,
 // weighted value sum) and pass 2 (merges the chunks of each row).
 #include "decode/softmax_decoder.hpp"
+#include "kernels/kernel_pipeline.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -43,9 +44,9 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     spec.VALUE_DIM = dv_;
     spec.CHUNK = chunk_;
     Pipelines& pipelines = context().pipelines();
-    partial_ = pipelines.get(KernelChoice::make(KernelId::DecodeSoftmaxPartial, "", PSK_DATA_TYPE_FLOAT32, spec,
+    partial_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeSoftmaxPartial, "", PSK_DATA_TYPE_FLOAT32, spec,
                                                 "softmax decoding: a KV-cache pass per chunk of keys"));
-    combine_ = pipelines.get(KernelChoice::make(KernelId::DecodeSoftmaxCombine, "", PSK_DATA_TYPE_FLOAT32, spec,
+    combine_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeSoftmaxCombine, "", PSK_DATA_TYPE_FLOAT32, spec,
                                                 "softmax decoding: combines the chunks' partials"));
     // The caches need no clearing: positions bound what is read.
 }

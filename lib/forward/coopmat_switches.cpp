@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
-#include "vk/coopmat_selection.hpp"
+#include "forward/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
 
 namespace psk {

@@ -1,4 +1,5 @@
 #include "forward/polysketch_forward.hpp"
+#include "kernels/kernel_pipeline.hpp"
 
 #include "forward/coopmat_switches.hpp"
 
@@ -180,10 +181,10 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     const uint32_t elems = plan.features * plan.stateStride;
     if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
-        recordBlockScan(rec, pipelines.get(scan.kernel), scan, states, kvSequences, ws.blocks, elems, cont ? &cont->initial : nullptr);
+        recordBlockScan(rec, kernelPipeline(pipelines, scan.kernel), scan, states, kvSequences, ws.blocks, elems, cont ? &cont->initial : nullptr);
     } else {
         const BlockScanPlan reduce = planBlockReduce(ws.blocks, caps);
-        recordBlockReduce(rec, pipelines.get(reduce.kernel), reduce, states, kvSequences, ws.blocks, elems);
+        recordBlockReduce(rec, kernelPipeline(pipelines, reduce.kernel), reduce, states, kvSequences, ws.blocks, elems);
     }
 
     // 4. Output: phi(q)^T Z + local part, normalized.
@@ -215,13 +216,13 @@ PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfi
     const DeviceCaps& caps = context_->caps();
     plan_ = planPolysketch(c, *sketch_, caps);
     Pipelines& pipelines = context_->pipelines();
-    resources_.features = pipelines.get(plan_.featureKernel);
-    resources_.states = pipelines.get(plan_.statesKernel);
-    resources_.output = pipelines.get(plan_.outputKernel);
-    if (!plan_.featureKernelVec.empty()) resources_.featuresVec = pipelines.get(plan_.featureKernelVec);
-    if (!plan_.outputKernelVec.empty()) resources_.outputVec = pipelines.get(plan_.outputKernelVec);
+    resources_.features = kernelPipeline(pipelines, plan_.featureKernel);
+    resources_.states = kernelPipeline(pipelines, plan_.statesKernel);
+    resources_.output = kernelPipeline(pipelines, plan_.outputKernel);
+    if (!plan_.featureKernelVec.empty()) resources_.featuresVec = kernelPipeline(pipelines, plan_.featureKernelVec);
+    if (!plan_.outputKernelVec.empty()) resources_.outputVec = kernelPipeline(pipelines, plan_.outputKernelVec);
     // Every scan (causal) or reduction (full) variant a call may pick, by number of blocks.
-    for (const BlockScanPlan& p : allBlockScanPlans(c.causal, caps)) pipelines.get(p.kernel);
+    for (const BlockScanPlan& p : allBlockScanPlans(c.causal, caps)) kernelPipeline(pipelines, p.kernel);
     weights_ = uploadConstant(sketch_->data.data(), sketch_->data.size() * sizeof(float));
     const std::vector<uint32_t> pairs = selfTensorPairs(sketch_->sketchLength);
     pairs_ = uploadConstant(pairs.data(), pairs.size() * sizeof(uint32_t));

@@ -50,7 +50,7 @@ struct PolysketchResources {
 /**
  * Materializes packed features phi = psi(S) of `rows` sketch rows of length R (self_tensor.comp):
  * sketches [rows][R] float32 -> features [rows][R (R + 1) / 2] float32. Not part of the forward
- * (which expands psi on the fly); for tests and tools. `pipeline` is pipelines.get(selfTensorKernel()).
+ * (which expands psi on the fly); for tests and tools. `pipeline` is kernelPipeline(pipelines, selfTensorKernel()).
  */
 KernelChoice selfTensorKernel();
 void recordSelfTensor(Recorder& recorder, VkPipeline pipeline, const DeviceCaps& caps, BufferRange sketches,

@@ -9,7 +9,7 @@
 #include "forward/coopmat_switches.hpp"
 #include "kernels/coop_variants.hpp"
 #include "kernels/team_kernels.hpp"
-#include "vk/coopmat_selection.hpp"
+#include "forward/coopmat_selection.hpp"
 #include "util/error.hpp"
 #include "util/sizes.hpp"
 

@@ -1,4 +1,5 @@
 #include "forward/tiled_forward.hpp"
+#include "kernels/kernel_pipeline.hpp"
 
 #include "forward/coopmat_switches.hpp"
 #include "kernels/coop_variants.hpp"
@@ -10,7 +11,7 @@
 #include "util/error.hpp"
 #include "util/sizes.hpp"
 #include "vk/context.hpp"
-#include "vk/coopmat_selection.hpp"
+#include "forward/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
 
 namespace psk {
@@ -236,7 +237,7 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
 
 TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)
     : context_(context), config_(config), plan_(planTiledAttention(config, context->caps())) {
-    pipeline_ = context->pipelines().get(plan_.kernel);
+    pipeline_ = kernelPipeline(context->pipelines(), plan_.kernel);
 }
 
 WorkspaceLayout TiledForward::workspaceLayout(const ForwardGeometry& geometry) const {

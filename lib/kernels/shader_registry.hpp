@@ -5,13 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace psk {
+#include "vk/shader_code.hpp"
 
-struct ShaderCode {
-    const char* name;  // "<source>.<variant>.<storage type>", e.g. "attention_tiled.softmax.f16"
-    const uint32_t* code;
-    size_t bytes;
-};
+namespace psk {
 
 extern const ShaderCode kShaderRegistry[];
 extern const size_t kShaderRegistrySize;

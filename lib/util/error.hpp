@@ -10,8 +10,6 @@
 #include <string>
 #include <utility>
 
-#include "vk/vulkan_functions.hpp"
-
 namespace psk {
 
 class Error : public std::exception {
@@ -37,15 +35,5 @@ template <typename... Args>
 [[noreturn]] void fail(PskResult code, Args&&... args) {
     throw Error(code, cat(std::forward<Args>(args)...));
 }
-
-const char* vkResultName(VkResult result);
-PskResult toPskResult(VkResult result);
-
-/** Throws on a failed VkResult, naming the call. */
-inline void checkVk(VkResult result, const char* what) {
-    if (result < 0) fail(toPskResult(result), what, " failed: ", vkResultName(result));
-}
-
-#define PSK_VK(call) ::psk::checkVk((call), #call)
 
 }  // namespace psk

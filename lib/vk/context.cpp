@@ -6,6 +6,7 @@
 
 #include "util/error.hpp"
 #include "vk/submitter.hpp"
+#include "vk/vk_result.hpp"
 
 using namespace psk;
 

@@ -7,6 +7,7 @@
 
 #include "vk/device_caps.hpp"
 #include "util/error.hpp"
+#include "vk/vk_result.hpp"
 
 #if defined(_WIN32)
 #include <windows.h>

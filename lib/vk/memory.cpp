@@ -5,6 +5,7 @@
 
 #include "util/error.hpp"
 #include "util/sizes.hpp"
+#include "vk/vk_result.hpp"
 
 namespace psk {
 

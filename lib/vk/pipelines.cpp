@@ -3,7 +3,7 @@
 #include <unordered_map>
 
 #include "util/error.hpp"
-#include "kernels/shader_registry.hpp"
+#include "vk/vk_result.hpp"
 
 namespace psk {
 namespace {
@@ -65,12 +65,6 @@ WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint
         size = {literal[0], literal[1], literal[2]};
     }
     return size;
-}
-
-const ShaderCode* findShader(std::string_view name) {
-    for (size_t i = 0; i < kShaderRegistrySize; ++i)
-        if (name == kShaderRegistry[i].name) return &kShaderRegistry[i];
-    return nullptr;
 }
 
 Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps)
@@ -136,13 +130,10 @@ bool Pipelines::pinsSubgroupSize(uint32_t size) const {
     return size != 0 && sizeControl_ && minSubgroupSize_ != maxSubgroupSize_ && supportsSubgroupSize(size);
 }
 
-VkPipeline Pipelines::get(const KernelChoice& choice) {
-    const ShaderCode* code = findShader(choice.variant);
-    if (!code) fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " is not built into this library");
-    const std::vector<uint32_t>& specConstants = choice.constants.values;
-    const uint32_t required = choice.requiredSubgroupSize;
+VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>& specConstants, uint32_t required) {
+    const ShaderCode* code = &shader;
     if (required && !supportsSubgroupSize(required))
-        fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " needs subgroups of ", required,
+        fail(PSK_ERROR_UNSUPPORTED, "shader variant ", code->name, " needs subgroups of ", required,
              " lanes; the device's subgroup size is ", subgroupSize_,
              sizeControl_ ? " and it can require sizes " : " and it cannot require another",
              sizeControl_ ? cat(minSubgroupSize_, " to ", maxSubgroupSize_) : std::string());
@@ -177,7 +168,7 @@ VkPipeline Pipelines::get(const KernelChoice& choice) {
         const WorkgroupSize wg = shaderWorkgroupSize(*code, specConstants);
         if (maxWorkgroupSubgroups_ && wg.invocations() > uint64_t(maxWorkgroupSubgroups_) * required) {
             vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
-            fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, ": ", wg.invocations(),
+            fail(PSK_ERROR_UNSUPPORTED, "shader variant ", code->name, ": ", wg.invocations(),
                  " invocations are more than maxComputeWorkgroupSubgroups (", maxWorkgroupSubgroups_,
                  ") subgroups of ", required);
         }

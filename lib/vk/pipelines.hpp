@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/kernel_table.hpp"
+#include "vk/shader_code.hpp"
 #include "vk/device_caps.hpp"
 #include "vk/vulkan_functions.hpp"
 
@@ -40,16 +40,16 @@ public:
     Pipelines& operator=(const Pipelines&) = delete;
 
     /**
-     * The pipeline of a kernel choice (kernels/kernel_table.hpp): its variant with its named
-     * specialization constants (32-bit each; booleans as 0/1) and, when `requiredSubgroupSize`
-     * is not 0, that subgroup size. Where the device's subgroup size can vary (min != max) and it
-     * has subgroupSizeControl for compute, the size is pinned with
-     * VkPipelineShaderStageRequiredSubgroupSizeCreateInfo, plus REQUIRE_FULL_SUBGROUPS where
-     * computeFullSubgroups is enabled and the workgroup's x size is a multiple of it; where the size
-     * cannot vary it must be the device's. Throws UNSUPPORTED when the variant is not built in or
+     * The pipeline of SPIR-V `code` with its specialization constants (value i for constant_id i,
+     * 32-bit each) and, when `requiredSubgroupSize` is not 0, that subgroup size: where the
+     * device's subgroup size can vary (min != max) and it has subgroupSizeControl for compute, the
+     * size is pinned with VkPipelineShaderStageRequiredSubgroupSizeCreateInfo, plus
+     * REQUIRE_FULL_SUBGROUPS where computeFullSubgroups is enabled and the workgroup's x size is a
+     * multiple of it; where the size cannot vary it must be the device's. Throws UNSUPPORTED when
      * the device cannot run it with that subgroup size (see supportsSubgroupSize). Thread-safe.
+     * Kernels are asked for by their choice (kernels/kernel_pipeline.hpp), which names the code.
      */
-    VkPipeline get(const KernelChoice& choice);
+    VkPipeline get(const ShaderCode& code, const std::vector<uint32_t>& specConstants, uint32_t requiredSubgroupSize);
 
     /**
      * True when a kernel that assumes subgroups of `size` lanes can run here: `size` is the

@@ -1,6 +1,7 @@
 #include "vk/recorder.hpp"
 
 #include "util/error.hpp"
+#include "vk/vk_result.hpp"
 
 namespace psk {
 

@@ -7,6 +7,7 @@
 
 #include "util/error.hpp"
 #include "vk/context.hpp"
+#include "vk/vk_result.hpp"
 
 namespace psk {
 

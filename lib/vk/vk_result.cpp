@@ -1,4 +1,4 @@
-#include "util/error.hpp"
+#include "vk/vk_result.hpp"
 
 namespace psk {
 

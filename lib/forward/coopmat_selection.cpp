@@ -1,11 +1,11 @@
-#include "vk/coopmat_selection.hpp"
+#include "forward/coopmat_selection.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "kernels/kernel_interface.hpp"
-#include "kernels/shader_registry.hpp"
+#include "kernels/coop_variants.hpp"
 #include "util/storage_type.hpp"
 #include "vk/device_caps.hpp"
 
@@ -199,9 +199,9 @@ CoopMatCapabilities coopMatCapabilities(const DeviceCaps& caps) {
     c.bfloat16CooperativeMatrix = caps.shaderBFloat16Type && caps.shaderBFloat16CooperativeMatrix;
     c.nvProperties = properties(caps.coopMatPropertiesNV);
     c.khrProperties = properties(caps.coopMatPropertiesKHR);
-    c.nvShaders = findShader("block_states_coopmat.nv_f16.f32") != nullptr;
-    c.khrShaders = findShader("block_states_coopmat.khr_f16.f32") != nullptr;
-    c.khrBf16Shaders = findShader("block_states_coopmat.khr_bf16.bf16") != nullptr;
+    c.nvShaders = coopBackendBuilt({CoopBackend::NV, CoopOperand::F16});
+    c.khrShaders = coopBackendBuilt({CoopBackend::KHR, CoopOperand::F16});
+    c.khrBf16Shaders = coopBackendBuilt({CoopBackend::KHR, CoopOperand::BF16});
     return c;
 }
 
