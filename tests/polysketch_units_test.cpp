@@ -8,6 +8,7 @@
 // FF layers), features 1e-6 (two products), block states and their prefixes / sums 2e-5 (float32
 // sums of up to a few hundred products).
 #include <gtest/gtest.h>
+#include "kernels/kernel_pipeline.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -336,7 +337,7 @@ TEST_P(SelfTensor, PackedFeaturesMatchReference) {
     psk::Buffer out(ctx->allocator(), size_t(rows) * F * 4, usage, psk::MemoryUsage::DeviceLocal);
     std::memcpy(in.mapped(), sketches.data(), sketches.size() * 4);
     std::memcpy(pairBuf.mapped(), pairs.data(), pairs.size() * 4);
-    VkPipeline pipeline = ctx->pipelines().get(psk::selfTensorKernel());
+    VkPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), psk::selfTensorKernel());
     ctx->execute([&](psk::Recorder& rec) {
         psk::recordSelfTensor(rec, pipeline, ctx->caps(), {in.handle(), 0, in.size()}, {pairBuf.handle(), 0, pairBuf.size()},
                               {out.handle(), 0, out.size()}, rows, R);
