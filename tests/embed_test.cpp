@@ -19,228 +19,18 @@
 #include "forward/attention.hpp"  // internals: the allocator's bytesInUse
 #include "util/error.hpp"
 #include "vk/context.hpp"
+#include "support/app_vulkan.hpp"
 #include "support/test_context.hpp"
 
 namespace {
 
+using psk::test::AppVulkan;
+using psk::test::appBarrier;
 using psk::test::MessageLog;
 
 bool requireValidation() {
     const char* r = std::getenv("PSK_REQUIRE_VALIDATION");
     return r && std::string(r) == "1";
-}
-
-/** The app's side: its own instance (validation layer on when installed), device, queue and buffers. */
-struct AppVulkan {
-    VkInstance instance = VK_NULL_HANDLE;
-    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
-    VkPhysicalDevice physicalDevice = VK_NULL_HANDLE;
-    VkDevice device = VK_NULL_HANDLE;
-    uint32_t family = ~0u;
-    VkQueue queue = VK_NULL_HANDLE;
-    VkCommandPool pool = VK_NULL_HANDLE;
-    PskDeviceCapabilityFlags enabled = 0;
-    VkPhysicalDeviceMemoryProperties memory{};
-    VkPhysicalDeviceLimits limits{};
-    std::mutex mutex;
-    std::vector<std::string> validation;
-
-    static VKAPI_ATTR VkBool32 VKAPI_CALL onMessage(VkDebugUtilsMessageSeverityFlagBitsEXT, VkDebugUtilsMessageTypeFlagsEXT,
-                                                    const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
-        auto* self = static_cast<AppVulkan*>(user);
-        std::lock_guard<std::mutex> lock(self->mutex);
-        self->validation.emplace_back(data->pMessage ? data->pMessage : "");
-        return VK_FALSE;
-    }
-
-    /** Creates everything, enabling the capabilities in `wanted` that the device supports. */
-    explicit AppVulkan(PskDeviceCapabilityFlags wanted) {
-        uint32_t layerCount = 0;
-        vkEnumerateInstanceLayerProperties(&layerCount, nullptr);
-        std::vector<VkLayerProperties> layers(layerCount);
-        vkEnumerateInstanceLayerProperties(&layerCount, layers.data());
-        const bool haveValidation = std::any_of(layers.begin(), layers.end(), [](const VkLayerProperties& l) {
-            return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
-        });
-        if (requireValidation()) EXPECT_TRUE(haveValidation) << "PSK_REQUIRE_VALIDATION=1 but no validation layer";
-        const char* layer = "VK_LAYER_KHRONOS_validation";
-        const char* ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-        VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-        app.apiVersion = VK_API_VERSION_1_2;
-        VkInstanceCreateInfo ii{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-        ii.pApplicationInfo = &app;
-        if (haveValidation) {
-            ii.enabledLayerCount = 1;
-            ii.ppEnabledLayerNames = &layer;
-            ii.enabledExtensionCount = 1;
-            ii.ppEnabledExtensionNames = &ext;
-        }
-        if (vkCreateInstance(&ii, nullptr, &instance) != VK_SUCCESS) {
-            ADD_FAILURE() << "vkCreateInstance failed";
-            return;
-        }
-        if (haveValidation) {
-            auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-                vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
-            VkDebugUtilsMessengerCreateInfoEXT m{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-            m.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-            m.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT;
-            m.pfnUserCallback = &onMessage;
-            m.pUserData = this;
-            create(instance, &m, nullptr, &messenger);
-        }
-        uint32_t count = 1;
-        vkEnumeratePhysicalDevices(instance, &count, &physicalDevice);
-        if (!physicalDevice) {
-            ADD_FAILURE() << "no device";
-            return;
-        }
-        vkGetPhysicalDeviceMemoryProperties(physicalDevice, &memory);
-        VkPhysicalDeviceProperties props{};
-        vkGetPhysicalDeviceProperties(physicalDevice, &props);
-        limits = props.limits;
-
-        PskVulkanDeviceRequirements req{};
-        EXPECT_EQ(pskGetVulkanDeviceRequirements(vkGetInstanceProcAddr, instance, app.apiVersion, physicalDevice, wanted, &req),
-                  PSK_SUCCESS);
-        enabled = req.supportedCapabilities;
-        family = req.computeQueueFamily;
-        VkPhysicalDevice16BitStorageFeatures storage16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
-        VkPhysicalDeviceShaderFloat16Int8Features float16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
-        VkPhysicalDeviceSubgroupSizeControlFeaturesEXT subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
-        storage16.storageBuffer16BitAccess = req.storageBuffer16BitAccess;
-        float16.shaderFloat16 = req.shaderFloat16;
-        subgroup.subgroupSizeControl = req.subgroupSizeControl;
-        subgroup.computeFullSubgroups = req.computeFullSubgroups;
-        storage16.pNext = &float16;
-        if (req.subgroupSizeControl) float16.pNext = &subgroup;
-        const float priority = 1.0f;
-        VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-        qi.queueFamilyIndex = family;
-        qi.queueCount = 1;
-        qi.pQueuePriorities = &priority;
-        VkPhysicalDeviceFeatures core{};
-        core.shaderInt64 = req.shaderInt64;
-        VkDeviceCreateInfo di{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-        di.pNext = &storage16;
-        di.pEnabledFeatures = &core;
-        di.queueCreateInfoCount = 1;
-        di.pQueueCreateInfos = &qi;
-        di.enabledExtensionCount = req.extensionCount;
-        di.ppEnabledExtensionNames = req.extensionNames;
-        if (vkCreateDevice(physicalDevice, &di, nullptr, &device) != VK_SUCCESS) {
-            ADD_FAILURE() << "vkCreateDevice failed";
-            return;
-        }
-        vkGetDeviceQueue(device, family, 0, &queue);
-        VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-        pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-        pi.queueFamilyIndex = family;
-        vkCreateCommandPool(device, &pi, nullptr, &pool);
-    }
-
-    ~AppVulkan() {
-        if (pool) vkDestroyCommandPool(device, pool, nullptr);
-        if (device) vkDestroyDevice(device, nullptr);  // validation reports any object the library leaked
-        if (messenger) {
-            auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-                vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
-            destroy(instance, messenger, nullptr);
-        }
-        if (instance) vkDestroyInstance(instance, nullptr);
-        for (const std::string& m : validation) ADD_FAILURE() << "validation message (app instance): " << m;
-    }
-
-    PskExternalVulkan external() const {
-        PskExternalVulkan e{};
-        e.getInstanceProcAddr = vkGetInstanceProcAddr;
-        e.instance = instance;
-        e.instanceApiVersion = VK_API_VERSION_1_2;
-        e.physicalDevice = physicalDevice;
-        e.device = device;
-        e.queueFamilyIndex = family;
-        e.queue = queue;
-        e.enabledCapabilities = enabled;
-        return e;
-    }
-
-    /** A host-visible, coherent buffer (as a game's upload/readback heap would be), mapped. */
-    struct HostBuffer {
-        VkDevice device = VK_NULL_HANDLE;
-        VkBuffer buffer = VK_NULL_HANDLE;
-        VkDeviceMemory memory = VK_NULL_HANDLE;
-        uint8_t* data = nullptr;
-        VkDeviceSize size = 0;
-        ~HostBuffer() {
-            if (buffer) vkDestroyBuffer(device, buffer, nullptr);
-            if (memory) vkFreeMemory(device, memory, nullptr);
-        }
-    };
-    std::unique_ptr<HostBuffer> buffer(VkDeviceSize size) {
-        auto b = std::make_unique<HostBuffer>();
-        b->device = device;
-        b->size = size;
-        VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-        bi.size = size;
-        bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-        EXPECT_EQ(vkCreateBuffer(device, &bi, nullptr, &b->buffer), VK_SUCCESS);
-        VkMemoryRequirements req{};
-        vkGetBufferMemoryRequirements(device, b->buffer, &req);
-        const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-        uint32_t type = 0;
-        while (type < memory.memoryTypeCount &&
-               (!(req.memoryTypeBits & (1u << type)) || (memory.memoryTypes[type].propertyFlags & want) != want))
-            ++type;
-        VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-        ai.allocationSize = req.size;
-        ai.memoryTypeIndex = type;
-        EXPECT_EQ(vkAllocateMemory(device, &ai, nullptr, &b->memory), VK_SUCCESS);
-        vkBindBufferMemory(device, b->buffer, b->memory, 0);
-        void* p = nullptr;
-        vkMapMemory(device, b->memory, 0, VK_WHOLE_SIZE, 0, &p);
-        b->data = static_cast<uint8_t*>(p);
-        return b;
-    }
-
-    /** Records with `record` into a fresh command buffer, submits to the app's queue, waits. */
-    template <typename Fn>
-    void run(Fn&& record) {
-        VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-        ai.commandPool = pool;
-        ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-        ai.commandBufferCount = 1;
-        VkCommandBuffer cmd = VK_NULL_HANDLE;
-        vkAllocateCommandBuffers(device, &ai, &cmd);
-        VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-        bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-        vkBeginCommandBuffer(cmd, &bi);
-        record(cmd);
-        vkEndCommandBuffer(cmd);
-        VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-        si.commandBufferCount = 1;
-        si.pCommandBuffers = &cmd;
-        EXPECT_EQ(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE), VK_SUCCESS);
-        vkQueueWaitIdle(queue);
-        vkFreeCommandBuffers(device, pool, 1, &cmd);
-    }
-};
-
-void barrier(VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags srcAccess, VkPipelineStageFlags dst, VkAccessFlags dstAccess) {
-    VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    b.srcAccessMask = srcAccess;
-    b.dstAccessMask = dstAccess;
-    vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &b, 0, nullptr, 0, nullptr);
-}
-
-PskContext externalContext(const AppVulkan& app, MessageLog& log, const PskExternalVulkan* e = nullptr) {
-    const PskExternalVulkan ext = e ? *e : app.external();
-    PskContextCreateInfo info{};
-    info.externalVulkan = &ext;
-    info.messageCallback = &MessageLog::callback;
-    info.messageUserData = &log;
-    PskContext ctx = nullptr;
-    EXPECT_EQ(pskCreateContext(&info, &ctx), PSK_SUCCESS) << (log.errors.empty() ? "" : log.errors.back());
-    return ctx;
 }
 
 struct Case {
@@ -277,7 +67,7 @@ void cmdMatchesHost(PskDeviceCapabilityFlags wanted) {
     AppVulkan app(wanted);
     ASSERT_NE(app.device, VK_NULL_HANDLE);
     MessageLog log;
-    PskContext ctx = externalContext(app, log);
+    PskContext ctx = app.context(log);
     ASSERT_NE(ctx, nullptr);
     const uint32_t B = 2, n = 70, h = 16, dv = 8, Hq = 2, Hkv = 1;
     const VkDeviceSize align = std::max<VkDeviceSize>(app.limits.minStorageBufferOffsetAlignment, 4);
@@ -327,11 +117,11 @@ void cmdMatchesHost(PskDeviceCapabilityFlags wanted) {
         for (int repeat = 0; repeat < 2; ++repeat) {
             std::memset(buf->data + oOff, 0xFF, hi.outBytes);
             app.run([&](VkCommandBuffer cmd) {
-                barrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+                appBarrier(cmd, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
                 EXPECT_EQ(pskCmdAttentionForward(att, cmd, &ci), PSK_SUCCESS) << (log.errors.empty() ? "" : log.errors.back());
-                barrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
-                        VK_ACCESS_HOST_READ_BIT);
+                appBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                           VK_ACCESS_HOST_READ_BIT);
             });
             std::vector<float> cmdOut(hostOut.size());
             std::memcpy(cmdOut.data(), buf->data + oOff, hi.outBytes);
@@ -365,7 +155,7 @@ TEST(Embed, CmdForwardMisuse) {
     AppVulkan app(PSK_DEVICE_CAPABILITY_ALL);
     ASSERT_NE(app.device, VK_NULL_HANDLE);
     MessageLog log;
-    PskContext ctx = externalContext(app, log);
+    PskContext ctx = app.context(log);
     ASSERT_NE(ctx, nullptr);
     PskAttentionCreateInfo ai = attentionInfo(kCases[2]);
     PskAttention att = nullptr;
@@ -595,7 +385,7 @@ TEST(Embed, TwoContextsOnOneDeviceCoexist) {
     ASSERT_NE(b, nullptr);
     AppVulkan app(PSK_DEVICE_CAPABILITY_ALL);
     ASSERT_NE(app.device, VK_NULL_HANDLE);
-    PskContext c = externalContext(app, log);
+    PskContext c = app.context(log);
     ASSERT_NE(c, nullptr);
     PskAttentionCreateInfo ai = attentionInfo(kCases[2]);
     PskAttention attA = nullptr, attB = nullptr, attC = nullptr;
