@@ -23,6 +23,7 @@
 #include "vk/memory.hpp"
 #include "reference/reference.hpp"
 #include "sketch/sketch_weights.hpp"
+#include "support/host_arrays.hpp"
 #include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
@@ -30,6 +31,7 @@ namespace {
 
 using psk::test::ContextTest;
 using psk::test::relativeMaxError;
+using psk::test::setHostArrays;
 
 struct Config {
     PskAttentionKind kind = PSK_ATTENTION_KIND_POLYSKETCH;
@@ -137,14 +139,7 @@ struct Driver {
         PskDecodePrefillInfo info{};
         info.firstSequence = s;
         info.seqLen = n;
-        info.q = q.data();
-        info.k = k.data();
-        info.v = v.data();
-        info.out = withOutput ? out.data() : nullptr;
-        info.qBytes = q.size() * 4;
-        info.kBytes = k.size() * 4;
-        info.vBytes = v.size() * 4;
-        info.outBytes = withOutput ? out.size() * 4 : 0;
+        setHostArrays(info, q, k, v, withOutput ? &out : nullptr);
         ASSERT_EQ(pskDecodePrefillHost(state, &info), PSK_SUCCESS);
         sq.out = fromBhnd(out, n, c.Hq, c.dv);  // NaN rows when !withOutput
         sq.tokens = n;
@@ -173,14 +168,7 @@ struct Driver {
         const uint32_t B = uint32_t(seqs.size());
         std::vector<float> out(size_t(B) * c.Hq * c.dv, NAN);
         PskDecodeStepInfo info{};
-        info.q = q.data();
-        info.k = k.data();
-        info.v = v.data();
-        info.out = out.data();
-        info.qBytes = q.size() * 4;
-        info.kBytes = k.size() * 4;
-        info.vBytes = v.size() * 4;
-        info.outBytes = out.size() * 4;
+        setHostArrays(info, q, k, v, &out);
         EXPECT_EQ(pskDecodeStepHost(state, &info), PSK_SUCCESS);
         for (uint32_t s = 0; s < B; ++s) {
             Sequence& sq = seqs[s];
@@ -207,14 +195,7 @@ struct Driver {
             std::vector<float> out(size_t(n) * c.Hq * c.dv, NAN);
             PskForwardHostInfo f{};
             f.seqLen = n;
-            f.q = q.data();
-            f.k = k.data();
-            f.v = v.data();
-            f.out = out.data();
-            f.qBytes = q.size() * 4;
-            f.kBytes = k.size() * 4;
-            f.vBytes = v.size() * 4;
-            f.outBytes = out.size() * 4;
+            setHostArrays(f, q, k, v, &out);
             ASSERT_EQ(pskAttentionForwardHost(a.handle, &f), PSK_SUCCESS);
             const std::vector<float> forward = fromBhnd(out, n, c.Hq, c.dv);
             const std::vector<double> forward64(forward.begin(), forward.end());
@@ -730,14 +711,7 @@ TEST_F(ContextTest, DecodeMisuse) {
     pi.firstSequence = 1;
     pi.batchSize = 2;
     pi.seqLen = 1;
-    pi.q = q.data();
-    pi.k = k.data();
-    pi.v = v.data();
-    pi.out = out.data();
-    pi.qBytes = q.size() * 4;
-    pi.kBytes = k.size() * 4;
-    pi.vBytes = v.size() * 4;
-    pi.outBytes = out.size() * 4;
+    setHostArrays(pi, q, k, v, &out);
     expectError(pskDecodePrefillHost(d.state, &pi), PSK_ERROR_INVALID_ARGUMENT, "prefill past the batch");
     pi.firstSequence = 0;
     pi.seqLen = 0;
@@ -860,12 +834,7 @@ TEST_F(ContextTest, PrefillWithoutOutputMisuse) {
         std::vector<float> q(n * c.Hq * c.h, 0.5f), k(n * c.Hkv * c.h, 0.5f), v(n * c.Hkv * c.dv, 0.5f);
         PskDecodePrefillInfo pi{};
         pi.seqLen = n;
-        pi.q = q.data();
-        pi.k = k.data();
-        pi.v = v.data();
-        pi.qBytes = q.size() * 4;
-        pi.kBytes = k.size() * 4;
-        pi.vBytes = v.size() * 4;
+        setHostArrays(pi, q, k, v, nullptr);
         auto expectError = [&](const PskDecodePrefillInfo& info, PskResult want, const char* what) {
             EXPECT_EQ(pskDecodePrefillHost(d.state, &info), want) << what;
             EXPECT_EQ(log.errors.size(), 1u) << what;
@@ -1133,14 +1102,7 @@ void place(std::vector<float>& all, const std::vector<float>& rows, uint32_t B, 
 PskResult step16(PskDecodeState state, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k, const std::vector<uint16_t>& v,
                  std::vector<uint16_t>& out) {
     PskDecodeStepInfo info{};
-    info.q = q.data();
-    info.k = k.data();
-    info.v = v.data();
-    info.out = out.data();
-    info.qBytes = q.size() * 2;
-    info.kBytes = k.size() * 2;
-    info.vBytes = v.size() * 2;
-    info.outBytes = out.size() * 2;
+    setHostArrays(info, q, k, v, &out);
     return pskDecodeStepHost(state, &info);
 }
 
@@ -1150,14 +1112,7 @@ PskResult forward16(PskAttention a, PskDecodeState state, uint32_t B, uint32_t n
     PskForwardHostInfo f{};
     f.batchSize = B;
     f.seqLen = n;
-    f.q = q.data();
-    f.k = k.data();
-    f.v = v.data();
-    f.out = out.data();
-    f.qBytes = q.size() * 2;
-    f.kBytes = k.size() * 2;
-    f.vBytes = v.size() * 2;
-    f.outBytes = out.size() * 2;
+    setHostArrays(f, q, k, v, &out);
     f.state = state;
     return pskAttentionForwardHost(a, &f);
 }
@@ -1210,14 +1165,7 @@ TEST_P(Decode16MatchesForward, PrefillStepsAndChunkedForwards) {
         PskDecodePrefillInfo info{};
         info.batchSize = B;
         info.seqLen = prompt;
-        info.q = pq.data();
-        info.k = pk.data();
-        info.v = pv.data();
-        info.out = out.data();
-        info.qBytes = pq.size() * 2;
-        info.kBytes = pk.size() * 2;
-        info.vBytes = pv.size() * 2;
-        info.outBytes = out.size() * 2;
+        setHostArrays(info, pq, pk, pv, &out);
         ASSERT_EQ(pskDecodePrefillHost(s1, &info), PSK_SUCCESS);
         place(rows1, decode16(out, type), B, c.Hq, N, c.dv, 0, prompt);
     }
@@ -1380,14 +1328,10 @@ TEST_F(ContextTest, Decode16CmdStepAndErrors) {
                                   pv = encode16(psk::test::randomNormal(size_t(c.Hkv) * n * c.dv, 6), type);
             PskDecodePrefillInfo pi{};
             pi.seqLen = n;
-            pi.q = pq.data();
-            pi.k = pk.data();
-            pi.v = pv.data();
-            pi.qBytes = pq.size() * 2;
-            pi.kBytes = pk.size() * 2;
-            pi.vBytes = pv.size() * 2 - 1;
+            setHostArrays(pi, pq, pk, pv, nullptr);
+            pi.vBytes -= 1;
             EXPECT_EQ(pskDecodePrefillHost(host, &pi), PSK_ERROR_BUFFER_TOO_SMALL);
-            pi.vBytes = pv.size() * 2;
+            pi.vBytes += 1;
             pk[7] = type == PSK_DATA_TYPE_FLOAT16 ? 0xFC00 : 0xFF80;  // -infinity
             EXPECT_EQ(pskDecodePrefillHost(host, &pi), PSK_ERROR_NON_FINITE_INPUT);
             EXPECT_EQ(pskGetDecodePosition(host, 0, &pos), PSK_SUCCESS);

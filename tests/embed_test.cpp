@@ -20,6 +20,7 @@
 #include "util/error.hpp"
 #include "vk/context.hpp"
 #include "support/app_vulkan.hpp"
+#include "support/host_arrays.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -27,6 +28,7 @@ namespace {
 using psk::test::AppVulkan;
 using psk::test::appBarrier;
 using psk::test::MessageLog;
+using psk::test::setHostArrays;
 
 bool requireValidation() {
     const char* r = std::getenv("PSK_REQUIRE_VALIDATION");
@@ -84,14 +86,7 @@ void cmdMatchesHost(PskDeviceCapabilityFlags wanted) {
         PskForwardHostInfo hi{};
         hi.batchSize = B;
         hi.seqLen = n;
-        hi.q = q.data();
-        hi.k = k.data();
-        hi.v = v.data();
-        hi.out = hostOut.data();
-        hi.qBytes = q.size() * 4;
-        hi.kBytes = k.size() * 4;
-        hi.vBytes = v.size() * 4;
-        hi.outBytes = hostOut.size() * 4;
+        setHostArrays(hi, q, k, v, &hostOut);
         ASSERT_EQ(pskAttentionForwardHost(att, &hi), PSK_SUCCESS) << (log.errors.empty() ? "" : log.errors.back());
 
         // One buffer for all four tensors and the workspace, each at a non-zero aligned offset.
@@ -325,14 +320,7 @@ PskResult hostForward(PskAttention att, uint32_t n, std::vector<float>& out) {
     out.assign(size_t(2) * n * 8, 0.0f);
     PskForwardHostInfo hi{};
     hi.seqLen = n;
-    hi.q = q.data();
-    hi.k = kv.data();
-    hi.v = kv.data();
-    hi.out = out.data();
-    hi.qBytes = q.size() * 4;
-    hi.kBytes = kv.size() * 4;
-    hi.vBytes = kv.size() * 4;
-    hi.outBytes = out.size() * 4;
+    setHostArrays(hi, q, kv, kv, &out);
     return pskAttentionForwardHost(att, &hi);
 }
 

@@ -28,12 +28,14 @@
 #include "vk/memory.hpp"
 #include "support/app_vulkan.hpp"
 #include "support/handles.hpp"
+#include "support/host_arrays.hpp"
 #include "support/test_context.hpp"
 
 namespace {
 
 using psk::test::ContextTest;
 using psk::test::relativeMaxError;
+using psk::test::setHostArrays;
 
 constexpr double kTolerance = 1e-5;
 
@@ -131,14 +133,7 @@ PskResult forward(PskAttention a, const Tokens& x, uint32_t b0, uint32_t count, 
     PskForwardHostInfo info{};
     info.batchSize = count;
     info.seqLen = n;
-    info.q = q.data();
-    info.k = k.data();
-    info.v = v.data();
-    info.out = out.data();
-    info.qBytes = q.size() * 4;
-    info.kBytes = k.size() * 4;
-    info.vBytes = v.size() * 4;
-    info.outBytes = out.size() * 4;
+    setHostArrays(info, q, k, v, &out);
     info.state = state;
     info.stateFirstSequence = first;
     const PskResult r = pskAttentionForwardHost(a, &info);
@@ -165,14 +160,7 @@ void step(PskDecodeState state, const Tokens& x, uint32_t t, std::vector<float>&
     const std::vector<float> q = row(x.q, s.Hq, s.h), k = row(x.k, s.Hkv, s.h), v = row(x.v, s.Hkv, s.dv);
     std::vector<float> out(size_t(x.B) * s.Hq * s.dv, NAN);
     PskDecodeStepInfo info{};
-    info.q = q.data();
-    info.k = k.data();
-    info.v = v.data();
-    info.out = out.data();
-    info.qBytes = q.size() * 4;
-    info.kBytes = k.size() * 4;
-    info.vBytes = v.size() * 4;
-    info.outBytes = out.size() * 4;
+    setHostArrays(info, q, k, v, &out);
     ASSERT_EQ(pskDecodeStepHost(state, &info), PSK_SUCCESS);
     all.resize(size_t(x.B) * s.Hq * x.N * s.dv, NAN);
     for (uint32_t b = 0; b < x.B; ++b)
@@ -437,14 +425,7 @@ TEST_F(ContextTest, StepsThenForwardEqualWhole) {
         PskDecodePrefillInfo p{};
         p.batchSize = 2;
         p.seqLen = 5;
-        p.q = q.data();
-        p.k = k.data();
-        p.v = v.data();
-        p.out = out.data();
-        p.qBytes = q.size() * 4;
-        p.kBytes = k.size() * 4;
-        p.vBytes = v.size() * 4;
-        p.outBytes = out.size() * 4;
+        setHostArrays(p, q, k, v, &out);
         ASSERT_EQ(pskDecodePrefillHost(state.get(), &p), PSK_SUCCESS);
         x.scatter(out, got, 0, 2, 0, 5);
         for (uint32_t t = 5; t < 11; ++t) step(state.get(), x, t, got);
@@ -559,14 +540,7 @@ TEST_F(ContextTest, ErrorsLeaveTheStateUnchanged) {
     PskForwardHostInfo good{};
     good.batchSize = 1;
     good.seqLen = 4;
-    good.q = q.data();
-    good.k = k.data();
-    good.v = v.data();
-    good.out = out.data();
-    good.qBytes = q.size() * 4;
-    good.kBytes = k.size() * 4;
-    good.vBytes = v.size() * 4;
-    good.outBytes = out.size() * 4;
+    setHostArrays(good, q, k, v, &out);
     good.state = state.get();
 
     PskForwardHostInfo bad = good;
@@ -690,14 +664,7 @@ TEST_F(ContextTest, StatsOfAForwardWithAState) {
         PskForwardStats stats{};
         PskForwardHostInfo info{};
         info.seqLen = n;
-        info.q = q.data();
-        info.k = k.data();
-        info.v = v.data();
-        info.out = out.data();
-        info.qBytes = q.size() * 4;
-        info.kBytes = k.size() * 4;
-        info.vBytes = v.size() * 4;
-        info.outBytes = out.size() * 4;
+        setHostArrays(info, q, k, v, &out);
         info.stats = &stats;
         info.state = state.get();
         ASSERT_EQ(pskAttentionForwardHost(a.get(), &info), PSK_SUCCESS);

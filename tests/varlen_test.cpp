@@ -21,12 +21,14 @@
 #include "reference/storage_types.hpp"
 #include "support/app_vulkan.hpp"
 #include "support/handles.hpp"
+#include "support/host_arrays.hpp"
 #include "support/test_context.hpp"
 
 namespace {
 
 using psk::test::ContextTest;
 using psk::test::relativeMaxError;
+using psk::test::setHostArrays;
 
 constexpr double kTolerance = 1e-6;
 
@@ -87,14 +89,7 @@ PskForwardHostInfo hostInfo(const std::vector<float>& q, const std::vector<float
     PskForwardHostInfo info{};
     info.batchSize = B;
     info.seqLen = n;
-    info.q = q.data();
-    info.k = k.data();
-    info.v = v.data();
-    info.out = out.data();
-    info.qBytes = q.size() * 4;
-    info.kBytes = k.size() * 4;
-    info.vBytes = v.size() * 4;
-    info.outBytes = out.size() * 4;
+    setHostArrays(info, q, k, v, &out);
     info.cuSeqlens = cu;
     return info;
 }
@@ -218,14 +213,7 @@ TEST_F(VarlenTest, Float16EachSequenceEqualsItselfAlone) {
         PskForwardHostInfo info{};
         info.batchSize = B;
         info.seqLen = n;
-        info.q = qh.data();
-        info.k = kh.data();
-        info.v = vh.data();
-        info.out = out.data();
-        info.qBytes = qh.size();
-        info.kBytes = kh.size();
-        info.vBytes = vh.size();
-        info.outBytes = out.size();
+        setHostArrays(info, qh, kh, vh, &out);
         info.cuSeqlens = cu;
         EXPECT_EQ(pskAttentionForwardHost(a.get(), &info), PSK_SUCCESS);
         return decode(out, f16);
