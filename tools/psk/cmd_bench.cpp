@@ -31,7 +31,7 @@
 #include "commands.hpp"
 #include "reference/storage_types.hpp"
 #include "sketch/sketch_weights.hpp"
-#include "support/sketch_fixtures.hpp"
+#include "reference/sketch_fixtures.hpp"
 
 namespace {
 
