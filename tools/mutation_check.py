@@ -2,13 +2,13 @@
 """Mutation check: plants known bugs in the kernels and the library, one at a time, and requires
 each to be caught by the default test set (docs/RELIABILITY.md, "Mutation check").
 
-For every mutation: the patch is applied to a scratch worktree of the repository (git worktree add
---detach; the repository's own files are never touched), the worktree is rebuilt incrementally in
-one build folder kept for the whole run (a shader change recompiles that shader's variants and
-relinks; a C++ change recompiles one file), the tests run through CTest as the default CI run
-runs them (tools/run_tests.sh: every test, PSK_REQUIRE_VALIDATION=1), the failed tests are
-recorded, and the file is restored. The tests of a baseline run, before any mutation, must all
-pass.
+For every mutation: the patch is applied to a scratch worktree of the repository at --rev (git
+worktree add --detach; the repository's own files are never touched: uncommitted changes are not
+checked), the worktree is rebuilt incrementally in one build folder kept for the whole run (a
+shader change recompiles that shader's variants and relinks; a C++ change recompiles one file),
+the tests run through CTest as the default CI run runs them (tools/run_tests.sh: every test,
+PSK_REQUIRE_VALIDATION=1), the failed tests are recorded, and the file is restored. Tests that fail
+before any mutation (the baseline run) are left out and named.
 
 Each patch replaces an exact piece of text that must occur exactly once in its file: when the code
 moves, the anchor is not found and the mutation is reported STALE (not caught, not survived), so
@@ -16,14 +16,16 @@ the table never silently checks nothing. A mutation that no longer compiles is r
 
 Modes:
   (default)  the whole default test set per mutation (CTest without filters, minus the label
-             `mutation`, i.e. this check itself);
+             `mutation`, i.e. this check itself): ~70 min on two idle cores (.ci/mutation);
   --quick    per mutation, the few tests listed with it below (known to catch it); each build then
-             relinks only the executables of those tests.
+             relinks only the executables of those tests: ~2 min on two idle cores, a fresh build
+             of the worktree included (the CTest test mutation_check_quick, label `mutation`);
+  --tests R  per mutation, the tests whose names match the Python regex R (to find catchers).
 Exit status: 0 when every mutation is caught; 1 when one survives, is stale or fails to build (or a
-quick-list test no longer exists); 2 on a setup error or a failing baseline.
+quick-list test no longer exists); 2 on a setup error.
 
-  python3 tools/mutation_check.py --quick                  # ~20-25 min on 2 cores (a build first)
-  python3 tools/mutation_check.py --only scan_carry,gqa    # full default set for two mutations
+  python3 tools/mutation_check.py --quick                  # the CTest test's run
+  python3 tools/mutation_check.py --only scan_carry,gqa_team_output   # full default set for two
   python3 tools/mutation_check.py --list                   # mutations and anchors, nothing built
   python3 tools/mutation_check.py --quick --work /tmp/m --keep   # keep worktree + build to reuse
 """
@@ -65,7 +67,8 @@ def P(path, old, new):
 
 
 # The planted bugs. `quick` lists a few cheap tests that caught the mutation in a full run
-# (docs/RELIABILITY.md has the last table); a name that no longer exists fails the check.
+# (docs/RELIABILITY.md has the last table); a name that no longer exists fails the check. Names are
+# CTest's without the "  # GetParam() = ..." that gtest_discover_tests appends (see norm()).
 MUTATIONS: List[Mutation] = [
     Mutation("output_diag_generic",
              "polysketch output (generic kernel): causal mask drops the diagonal (j < i)",
@@ -267,6 +270,8 @@ class Checker:
         else:
             if self.src.exists():
                 raise RuntimeError(f"{self.src} exists and is not a worktree; remove it or pick another --work")
+            # A worktree whose folder went away (a deleted build folder) is still registered: prune first.
+            run(["git", "-C", str(ROOT), "worktree", "prune"], logfile=self.logs / "setup.log")
             run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(self.src), rev], logfile=self.logs / "setup.log")
         venv = ROOT / ".venv-build"  # the second shader compiler (KHR variants), gitignored
         if venv.exists() and not (self.src / ".venv-build").exists():
@@ -372,7 +377,7 @@ def summarize(names: List[str], tests: Dict[str, dict], limit: int) -> str:
     by_exe: Dict[str, List[str]] = {}
     for n in sorted(names):
         exe = tests.get(n, {}).get("exe") or n
-        if exe in ("sh", "bash", "mpiexec", "mpirun"):
+        if exe in ("sh", "bash", "cmake", "python3", "mpiexec", "mpirun"):
             exe = n
         by_exe.setdefault(exe, []).append(n)
     order = sorted(by_exe.items(), key=lambda kv: (-len(kv[1]), kv[0]))
