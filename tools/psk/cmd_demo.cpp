@@ -45,13 +45,15 @@ void demoUsage() {
         "Runs softmax, exact polynomial (p = 4) and polysketch (p = 4, r = 32, b = 256, local exact when\n"
         "causal, seeded sketch) attention on random inputs and prints the median GPU time of R runs and\n"
         "the error against the float64 CPU reference of the same function (polysketch: the same sketch)\n"
-        "next to its tolerance, the conformance threshold: f32 1e-4 (softmax, polynomial) and 2e-4\n"
-        "(polysketch), f16 2e-3, bf16 1.2e-2. Polysketch's approximation error against exact polynomial\n"
+        "next to its tolerance, the conformance threshold: f32 %.1e (softmax, polynomial) and %.1e\n"
+        "(polysketch), f16 %.1e, bf16 %.1e. Polysketch's approximation error against exact polynomial\n"
         "attention is printed too, not checked. Exit status: 0 when every error is within its\n"
         "tolerance, 1 when one is not (or a call fails), 2 for a bad command line. --threshold-scale X\n"
         "multiplies every tolerance by X (1e-12: float rounding alone exceeds them, the run must fail).\n"
         "Defaults: --n 1024 --heads 4 --dim 64 --dtype f32 --runs 5, causal.\n"
-        "SEL is a device index or part of its name (see psk info); default: PSK_DEVICE or the best.\n");
+        "SEL is a device index or part of its name (see psk info); default: PSK_DEVICE or the best.\n",
+        psk::conformance::kQuadraticFloat32, psk::conformance::kPolysketchFloat32, psk::conformance::kFloat16,
+        psk::conformance::kBFloat16);
 }
 
 bool parseUint(const char* s, uint32_t* out) {
