@@ -1,20 +1,37 @@
 #version 450
-// Incremental decoding (docs/MATH.md section 7): the output row of one new token per (sequence, query
-// head), from the decode state:
+// Incremental decoding (docs/MATH.md section 7): one polysketch decode step of every sequence in one
+// dispatch. The new token joins the state and its output row is computed from it:
 //
-//   num = phi(q)^T z[slot] + local,      O = num[0:dv] / (1 + num[dv])
+//   sketched local:  z += phi(k)[v | 1];                   num = phi(q)^T z
+//   LOCAL_EXACT:     h += phi(k)[v | 1]; k', v -> block;   num = phi(q)^T z + local,
+//                    local = sum over the unfinished block's rows j (this token's included) of
+//                    (q' . k'_j)^DEGREE [v_j | 1]; when the token completes the block, z += h, h = 0
+//   O = num[0:dv] / (1 + num[dv])
 //
-//   z:     sketched local: every consumed token including this one (decode_fold.comp ran first);
-//          LOCAL_EXACT:    the completed blocks only.
-//   local: LOCAL_EXACT only: sum over the rows of the unfinished block, this token's included,
-//          of (q' . k'_j)^DEGREE [v_j | 1] (q', k' the local rows the feature map wrote).
+// Work split (docs/DECODING.md, "What a step costs"): per slot (sequence, key/value head),
+// gl_WorkGroupID.y, `feature_groups` workgroups each own FEATURE_SLICE features of z (and h) and
+// `row_groups` workgroups (LOCAL_EXACT) each own ROW_SLICE rows of the block. A feature workgroup
+// reads its rows of z once for all HEAD_RATIO query heads of the slot (GQA), adds the token's
+// phi(k)_f [v | 1] into z or h, and owns those rows outright, so the block completion's z += h needs
+// no other dispatch. Each workgroup writes its partial [HEAD_RATIO][dv + 1] sums to the workspace;
+// the last of the slot's workgroups to finish (an atomic counter per slot) adds them up, in a fixed
+// order, and writes the output rows. LOCAL_EXACT: the last slot of a sequence to finish (a counter
+// per sequence) advances the sequence's row count in the unfinished block, so a step needs no
+// host write of the position.
 //
-// One workgroup of WG invocations per (query head, sequence); invocation lid owns the columns
-// lid + m WG of [v | 1]. S(q) and q' sit in shared memory (no register array indexed at run time).
-// Loops per invocation: F over z, ceil(rows / WG) h for the local weights, rows for the local sum:
-// at most 8256 + 4096 + 1024 iterations (llvmpipe loop limit, docs/ARCHITECTURE.md).
-// Layouts: S(q) rows [B Hq][SKETCH], q' rows [B Hq][HEAD_DIM], z [B Hkv][F][dv + 1],
-// block rows [B Hkv][BLOCK][HEAD_DIM] and [B Hkv][BLOCK][VALUE_DIM], out [B Hq][VALUE_DIM].
+// Workspace (binding 0 from word `work`): [0, B) rows of each sequence's unfinished block before this step;
+// [B, B + B Hkv) the slot counters; [B + B Hkv, 2 B + B Hkv) the sequence counters; then the
+// partial sums [slot][group][HEAD_RATIO][dv + 1] (float bits). Counters are zero between steps:
+// the last workgroup puts its counter back.
+// Memory order: a workgroup's partial sums (a coherent buffer) are made visible by
+// memoryBarrierBuffer before its counter increment; the last workgroup, having seen every other
+// increment, issues memoryBarrierBuffer before reading them.
+// Layouts: step features (binding 0) at push offsets, S(q) [B Hq][SKETCH], S(k) [B Hkv][SKETCH],
+// q' [B Hq][HEAD_DIM], k' [B Hkv][HEAD_DIM]; v [B Hkv][dv]; z, h [B Hkv][F][dv + 1];
+// block rows [B Hkv][BLOCK][HEAD_DIM] and [B Hkv][BLOCK][VALUE_DIM]; out [B Hq][dv].
+// Loops per invocation: FEATURE_SLICE over z, ceil(HEAD_RATIO ROW_SLICE / WG) HEAD_DIM for the
+// local weights, ROW_SLICE for the local sum, the slot's groups for the sums: far inside
+// llvmpipe's loop limit (docs/ARCHITECTURE.md).
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -25,21 +42,29 @@ layout(local_size_x_id = 0) in;
 PSK_DECLARE_SPECS(PSK_DECODE_OUTPUT_SPEC)
 
 const uint Z_STRIDE = VALUE_DIM + 1u;
-const uint COLS = (Z_STRIDE + WG - 1u) / WG;
+const uint COLS = (Z_STRIDE + WG - 1u) / WG;  // columns of [v | 1] per invocation: lid + m WG
+const uint ACC = HEAD_RATIO * COLS;
+const uint CHUNK = 8u;  // features or block rows whose loads are issued together
 
-layout(std430, binding = 0) readonly buffer QSketch { float q_sketch[]; };
-layout(std430, binding = 1) readonly buffer QLocal { float q_local[]; };
-layout(std430, binding = 2) readonly buffer State { float z[]; };
-layout(std430, binding = 3) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 4) readonly buffer BlockK { float block_k[]; };
-layout(std430, binding = 5) readonly buffer BlockV { float block_v[]; };
-layout(std430, binding = 6) readonly buffer Meta { uint meta[]; };
+// Binding 0 is the step's scratch: the feature rows (read) and, from word `work`, the workspace.
+layout(std430, binding = 0) readonly buffer Features { float features[]; };
+layout(std430, binding = 0) coherent buffer Workspace { uint ws[]; };
+layout(std430, binding = 1) readonly buffer Values { float v_new[]; };
+layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = 3) buffer State { float z[]; };
+layout(std430, binding = 4) buffer BlockSum { float h_sum[]; };
+layout(std430, binding = 5) buffer BlockK { float block_k[]; };
+layout(std430, binding = 6) buffer BlockV { float block_v[]; };
 layout(std430, binding = 7) writeonly buffer Out { float o_data[]; };
 
-shared float sq[SKETCH];
-shared float ql[HEAD_DIM];
-shared float weights[BLOCK];
-shared float den_shared;
+shared float sk[SKETCH];                   // S(k) of the new token
+shared float sq[HEAD_RATIO * SKETCH];      // S(q) of the slot's query heads
+shared float ql[HEAD_RATIO * HEAD_DIM];    // LOCAL_EXACT: their q'
+shared float kl[HEAD_DIM];                 // LOCAL_EXACT: the new token's k'
+shared float vv[Z_STRIDE];                 // [v | 1] of the new token
+shared float weights[HEAD_RATIO * ROW_SLICE];
+shared float den[HEAD_RATIO];
+shared bool last_shared;
 
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
@@ -49,53 +74,173 @@ float weight_power(float x) {
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    const uint q_head = gl_WorkGroupID.x, seq = gl_WorkGroupID.y;
-    const uint row = seq * params.q_heads + q_head;
-    const uint slot = seq * params.kv_heads + q_head / params.head_ratio;
+    const uint group = gl_WorkGroupID.x, slot = gl_WorkGroupID.y;
+    const uint seq = slot / params.kv_heads;
+    const uint q_row0 = seq * params.q_heads + (slot % params.kv_heads) * HEAD_RATIO;
+    const uint groups = params.feature_groups + params.row_groups;
+    // Rows of the unfinished block before this token; the token is row `before`.
+    const uint before = LOCAL_EXACT ? ws[params.work + seq] : 0u;
+    const uint rows = before + 1u;
 
-    for (uint d = lid; d < SKETCH; d += WG) sq[d] = q_sketch[row * SKETCH + d];
-    if (LOCAL_EXACT)
-        for (uint d = lid; d < HEAD_DIM; d += WG) ql[d] = q_local[row * HEAD_DIM + d];
+    for (uint d = lid; d < SKETCH; d += WG) sk[d] = features[params.k_sketch + slot * SKETCH + d];
+    for (uint i = lid; i < HEAD_RATIO * SKETCH; i += WG) sq[i] = features[params.q_sketch + q_row0 * SKETCH + i];
+    for (uint c = lid; c < Z_STRIDE; c += WG) vv[c] = c < VALUE_DIM ? v_new[slot * VALUE_DIM + c] : 1.0;
+    if (LOCAL_EXACT) {
+        for (uint i = lid; i < HEAD_RATIO * HEAD_DIM; i += WG) ql[i] = features[params.q_local + q_row0 * HEAD_DIM + i];
+        for (uint d = lid; d < HEAD_DIM; d += WG) kl[d] = features[params.k_local + slot * HEAD_DIM + d];
+    }
     barrier();
 
-    float acc[COLS];
-    [[unroll]] for (uint m = 0u; m < COLS; ++m) acc[m] = 0.0;
+    float acc[ACC];
+    [[unroll]] for (uint i = 0u; i < ACC; ++i) acc[i] = 0.0;
 
-    const uint z_base = slot * params.features * Z_STRIDE;
-    [[dont_unroll]] for (uint f = 0u; f < params.features; ++f) {
-        const uint entry = pairs[f];
-        const float p = pair_coefficient(entry) * sq[pair_first(entry)] * sq[pair_second(entry)];
-        [[unroll]] for (uint m = 0u; m < COLS; ++m) {
-            const uint c = lid + m * WG;
-            if (c < Z_STRIDE) acc[m] += p * z[z_base + f * Z_STRIDE + c];
+    if (group < params.feature_groups) {
+        // Features [f0, f1) of z (and h): the token joins them, then phi(q)^T z over them. CHUNK
+        // features at a time: their loads are issued together, so a chunk waits for one load
+        // latency instead of one per feature (a GPU does not overlap the iterations of a loop
+        // that is not unrolled).
+        const uint f0 = group * FEATURE_SLICE, f1 = min(f0 + FEATURE_SLICE, params.features);
+        const bool completes = LOCAL_EXACT && rows == BLOCK;
+        const uint base = slot * params.features * Z_STRIDE;
+        [[dont_unroll]] for (uint fc = f0; fc < f1; fc += CHUNK) {
+            uint entry[CHUNK];
+            float zc[CHUNK * COLS], hc[CHUNK * COLS];
+            [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                const uint f = fc + u;
+                entry[u] = f < f1 ? pairs[f] : 0u;
+                [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+                    const uint c = lid + m * WG;
+                    const bool live = f < f1 && c < Z_STRIDE;
+                    zc[u * COLS + m] = live ? z[base + f * Z_STRIDE + c] : 0.0;
+                    hc[u * COLS + m] = LOCAL_EXACT && live ? h_sum[base + f * Z_STRIDE + c] : 0.0;
+                }
+            }
+            [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                const uint f = fc + u;
+                if (f < f1) {
+                    const float coef = pair_coefficient(entry[u]);
+                    const uint a = pair_first(entry[u]), b = pair_second(entry[u]);
+                    const float pk = coef * sk[a] * sk[b];
+                    float pq[HEAD_RATIO];
+                    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) pq[g] = coef * sq[g * SKETCH + a] * sq[g * SKETCH + b];
+                    [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+                        const uint c = lid + m * WG;
+                        if (c < Z_STRIDE) {
+                            const uint at = base + f * Z_STRIDE + c;
+                            const float add = pk * vv[c];
+                            float zf = zc[u * COLS + m];
+                            if (!LOCAL_EXACT) {
+                                zf = zf + add;  // j <= i includes the token itself
+                                z[at] = zf;
+                            }
+                            [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) acc[g * COLS + m] += pq[g] * zf;
+                            if (LOCAL_EXACT) {
+                                const float hf = hc[u * COLS + m] + add;
+                                if (completes) {  // the block is complete: its sum joins z
+                                    z[at] = zf + hf;
+                                    h_sum[at] = 0.0;
+                                } else {
+                                    h_sum[at] = hf;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-    }
-
-    if (LOCAL_EXACT) {
-        const uint rows = meta[params.meta_offset + seq];
+    } else if (LOCAL_EXACT) {
+        // Rows [j0, j1) of the unfinished block, the token's row `before` from the step's own k', v.
+        const uint j0 = (group - params.feature_groups) * ROW_SLICE, j1 = min(j0 + ROW_SLICE, rows);
         const uint k_base = slot * BLOCK * HEAD_DIM, v_base = slot * BLOCK * VALUE_DIM;
-        for (uint j = lid; j < rows; j += WG) {
-            float s = 0.0;
-            [[dont_unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += ql[d] * block_k[k_base + j * HEAD_DIM + d];
-            weights[j] = weight_power(s);
+        if (before >= j0 && before < j0 + ROW_SLICE) {  // the token's rows join the block
+            for (uint d = lid; d < HEAD_DIM; d += WG) block_k[k_base + before * HEAD_DIM + d] = kl[d];
+            for (uint c = lid; c < VALUE_DIM; c += WG) block_v[v_base + before * VALUE_DIM + c] = vv[c];
         }
-        barrier();
-        [[dont_unroll]] for (uint j = 0u; j < rows; ++j) {
-            const float w = weights[j];
-            [[unroll]] for (uint m = 0u; m < COLS; ++m) {
-                const uint c = lid + m * WG;
-                if (c < VALUE_DIM) acc[m] += w * block_v[v_base + j * VALUE_DIM + c];
-                else if (c == VALUE_DIM) acc[m] += w;
+        if (j0 < j1) {  // uniform in the workgroup: the barrier below is reached by all or none
+            for (uint i = lid; i < HEAD_RATIO * ROW_SLICE; i += WG) {
+                const uint g = i / ROW_SLICE, j = j0 + i % ROW_SLICE;
+                float w = 0.0;
+                if (j < j1) {
+                    // The key row's loads unrolled (issued together), the products summed in order.
+                    float s = 0.0;
+                    if (j == before) {
+                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += ql[g * HEAD_DIM + d] * kl[d];
+                    } else {
+                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += ql[g * HEAD_DIM + d] * block_k[k_base + j * HEAD_DIM + d];
+                    }
+                    w = weight_power(s);
+                }
+                weights[i] = w;
+            }
+            barrier();
+            [[dont_unroll]] for (uint jc = j0; jc < j1; jc += CHUNK) {  // CHUNK value rows' loads at a time
+                float xc[CHUNK * COLS];
+                [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                    const uint j = jc + u;
+                    [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+                        const uint c = lid + m * WG;
+                        xc[u * COLS + m] = j >= j1 ? 0.0
+                                           : c == VALUE_DIM ? 1.0
+                                           : c > VALUE_DIM ? 0.0
+                                           : j == before ? vv[c]
+                                                         : block_v[v_base + j * VALUE_DIM + c];
+                    }
+                }
+                [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                    const uint j = jc + u;
+                    if (j < j1)
+                        [[unroll]] for (uint m = 0u; m < COLS; ++m)
+                            [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g)
+                                acc[g * COLS + m] += weights[g * ROW_SLICE + j - j0] * xc[u * COLS + m];
+                }
             }
         }
     }
 
-    [[unroll]] for (uint m = 0u; m < COLS; ++m)
-        if (lid + m * WG == VALUE_DIM) den_shared = acc[m];
+    // This workgroup's partial sums, then its count; the slot's last workgroup combines.
+    const uint slots = params.batch * params.kv_heads;
+    const uint partial0 = params.work + 2u * params.batch + slots + slot * groups * HEAD_RATIO * Z_STRIDE;
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g)
+        [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+            const uint c = lid + m * WG;
+            if (c < Z_STRIDE) ws[partial0 + (group * HEAD_RATIO + g) * Z_STRIDE + c] = floatBitsToUint(acc[g * COLS + m]);
+        }
+    memoryBarrierBuffer();
     barrier();
-    const float inv = 1.0 / (1.0 + den_shared);
-    [[unroll]] for (uint m = 0u; m < COLS; ++m) {
-        const uint c = lid + m * WG;
-        if (c < VALUE_DIM) o_data[row * VALUE_DIM + c] = acc[m] * inv;
+    if (lid == 0u) last_shared = atomicAdd(ws[params.work + params.batch + slot], 1u) == groups - 1u;
+    barrier();
+    if (!last_shared) return;
+    memoryBarrierBuffer();
+
+    // The slot's sums in group order (fixed, whatever order the workgroups finished in).
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g)
+        [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+            const uint c = lid + m * WG;
+            if (c < Z_STRIDE) {
+                float num = 0.0;
+                [[dont_unroll]] for (uint s = 0u; s < groups; ++s)
+                    num += uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * Z_STRIDE + c]);
+                acc[g * COLS + m] = num;
+                if (c == VALUE_DIM) den[g] = num;
+            }
+        }
+    barrier();
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        const float inv = 1.0 / (1.0 + den[g]);
+        [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+            const uint c = lid + m * WG;
+            if (c < VALUE_DIM) o_data[(q_row0 + g) * VALUE_DIM + c] = acc[g * COLS + m] * inv;
+        }
+    }
+    if (lid == 0u) {
+        ws[params.work + params.batch + slot] = 0u;  // ready for the next step
+        if (LOCAL_EXACT) {
+            // The sequence's last slot advances its row count (the block restarts when complete).
+            const uint seq_counter = params.work + params.batch + slots + seq;
+            if (atomicAdd(ws[seq_counter], 1u) == params.kv_heads - 1u) {
+                ws[params.work + seq] = rows == BLOCK ? 0u : rows;
+                ws[seq_counter] = 0u;
+            }
+        }
     }
 }

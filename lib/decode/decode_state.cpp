@@ -214,7 +214,12 @@ void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
     const StepTensors t{{qIn_.handle(), 0, needed[0]}, {kIn_.handle(), 0, needed[1]}, {vIn_.handle(), 0, needed[2]},
                         {out_.handle(), 0, needed[3]}};
     double gpuMs = 0;
-    submitter_->run([&](Recorder& rec) { decoder_->recordStep(rec, t, positions_); }, info.stats ? &gpuMs : nullptr);
+    submitter_->run(
+        [&](Recorder& rec) {
+            decoder_->recordStep(rec, t, positions_);
+            lastStep_ = {rec.dispatchCount(), rec.copyCount(), rec.fillCount(), rec.barrierCount(), 1};
+        },
+        info.stats ? &gpuMs : nullptr);
 
     std::memcpy(info.out, out_.mapped(), needed[3]);
     for (uint64_t& p : positions_) ++p;
@@ -264,6 +269,7 @@ void PskDecodeState_T::cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecode
                         {info.v.buffer, info.v.offset, needed[2]},
                         {info.out.buffer, info.out.offset, needed[3]}};
     decoder_->recordStep(rec, t, positions_);
+    lastStep_ = {rec.dispatchCount(), rec.copyCount(), rec.fillCount(), rec.barrierCount(), 0};
     for (uint64_t& p : positions_) ++p;
 }
 
@@ -345,5 +351,6 @@ void PskDecodeState_T::restore(const void* data, size_t size) {
         std::memcpy(staging.mapped(), in + prefixBytes, bytes);
         transferBlobData(prefix.positions, staging, false);
     }
+    decoder_->restorePositions(prefix.positions);
     positions_ = prefix.positions;
 }

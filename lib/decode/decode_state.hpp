@@ -43,6 +43,12 @@ public:
     void serialize(void* data, size_t* size);
     void restore(const void* data, size_t size);
 
+    /** What the last step (host or recorded) recorded, for the tests of a step's cost. */
+    struct StepRecording {
+        uint32_t dispatches = 0, copies = 0, fills = 0, barriers = 0, submits = 0;
+    };
+    const StepRecording& lastStepRecording() const { return lastStep_; }
+
 private:
     /** Bytes of q, k, v, out of one step. */
     void stepBytes(uint64_t bytes[4]) const;
@@ -76,4 +82,5 @@ private:
     // Descriptor sets of pskCmdDecodeStep (no push descriptors): kept until
     // pskResetDecodeCommandDescriptors or destruction, since the app's command buffers may still run.
     std::unique_ptr<psk::DescriptorArena> commandDescriptors_;
+    StepRecording lastStep_;
 };

@@ -58,6 +58,11 @@ public:
     /** Empties one sequence's state (the state resets its position). */
     virtual void reset(uint32_t sequence) = 0;
     /**
+     * After a restore copied the blob's data in: whatever the kind keeps on the device that
+     * follows from the positions (polysketch, local exact: the rows of each unfinished block).
+     */
+    virtual void restorePositions(const std::vector<uint64_t>&) {}
+    /**
      * Calls `region` for every device range of the blob's data at `positions`, in blob order
      * (docs/DECODING.md, "Serialization"). Serialize copies them out and restore copies them in
      * along this one walk, so the two cannot disagree on the layout.

@@ -4,11 +4,12 @@
 //   1. the forward's feature map (sketch_features.comp, the forward's own pipeline and push
 //      constants) over the one new token per sequence: S(q), S(k) and, in local-exact mode, the
 //      local rows q', k' (the forward's block states, scan and output are not run);
-//   2. sketched local: decode_fold adds phi(k)[v | 1] of the new token to z;
-//      local exact:    the new token's phi(k)[v | 1] joins the unfinished block's sum h, and its
-//                      k', v rows are copied into the block;
-//   3. decode_output: phi(q)^T z (+ the exact local part over the unfinished block);
-//   4. local exact, sequences whose block just completed: decode_fold adds h into z.
+//   2. decode_output, one dispatch for every sequence and head: the token joins the state
+//      (sketched local: phi(k)[v | 1] into z; local exact: into the unfinished block's sum h, its
+//      k', v rows into the block, and h into z when the token completes the block) and the output
+//      row phi(q)^T z (+ the exact local part over the unfinished block), over workgroups of
+//      feature and block-row slices (decode_step_plan.hpp). The rows of each unfinished block live
+//      on the device and the step advances them, so nothing is written between steps.
 // Prefill runs the attention's causal forward over the prompt as a forward with the state at
 // position 0 (recordForward, the state's z zeroed first): the block scan writes the state after
 // the prompt as it goes (its tail: Z_{t-1} plus the last block's sum, or the two apart when local
@@ -33,8 +34,7 @@ namespace psk {
 
 namespace {
 
-using FoldPush = kernel::DecodeFoldPush;
-using OutputPush = kernel::DecodeOutputPush;
+using StepPush = kernel::DecodeOutputPush;
 
 /**
  * Tokens [t0, t0 + rows) of every (b, head) of a host tensor of `eb`-byte elements, as a dense
@@ -66,8 +66,6 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     local_ = c.localExact;
     const uint64_t slots = uint64_t(batch_) * Hkv_;
     checkBindingRange("z", slots * F_ * (dv_ + 1));
-    if (ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup) > caps.limits().maxComputeWorkGroupCount[0])
-        fail(PSK_ERROR_TOO_LARGE, "the state z of one head needs more workgroups than the device allows");
     z_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
     if (local_) {
         checkBindingRange("block rows", slots * b_ * std::max(std::max(R_, h_), dv_));
@@ -76,31 +74,55 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
         blockV_ = deviceBuffer(slots * b_ * dv_ * 4);
     }
     const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
-    // The feature rows of the one-token forward's workspace layout; its block-state region
-    // (the last one) is not needed: the step runs the feature map alone.
-    stepWorkspace_ = deviceBuffer(forward_.workspace(g1).states.offset);
-    kernel::DecodeFoldSpec foldSpec;
-    foldSpec.WG = kDecodeWorkgroup;
-    foldSpec.SKETCH = R_;
-    foldSpec.VALUE_DIM = dv_;
-    kernel::DecodeOutputSpec outputSpec;
-    outputSpec.WG = kDecodeWorkgroup;
-    outputSpec.SKETCH = R_;
-    outputSpec.HEAD_DIM = h_;
-    outputSpec.VALUE_DIM = dv_;
-    outputSpec.DEGREE = c.degree;
-    outputSpec.LOCAL_EXACT = local_ ? 1u : 0u;
-    outputSpec.BLOCK = local_ ? b_ : 1u;
-    Pipelines& pipelines = context().pipelines();
-    fold_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeFold, "", PSK_DATA_TYPE_FLOAT32, foldSpec,
-                                             "polysketch decoding: a token's phi(k)[v | 1] (or a finished block) into z"));
-    output_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, outputSpec,
-                                               "polysketch decoding: phi(q)^T z (+ exact local part), normalized"));
+
+    // The step's workgroups: slices of the features and of the block rows (decode_step_plan.hpp).
+    DecodeStepShape stepShape;
+    stepShape.features = F_;
+    stepShape.blockRows = local_ ? b_ : 0;
+    stepShape.slots = uint32_t(slots);
+    stepShape.headRatio = Hq_ / Hkv_;
+    stepShape.headDim = h_;
+    stepShape.valueDim = dv_;
+    slices_ = planDecodeStep(stepShape, caps.multiprocessorCount, caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
+    // PSK_DECODE_STEP_SLICES="F,R" sets the slices (features, rows per workgroup), for the tests
+    // of the combine on small shapes.
+    if (const char* text = std::getenv("PSK_DECODE_STEP_SLICES")) parseDecodeStepSlices(text, stepShape, slices_);
+    const VkPhysicalDeviceLimits& limits = caps.limits();
+    if (slices_.groupsPerSlot() > limits.maxComputeWorkGroupCount[0] || slots > limits.maxComputeWorkGroupCount[1])
+        fail(PSK_ERROR_TOO_LARGE, "a decode step of ", slots, " sequence heads needs more workgroups than the device allows");
+    const uint64_t sharedFloats = uint64_t(R_) * (1 + stepShape.headRatio) + uint64_t(h_) * (1 + stepShape.headRatio) + (dv_ + 1) +
+                                  uint64_t(stepShape.headRatio) * (slices_.rowSlice + 1) + 1;
+    if (sharedFloats * 4 > limits.maxComputeSharedMemorySize)
+        fail(PSK_ERROR_TOO_LARGE, "a decode step needs ", sharedFloats * 4, " bytes of shared memory (", Hq_ / Hkv_,
+             " query heads per key/value head), more than the device's ", limits.maxComputeSharedMemorySize);
+    // The step's scratch: the feature rows of the one-token forward's workspace layout (its
+    // block-state region, the last one, is not needed: the step runs the feature map alone), then
+    // the step's words: B row counts, B Hkv slot counters, B sequence counters, the partial sums.
+    workWord_ = alignUp(forward_.workspace(g1).states.offset, 16) / 4;
+    const uint64_t words = workWord_ + 2 * uint64_t(batch_) + slots + slots * slices_.groupsPerSlot() * stepShape.headRatio * (dv_ + 1);
+    checkBindingRange("step scratch", words);
+    stepWorkspace_ = deviceBuffer(words * 4);
+
+    kernel::DecodeOutputSpec spec;
+    spec.WG = kDecodeWorkgroup;
+    spec.SKETCH = R_;
+    spec.HEAD_DIM = h_;
+    spec.VALUE_DIM = dv_;
+    spec.DEGREE = c.degree;
+    spec.LOCAL_EXACT = local_ ? 1u : 0u;
+    spec.BLOCK = local_ ? b_ : 1u;
+    spec.HEAD_RATIO = stepShape.headRatio;
+    spec.FEATURE_SLICE = slices_.featureSlice;
+    spec.ROW_SLICE = slices_.rowSlice;
+    step_ = kernelPipeline(context().pipelines(),
+                           KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, spec,
+                                              "polysketch decoding: the token joins z, phi(q)^T z (+ exact local part), normalized"));
 
     // A new state is empty: z = 0. The block rows are zeroed too, so that a serialized blob
-    // (which holds them in full) depends only on what the state consumed.
+    // (which holds them in full) depends only on what the state consumed; the step's counters
+    // and row counts start at zero.
     submitter_.run([&](Recorder& rec) {
-        for (const Buffer* b : {&z_, &blockH_, &blockK_, &blockV_})
+        for (const Buffer* b : {&z_, &blockH_, &blockK_, &blockV_, &stepWorkspace_})
             if (*b) rec.fill({b->handle(), 0, b->size()}, b->size(), 0);
     });
 }
@@ -212,70 +234,57 @@ void PolysketchDecoder::recordStepFeatures(Recorder& rec, const StepTensors& t, 
     recordFeatureMaps(rec, forward_.plan(), forward_.resources(), forward_.sketch(), attention_.config(), g1, t.q, t.k, ranges);
 }
 
-void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) {
-    // Per-sequence counts: [rows of the unfinished block, this token's row included] then [rows to fold].
-    std::vector<uint32_t> counts(size_t(batch_) * 2, 0);
-    bool anyFold = false;
-    for (uint32_t s = 0; s < batch_; ++s) {
-        counts[s] = local_ ? uint32_t(positions[s] % b_) + 1 : 0;
-        counts[batch_ + s] = local_ && counts[s] == b_ ? b_ : 0;
-        anyFold |= counts[batch_ + s] != 0;
-    }
-    recordCounts(rec, counts);
+void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>&) {
+    // The positions are not needed: sketched local weights do not depend on them, and in
+    // local-exact mode the device keeps and advances the rows of each unfinished block.
     const uint32_t slots = batch_ * Hkv_;
-    const BufferRange meta{meta_.handle(), 0, VkDeviceSize(batch_) * 2 * 4};
-
     const AttentionConfig& c = attention_.config();
-    const DeviceCaps& caps = context().caps();
-    const PolysketchResources& res = forward_.resources();
-    const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
+    const ForwardGeometry g1 = makeForwardGeometry(c, context().caps(), batch_, 1, nullptr, nullptr, nullptr, nullptr);
     const PolysketchWorkspace ws = forward_.workspace(g1);
-    auto sub = [&](const PolysketchWorkspace::Region& r) { return BufferRange{stepWorkspace_.handle(), r.offset, r.size}; };
-    const BufferRange z{z_.handle(), 0, z_.size()};
-    const uint32_t foldGroups = ceilDiv(uint64_t(F_) * ((dv_ + 4) / 4), kDecodeWorkgroup);
     // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k'), reading q and
     //    k in the storage type as the forward does. A 16-bit attention's v row joins the float32
     //    state converted (exactly), and out is computed in float32 then rounded.
     recordStepFeatures(rec, t, g1, ws);
     const BufferRange v = stepF32(rec, t.v, 2, slots, dv_);
     const BufferRange out = stepF32(rec, t.out, 3, batch_ * Hq_, dv_);
-    // 2. The new token joins the state: its phi(k)[v | 1] into z (sketched local) or into the
-    //    running sum h of the unfinished block (local exact), whose k' and v rows are also kept.
-    {
-        const FoldPush push{F_, Hkv_, 0, 1, 0, 0, R_, 0, dv_, 0, 0, 0};
-        const BufferRange dst = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
-        rec.dispatch(fold_, {reads(sub(ws.kSketch)), reads(v), reads(res.pairs), reads(meta), writes(dst)}, &push, sizeof(push),
-                     foldGroups, 1, slots);
-    }
-    if (local_)
-        for (uint32_t i = 0; i < slots; ++i) {
-            const VkDeviceSize row = VkDeviceSize(i) * b_ + positions[i / Hkv_] % b_;
-            rec.copy({stepWorkspace_.handle(), ws.kLocal.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
-                     {blockK_.handle(), row * h_ * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
-            rec.copy({v.buffer, v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
-                     {blockV_.handle(), row * dv_ * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
-        }
-    // 3. The output rows.
-    const BufferRange qSketch = sub(ws.qSketch);
+    // 2. The token joins the state and the output rows, one dispatch (decode_output.comp).
+    StepPush push{};
+    push.features = F_;
+    push.q_heads = Hq_;
+    push.kv_heads = Hkv_;
+    push.batch = batch_;
+    push.feature_groups = slices_.featureGroups;
+    push.row_groups = slices_.rowGroups;
+    push.q_sketch = uint32_t(ws.qSketch.offset / 4);
+    push.k_sketch = uint32_t(ws.kSketch.offset / 4);
+    push.q_local = local_ ? uint32_t(ws.qLocal.offset / 4) : 0;
+    push.k_local = local_ ? uint32_t(ws.kLocal.offset / 4) : 0;
+    push.work = uint32_t(workWord_);
+    const BufferRange scratch{stepWorkspace_.handle(), 0, stepWorkspace_.size()};
+    const BufferRange z{z_.handle(), 0, z_.size()};
+    // Sketched local: no h or block rows; z stands in for them (the kernel does not touch them).
+    const BufferRange h = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
     const BufferRange bk = local_ ? BufferRange{blockK_.handle(), 0, blockK_.size()} : z;
     const BufferRange bv = local_ ? BufferRange{blockV_.handle(), 0, blockV_.size()} : z;
-    const OutputPush push{F_, Hq_, Hkv_, Hq_ / Hkv_, 0};
-    rec.dispatch(output_,
-                 {reads(qSketch), reads(local_ ? sub(ws.qLocal) : qSketch), reads(z), reads(res.pairs), reads(bk), reads(bv), reads(meta),
-                  writes(out)},
-                 &push, sizeof(push), Hq_, batch_);
+    rec.dispatch(step_,
+                 {writes(scratch), reads(v), reads(forward_.resources().pairs), writes(z), writes(h), writes(bk), writes(bv), writes(out)},
+                 &push, sizeof(push), slices_.groupsPerSlot(), slots);
     recordStepOut(rec, t.out, batch_ * Hq_, dv_);
-    // 4. Local exact: the sums h of blocks this token completed move into z (z += h, then h = 0),
-    //    a cost of F (dv + 1) per head, the same as a step's own fold: no step of the block
-    //    cycle folds b rows at once.
-    if (anyFold) {
-        const FoldPush add{F_, Hkv_, 0, 0, 1, batch_, 0, 0, 0, 0, 1, 0};
-        const BufferRange h{blockH_.handle(), 0, blockH_.size()};
-        rec.dispatch(fold_, {reads(h), reads(bv), reads(res.pairs), reads(meta), writes(z)}, &add, sizeof(add), foldGroups, 1, slots);
-        const VkDeviceSize hBytes = sequenceSumBytes();
-        for (uint32_t s = 0; s < batch_; ++s)
-            if (counts[batch_ + s]) rec.fill({blockH_.handle(), s * hBytes, hBytes}, hBytes, 0);
+}
+
+void PolysketchDecoder::recordRowCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const {
+    if (!local_) return;
+    for (size_t i = 0; i < positions.size();) {  // one fill per run of equal counts
+        size_t j = i + 1;
+        while (j < positions.size() && positions[j] % b_ == positions[i] % b_) ++j;
+        const VkDeviceSize bytes = VkDeviceSize(j - i) * 4;
+        rec.fill({stepWorkspace_.handle(), (workWord_ + first + i) * 4, bytes}, bytes, uint32_t(positions[i] % b_));
+        i = j;
     }
+}
+
+void PolysketchDecoder::restorePositions(const std::vector<uint64_t>& positions) {
+    if (local_) submitter_.run([&](Recorder& rec) { recordRowCounts(rec, 0, positions); });
 }
 
 void PolysketchDecoder::reset(uint32_t sequence) {
@@ -283,6 +292,7 @@ void PolysketchDecoder::reset(uint32_t sequence) {
     submitter_.run([&](Recorder& rec) {
         rec.fill({z_.handle(), sequence * bytes, bytes}, bytes, 0);
         if (local_) rec.fill({blockH_.handle(), sequence * bytes, bytes}, bytes, 0);
+        recordRowCounts(rec, sequence, {0});
     });
 }
 
@@ -464,6 +474,8 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     } else if (local_) {
         rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
     }
+    // The steps that follow start at row (position + n) % b of the unfinished block.
+    recordRowCounts(rec, first, std::vector<uint64_t>(count, position + n));
 }
 
 }  // namespace psk

@@ -4,6 +4,7 @@
 // the exact local part.
 #pragma once
 
+#include "decode/decode_step_plan.hpp"
 #include "decode/decoder.hpp"
 #include "forward/polysketch_forward.hpp"
 
@@ -34,7 +35,7 @@ WorkspaceLayout polysketchStateForwardWorkspaceLayout(const PskAttention_T& atte
 
 class PolysketchDecoder final : public Decoder {
 public:
-    /** Creates the state (all zero), the step scratch and the fold and output pipelines. */
+    /** Creates the state (all zero), the step scratch and the step's pipeline. */
     PolysketchDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape);
 
     uint64_t stateBytes() const override;
@@ -42,6 +43,7 @@ public:
     void prefill(const PskDecodePrefillInfo& info, uint32_t count) override;
     void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
     void reset(uint32_t sequence) override;
+    void restorePositions(const std::vector<uint64_t>& positions) override;
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
     void checkForward(uint64_t position, uint32_t n) const override;
@@ -58,6 +60,8 @@ private:
     void forwardPrompt(const PskForwardHostInfo& info, uint32_t first, bool fresh);
     /** Prefill with out == NULL: the forward over the prompt, in chunks of whole blocks when needed. */
     void prefillStateOnly(const PskDecodePrefillInfo& info, uint32_t count);
+    /** Local exact: records the fills that set the device's row counts of sequences first.. to positions % b. */
+    void recordRowCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const;
     /** Bytes of one sequence's z (and h): Hkv F (dv + 1) floats. */
     VkDeviceSize sequenceSumBytes() const { return VkDeviceSize(Hkv_) * F_ * (dv_ + 1) * 4; }
 
@@ -67,9 +71,14 @@ private:
     // z [B Hkv][F][dv + 1]; local exact also h [B Hkv][F][dv + 1], the unfinished block's running
     // sum of phi(k_j)[v_j | 1], and its rows k' [B Hkv][b][h], v [B Hkv][b][dv].
     Buffer z_, blockH_, blockK_, blockV_;
-    // The feature rows of the one-token forward's workspace (S(q), S(k), q', k'), fixed at creation.
+    // The step's scratch, fixed at creation: the feature rows of the one-token forward's workspace
+    // (S(q), S(k), q', k'), then from word workWord_ the step's own words (decode_output.comp):
+    // per sequence the rows of its unfinished block (local exact; the device advances them), the
+    // slot and sequence counters (zero between steps), the workgroups' partial sums.
     Buffer stepWorkspace_;
-    VkPipeline fold_ = VK_NULL_HANDLE, output_ = VK_NULL_HANDLE;
+    VkDeviceSize workWord_ = 0;
+    DecodeStepSlices slices_;
+    VkPipeline step_ = VK_NULL_HANDLE;
 };
 
 }  // namespace psk

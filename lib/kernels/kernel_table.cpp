@@ -55,7 +55,7 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::DecodeFold, "decode_fold", "decode_fold.comp", KernelImpl::Generic, "f32", "DecodeFoldSpec",
      "DecodeFoldPush", "decoding: fold rows or a block sum into z"},
     {KernelId::DecodeOutput, "decode_output", "decode_output.comp", KernelImpl::Generic, "f32", "DecodeOutputSpec",
-     "DecodeOutputPush", "decoding: phi(q)^T z (+ exact local part)"},
+     "DecodeOutputPush", "decoding: a step, the token into z and phi(q)^T z (+ exact local part)"},
     {KernelId::DecodeSoftmaxPartial, "decode_softmax_partial", "decode_softmax.comp", KernelImpl::Generic, "f32",
      "DecodeSoftmaxSpec", "DecodeSoftmaxPush", "decoding baseline: KV-cache partials"},
     {KernelId::DecodeSoftmaxCombine, "decode_softmax_combine", "decode_softmax.comp", KernelImpl::Generic, "f32",

@@ -102,7 +102,15 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
         *tail = &driver;
         tail = &driver.pNext;
     }
+    // The multiprocessor count, where the driver reports it (NVIDIA): the decode step sizes its
+    // workgroup count by it (decode/decode_step_plan.hpp).
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV smBuiltins{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    if (hasExtension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+        *tail = &smBuiltins;
+        tail = &smBuiltins.pNext;
+    }
     vki.vkGetPhysicalDeviceProperties2(pd, &props2);
+    caps.multiprocessorCount = smBuiltins.shaderSMCount;
     caps.subgroupSize = subgroup.subgroupSize;
     caps.subgroupOperations = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ? subgroup.supportedOperations : 0;
     caps.maxMemoryAllocationSize = maintenance3.maxMemoryAllocationSize;

@@ -46,6 +46,7 @@ struct DeviceCaps {
     uint64_t deviceLocalBytes = 0;
     uint32_t computeQueueFamily = ~0u;
     uint32_t timestampValidBits = 0;
+    uint32_t multiprocessorCount = 0;  // VK_NV_shader_sm_builtins' shaderSMCount; 0 where not reported
 
     // Optional features (detected as supported; enabled on the device when supported).
     bool storageBuffer16BitAccess = false;

@@ -113,6 +113,7 @@ void Recorder::copy(BufferRange src, BufferRange dst, VkDeviceSize bytes) {
     track(a, a + 2);
     VkBufferCopy region{src.offset, dst.offset, bytes};
     vk_.vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, 1, &region);
+    ++copies_;
 }
 
 void Recorder::copyRows(BufferRange src, VkDeviceSize srcStride, BufferRange dst, VkDeviceSize dstStride, VkDeviceSize rowBytes,
@@ -123,6 +124,7 @@ void Recorder::copyRows(BufferRange src, VkDeviceSize srcStride, BufferRange dst
     std::vector<VkBufferCopy> regions(rows);
     for (uint32_t i = 0; i < rows; ++i) regions[i] = {src.offset + i * srcStride, dst.offset + i * dstStride, rowBytes};
     vk_.vkCmdCopyBuffer(cmd_, src.buffer, dst.buffer, rows, regions.data());
+    ++copies_;
 }
 
 void Recorder::fill(BufferRange dst, VkDeviceSize bytes, uint32_t value) {
@@ -130,6 +132,7 @@ void Recorder::fill(BufferRange dst, VkDeviceSize bytes, uint32_t value) {
     const Access a = writes(dst);
     track(&a, &a + 1);
     vk_.vkCmdFillBuffer(cmd_, dst.buffer, dst.offset, bytes, value);
+    ++fills_;
 }
 
 void Recorder::timestamp(VkQueryPool pool, uint32_t query) {

@@ -74,6 +74,9 @@ public:
     void finishForHost();
     uint32_t barrierCount() const { return barriers_; }
     uint32_t dispatchCount() const { return dispatches_; }
+    /** Transfer commands recorded: buffer copies (copy, copyRows) and fills. */
+    uint32_t copyCount() const { return copies_; }
+    uint32_t fillCount() const { return fills_; }
 
 private:
     std::function<void(uint32_t)> stageMarker_;
@@ -87,6 +90,8 @@ private:
     std::vector<BufferRange> read_;     // read since the last barrier
     uint32_t barriers_ = 0;
     uint32_t dispatches_ = 0;
+    uint32_t copies_ = 0;
+    uint32_t fills_ = 0;
 };
 
 }  // namespace psk

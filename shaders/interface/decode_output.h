@@ -5,7 +5,8 @@
 
 #include "common.h"
 
-// decode_output.comp
+// decode_output.comp: one polysketch decode step (the token joins the state, its output row),
+// workgroups over feature slices and block-row slices of every (sequence, key/value head).
 #define PSK_DECODE_OUTPUT_SPEC(X) \
     X(0, uint, WG, 64) \
     X(1, uint, SKETCH, 32) \
@@ -13,14 +14,23 @@
     X(3, uint, VALUE_DIM, 64) \
     X(4, uint, DEGREE, 4) \
     X(5, bool, LOCAL_EXACT, false) \
-    X(6, uint, BLOCK, 1) /* b in LOCAL_EXACT mode (shared weights), else 1 */
+    X(6, uint, BLOCK, 1) /* b in LOCAL_EXACT mode, else 1 */ \
+    X(7, uint, HEAD_RATIO, 1) /* query heads per key/value head (Hq / Hkv) */ \
+    X(8, uint, FEATURE_SLICE, 64) /* features per feature workgroup */ \
+    X(9, uint, ROW_SLICE, 1) /* LOCAL_EXACT: block rows per row workgroup, else 1 */
 
 PSK_PUSH_BEGIN(DecodeOutputPush)
-    uint features;
-    uint q_heads;
-    uint kv_heads;
-    uint head_ratio;   // Hq / Hkv
-    uint meta_offset;  // LOCAL_EXACT: rows of the unfinished block at meta[meta_offset + sequence]
+    uint features;        // F
+    uint q_heads;         // Hq
+    uint kv_heads;        // Hkv
+    uint batch;           // B: the workspace's counters follow its B row counts
+    uint feature_groups;  // workgroups per slot over the features: ceil(F / FEATURE_SLICE)
+    uint row_groups;      // LOCAL_EXACT: workgroups per slot over the block rows: ceil(BLOCK / ROW_SLICE); else 0
+    uint q_sketch;        // float offsets into binding 0 (the step's feature rows): S(q) [B Hq][SKETCH],
+    uint k_sketch;        //   S(k) [B Hkv][SKETCH],
+    uint q_local;         //   LOCAL_EXACT: q' [B Hq][HEAD_DIM],
+    uint k_local;         //   and k' [B Hkv][HEAD_DIM]
+    uint work;            // word offset of the workspace in binding 0 (decode_output.comp)
 PSK_PUSH_END
 
 #endif

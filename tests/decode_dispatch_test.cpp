@@ -1,0 +1,320 @@
+// The polysketch decode step as one step dispatch for every sequence and head (decode_output.comp,
+// lib/decode/decode_step_plan.hpp): what a step records, and that its split into feature and
+// block-row workgroups (combined by the last workgroup of each slot, the unfinished block's rows
+// advanced on the device) computes the rows of the causal forward over the same tokens.
+//
+// The slices are forced small (PSK_DECODE_STEP_SLICES) so that on small shapes every slot has
+// several feature and row workgroups, partial last slices included; one case uses the slices the
+// heuristic picks for an H200 on a model-sized shape.
+// Metric: relativeMaxError over all rows of a sequence; 1e-5 against the library's forward
+// (float32 both sides, different summation order), 2e-4 against the float64 reference
+// (the thresholds of decode_test).
+#include <polysketch/polysketch.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "decode/decode_state.hpp"  // internals: what a step recorded
+#include "decode/decode_step_plan.hpp"
+#include "reference/reference.hpp"
+#include "reference/sketch_fixtures.hpp"
+#include "sketch/sketch_weights.hpp"
+#include "support/host_arrays.hpp"
+#include "support/test_context.hpp"
+
+namespace {
+
+using psk::test::ContextTest;
+using psk::test::relativeMaxError;
+using psk::test::setHostArrays;
+
+struct Case {
+    std::string name;
+    bool learned = false, localExact = true;
+    uint32_t degree = 4, r = 8, b = 16, h = 16, dv = 16, Hq = 4, Hkv = 2, B = 2;
+    const char* slices = "5,3";  // PSK_DECODE_STEP_SLICES; nullptr: the library's own choice
+};
+
+/** Sets PSK_DECODE_STEP_SLICES for its lifetime (read when a decode state is created). */
+struct SlicesOverride {
+    explicit SlicesOverride(const char* value) {
+        if (value) setenv("PSK_DECODE_STEP_SLICES", value, 1);
+    }
+    ~SlicesOverride() { unsetenv("PSK_DECODE_STEP_SLICES"); }
+};
+
+/** A causal polysketch attention, its float64 reference, a decode state and what each sequence consumed. */
+struct Rig {
+    Case c;
+    PskAttention attention = nullptr;
+    PskDecodeState state = nullptr;
+    psk::ref::PolysketchConfig ref;
+    float scale = 0;
+    // Per sequence, token-major: q [t][Hq][h], k [t][Hkv][h], v [t][Hkv][dv], out [t][Hq][dv].
+    std::vector<std::vector<float>> q, k, v, out;
+    uint64_t rng = 500;
+
+    explicit Rig(PskContext ctx, const Case& cs) : c(cs), q(cs.B), k(cs.B), v(cs.B), out(cs.B) {
+        PskAttentionCreateInfo info{};
+        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        info.flags = PSK_ATTENTION_CAUSAL_BIT | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
+        info.degree = c.degree;
+        scale = 1.0f / std::sqrt(float(c.h));
+        info.scale = scale;
+        info.numQueryHeads = c.Hq;
+        info.numKeyValueHeads = c.Hkv;
+        info.headDim = c.h;
+        info.valueDim = c.dv;
+        info.sketchSize = c.r;
+        info.blockSize = c.b;
+        info.seed = 11;
+        info.dataType = PSK_DATA_TYPE_FLOAT32;
+        psk::test::TempFile sketchFile("psk_decode_dispatch_sketch");
+        if (c.learned) {
+            const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(c.h, c.r, 15);
+            psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
+            info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+            info.sketchFile = sketchFile.path().c_str();
+            ref.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
+        } else {
+            ref.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(11, c.degree, c.h, c.r)));
+        }
+        ref.degree = int(c.degree);
+        ref.scale = scale;
+        ref.causal = true;
+        ref.localExact = c.localExact;
+        ref.blockSize = int(c.b);
+        EXPECT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
+        if (!attention) return;
+        SlicesOverride slices(c.slices);
+        PskDecodeStateCreateInfo si{};
+        si.batchSize = c.B;
+        EXPECT_EQ(pskCreateDecodeState(attention, &si, &state), PSK_SUCCESS);
+    }
+    ~Rig() {
+        pskDestroyDecodeState(state);
+        pskDestroyAttention(attention);
+    }
+
+    static std::vector<float> bhnd(const std::vector<float>& x, uint32_t n, uint32_t H, uint32_t d, bool toBhnd) {
+        std::vector<float> y(x.size());
+        for (uint32_t t = 0; t < n; ++t)
+            for (uint32_t hd = 0; hd < H; ++hd) {
+                const size_t tokenMajor = (size_t(t) * H + hd) * d, headMajor = (size_t(hd) * n + t) * d;
+                std::memcpy(&y[toBhnd ? headMajor : tokenMajor], &x[toBhnd ? tokenMajor : headMajor], d * 4);
+            }
+        return y;
+    }
+
+    void prefill(uint32_t s, uint32_t n) {
+        q[s] = psk::test::randomNormal(size_t(n) * c.Hq * c.h, ++rng);
+        k[s] = psk::test::randomNormal(size_t(n) * c.Hkv * c.h, ++rng);
+        v[s] = psk::test::randomNormal(size_t(n) * c.Hkv * c.dv, ++rng);
+        const std::vector<float> qb = bhnd(q[s], n, c.Hq, c.h, true), kb = bhnd(k[s], n, c.Hkv, c.h, true),
+                                 vb = bhnd(v[s], n, c.Hkv, c.dv, true);
+        std::vector<float> o(size_t(n) * c.Hq * c.dv, NAN);
+        PskDecodePrefillInfo info{};
+        info.firstSequence = s;
+        info.seqLen = n;
+        setHostArrays(info, qb, kb, vb, &o);
+        ASSERT_EQ(pskDecodePrefillHost(state, &info), PSK_SUCCESS);
+        out[s] = bhnd(o, n, c.Hq, c.dv, false);
+    }
+
+    /** One step of every sequence. */
+    void step() {
+        const std::vector<float> sq = psk::test::randomNormal(size_t(c.B) * c.Hq * c.h, ++rng),
+                                 sk = psk::test::randomNormal(size_t(c.B) * c.Hkv * c.h, ++rng),
+                                 sv = psk::test::randomNormal(size_t(c.B) * c.Hkv * c.dv, ++rng);
+        std::vector<float> o(size_t(c.B) * c.Hq * c.dv, NAN);
+        PskDecodeStepInfo info{};
+        setHostArrays(info, sq, sk, sv, &o);
+        ASSERT_EQ(pskDecodeStepHost(state, &info), PSK_SUCCESS);
+        for (uint32_t s = 0; s < c.B; ++s) {
+            auto append = [&](std::vector<float>& dst, const std::vector<float>& src, size_t per) {
+                dst.insert(dst.end(), src.begin() + s * per, src.begin() + (s + 1) * per);
+            };
+            append(q[s], sq, size_t(c.Hq) * c.h);
+            append(k[s], sk, size_t(c.Hkv) * c.h);
+            append(v[s], sv, size_t(c.Hkv) * c.dv);
+            append(out[s], o, size_t(c.Hq) * c.dv);
+        }
+    }
+
+    /** Every row of every sequence against the library's forward and the float64 reference. */
+    void check() const {
+        for (uint32_t s = 0; s < c.B; ++s) {
+            const uint32_t n = uint32_t(q[s].size() / (size_t(c.Hq) * c.h));
+            const std::vector<float> qb = bhnd(q[s], n, c.Hq, c.h, true), kb = bhnd(k[s], n, c.Hkv, c.h, true),
+                                     vb = bhnd(v[s], n, c.Hkv, c.dv, true);
+            std::vector<float> o(size_t(n) * c.Hq * c.dv, NAN);
+            PskForwardHostInfo f{};
+            f.seqLen = n;
+            setHostArrays(f, qb, kb, vb, &o);
+            ASSERT_EQ(pskAttentionForwardHost(attention, &f), PSK_SUCCESS);
+            const std::vector<float> forward = bhnd(o, n, c.Hq, c.dv, false);
+            const double eForward = relativeMaxError(out[s], std::vector<double>(forward.begin(), forward.end()));
+            EXPECT_LE(eForward, 1e-5) << c.name << ": sequence " << s << " of " << n << " tokens vs the library forward";
+
+            psk::ref::Shape shape;
+            shape.Hq = int(c.Hq);
+            shape.Hkv = int(c.Hkv);
+            shape.n = int(n);
+            shape.h = int(c.h);
+            shape.dv = int(c.dv);
+            std::vector<double> want;
+            psk::ref::polysketchAttention(shape, std::vector<double>(qb.begin(), qb.end()), std::vector<double>(kb.begin(), kb.end()),
+                                          std::vector<double>(vb.begin(), vb.end()), ref, want);
+            std::vector<double> wantTokenMajor(want.size());
+            for (uint32_t t = 0; t < n; ++t)
+                for (uint32_t hd = 0; hd < c.Hq; ++hd)
+                    for (uint32_t e = 0; e < c.dv; ++e)
+                        wantTokenMajor[(size_t(t) * c.Hq + hd) * c.dv + e] = want[(size_t(hd) * n + t) * c.dv + e];
+            const double eRef = relativeMaxError(out[s], wantTokenMajor);
+            EXPECT_LE(eRef, 2e-4) << c.name << ": sequence " << s << " of " << n << " tokens vs the float64 reference";
+            std::printf("[ decode ] %s sequence %u, %u tokens: error vs forward %.2e, vs reference %.2e\n", c.name.c_str(), s, n,
+                        eForward, eRef);
+        }
+    }
+};
+
+const PskDecodeState_T::StepRecording& lastStep(PskDecodeState state) { return state->lastStepRecording(); }
+
+// ---- what a step records ----
+
+class DecodeStepRecording : public ContextTest, public ::testing::WithParamInterface<Case> {};
+
+// Every float32 step, block-ending ones included, records the forward's feature map (q and k: two
+// dispatches) and one step dispatch for every sequence and head: no copies, no fills, one submit.
+TEST_P(DecodeStepRecording, FeatureMapThenOneStepDispatch) {
+    Rig rig(ctx, GetParam());
+    ASSERT_TRUE(rig.state);
+    rig.prefill(0, 7);
+    rig.prefill(1, 16);
+    for (uint32_t t = 0; t < rig.c.b + 3; ++t) {  // at least one block end for each sequence
+        rig.step();
+        const auto& r = lastStep(rig.state);
+        EXPECT_EQ(r.dispatches, 3u) << "step " << t;
+        EXPECT_EQ(r.copies, 0u) << "step " << t;
+        EXPECT_EQ(r.fills, 0u) << "step " << t;
+        EXPECT_EQ(r.submits, 1u) << "step " << t;
+    }
+    rig.check();
+}
+
+INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeStepRecording,
+                         ::testing::Values(Case{"localexact", false, true}, Case{"sketched", false, false}),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// ---- the split step equals the forward ----
+
+class SplitDecodeStep : public ContextTest, public ::testing::WithParamInterface<Case> {};
+
+// Sequences at different positions of their blocks, steps across several block ends, a reset
+// sequence starting over mid-way, then a save and restore (the unfinished blocks' row counts come
+// back from the positions) and more steps on the restored state.
+TEST_P(SplitDecodeStep, MatchesForwardAcrossBlocksResetAndRestore) {
+    const Case& c = GetParam();
+    Rig rig(ctx, c);
+    ASSERT_TRUE(rig.state);
+    for (uint32_t s = 0; s < c.B; ++s) rig.prefill(s, 5 + 7 * s);
+    for (uint32_t t = 0; t < c.b + 5; ++t) rig.step();
+    rig.check();
+
+    ASSERT_EQ(pskResetDecodeSequence(rig.state, 0), PSK_SUCCESS);
+    rig.q[0].clear();
+    rig.k[0].clear();
+    rig.v[0].clear();
+    rig.out[0].clear();
+    for (uint32_t t = 0; t < c.b / 2 + 3; ++t) rig.step();
+
+    size_t size = 0;
+    ASSERT_EQ(pskSerializeDecodeState(rig.state, nullptr, &size), PSK_SUCCESS);
+    std::vector<uint8_t> blob(size);
+    ASSERT_EQ(pskSerializeDecodeState(rig.state, blob.data(), &size), PSK_SUCCESS);
+    for (uint32_t t = 0; t < 3; ++t) rig.step();  // steps the restore must undo
+    ASSERT_EQ(pskRestoreDecodeState(rig.state, blob.data(), blob.size()), PSK_SUCCESS);
+    for (uint32_t s = 0; s < c.B; ++s) {  // drop what the undone steps consumed
+        auto drop = [](std::vector<float>& x, size_t per) { x.resize(x.size() - 3 * per); };
+        drop(rig.q[s], size_t(c.Hq) * c.h);
+        drop(rig.k[s], size_t(c.Hkv) * c.h);
+        drop(rig.v[s], size_t(c.Hkv) * c.dv);
+        drop(rig.out[s], size_t(c.Hq) * c.dv);
+    }
+    for (uint32_t t = 0; t < c.b; ++t) rig.step();
+    rig.check();
+}
+
+Case h200Shape() {
+    // The slices the heuristic picks on an H200 (132 multiprocessors) for r = 32, b = 64, h = dv =
+    // 64, Hq = 4, Hkv = 2, B = 2: several feature and row workgroups per slot.
+    Case c{"h200_slices", false, true, 4, 32, 64, 64, 64, 4, 2, 2};
+    psk::DecodeStepShape shape;
+    shape.features = 32 * 33 / 2;
+    shape.blockRows = c.b;
+    shape.slots = c.B * c.Hkv;
+    shape.headRatio = c.Hq / c.Hkv;
+    shape.headDim = c.h;
+    shape.valueDim = c.dv;
+    const psk::DecodeStepSlices s = psk::planDecodeStep(shape, 132, false);
+    static std::string text;
+    text = std::to_string(s.featureSlice) + "," + std::to_string(s.rowSlice);
+    c.slices = text.c_str();
+    return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Polysketch, SplitDecodeStep,
+    ::testing::Values(Case{"localexact_p4", false, true, 4},
+                      Case{"sketched_p4", false, false, 4},
+                      // odd sizes: F = 45 (r = 9) over slices of 7, b = 19 over rows of 3, dv = 13, h = 17,
+                      // three query heads per key/value head, three sequences
+                      Case{"localexact_odd_gqa3", false, true, 4, 9, 19, 17, 13, 6, 2, 3, "7,3"},
+                      Case{"sketched_odd_gqa3", false, false, 4, 9, 19, 17, 13, 6, 2, 3, "7,3"},
+                      Case{"localexact_p8", false, true, 8},
+                      Case{"learned_localexact", true, true, 4},
+                      // one slice each: the combine of a single feature and a single row workgroup
+                      Case{"localexact_one_slice", false, true, 4, 8, 16, 16, 16, 4, 2, 2, "1000,1000"},
+                      h200Shape()),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// ---- the heuristic ----
+
+TEST(DecodeStepPlan, SlicesCoverTheWorkAndFillTheDevice) {
+    psk::DecodeStepShape shape;  // the model: H = 16, h = dv = 64, r = 32, b = 256
+    shape.features = 528;
+    shape.blockRows = 256;
+    shape.slots = 16;
+    shape.headRatio = 1;
+    shape.headDim = 64;
+    shape.valueDim = 64;
+    for (uint32_t processors : {0u, 1u, 8u, 132u, 1000u})
+        for (bool cpu : {false, true}) {
+            const psk::DecodeStepSlices s = psk::planDecodeStep(shape, processors, cpu);
+            EXPECT_GE(uint64_t(s.featureSlice) * s.featureGroups, shape.features);
+            EXPECT_LT(uint64_t(s.featureSlice) * (s.featureGroups - 1), shape.features);
+            EXPECT_GE(uint64_t(s.rowSlice) * s.rowGroups, shape.blockRows);
+            EXPECT_LT(uint64_t(s.rowSlice) * (s.rowGroups - 1), shape.blockRows);
+            EXPECT_GE(s.rowGroups, 1u);
+        }
+    // An H200: at least one workgroup per multiprocessor.
+    EXPECT_GE(psk::planDecodeStep(shape, 132, false).groupsPerSlot() * shape.slots, 132u);
+    // A CPU device: few workgroups.
+    EXPECT_LE(psk::planDecodeStep(shape, 0, true).groupsPerSlot() * shape.slots, 32u);
+    // Sketched local weights: no row workgroups.
+    shape.blockRows = 0;
+    EXPECT_EQ(psk::planDecodeStep(shape, 132, false).rowGroups, 0u);
+    // Explicit slices.
+    psk::DecodeStepSlices s;
+    EXPECT_TRUE(psk::parseDecodeStepSlices("100,7", shape, s));
+    EXPECT_EQ(s.featureGroups, 6u);
+    EXPECT_FALSE(psk::parseDecodeStepSlices("100", shape, s));
+    EXPECT_FALSE(psk::parseDecodeStepSlices("0,3", shape, s));
+}
+
+}  // namespace
