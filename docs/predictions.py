@@ -661,6 +661,61 @@ def decode_one_dispatch(heads, hd, vd, rs, bs, rows, m):
                 note="%.1f MB through L2 per step, %d-cycle chain" % (state / 1e6, chain))
 
 
+def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
+    """The decode step as built (lib/decode/polysketch_decoder.cpp recordStep, decode_output.comp;
+    f32 state, local exact, B = 1): the forward's feature map of q and k (two independent dispatches,
+    one active invocation per head), then one step dispatch whose workgroups own slices of the
+    features and of the block rows (planDecodeStep: ~2 per SM), chunks of 8 loads issued together,
+    the partials combined by the slot's last workgroup. in_kernel_features: the sketch of the one
+    token computed inside the step, one sketch column per invocation (not built)."""
+    F = rs * (rs + 1) // 2
+    per_slot = ceil_div(2 * m.sms, heads)
+    f_work, r_work = F * (vd + 1) * 2, bs * (hd + vd + 1)
+    row_groups = max(1, min(round(per_slot * r_work / (f_work + r_work)), per_slot - 1))
+    f_slice = max(16, ceil_div(F, per_slot - row_groups))
+    r_slice = max(8, ceil_div(bs, row_groups))
+    groups = ceil_div(F, f_slice) + ceil_div(bs, r_slice)
+    # the forward's feature map at n = 1 (as decode_step above): a serial chain of rs sketch columns
+    feat = m.lat_hbm + rs * (m.lat_l2 + (hd // 4) * 4 + 16 + 2 * (hd // 4) * 4)
+    if in_kernel_features:
+        feat = m.lat_hbm + m.lat_l2 + (hd // 4) * 4 * 2 + 2 * m.barrier      # one column per lane, loads together
+    chunk = 8
+    # step: S(q), S(k), q', k', v into shared (L2: just written) -> the feature slice in chunks
+    # (z and h loads of a chunk together, then 8 x (2 + Hq/Hkv) FMAs per column) | the row slice
+    # (the weights: a key row's hd loads together + an hd FMA chain; the values in chunks) ->
+    # partials out, fence, counter (L2 round trips) -> the combine: `groups` loads per column in a
+    # [[dont_unroll]] loop (one L2 latency each) -> O out.
+    feat_part = ceil_div(f_slice, chunk) * (m.lat_l2 + chunk * 3 * 4)
+    row_part = m.lat_l2 + hd * 4 + 2 * m.barrier + ceil_div(r_slice, chunk) * (m.lat_l2 + chunk * 4)
+    sync = 3 * m.lat_l2
+    combine = groups * (m.lat_l2 + 4) + m.barrier + m.lat_l2
+    chain = m.lat_l2 + m.barrier + max(feat_part, row_part) + sync + combine
+    state = heads * (F * (vd + 1) * 4 * 3 + rows * (hd + vd) * 4)   # z read, h read + written, block rows
+    partials = heads * groups * (vd + 1) * 4 * 2
+    fp32 = heads * (F * (vd + 1) * 3 + rows * (hd + vd + 1))
+    launches = 1 if in_kernel_features else 2                         # dependent stages: features | step
+    name = "decode step, one step dispatch" + (" + in-kernel sketch" if in_kernel_features else " (as built)")
+    return Plan(name, 0.0, fp32, 0.0, state + partials, latency_s=(feat + chain) / m.clock, launches=launches,
+                overlap_latency=True,
+                note="%d workgroups (%d features, %d rows per slice); feature map %.1f us, step chain %d cycles (combine %d)"
+                % (groups * heads, f_slice, r_slice, feat / m.clock * 1e6, chain, combine))
+
+
+def print_decode_split():
+    print("### The decode step as built (one step dispatch) and with the sketch inside it\n")
+    print("| plan | r | L2 MB | limit | predicted H200 | H200 no overlap | predicted H100 | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for inside in (False, True):
+        for rs_ in (32, 64):
+            p2 = decode_split_step(16, 64, 64, rs_, 256, 128, H200, inside)
+            p1 = decode_split_step(16, 64, 64, rs_, 256, 128, H100, inside)
+            t2, s2, lim, _ = plan_time(p2, H200)
+            t1 = plan_time(p1, H100)[0]
+            print(f"| {p2.name} | {rs_} | {p2.l2 / 1e6:.1f} | {lim} + {p2.launches} launch(es) | {fmt_us(t2)} us | {fmt_us(s2)} us "
+                  f"| {fmt_us(t1)} us | {p2.note} |")
+    print("\nNothing in the step depends on the context L (4k, 32k, 128k alike): the state is the same size at every L.\n")
+
+
 def fa2_softmax(n, heads, hd, vd):
     """(e) FlashAttention-2 on cooperative matrices: 128-row query tiles (8 warps), 64-key tiles
     staged in shared memory (float16), scores and P V on tensor cores, online softmax in registers
@@ -983,6 +1038,7 @@ def main():
     print_today(vals)
     print_vs_measured(vals, notes)
     print_predictions()
+    print_decode_split()
     print_sensitivity(vals)
 
 
