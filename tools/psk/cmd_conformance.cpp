@@ -30,43 +30,47 @@ namespace {
 using psk::cli::UsageError;
 using namespace psk::conformance;
 
-const char* kUsage =
-    "usage: psk conformance [--quick | --full] [--device SEL] [--json FILE]\n"
-    "                       [--paths LIST] [--filter TEXT] [--validation] [--threshold-scale X]\n"
-    "\n"
-    "Runs the conformance cases of the test suite on one device through the public API and checks\n"
-    "each against the float64 CPU reference: max |out - ref| / max |ref| over the whole output must\n"
-    "stay within the threshold of its storage type (float32: 1e-4 softmax and exact polynomial,\n"
-    "2e-4 polysketch and decoding; float16 2e-3; bfloat16 1.2e-2; decoded rows against the forward\n"
-    "over the same tokens 1e-5). Softmax and exact polynomial run once (FP32 kernels) and their\n"
-    "16-bit cases once more on the cooperative and emulated paths; polysketch runs once per\n"
-    "kernel path; decoding (float32) through the generic and lane-team paths. A path the device\n"
-    "cannot run is skipped, as is a case that runs no kernel of its path (the library chooses kernel\n"
-    "by kernel). Prints one line per case (name, path and the implementations that ran, storage,\n"
-    "max error, threshold, PASS/FAIL/SKIP) and a summary with the worst error per storage type.\n"
-    "\n"
-    "  --quick             a few dozen small cases covering every kind, mask, storage type, local\n"
-    "                      exact, sketch source, grouped-query heads, layouts, odd n and decoding\n"
-    "                      (the default; seconds on a GPU, well under a minute on lavapipe)\n"
-    "  --full              the test suite's whole sweep (n up to 8217, head dims 16 to 256, every\n"
-    "                      polysketch case in float32 and once more in 16-bit storage)\n"
-    "  --device SEL        device index or part of its name (see psk info); default: PSK_DEVICE or\n"
-    "                      the best device\n"
-    "  --json FILE         also write every case and the summary as JSON\n"
-    "  --paths LIST        kernel paths for polysketch: generic, team (CPU drivers' lane-team\n"
-    "                      kernels), cooperative (the device's cooperative matrices, 16-bit\n"
-    "                      storage), emulated (the cooperative kernels' emulated backend, any\n"
-    "                      device, slow); default generic,team,cooperative. Set through\n"
-    "                      PSK_DISABLE_TEAM_KERNELS, PSK_DISABLE_COOPMAT and PSK_COOPMAT_EMULATION,\n"
-    "                      whatever their values outside\n"
-    "  --filter TEXT       only the cases whose name contains TEXT\n"
-    "  --validation        require the Khronos validation layer (PSK_VALIDATION=1 enables it when\n"
-    "                      installed); any validation message fails the run\n"
-    "  --threshold-scale X multiply every threshold by X > 0; a check of the checker: with 1e-12\n"
-    "                      float rounding alone exceeds the thresholds and the run must fail\n"
-    "\n"
-    "Exit status: 0 every case that ran passed, 1 a case failed (or none ran, or the validation\n"
-    "layer reported something), 2 bad usage.\n";
+/** The usage text, with the thresholds of reference/conformance_cases.hpp. */
+void printUsage() {
+    std::printf(
+        "usage: psk conformance [--quick | --full] [--device SEL] [--json FILE]\n"
+        "                       [--paths LIST] [--filter TEXT] [--validation] [--threshold-scale X]\n"
+        "\n"
+        "Runs the conformance cases of the test suite on one device through the public API and checks\n"
+        "each against the float64 CPU reference: max |out - ref| / max |ref| over the whole output must\n"
+        "stay within the threshold of its storage type (float32: %.1e softmax and exact polynomial,\n"
+        "%.1e polysketch and decoding; float16 %.1e; bfloat16 %.1e; decoded rows against the forward\n"
+        "over the same tokens %.1e). Softmax and exact polynomial run once (FP32 kernels) and their\n"
+        "16-bit cases once more on the cooperative and emulated paths; polysketch runs once per\n"
+        "kernel path; decoding (float32) through the generic and lane-team paths. A path the device\n"
+        "cannot run is skipped, as is a case that runs no kernel of its path (the library chooses kernel\n"
+        "by kernel). Prints one line per case (name, path and the implementations that ran, storage,\n"
+        "max error, threshold, PASS/FAIL/SKIP) and a summary with the worst error per storage type.\n"
+        "\n"
+        "  --quick             a few dozen small cases covering every kind, mask, storage type, local\n"
+        "                      exact, sketch source, grouped-query heads, layouts, odd n and decoding\n"
+        "                      (the default; seconds on a GPU, well under a minute on lavapipe)\n"
+        "  --full              the test suite's whole sweep (n up to 8217, head dims 16 to 256, every\n"
+        "                      polysketch case in float32 and once more in 16-bit storage)\n"
+        "  --device SEL        device index or part of its name (see psk info); default: PSK_DEVICE or\n"
+        "                      the best device\n"
+        "  --json FILE         also write every case and the summary as JSON\n"
+        "  --paths LIST        kernel paths for polysketch: generic, team (CPU drivers' lane-team\n"
+        "                      kernels), cooperative (the device's cooperative matrices, 16-bit\n"
+        "                      storage), emulated (the cooperative kernels' emulated backend, any\n"
+        "                      device, slow); default generic,team,cooperative. Set through\n"
+        "                      PSK_DISABLE_TEAM_KERNELS, PSK_DISABLE_COOPMAT and PSK_COOPMAT_EMULATION,\n"
+        "                      whatever their values outside\n"
+        "  --filter TEXT       only the cases whose name contains TEXT\n"
+        "  --validation        require the Khronos validation layer (PSK_VALIDATION=1 enables it when\n"
+        "                      installed); any validation message fails the run\n"
+        "  --threshold-scale X multiply every threshold by X > 0; a check of the checker: with 1e-12\n"
+        "                      float rounding alone exceeds the thresholds and the run must fail\n"
+        "\n"
+        "Exit status: 0 every case that ran passed, 1 a case failed (or none ran, or the validation\n"
+        "layer reported something), 2 bad usage.\n",
+        kQuadraticFloat32, kPolysketchFloat32, kFloat16, kBFloat16, kDecodeVsForward);
+}
 
 struct Options {
     bool full = false, quickGiven = false, fullGiven = false, validation = false;
@@ -235,7 +239,7 @@ int runConformance(int argc, char** argv) {
         bool help = false;
         o = parse(argc, argv, &help);
         if (help) {
-            std::printf("%s", kUsage);
+            printUsage();
             return 0;
         }
     } catch (const UsageError& e) {
