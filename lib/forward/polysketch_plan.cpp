@@ -227,42 +227,38 @@ bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     return false;
 }
 
-PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
+PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
     const PolysketchTiles& tiles = kPolysketchTiles;
-    PolysketchPlan plan;
     const VkPhysicalDeviceLimits& limits = caps.limits();
-    const PskDataType type = c.dataType;
-    plan.sketchLength = sketch.sketchLength;
-    plan.features = sketch.features();
-    plan.blockSize = c.blockSize;
-    plan.nodeScratch = !sketch.learned && sketch.levels == 2;
-    for (int i = 0; i < 3; ++i) plan.maxGroups[i] = limits.maxComputeWorkGroupCount[i];
-    plan.maxRange = limits.maxStorageBufferRange;
-    plan.regionAlignment = std::max<VkDeviceSize>(256, limits.minStorageBufferOffsetAlignment);
-    const uint32_t invocations = limits.maxComputeWorkGroupInvocations;  // >= 128 (Vulkan minimum)
-    const uint32_t shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, tiles.sharedBytesCap);
-    const uint32_t R = plan.sketchLength, dv = c.valueDim;
+    PolysketchPlanInputs in{c, sketch, caps};
+    in.type = c.dataType;
+    in.R = sketch.sketchLength;
+    in.dv = c.valueDim;
+    in.features = sketch.features();
+    in.invocations = limits.maxComputeWorkGroupInvocations;  // >= 128 (Vulkan minimum)
+    in.shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, tiles.sharedBytesCap);
 
     // --- Eligibility of the lane-team variants (team_kernels.hpp): CPU devices with 8-lane
     // subgroups; 8 teams of 8 lanes per workgroup; a lane owns C4 vec4s of value columns
     // (C4 = ceil(dv / 32), so dv <= 128 keeps the 16 x 4 C4 accumulators of its team's rows in
     // registers or close by); sketch rows are read as vec4s (R % 4 == 0). Each stage falls back to
     // its generic variant on its own.
-    const uint32_t c4 = (dv + 31) / 32;
+    TeamEligibility& team = in.team;
+    team.c4 = (in.dv + 31) / 32;
     const bool teamDevice = useTeamKernels(caps);
-    const bool teamShapes = dv % 4 == 0 && c4 <= 4 && R % 4 == 0;
-    const bool team = teamDevice && teamShapes;
-    const char* whyNotTeam = !teamDevice ? teamKernelsUnusedReason(caps) : "dv % 4 != 0, dv > 128 or r % 4 != 0";
-    const bool teamStates = team && findKernelVariant(KernelId::BlockStatesTeam, "", type) != nullptr;
-    const bool teamOutput = team && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
-                            findKernelVariant(KernelId::PolysketchOutputTeam, "", type) != nullptr;
-    const bool teamFeatures = team && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
-                              findKernelVariant(KernelId::SketchFeaturesTeam, "", type) != nullptr;
+    const bool teamShapes = in.dv % 4 == 0 && team.c4 <= 4 && in.R % 4 == 0;
+    team.any = teamDevice && teamShapes;
+    team.whyNot = !teamDevice ? teamKernelsUnusedReason(caps) : "dv % 4 != 0, dv > 128 or r % 4 != 0";
+    team.states = team.any && findKernelVariant(KernelId::BlockStatesTeam, "", in.type) != nullptr;
+    team.output = team.any && (!c.localExact || (c.headDim % 4 == 0 && c.headDim <= 128)) &&
+                  findKernelVariant(KernelId::PolysketchOutputTeam, "", in.type) != nullptr;
+    team.features = team.any && !sketch.learned && sketch.levels == 1 && c.headDim % 4 == 0 && c.headDim <= 128 &&
+                    findKernelVariant(KernelId::SketchFeaturesTeam, "", in.type) != nullptr;
 
     // State rows: dv values and the normalizer, zero-padded to whole vec4s, or to 8 floats where
     // the team output reads Z 8 floats (one u64vec4) at a time.
-    const uint32_t stateAlign = teamOutput ? 8 : 4;
-    plan.stateStride = (dv + 1 + stateAlign - 1) / stateAlign * stateAlign;
+    const uint32_t stateAlign = team.output ? 8 : 4;
+    in.stateStride = (in.dv + 1 + stateAlign - 1) / stateAlign * stateAlign;
 
     // --- Which stages may take cooperative matrices: emulated when asked for (the conformance
     // suite runs the cooperative kernels' logic on devices without them), else the device's KHR or
@@ -271,269 +267,365 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     // thresholds as the generic kernels), so it keeps the FP32 kernels.
     // PSK_COOPMAT_STAGES and the self-test (config.coopStages) say which stages may take them
     // (forward/coopmat_switches.hpp).
-    const CoopMatSwitches switches = coopMatSwitches();
-    const uint32_t coopStages = switches.stages & c.coopStages;
+    CoopEligibility& coop = in.coop;
+    coop.switches = coopMatSwitches();
+    coop.stages = coop.switches.stages & c.coopStages;
     const CoopMatEmulation emulation = coopMatEmulationMode();
-    const bool emulate = emulation != CoopMatEmulation::Off, smallTiles = emulation == CoopMatEmulation::SmallTiles;
-    const uint32_t coopShared =
-        std::min<uint32_t>(limits.maxComputeSharedMemorySize, emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
-    const CoopMatChoice coop = selectCoopMatWithSwitches(caps, switches).forDataType(type);
-    const std::optional<CoopVariant> coopVariant = coopVariantFor(coop, emulate, type, caps);
-    const uint32_t coopM = emulate ? 16 : coop.shape.m, coopN = emulate ? 16 : coop.shape.n, coopK = emulate ? 16 : coop.shape.k;
-    const bool cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    coop.emulate = emulation != CoopMatEmulation::Off;
+    coop.smallTiles = emulation == CoopMatEmulation::SmallTiles;
+    coop.shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, coop.emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
+    coop.choice = selectCoopMatWithSwitches(caps, coop.switches).forDataType(in.type);
+    coop.variant = coopVariantFor(coop.choice, coop.emulate, in.type, caps);
+    coop.m = coop.emulate ? 16 : coop.choice.shape.m;
+    coop.n = coop.emulate ? 16 : coop.choice.shape.n;
+    coop.k = coop.emulate ? 16 : coop.choice.shape.k;
+    coop.cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    coop.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+    return in;
+}
 
-    // --- Feature map. Cooperative matrices for the p = 4 sketches (random: two h x r products;
-    // learned: the four FF levels, most of a forward's FLOPs), each operand as a 16-bit hi + lo
-    // pair (sketch_features_coopmat.comp, "Precision"): degree 2 has no product (S = x) and
-    // degree 8's two-level tree stays on the FP32 kernel. Float16 operands take the weights as
-    // they are, so a sketch with a weight of magnitude 2^14 or more keeps the FP32 kernel; on a
-    // CPU driver the emulated kernel must fit llvmpipe's loop budget (as the output below).
-    std::string whyNotCoopFeatures;
-    kernel::SketchFeaturesCoopMatSpec featureCoopSpec;
-    uint32_t featureIterations = 0;
-    bool coopFeatures = false;
-    featureCoopSpec.PRODUCT_TERMS = switches.featureTerms;
-    const char* featureSub = sketch.learned ? "learned" : "random";
-    if (coopVariant && !(coopStages & kCoopFeatures)) {
-        whyNotCoopFeatures = cat("; not the cooperative feature map: ", stageOffReason(switches, c, kCoopFeatures));
-    } else if (coopVariant) {
-        float maxWeight = 0.0f;
-        for (float w : sketch.data) maxWeight = std::max(maxWeight, std::fabs(w));
-        const bool f16Operands = coopVariant->operand == CoopOperand::F16;
-        if (!sketch.learned && sketch.levels != 1) {
-            whyNotCoopFeatures = "; not the cooperative feature map: it has p = 4 sketches only (p = 2 is S = x, p = 8 keeps the FP32 kernel)";
-        } else if (f16Operands && !(maxWeight < 16384.0f)) {
-            whyNotCoopFeatures = cat("; not the cooperative feature map: a sketch weight of magnitude ", maxWeight,
-                                     " is outside what float16 operands hold without scaling (< 2^14)");
-        } else if (!findCoopVariant(KernelId::SketchFeaturesCoopMat, *coopVariant, featureSub, type)) {
-            whyNotCoopFeatures = "; not the cooperative feature map: the variant is not built";
-        } else if (!planSketchFeaturesCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, sketch, c.headDim, coopShared, invocations,
-                                              featureCoopSpec)) {
-            whyNotCoopFeatures = "; not the cooperative feature map: no tiling fits this device's shared memory";
-        } else {
-            coopFeatures = true;
-            if (emulate && cpuDevice) {
-                featureIterations = sketchFeaturesCoopMatEmulatedLoopIterations(featureCoopSpec, sketch.learned, caps.subgroupSize);
-                coopFeatures = featureIterations <= kEmulatedLoopBudget;
-                if (!coopFeatures)
-                    whyNotCoopFeatures = cat("; not the emulated cooperative feature map: about ", featureIterations,
-                                             " loop iterations per invocation, over ", kEmulatedLoopBudget,
-                                             " (llvmpipe ends every loop after 65535)");
-            }
-        }
-        if (coopFeatures) {
-            plan.featureRows = featureCoopSpec.SG_M * featureCoopSpec.CM_M;
-            plan.featureKernel = coopKernelChoice(
-                KernelId::SketchFeaturesCoopMat, *coopVariant, featureSub, type, featureCoopSpec,
-                emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands as hi + lo pairs "
-                              "(three products per step), float32 sums",
-                              featureIterations ? cat("; about ", featureIterations, " loop iterations per invocation") : std::string())
-                        : cat("cooperative kernel: ", coop.reason, "; operands as hi + lo pairs, three products per step"));
-            plan.featureKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
-        }
+namespace {
+
+/**
+ * On a CPU driver the emulated cooperative kernel of `what` must stay within llvmpipe's loop
+ * budget: `iterations` (its estimate) is checked there; false, with the reason in `whyNot`, when it
+ * exceeds it. Elsewhere `iterations` becomes 0 (nothing to report).
+ */
+bool withinEmulatedLoopBudget(const CoopEligibility& coop, const char* what, uint32_t& iterations, std::string& whyNot) {
+    if (!coop.emulate || !coop.cpuDevice) {
+        iterations = 0;
+        return true;
     }
-    if (coopFeatures) {
-        // chosen above
-    } else if (teamFeatures) {
-        plan.featureRows = kTeamWorkgroupRows;
+    if (iterations <= kEmulatedLoopBudget) return true;
+    whyNot = cat("; not the emulated cooperative ", what, ": about ", iterations, " loop iterations per invocation, over ",
+                 kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
+    return false;
+}
+
+/** A cooperative kernel's reason: the emulation's (with its loop estimate, where counted) or the device path's. */
+std::string coopReason(const CoopEligibility& coop, const char* emulated, uint32_t iterations, const char* device) {
+    if (!coop.emulate) return cat("cooperative kernel: ", coop.choice.reason, device);
+    return cat(coopMatEmulationLabel(), emulated, iterations ? cat("; about ", iterations, " loop iterations per invocation") : std::string());
+}
+
+/** "; not the cooperative <what>: <why the stage is off>" where a cooperative variant exists and the stage is switched off, else "". */
+std::string stageOffSuffix(const PolysketchPlanInputs& in, uint32_t stage, const char* what) {
+    if (!in.coop.variant || (in.coop.stages & stage)) return std::string();
+    return cat("; not the cooperative ", what, ": ", stageOffReason(in.coop.switches, in.config, stage));
+}
+
+/**
+ * The cooperative feature map where it is eligible and fits: its choice, or nothing with the reason
+ * in `whyNot` (appended to the reason of the kernel that runs instead).
+ */
+std::optional<FeatureStagePlan> planCoopFeatures(const PolysketchPlanInputs& in, std::string& whyNot) {
+    const CoopEligibility& coop = in.coop;
+    const PackedSketch& sketch = in.sketch;
+    if (!coop.variant) return std::nullopt;
+    whyNot = stageOffSuffix(in, kCoopFeatures, "feature map");
+    if (!whyNot.empty()) return std::nullopt;
+    kernel::SketchFeaturesCoopMatSpec spec;
+    spec.PRODUCT_TERMS = coop.switches.featureTerms;
+    const char* sub = sketch.learned ? "learned" : "random";
+    float maxWeight = 0.0f;
+    for (float w : sketch.data) maxWeight = std::max(maxWeight, std::fabs(w));
+    const bool f16Operands = coop.variant->operand == CoopOperand::F16;
+    if (!sketch.learned && sketch.levels != 1) {
+        whyNot = "; not the cooperative feature map: it has p = 4 sketches only (p = 2 is S = x, p = 8 keeps the FP32 kernel)";
+        return std::nullopt;
+    }
+    if (f16Operands && !(maxWeight < 16384.0f)) {
+        whyNot = cat("; not the cooperative feature map: a sketch weight of magnitude ", maxWeight,
+                     " is outside what float16 operands hold without scaling (< 2^14)");
+        return std::nullopt;
+    }
+    if (!findCoopVariant(KernelId::SketchFeaturesCoopMat, *coop.variant, sub, in.type)) {
+        whyNot = "; not the cooperative feature map: the variant is not built";
+        return std::nullopt;
+    }
+    if (!planSketchFeaturesCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, sketch,
+                                   in.config.headDim, coop.shared, in.invocations, spec)) {
+        whyNot = "; not the cooperative feature map: no tiling fits this device's shared memory";
+        return std::nullopt;
+    }
+    uint32_t iterations = sketchFeaturesCoopMatEmulatedLoopIterations(spec, sketch.learned, in.caps.subgroupSize);
+    if (!withinEmulatedLoopBudget(coop, "feature map", iterations, whyNot)) return std::nullopt;
+    FeatureStagePlan stage;
+    stage.rows = spec.SG_M * spec.CM_M;
+    stage.kernel = coopKernelChoice(KernelId::SketchFeaturesCoopMat, *coop.variant, sub, in.type, spec,
+                                    coopReason(coop, ": float16/bfloat16 operands as hi + lo pairs (three products per step), float32 sums",
+                                               iterations, "; operands as hi + lo pairs, three products per step"));
+    stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
+    return stage;
+}
+
+}  // namespace
+
+FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
+    // Cooperative matrices for the p = 4 sketches (random: two h x r products; learned: the four
+    // FF levels, most of a forward's FLOPs), each operand as a 16-bit hi + lo pair
+    // (sketch_features_coopmat.comp, "Precision"): degree 2 has no product (S = x) and degree 8's
+    // two-level tree stays on the FP32 kernel. Float16 operands take the weights as they are, so a
+    // sketch with a weight of magnitude 2^14 or more keeps the FP32 kernel; on a CPU driver the
+    // emulated kernel must fit llvmpipe's loop budget (as the output's).
+    const AttentionConfig& c = in.config;
+    const PackedSketch& sketch = in.sketch;
+    std::string whyNotCoop;
+    if (std::optional<FeatureStagePlan> coop = planCoopFeatures(in, whyNotCoop)) return *coop;
+    FeatureStagePlan stage;
+    if (in.team.features) {
+        stage.rows = kTeamWorkgroupRows;
         kernel::SketchFeaturesTeamSpec spec;
         spec.HEAD_DIM = c.headDim;
-        spec.SKETCH = R;
-        spec.CPL4 = (R + 31) / 32;
+        spec.SKETCH = in.R;
+        spec.CPL4 = (in.R + 31) / 32;
         spec.X_LOAD = 0;
-        plan.featureKernel = KernelChoice::make(KernelId::SketchFeaturesTeam, "", type, spec,
-                                           "team kernel: CPU device, random sketch of one level (p = 4), h % 4 == 0, h <= 128" +
-                                               whyNotCoopFeatures);
-        if (type == PSK_DATA_TYPE_FLOAT32) {
+        stage.kernel = KernelChoice::make(KernelId::SketchFeaturesTeam,
+            "", in.type, spec, "team kernel: CPU device, random sketch of one level (p = 4), h % 4 == 0, h <= 128" + whyNotCoop);
+        if (in.type == PSK_DATA_TYPE_FLOAT32) {
             // Rows 8 floats per load where h allows it, else vec4s.
-            plan.featureVecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
-            spec.X_LOAD = plan.featureVecRowFloats / 4;
-            plan.featureKernelVec = KernelChoice::make(KernelId::SketchFeaturesTeam, "", type, spec,
-                                                  cat("float32 rows read ", plan.featureVecRowFloats,
-                                                      " floats per load, for calls whose q/k strides are multiples of ",
-                                                      plan.featureVecRowFloats));
+            stage.vecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
+            spec.X_LOAD = stage.vecRowFloats / 4;
+            stage.kernelVec = KernelChoice::make(KernelId::SketchFeaturesTeam,
+                "", in.type, spec,
+                cat("float32 rows read ", stage.vecRowFloats, " floats per load, for calls whose q/k strides are multiples of ",
+                    stage.vecRowFloats));
         }
-    } else {
-        plan.featureRows = std::min<uint32_t>(tiles.featureRows, invocations);
-        kernel::SketchFeaturesSpec spec;
-        spec.ROWS = plan.featureRows;
-        spec.HEAD_DIM = c.headDim;
-        spec.SKETCH = R;
-        spec.LEVELS = sketch.levels;
-        spec.HIDDEN = sketch.hidden;
-        plan.featureKernel = KernelChoice::make(
-            KernelId::SketchFeatures, sketch.learned ? "learned" : "random", type, spec,
-            (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
-                                                  : cat("generic kernel: ", whyNotTeam)) +
-                whyNotCoopFeatures);
+        return stage;
     }
+    stage.rows = std::min<uint32_t>(kPolysketchTiles.featureRows, in.invocations);
+    kernel::SketchFeaturesSpec spec;
+    spec.ROWS = stage.rows;
+    spec.HEAD_DIM = c.headDim;
+    spec.SKETCH = in.R;
+    spec.LEVELS = sketch.levels;
+    spec.HIDDEN = sketch.hidden;
+    stage.kernel = KernelChoice::make(KernelId::SketchFeatures,
+        sketch.learned ? "learned" : "random", in.type, spec,
+        (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
+                                              : cat("generic kernel: ", in.team.whyNot)) +
+            whyNotCoop);
+    return stage;
+}
 
-    // --- Block states (cooperative matrices first, as decided above).
-    const bool coopStatesAllowed = coopStages & kCoopStates;
-    const std::string whyNotCoopStates =
-        coopVariant && !coopStatesAllowed ? cat("; not the cooperative block states: ", stageOffReason(switches, c, kCoopStates)) : std::string();
-    if (coopVariant && coopStatesAllowed && findCoopVariant(KernelId::BlockStatesCoopMat, *coopVariant, "", type) != nullptr) {
+StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
+    const CoopEligibility& coop = in.coop;
+    const PolysketchTiles& tiles = kPolysketchTiles;
+    const uint32_t R = in.R, dv = in.dv, shared = in.shared;
+    StatesStagePlan stage;
+    const std::string whyNotCoop = stageOffSuffix(in, kCoopStates, "block states");
+    if (coop.variant && (coop.stages & kCoopStates) && findCoopVariant(KernelId::BlockStatesCoopMat, *coop.variant, "", in.type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         kernel::BlockStatesCoopMatSpec spec;
-        if (smallTiles) {
-            spec = planEmulatedBlockStates(caps.subgroupSize, R, dv, plan.stateStride, shared);
-        } else if (emulate) {
+        if (coop.smallTiles) {
+            spec = planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared);
+        } else if (coop.emulate) {
             // The GPU's tiling on the emulated backend's 16 x 16 x 16 products and 4-byte operands,
             // less the range maxima (2 floats per invocation).
             CoopMatChoice emulated;
             emulated.path = CoopMatPath::KHR;
             emulated.shape = {16, 16, 16};
-            const uint32_t maxima = 8 * 4 * caps.subgroupSize;
+            const uint32_t maxima = 8 * 4 * in.caps.subgroupSize;
             const uint32_t budget = shared - std::min(shared, maxima);
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, caps.subgroupSize, R, dv, budget, true);
-            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(caps.subgroupSize, R, dv, plan.stateStride, shared);
-            spec.Z_STRIDE = plan.stateStride;
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, in.caps.subgroupSize, R, dv, budget, true);
+            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared);
+            spec.Z_STRIDE = in.stateStride;
         } else {
             // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop, caps.subgroupSize, R, dv, coopShared - 1024);
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop.choice, in.caps.subgroupSize, R, dv, coop.shared - 1024);
             spec = cm.spec;
-            spec.Z_STRIDE = plan.stateStride;
+            spec.Z_STRIDE = in.stateStride;
         }
-        plan.statesTileF = spec.SG_M * spec.WM * spec.CM_M;
-        plan.statesTileC = spec.SG_N * spec.WN * spec.CM_N;
-        plan.statesKernel = coopKernelChoice(
-            KernelId::BlockStatesCoopMat, *coopVariant, "", type, spec,
-            emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums") : cat("cooperative kernel: ", coop.reason));
-        plan.statesKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
-    } else if (teamStates) {
+        stage.tileF = spec.SG_M * spec.WM * spec.CM_M;
+        stage.tileC = spec.SG_N * spec.WN * spec.CM_N;
+        stage.kernel = coopKernelChoice(KernelId::BlockStatesCoopMat, *coop.variant, "", in.type, spec,
+                                        coopReason(coop, ": float16/bfloat16 operands, float32 sums", 0, ""));
+        stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
+        return stage;
+    }
+    if (in.team.states) {
         kernel::BlockStatesTeamSpec spec;
         spec.SKETCH = R;
         spec.VALUE_DIM = dv;
-        spec.Z_STRIDE = plan.stateStride;
-        spec.C4 = c4;
-        plan.statesKernel = KernelChoice::make(KernelId::BlockStatesTeam, "", type, spec,
-                                         "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0" + whyNotCoopStates);
-        plan.statesTileF = kTeamWorkgroupRows;
-        plan.statesTileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
-    } else {
-        // featGroups x colGroups invocations; each holds featsPerThread features x up to 16 value
-        // columns. Keys staged so that they fit in 16 KiB.
-        kernel::BlockStatesSpec spec;
-        spec.FEAT_GROUPS = tiles.statesFeatureGroups;
-        spec.FEATS_PER_THREAD = tiles.statesFeaturesPerThread;
-        spec.COL_GROUPS = tiles.statesColumnGroups;
-        spec.COLS_PER_THREAD =
-            std::min<uint32_t>(tiles.statesMaxColumnsPerThread, (ceilDiv(dv, spec.COL_GROUPS) + 3) / 4 * 4);  // whole vec4s
-        spec.THREADS = spec.FEAT_GROUPS * spec.COL_GROUPS;
-        spec.SKETCH = R;
-        spec.VALUE_DIM = dv;
-        plan.statesTileF = spec.FEAT_GROUPS * spec.FEATS_PER_THREAD;
-        plan.statesTileC = spec.COL_GROUPS * spec.COLS_PER_THREAD;
-        const uint32_t budget = std::min<uint32_t>(shared, tiles.statesSharedBytes);
-        spec.KEY_TILE = std::max<uint32_t>(
-            1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / ((plan.statesTileF + plan.statesTileC) * 4))));
-        if (spec.KEY_TILE * (plan.statesTileF + plan.statesTileC) * 4 > shared)
-            fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
-        spec.Z_STRIDE = plan.stateStride;
-        plan.statesKernel = KernelChoice::make(KernelId::BlockStates, "", type, spec,
-                                         (team ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", whyNotTeam)) +
-                                             whyNotCoopStates);
+        spec.Z_STRIDE = in.stateStride;
+        spec.C4 = in.team.c4;
+        stage.kernel = KernelChoice::make(KernelId::BlockStatesTeam, "", in.type, spec,
+                                                                     "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0" + whyNotCoop);
+        stage.tileF = kTeamWorkgroupRows;
+        stage.tileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
+        return stage;
     }
+    // featGroups x colGroups invocations; each holds featsPerThread features x up to 16 value
+    // columns. Keys staged so that they fit in 16 KiB.
+    kernel::BlockStatesSpec spec;
+    spec.FEAT_GROUPS = tiles.statesFeatureGroups;
+    spec.FEATS_PER_THREAD = tiles.statesFeaturesPerThread;
+    spec.COL_GROUPS = tiles.statesColumnGroups;
+    spec.COLS_PER_THREAD = std::min<uint32_t>(tiles.statesMaxColumnsPerThread, (ceilDiv(dv, spec.COL_GROUPS) + 3) / 4 * 4);  // whole vec4s
+    spec.THREADS = spec.FEAT_GROUPS * spec.COL_GROUPS;
+    spec.SKETCH = R;
+    spec.VALUE_DIM = dv;
+    stage.tileF = spec.FEAT_GROUPS * spec.FEATS_PER_THREAD;
+    stage.tileC = spec.COL_GROUPS * spec.COLS_PER_THREAD;
+    const uint32_t budget = std::min<uint32_t>(shared, tiles.statesSharedBytes);
+    spec.KEY_TILE = std::max<uint32_t>(1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / ((stage.tileF + stage.tileC) * 4))));
+    if (spec.KEY_TILE * (stage.tileF + stage.tileC) * 4 > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
+    spec.Z_STRIDE = in.stateStride;
+    stage.kernel = KernelChoice::make(KernelId::BlockStates,
+        "", in.type, spec,
+        (in.team.any ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", in.team.whyNot)) + whyNotCoop);
+    return stage;
+}
 
-    // --- Output. Generic: ROWS query rows per workgroup inside one block (fewer for small
-    // blocks, to waste fewer invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE
-    // at a time. RPI rows per invocation (1, 2 or 4; the shader supports each) would let one
-    // staged vec4 feed RPI x 4 multiply-adds, but on llvmpipe RPI = 4 compiles for 20-30 s (values
-    // live across barriers become a coroutine frame) and RPI = 2 for 10 s, against ~2 s for 1, and
-    // GPUs prefer 1 anyway (register pressure). So 1 everywhere for now. The shared-memory checks
-    // run whichever variant is chosen, as they always have.
-    plan.outputRows = c.blockSize >= 64 ? tiles.outputMaxRows : c.blockSize >= 32 ? 32 : 16;
-    plan.outputRows = std::min(plan.outputRows, floorPow2(std::max<uint32_t>(1, shared / 2 / (R * 4))));  // sq_tile <= half
-    kernel::PolysketchOutputSpec outSpec;
-    outSpec.RPI = 1;
-    outSpec.ROWS = plan.outputRows / outSpec.RPI;
-    outSpec.FEAT_TILE = tiles.outputFeatureTile;
+namespace {
+
+/**
+ * The generic output's tiling. Its shared-memory checks run whichever output variant is chosen,
+ * as they always have: a configuration the generic kernel cannot hold is refused on every device.
+ */
+OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
+    // ROWS query rows per workgroup inside one block (fewer for small blocks, to waste fewer
+    // invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE at a time. RPI rows per
+    // invocation (1, 2 or 4; the shader supports each) would let one staged vec4 feed RPI x 4
+    // multiply-adds, but on llvmpipe RPI = 4 compiles for 20-30 s (values live across barriers
+    // become a coroutine frame) and RPI = 2 for 10 s, against ~2 s for 1, and GPUs prefer 1 anyway
+    // (register pressure). So 1 everywhere for now.
+    const AttentionConfig& c = in.config;
+    const PolysketchTiles& tiles = kPolysketchTiles;
+    const uint32_t R = in.R, dv = in.dv, shared = in.shared;
+    OutputStagePlan stage;
+    stage.rows = c.blockSize >= 64 ? tiles.outputMaxRows : c.blockSize >= 32 ? 32 : 16;
+    stage.rows = std::min(stage.rows, floorPow2(std::max<uint32_t>(1, shared / 2 / (R * 4))));  // sq_tile <= half
+    kernel::PolysketchOutputSpec spec;
+    spec.RPI = 1;
+    spec.ROWS = stage.rows / spec.RPI;
+    spec.FEAT_TILE = tiles.outputFeatureTile;
     const uint32_t keyWidth = c.localExact ? c.headDim : R;
-    const uint32_t sqBytes = (R * plan.outputRows + 3) / 4 * 16;  // sq_tile
-    if (outSpec.FEAT_TILE * 4 + sqBytes >= shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
-    const uint32_t budget = shared - outSpec.FEAT_TILE * 4 - sqBytes;
+    const uint32_t sqBytes = (R * stage.rows + 3) / 4 * 16;  // sq_tile
+    if (spec.FEAT_TILE * 4 + sqBytes >= shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
+    const uint32_t budget = shared - spec.FEAT_TILE * 4 - sqBytes;
     const uint32_t keyRow = (keyWidth + 3) / 4 * 4 + (dv + 3) / 4 * 4, zRow = (dv + 4) / 4 * 4;  // padded to vec4s
-    outSpec.KEY_TILE = std::min<uint32_t>(tiles.outputMaxKeyTile, floorPow2(budget / (keyRow * 4)));
-    if (outSpec.KEY_TILE == 0 || outSpec.FEAT_TILE * zRow * 4 > budget)
-        fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
-    outSpec.SMEM_FLOATS = std::max(outSpec.FEAT_TILE * zRow, c.causal ? outSpec.KEY_TILE * keyRow : 4u);
-    outSpec.SKETCH = R;
-    outSpec.HEAD_DIM = c.headDim;
-    outSpec.VALUE_DIM = dv;
-    outSpec.DEGREE = c.degree;
-    outSpec.CAUSAL = c.causal ? 1u : 0u;
-    outSpec.LOCAL_EXACT = c.localExact ? 1u : 0u;
-    outSpec.Z_STRIDE = plan.stateStride;
-    // Cooperative matrices under the same conditions as the block states above (emulation
-    // requested or a device path, 16-bit storage): phi(q)^T Z and the local products as GEMMs.
-    // On a CPU driver the emulated kernel must also stay within llvmpipe's loop budget (65535
-    // iterations per invocation, docs/ARCHITECTURE.md): the emulation walks matrix elements in
-    // per-lane loops, so long feature lists (r >= ~96 at small dv) would exceed it; those keep the
-    // team / generic output, with the reason in the plan.
-    bool coopOutput =
-        coopVariant && (coopStages & kCoopOutput) && findCoopVariant(KernelId::PolysketchOutputCoopMat, *coopVariant, "", type) != nullptr;
-    kernel::PolysketchOutputCoopMatSpec coopSpec;
-    uint32_t emulatedIterations = 0;
-    std::string whyNotCoopOutput;
-    if (coopVariant && !(coopStages & kCoopOutput))
-        whyNotCoopOutput = cat("; not the cooperative output: ", stageOffReason(switches, c, kCoopOutput));
-    if (coopOutput) {
-        if (!planPolysketchOutputCoopMat(coopM, coopN, coopK, caps.subgroupSize, emulate, smallTiles, c, R, plan.stateStride, coopShared, coopSpec)) {
-            coopOutput = false;
-            whyNotCoopOutput = "; not the cooperative output: no tiling fits this device's shared memory";
-        } else if (emulate && cpuDevice) {
-            emulatedIterations = polysketchOutputCoopMatEmulatedLoopIterations(coopSpec, caps.subgroupSize, plan.features, c.blockSize);
-            coopOutput = emulatedIterations <= kEmulatedLoopBudget;
-            if (!coopOutput)
-                whyNotCoopOutput = cat("; not the emulated cooperative output: about ", emulatedIterations,
-                                       " loop iterations per invocation, over ", kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
-        }
+    spec.KEY_TILE = std::min<uint32_t>(tiles.outputMaxKeyTile, floorPow2(budget / (keyRow * 4)));
+    if (spec.KEY_TILE == 0 || spec.FEAT_TILE * zRow * 4 > budget) fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
+    spec.SMEM_FLOATS = std::max(spec.FEAT_TILE * zRow, c.causal ? spec.KEY_TILE * keyRow : 4u);
+    spec.SKETCH = R;
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = dv;
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
+    spec.Z_STRIDE = in.stateStride;
+    stage.kernel = KernelChoice::make(KernelId::PolysketchOutput,
+        "", in.type, spec,
+        in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
+                    : cat("generic kernel: ", in.team.whyNot));
+    return stage;
+}
+
+/**
+ * The cooperative output under the same conditions as the block states (emulation requested or a
+ * device path, 16-bit storage): phi(q)^T Z and the local products as GEMMs. On a CPU driver the
+ * emulated kernel must also stay within llvmpipe's loop budget (65535 iterations per invocation,
+ * docs/ARCHITECTURE.md): the emulation walks matrix elements in per-lane loops, so long feature
+ * lists (r >= ~96 at small dv) would exceed it; those keep the team / generic output, with the
+ * reason in the plan (`whyNot`).
+ */
+std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, std::string& whyNot) {
+    const CoopEligibility& coop = in.coop;
+    whyNot = stageOffSuffix(in, kCoopOutput, "output");
+    if (!coop.variant || !(coop.stages & kCoopOutput) ||
+        findCoopVariant(KernelId::PolysketchOutputCoopMat, *coop.variant, "", in.type) == nullptr)
+        return std::nullopt;
+    kernel::PolysketchOutputCoopMatSpec spec;
+    if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
+                                     in.stateStride, coop.shared, spec)) {
+        whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
+        return std::nullopt;
     }
-    if (coopOutput) {
-        const kernel::PolysketchOutputCoopMatSpec& spec = coopSpec;
-        plan.outputRows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
-        plan.outputKernel = coopKernelChoice(
-            KernelId::PolysketchOutputCoopMat, *coopVariant, "", type, spec,
-            emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
-                          emulatedIterations ? cat("; about ", emulatedIterations, " loop iterations per invocation") : std::string())
-                    : cat("cooperative kernel: ", coop.reason));
-        plan.outputKernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
-    } else if (teamOutput) {
-        kernel::PolysketchOutputTeamSpec spec;
-        spec.SKETCH = R;
-        spec.HEAD_DIM = c.headDim;
-        spec.VALUE_DIM = dv;
-        spec.DEGREE = c.degree;
-        spec.CAUSAL = c.causal ? 1u : 0u;
-        spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
-        spec.Z_STRIDE = plan.stateStride;
-        spec.C4 = c4;
-        spec.V_LOAD = 0;
-        plan.outputRows = kTeamWorkgroupRows;
-        plan.outputKernel = KernelChoice::make(KernelId::PolysketchOutputTeam, "", type, spec,
-                                         "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0 (local exact: h % 4 == 0, h <= 128)" +
-                                             whyNotCoopOutput);
-        if (type == PSK_DATA_TYPE_FLOAT32) {
-            // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
-            plan.outputVecRowFloats = c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
-            spec.V_LOAD = plan.outputVecRowFloats / 4;
-            plan.outputKernelVec = KernelChoice::make(KernelId::PolysketchOutputTeam, "", type, spec,
-                                                cat("float32 v rows read ", plan.outputVecRowFloats,
-                                                    " floats per load, for calls whose v strides are multiples of ",
-                                                    plan.outputVecRowFloats));
-        }
-    } else {
-        plan.outputKernel = KernelChoice::make(KernelId::PolysketchOutput, "", type, outSpec,
-                                         (team ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
-                                               : cat("generic kernel: ", whyNotTeam)) +
-                                             whyNotCoopOutput);
+    uint32_t iterations = polysketchOutputCoopMatEmulatedLoopIterations(spec, in.caps.subgroupSize, in.features, in.config.blockSize);
+    if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot)) return std::nullopt;
+    OutputStagePlan stage;
+    stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
+    stage.kernel = coopKernelChoice(KernelId::PolysketchOutputCoopMat, *coop.variant, "", in.type, spec,
+                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, ""));
+    stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
+    return stage;
+}
+
+}  // namespace
+
+OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
+    const AttentionConfig& c = in.config;
+    const uint32_t R = in.R, dv = in.dv;
+    OutputStagePlan generic = planGenericOutput(in);
+    std::string whyNotCoop;
+    if (std::optional<OutputStagePlan> coop = planCoopOutput(in, whyNotCoop)) return *coop;
+    if (!in.team.output) {
+        generic.kernel.reason += whyNotCoop;
+        return generic;
     }
+    OutputStagePlan stage;
+    kernel::PolysketchOutputTeamSpec spec;
+    spec.SKETCH = R;
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = dv;
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
+    spec.Z_STRIDE = in.stateStride;
+    spec.C4 = in.team.c4;
+    spec.V_LOAD = 0;
+    stage.rows = kTeamWorkgroupRows;
+    stage.kernel = KernelChoice::make(KernelId::PolysketchOutputTeam,
+        "", in.type, spec, "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0 (local exact: h % 4 == 0, h <= 128)" + whyNotCoop);
+    if (in.type == PSK_DATA_TYPE_FLOAT32) {
+        // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
+        stage.vecRowFloats = in.team.c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
+        spec.V_LOAD = stage.vecRowFloats / 4;
+        stage.kernelVec = KernelChoice::make(KernelId::PolysketchOutputTeam,
+            "", in.type, spec,
+            cat("float32 v rows read ", stage.vecRowFloats, " floats per load, for calls whose v strides are multiples of ",
+                stage.vecRowFloats));
+    }
+    return stage;
+}
+
+PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
+    const VkPhysicalDeviceLimits& limits = caps.limits();
+    const PolysketchPlanInputs in = polysketchPlanInputs(c, sketch, caps);
+    PolysketchPlan plan;
+    plan.sketchLength = in.R;
+    plan.features = in.features;
+    plan.blockSize = c.blockSize;
+    plan.nodeScratch = !sketch.learned && sketch.levels == 2;
+    plan.stateStride = in.stateStride;
+    for (int i = 0; i < 3; ++i) plan.maxGroups[i] = limits.maxComputeWorkGroupCount[i];
+    plan.maxRange = limits.maxStorageBufferRange;
+    plan.regionAlignment = std::max<VkDeviceSize>(256, limits.minStorageBufferOffsetAlignment);
+
+    // One rule per stage, in the order a forward runs them (the prefix or reduction kernel is
+    // chosen per call by the number of blocks: forward/block_scan.hpp).
+    const FeatureStagePlan features = planFeatureStage(in);
+    plan.featureKernel = features.kernel;
+    plan.featureKernelVec = features.kernelVec;
+    plan.featureVecRowFloats = features.vecRowFloats;
+    plan.featureRows = features.rows;
+    const StatesStagePlan states = planStatesStage(in);
+    plan.statesKernel = states.kernel;
+    plan.statesTileF = states.tileF;
+    plan.statesTileC = states.tileC;
+    const OutputStagePlan output = planOutputStage(in);
+    plan.outputKernel = output.kernel;
+    plan.outputKernelVec = output.kernelVec;
+    plan.outputVecRowFloats = output.vecRowFloats;
+    plan.outputRows = output.rows;
+
     // Fault injection (tests of the self-test): only stages that took a cooperative kernel.
     uint32_t cooperative = 0;
     if (plan.featureKernel.kernel == KernelId::SketchFeaturesCoopMat) cooperative |= kCoopFeatures;
     if (plan.statesKernel.kernel == KernelId::BlockStatesCoopMat) cooperative |= kCoopStates;
     if (plan.outputKernel.kernel == KernelId::PolysketchOutputCoopMat) cooperative |= kCoopOutput;
-    plan.faultStages = switches.faultStages & cooperative;
+    plan.faultStages = in.coop.switches.faultStages & cooperative;
     return plan;
 }
 

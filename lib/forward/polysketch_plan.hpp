@@ -1,10 +1,19 @@
 // Which kernels a polysketch forward runs on a device, with which tile sizes, and why: the one
 // place that answers "which shaders run for this call". Its two halves, after flash-attention's
 // hopper/ tile_size.h + heuristics.h: the tile sizes (kPolysketchTiles) and the rules that pick a
-// variant per stage (planPolysketch, each choice with its reason). `psk info --plan` prints it.
+// variant per stage (planFeatureStage, planStatesStage, planOutputStage, each choice with its
+// reason; the prefix / reduction is chosen per call, forward/block_scan.hpp), composed by
+// planPolysketch. `psk info --plan` prints it. Every rule is a pure function of the config, the
+// sketch, the device's capabilities and the PSK_COOPMAT_* switches.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "forward/attention_config.hpp"
+#include "forward/coopmat_selection.hpp"
+#include "forward/coopmat_switches.hpp"
+#include "kernels/coop_variants.hpp"
 #include "kernels/kernel_table.hpp"
 #include "sketch/sketch_pack.hpp"
 #include "vk/device_caps.hpp"
@@ -82,6 +91,67 @@ struct PolysketchPlan {
 
 PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
 
+/** Where the lane-team variants may run (team_kernels.hpp), decided once for every stage. */
+struct TeamEligibility {
+    bool any = false;                  // a team device and team shapes (dv % 4 == 0, dv <= 128, r % 4 == 0)
+    bool features = false, states = false, output = false;  // ... and each stage's own conditions, variant built
+    const char* whyNot = "";           // why not `any`, for the generic kernels' reasons
+    uint32_t c4 = 1;                   // vec4s of value columns per lane: ceil(dv / 32)
+};
+
+/** Where the cooperative-matrix variants may run, decided once for every stage. */
+struct CoopEligibility {
+    CoopMatSwitches switches;          // PSK_COOPMAT_* in effect
+    uint32_t stages = 0;               // switches.stages & config.coopStages
+    bool emulate = false, smallTiles = false;  // the emulated backend (PSK_COOPMAT_EMULATION / BACKEND=emulated), its tiling
+    uint32_t shared = 0;               // shared memory the cooperative kernels may use
+    CoopMatChoice choice;              // the device's path and shape for the storage type
+    std::optional<CoopVariant> variant;  // the built backend that runs it; none: every stage scalar
+    uint32_t m = 16, n = 16, k = 16;   // the product shape (16 x 16 x 16 emulated)
+    bool cpuDevice = false;            // llvmpipe's loop budget applies to the emulation
+    uint32_t requiredSubgroupSize = 0; // pinned where the device's subgroup size varies
+};
+
+/** What every stage's rule reads: the call's config, sketch and device, and the decisions shared by the stages. */
+struct PolysketchPlanInputs {
+    const AttentionConfig& config;
+    const PackedSketch& sketch;
+    const DeviceCaps& caps;
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    uint32_t R = 0, dv = 0, features = 0;  // sketch length, value dim, F = R (R + 1) / 2
+    uint32_t invocations = 128;            // maxComputeWorkGroupInvocations
+    uint32_t shared = 0;                   // shared memory of the generic and team kernels (PolysketchTiles::sharedBytesCap)
+    uint32_t stateStride = 0;              // PolysketchPlan::stateStride
+    TeamEligibility team;
+    CoopEligibility coop;
+};
+PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
+
+/** The feature map's kernel (and the team kernel's float32 vec-row variant), rows per workgroup. */
+struct FeatureStagePlan {
+    KernelChoice kernel, kernelVec;
+    uint32_t vecRowFloats = 4;
+    uint32_t rows = 64;
+};
+/** Cooperative (p = 4 sketches, 16-bit storage), else team, else generic; each choice says why. */
+FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in);
+
+/** The block states' kernel and its tile (features x value columns per workgroup). */
+struct StatesStagePlan {
+    KernelChoice kernel;
+    uint32_t tileF = 64, tileC = 64;
+};
+StatesStagePlan planStatesStage(const PolysketchPlanInputs& in);
+
+/** The output's kernel (and the team kernel's float32 vec-row variant), query rows per workgroup. */
+struct OutputStagePlan {
+    KernelChoice kernel, kernelVec;
+    uint32_t vecRowFloats = 4;
+    uint32_t rows = 64;
+};
+/** Throws UNSUPPORTED where the generic output's tiling does not fit, whichever variant is chosen. */
+OutputStagePlan planOutputStage(const PolysketchPlanInputs& in);
+
 /**
  * Tiles of the cooperative-matrix output (shaders/polysketch_output_coopmat.comp) for a product
  * shape m x n x k: SG_M x SG_N subgroups (CM_M query rows each; WN of the ceil((dv + 1) / n)
@@ -136,7 +206,6 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
  */
 enum class CoopMatEmulation { Off, SmallTiles, GpuTiles };
 CoopMatEmulation coopMatEmulationMode();
-struct CoopMatSwitches;
 /** Why a stage keeps its scalar kernel under the switches and the config's coopStages (plan reasons). */
 std::string stageOffReason(const CoopMatSwitches& switches, const AttentionConfig& config, uint32_t stage);
 /** coopMatEmulationMode() != CoopMatEmulation::Off. */
