@@ -25,13 +25,14 @@
 layout(local_size_x_id = 0) in;
 #include "interface/attention_tiled.h"
 PSK_DECLARE_SPECS(PSK_ATTENTION_TILED_SPEC)
+PSK_DECLARE_BINDINGS(PSK_ATTENTION_TILED_BINDINGS)
 
-layout(std430, binding = 0) readonly buffer QBuffer { ELEM q_data[]; };
-layout(std430, binding = 1) readonly buffer KBuffer { ELEM k_data[]; };
-layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
-layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
+layout(std430, binding = BINDING_Q) readonly buffer QBuffer { ELEM q_data[]; };
+layout(std430, binding = BINDING_K) readonly buffer KBuffer { ELEM k_data[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; };
 // Per row: [running max, denominator, accumulator[VALUE_DIM]], rows in [batch][q head][token] order.
-layout(std430, binding = 4) buffer StateBuffer { float state_data[]; };
+layout(std430, binding = BINDING_STATE) buffer StateBuffer { float state_data[]; };
 
 shared float k_tile[KEY_TILE * HEAD_DIM];
 shared float v_tile[KEY_TILE * VALUE_DIM];

@@ -55,18 +55,19 @@
 layout(local_size_x_id = 0) in;
 #include "interface/attention_tiled_coopmat.h"
 PSK_DECLARE_SPECS(PSK_ATTENTION_TILED_COOPMAT_SPEC)
+PSK_DECLARE_BINDINGS(PSK_ATTENTION_TILED_BINDINGS)
 
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
-layout(std430, binding = 0) readonly buffer QBuffer { ELEM q_data[]; };
-layout(std430, binding = 1) readonly buffer KBuffer { ELEM k_data[]; };
-layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
-layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
+layout(std430, binding = BINDING_Q) readonly buffer QBuffer { ELEM q_data[]; };
+layout(std430, binding = BINDING_K) readonly buffer KBuffer { ELEM k_data[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; };
 // Per row: [running max, denominator, accumulator[VALUE_DIM]], rows in [batch][q head][token] order.
-layout(std430, binding = 4) buffer StateBuffer { float state_data[]; };
+layout(std430, binding = BINDING_STATE) buffer StateBuffer { float state_data[]; };
 
 const uint TILE_M = SG_M * CM_M;
 const uint NT = (VALUE_DIM + CM_N - 1u) / CM_N;  // value column tiles

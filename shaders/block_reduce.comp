@@ -17,9 +17,10 @@
 layout(local_size_x_id = 0) in;
 #include "interface/block_scan.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_REDUCE_SPEC)
+PSK_DECLARE_BINDINGS(PSK_BLOCK_REDUCE_BINDINGS)
 
-layout(std430, binding = 0) buffer States { float states[]; };
-layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
+layout(std430, binding = BINDING_STATES) buffer States { float states[]; };
+layout(std430, binding = BINDING_STATES) buffer States4 { vec4 states4[]; };
 
 // Tree levels written out, as in block_scan.comp (llvmpipe keeps such loops and counts their
 // iterations against its 65535 limit); levels at or above LANES fold away. Lanes p < w read lane

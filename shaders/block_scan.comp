@@ -49,20 +49,21 @@
 layout(local_size_x_id = 0) in;
 #include "interface/block_scan.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_SCAN_SPEC)
+PSK_DECLARE_BINDINGS(PSK_BLOCK_SCAN_BINDINGS)
 const uint SEGMENT = 2u * LANES;                     // blocks per segment, two per lane
 
 // The same buffer seen as floats (scalar path) and as vec4 (vectorized path).
-layout(std430, binding = 0) buffer States { float states[]; };
-layout(std430, binding = 0) buffer States4 { vec4 states4[]; };
+layout(std430, binding = BINDING_STATES) buffer States { float states[]; };
+layout(std430, binding = BINDING_STATES) buffer States4 { vec4 states4[]; };
 // The optional initial prefix (params.init_row != 0): a decode state's running sum z, where every
 // prefix starts, and the unfinished block's sum h, which joins block 0 (docs/DECODING.md, "State
 // passing"). Rows of init_row floats, F rows per sequence; bound to any valid range when unused.
-layout(std430, binding = 1) readonly buffer InitZ { float init_z[]; };
-layout(std430, binding = 2) readonly buffer InitH { float init_h[]; };
+layout(std430, binding = BINDING_INIT_Z) readonly buffer InitZ { float init_z[]; };
+layout(std430, binding = BINDING_INIT_H) readonly buffer InitH { float init_h[]; };
 // The tail (params.tail_mode != 0): [part][sequence][elems] floats, the states' rows (padding
 // columns included); float and vec4 views as for the states; bound to any valid range when unused.
-layout(std430, binding = 3) writeonly buffer Tail { float tail[]; };
-layout(std430, binding = 3) writeonly buffer Tail4 { vec4 tail4[]; };
+layout(std430, binding = BINDING_TAIL) writeonly buffer Tail { float tail[]; };
+layout(std430, binding = BINDING_TAIL) writeonly buffer Tail4 { vec4 tail4[]; };
 
 // Element e (< elems) of sequence `seq`'s initial z (from_h false) or h, 0 in the padding columns.
 float initial(bool from_h, uint seq, uint e, uint features) {

@@ -26,14 +26,15 @@
 layout(local_size_x_id = 0) in;
 #include "interface/block_states.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_STATES_SPEC)
+PSK_DECLARE_BINDINGS(PSK_BLOCK_STATES_BINDINGS)
 
 const uint TILE_F = FEAT_GROUPS * FEATS_PER_THREAD;
 const uint TILE_C = COL_GROUPS * COLS_PER_THREAD;
 
-layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
-layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
-layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 3) writeonly buffer States { float states[]; };
+layout(std430, binding = BINDING_K_SKETCH) readonly buffer KSketch { float k_sketch[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = BINDING_STATES) writeonly buffer States { float states[]; };
 
 const uint TILE_F4 = TILE_F / 4u, TILE_C4 = TILE_C / 4u, FPT4 = FEATS_PER_THREAD / 4u, CPT4 = COLS_PER_THREAD / 4u;
 // phi(S(k_j)) of the tile's features and the tile's value columns, as vec4s (one vec4 load

@@ -44,6 +44,7 @@
 layout(local_size_x_id = 0) in;
 #include "interface/block_states_coopmat.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_STATES_COOPMAT_SPEC)
+PSK_DECLARE_BINDINGS(PSK_BLOCK_STATES_BINDINGS)
 
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
@@ -60,10 +61,10 @@ const uint LDB = TILE_N + 8u;  // B row-major: element (j, c) at j * LDB + c
 const uint A_LO = KEY_TILE * LDA;  // the low parts of A follow its high parts
 const uint ONES_PER_THREAD = (TILE_M + THREADS - 1u) / THREADS;
 
-layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
-layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
-layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 3) writeonly buffer States { float states[]; };
+layout(std430, binding = BINDING_K_SKETCH) readonly buffer KSketch { float k_sketch[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = BINDING_STATES) writeonly buffer States { float states[]; };
 
 // The scalar kernel's parameters (BlockStatesPush).
 

@@ -41,25 +41,26 @@
 layout(local_size_x = 64) in;
 #include "interface/block_states.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_STATES_TEAM_SPEC)
+PSK_DECLARE_BINDINGS(PSK_BLOCK_STATES_BINDINGS)
 
 const uint TEAM = 8u;           // lanes per team
 const uint FPL = 2u;            // features per lane (slots)
 const uint FEATS = TEAM * FPL;  // features per team
 
-layout(std430, binding = 0) readonly buffer KSketch { float k_sketch[]; };
-layout(std430, binding = 0) readonly buffer KSketch4 { vec4 k_sketch4[]; };
-layout(std430, binding = 1) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_K_SKETCH) readonly buffer KSketch { float k_sketch[]; };
+layout(std430, binding = BINDING_K_SKETCH) readonly buffer KSketch4 { vec4 k_sketch4[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
 // The same values four at a time (aliases binding 1).
 #if defined(DATA_F32)
-layout(std430, binding = 1) readonly buffer VBuffer4 { vec4 v_data4[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer4 { vec4 v_data4[]; };
 // 8 floats per load (pairs of vec4s): on llvmpipe a load is a loop over the lanes whose cost
 // hardly depends on its width.
-layout(std430, binding = 1) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
 #else
-layout(std430, binding = 1) readonly buffer VBuffer4 { uvec2 v_data4[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer4 { uvec2 v_data4[]; };
 #endif
-layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 3) writeonly buffer States { vec4 states4[]; };
+layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = BINDING_STATES) writeonly buffer States { vec4 states4[]; };
 
 // Four consecutive value elements starting at element index e (a multiple of 4), as floats.
 vec4 load_v4(uint e) {

@@ -15,18 +15,19 @@
 layout(local_size_x_id = 0) in;
 #include "interface/copy_rows.h"
 PSK_DECLARE_SPECS(PSK_COPY_ROWS_SPEC)
+PSK_DECLARE_BINDINGS(PSK_COPY_ROWS_BINDINGS)
 
 #if defined(CONVERT_TO_F32)
-layout(std430, binding = 0) readonly buffer Src { ELEM src[]; };
-layout(std430, binding = 1) writeonly buffer Dst { float dst[]; };
+layout(std430, binding = BINDING_SRC) readonly buffer Src { ELEM src[]; };
+layout(std430, binding = BINDING_DST) writeonly buffer Dst { float dst[]; };
 #define MOVE(x) LOAD_ELEM(x)
 #elif defined(CONVERT_FROM_F32)
-layout(std430, binding = 0) readonly buffer Src { float src[]; };
-layout(std430, binding = 1) writeonly buffer Dst { ELEM dst[]; };
+layout(std430, binding = BINDING_SRC) readonly buffer Src { float src[]; };
+layout(std430, binding = BINDING_DST) writeonly buffer Dst { ELEM dst[]; };
 #define MOVE(x) STORE_ELEM(x)
 #else
-layout(std430, binding = 0) readonly buffer Src { ELEM src[]; };
-layout(std430, binding = 1) writeonly buffer Dst { ELEM dst[]; };
+layout(std430, binding = BINDING_SRC) readonly buffer Src { ELEM src[]; };
+layout(std430, binding = BINDING_DST) writeonly buffer Dst { ELEM dst[]; };
 #define MOVE(x) (x)
 #endif
 

@@ -76,6 +76,7 @@
 layout(local_size_x_id = 0) in;
 #include "interface/polysketch_output_coopmat.h"
 PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC)
+PSK_DECLARE_BINDINGS(PSK_POLYSKETCH_OUTPUT_BINDINGS)
 
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
@@ -83,13 +84,13 @@ PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC)
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
-layout(std430, binding = 0) readonly buffer QSketch { float q_sketch[]; };
-layout(std430, binding = 1) readonly buffer KLocal { float k_local[]; };  // S(k) rows, or k' rows
-layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
-layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
-layout(std430, binding = 4) readonly buffer States { float states[]; };
-layout(std430, binding = 5) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 6) readonly buffer QLocal { float q_local[]; };  // q' rows (LOCAL_EXACT)
+layout(std430, binding = BINDING_Q_SKETCH) readonly buffer QSketch { float q_sketch[]; };
+layout(std430, binding = BINDING_K_LOCAL) readonly buffer KLocal { float k_local[]; };  // S(k) rows, or k' rows
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; };
+layout(std430, binding = BINDING_STATES) readonly buffer States { float states[]; };
+layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = BINDING_Q_LOCAL) readonly buffer QLocal { float q_local[]; };  // q' rows (LOCAL_EXACT)
 
 const uint TILE_M = SG_M * CM_M;
 const uint NT = (VALUE_DIM + CM_N) / CM_N;   // column tiles: ceil((dv + 1) / CM_N)

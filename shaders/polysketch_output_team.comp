@@ -43,6 +43,7 @@
 layout(local_size_x = 64) in;
 #include "interface/polysketch_output.h"
 PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_TEAM_SPEC)
+PSK_DECLARE_BINDINGS(PSK_POLYSKETCH_OUTPUT_BINDINGS)
 
 const uint TEAM = 8u;           // lanes per team
 const uint RPL = 2u;            // rows per lane (slots)
@@ -59,19 +60,19 @@ const bool Z_PAIRS = C4 % 2u == 0u && Z_STRIDE % 8u == 0u;
 const bool K_PAIRS = KW4 % 2u == 0u;
 const uint K_STEP = K_PAIRS ? 2u : 1u;
 
-layout(std430, binding = 0) readonly buffer QSketch { vec4 q_sketch4[]; };
-layout(std430, binding = 1) readonly buffer KLocal { vec4 k_local4[]; };  // S(k) rows, or k' rows
-layout(std430, binding = 2) readonly buffer VBuffer { ELEM v_data[]; };
-layout(std430, binding = 3) writeonly buffer OBuffer { ELEM o_data[]; };
-layout(std430, binding = 4) readonly buffer States { vec4 states4[]; };
-layout(std430, binding = 4) readonly buffer StatesScalar { float states[]; };
-layout(std430, binding = 6) readonly buffer QLocal { vec4 q_local4[]; };  // q' rows (LOCAL_EXACT)
+layout(std430, binding = BINDING_Q_SKETCH) readonly buffer QSketch { vec4 q_sketch4[]; };
+layout(std430, binding = BINDING_K_LOCAL) readonly buffer KLocal { vec4 k_local4[]; };  // S(k) rows, or k' rows
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; };
+layout(std430, binding = BINDING_STATES) readonly buffer States { vec4 states4[]; };
+layout(std430, binding = BINDING_STATES) readonly buffer StatesScalar { float states[]; };
+layout(std430, binding = BINDING_Q_LOCAL) readonly buffer QLocal { vec4 q_local4[]; };  // q' rows (LOCAL_EXACT)
 // The same buffers 8 floats at a time.
-layout(std430, binding = 1) readonly buffer KLocal8 { u64vec4 k_local8[]; };
-layout(std430, binding = 4) readonly buffer States8 { u64vec4 states8[]; };
+layout(std430, binding = BINDING_K_LOCAL) readonly buffer KLocal8 { u64vec4 k_local8[]; };
+layout(std430, binding = BINDING_STATES) readonly buffer States8 { u64vec4 states8[]; };
 #if defined(DATA_F32)
-layout(std430, binding = 2) readonly buffer VBuffer4 { vec4 v_data4[]; };
-layout(std430, binding = 2) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer4 { vec4 v_data4[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer8 { u64vec4 v_data8[]; };
 #endif
 
 float weight_power(float x) {

@@ -8,11 +8,12 @@
 
 layout(local_size_x = 64) in;
 
-layout(std430, binding = 0) readonly buffer Sketches { float sketches[]; };  // rows x sketch
-layout(std430, binding = 1) readonly buffer Pairs { uint pairs[]; };         // features
-layout(std430, binding = 2) writeonly buffer Features { float features[]; }; // rows x features
-
 #include "interface/self_tensor.h"
+PSK_DECLARE_BINDINGS(PSK_SELF_TENSOR_BINDINGS)
+
+layout(std430, binding = BINDING_SKETCHES) readonly buffer Sketches { float sketches[]; };  // rows x sketch
+layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };         // features
+layout(std430, binding = BINDING_FEATURES) writeonly buffer Features { float features[]; }; // rows x features
 
 void main() {
     const uint f = gl_GlobalInvocationID.x;

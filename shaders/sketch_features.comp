@@ -32,19 +32,20 @@
 layout(local_size_x_id = 0) in;
 #include "interface/sketch_features.h"
 PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_SPEC)
+PSK_DECLARE_BINDINGS(PSK_SKETCH_FEATURES_BINDINGS)
 
-layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
+layout(std430, binding = BINDING_X_ROWS) readonly buffer XBuffer { ELEM x_data[]; };
 // Every packed tensor starts on a vec4 (sketch_pack.cpp), so weight rows whose length is a
 // multiple of 4 are read 4 floats per load: on llvmpipe a load costs about the same whatever its
 // width, and these broadcast reads dominate the kernel.
-layout(std430, binding = 1) readonly buffer Weights { vec4 w_vec[]; };
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights { vec4 w_vec[]; };
 #define W(i) w_vec[(i) >> 2][(i) & 3u]
-layout(std430, binding = 2) writeonly buffer SketchOut { float sketch_out[]; };
-layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
+layout(std430, binding = BINDING_SKETCH_OUT) writeonly buffer SketchOut { float sketch_out[]; };
+layout(std430, binding = BINDING_LOCAL_OUT) writeonly buffer LocalOut { float local_out[]; };
 // LEVELS = 2: the two level-1 nodes of each row, [row][2][SKETCH]. They pass through memory (each
 // invocation reads back only what it wrote) and are reloaded with constant indices, so that no
 // register array is ever indexed dynamically: llvmpipe compiles such arrays extremely slowly.
-layout(std430, binding = 4) buffer NodeScratch { float node_scratch[]; };
+layout(std430, binding = BINDING_NODES) buffer NodeScratch { float node_scratch[]; };
 
 const float LN_EPS = 1e-5;
 

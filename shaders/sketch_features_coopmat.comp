@@ -67,6 +67,7 @@
 layout(local_size_x_id = 0) in;
 #include "interface/sketch_features_coopmat.h"
 PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_COOPMAT_SPEC)
+PSK_DECLARE_BINDINGS(PSK_SKETCH_FEATURES_BINDINGS)
 
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
@@ -74,10 +75,10 @@ PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_COOPMAT_SPEC)
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
-layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
-layout(std430, binding = 1) readonly buffer Weights { float w_data[]; };
-layout(std430, binding = 2) writeonly buffer SketchOut { float sketch_out[]; };
-layout(std430, binding = 3) writeonly buffer LocalOut { float local_out[]; };
+layout(std430, binding = BINDING_X_ROWS) readonly buffer XBuffer { ELEM x_data[]; };
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights { float w_data[]; };
+layout(std430, binding = BINDING_SKETCH_OUT) writeonly buffer SketchOut { float sketch_out[]; };
+layout(std430, binding = BINDING_LOCAL_OUT) writeonly buffer LocalOut { float local_out[]; };
 
 const uint TILE_M = SG_M * CM_M;
 const uint NT = N_CHUNK / CM_N;              // column tiles of a step ...

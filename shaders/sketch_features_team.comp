@@ -23,6 +23,7 @@
 layout(local_size_x = 64) in;
 #include "interface/sketch_features.h"
 PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_TEAM_SPEC)
+PSK_DECLARE_BINDINGS(PSK_SKETCH_FEATURES_BINDINGS)
 
 const uint TEAM = 8u;            // lanes per team
 const uint RPL = 2u;             // rows per lane (slots)
@@ -33,16 +34,16 @@ const uint H4 = HEAD_DIM / 4u;
 const bool PAIRS = H4 % 2u == 0u;
 const uint D_STEP = PAIRS ? 2u : 1u;
 
-layout(std430, binding = 0) readonly buffer XBuffer { ELEM x_data[]; };
+layout(std430, binding = BINDING_X_ROWS) readonly buffer XBuffer { ELEM x_data[]; };
 #if defined(DATA_F32)
-layout(std430, binding = 0) readonly buffer XBuffer4 { vec4 x_data4[]; };
-layout(std430, binding = 0) readonly buffer XBuffer8 { u64vec4 x_data8[]; };
+layout(std430, binding = BINDING_X_ROWS) readonly buffer XBuffer4 { vec4 x_data4[]; };
+layout(std430, binding = BINDING_X_ROWS) readonly buffer XBuffer8 { u64vec4 x_data8[]; };
 #endif
-layout(std430, binding = 1) readonly buffer Weights { vec4 w_vec[]; };  // packed tensors start on vec4s
-layout(std430, binding = 1) readonly buffer Weights8 { u64vec4 w_vec8[]; };
-layout(std430, binding = 2) writeonly buffer SketchOut { vec4 sketch_out4[]; };
-layout(std430, binding = 3) writeonly buffer LocalOut { vec4 local_out4[]; };
-layout(std430, binding = 3) writeonly buffer LocalOut8 { u64vec4 local_out8[]; };
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights { vec4 w_vec[]; };  // packed tensors start on vec4s
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights8 { u64vec4 w_vec8[]; };
+layout(std430, binding = BINDING_SKETCH_OUT) writeonly buffer SketchOut { vec4 sketch_out4[]; };
+layout(std430, binding = BINDING_LOCAL_OUT) writeonly buffer LocalOut { vec4 local_out4[]; };
+layout(std430, binding = BINDING_LOCAL_OUT) writeonly buffer LocalOut8 { u64vec4 local_out8[]; };
 
 const float LN_EPS = 1e-5;
 

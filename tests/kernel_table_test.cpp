@@ -2,15 +2,20 @@
 // (shaders/interface/*.h, lib/kernels/kernel_interface.hpp) against the SPIR-V this build embeds:
 // every variant the table names is built, every built variant belongs to a table row, and in
 // every variant each specialization constant (SpecId) has the default of the host struct's field
-// of that constant_id, so the host sets the constants the shader declares.
+// of that constant_id, so the host sets the constants the shader declares; every buffer binding a
+// variant declares is in its kernel's binding list, readonly where the list says read and
+// writable where it says write, so the accesses the host tracks are the shader's.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <map>
 #include <set>
+#include <type_traits>
 #include <string>
 #include <vector>
 
 #include "kernels/coop_variants.hpp"
+#include "kernels/kernel_dispatch.hpp"
 #include "kernels/kernel_table.hpp"
 #include "util/error.hpp"
 #include "kernels/shader_registry.hpp"
@@ -42,6 +47,58 @@ std::map<uint32_t, std::set<uint32_t>> specIdDefaults(const psk::ShaderCode& cod
     for (const auto& [id, spec] : specIds)
         if (values.count(id)) out[spec].insert(values[id]);
     return out;
+}
+
+/** One storage-buffer variable of a SPIR-V module: its binding and whether it is readonly (NonWritable). */
+struct BufferBinding {
+    uint32_t binding;
+    bool readonly;
+};
+
+std::vector<BufferBinding> bufferBindings(const psk::ShaderCode& code) {
+    const uint32_t* w = code.code;
+    const size_t words = code.bytes / 4;
+    std::map<uint32_t, uint32_t> binding;      // variable id -> Binding
+    std::set<uint32_t> nonWritable;            // ids (variables, or structs with a NonWritable member)
+    std::map<uint32_t, uint32_t> pointee;      // pointer type id -> pointee type id
+    std::map<uint32_t, uint32_t> variableType; // variable id -> pointer type id
+    for (size_t i = 5; i < words;) {
+        const uint32_t count = w[i] >> 16, op = w[i] & 0xFFFFu;
+        if (count == 0) break;
+        if (op == 71 /* OpDecorate */ && w[i + 2] == 33 /* Binding */) binding[w[i + 1]] = w[i + 3];
+        if (op == 71 /* OpDecorate */ && w[i + 2] == 24 /* NonWritable */) nonWritable.insert(w[i + 1]);
+        if (op == 72 /* OpMemberDecorate */ && w[i + 3] == 24 /* NonWritable */) nonWritable.insert(w[i + 1]);
+        if (op == 32 /* OpTypePointer */) pointee[w[i + 1]] = w[i + 3];
+        if (op == 59 /* OpVariable */) variableType[w[i + 2]] = w[i + 1];
+        i += count;
+    }
+    std::vector<BufferBinding> out;
+    for (const auto& [var, b] : binding) {
+        const uint32_t block = pointee[variableType[var]];
+        out.push_back({b, nonWritable.count(var) > 0 || nonWritable.count(block) > 0});
+    }
+    return out;
+}
+
+/** The binding list of a kernel with an interface row (PSK_KERNEL_INTERFACES): names and accesses; empty otherwise. */
+struct BindingList {
+    std::vector<const char*> names;
+    std::vector<psk::kernel::BindingAccess> access;
+};
+BindingList bindingList(KernelId id) {
+    BindingList list;
+    switch (id) {
+#define PSK_TEST_BINDING_LIST(Id, SpecT, PushT, BindingsT)              \
+    case KernelId::Id:                                                  \
+        list.names.assign(std::begin(psk::kernel::BindingsT::kNames), std::end(psk::kernel::BindingsT::kNames));  \
+        list.access.assign(std::begin(psk::kernel::BindingsT::kAccess), std::end(psk::kernel::BindingsT::kAccess)); \
+        break;
+        PSK_KERNEL_INTERFACES(PSK_TEST_BINDING_LIST)
+#undef PSK_TEST_BINDING_LIST
+        default:
+            break;
+    }
+    return list;
 }
 
 /** The host struct of a kernel, default-constructed (the shader's defaults), by constant_id. */
@@ -177,4 +234,81 @@ TEST(KernelTable, CooperativeVariantsAreDeclaredOnceAndComplete) {
     EXPECT_EQ(psk::kernelAxis(KernelId::BlockStatesCoopMat, 5), "");
     EXPECT_NE(psk::findCoopVariant(KernelId::PolysketchOutputCoopMat, {CoopBackend::Emulated, CoopOperand::F16}, "", PSK_DATA_TYPE_FLOAT16),
               nullptr);
+}
+
+// The interface rows (PSK_KERNEL_INTERFACES) and the kernel table name the same structs.
+TEST(KernelTable, InterfaceRowsNameTheTablesStructs) {
+    size_t rows = 0;
+    for (size_t i = 0; i < size_t(KernelId::Count); ++i) {
+        const psk::KernelInterfaceNames names = psk::kernelInterfaceNames(KernelId(i));
+        if (!names.spec) continue;
+        ++rows;
+        EXPECT_EQ(std::string(names.spec), psk::kernelInfo(KernelId(i)).spec) << psk::kernelInfo(KernelId(i)).name;
+        EXPECT_EQ(std::string(names.push), psk::kernelInfo(KernelId(i)).push) << psk::kernelInfo(KernelId(i)).name;
+    }
+    EXPECT_GE(rows, 16u);  // every forward kernel and the row copies
+}
+
+// Every buffer a built variant declares is a binding of its kernel's list, with the list's access:
+// readonly for read, writable for write (read_write: either; a variant may leave a binding out).
+TEST(KernelTable, BindingsOfEveryBuiltVariantAreItsBindingList) {
+    size_t checked = 0;
+    for (size_t i = 0; i < size_t(KernelId::Count); ++i) {
+        const KernelId id = KernelId(i);
+        const BindingList list = bindingList(id);
+        if (list.names.empty()) continue;
+        for (const std::string& v : tableVariants(id)) {
+            const psk::ShaderCode* code = psk::findShader(v);
+            if (!code) continue;
+            for (const BufferBinding& b : bufferBindings(*code)) {
+                ASSERT_LT(b.binding, list.names.size()) << v << ": binding " << b.binding << " is not in "
+                                                        << psk::kernelInterfaceNames(id).bindings;
+                const psk::kernel::BindingAccess a = list.access[b.binding];
+                if (a == psk::kernel::BindingAccess::read)
+                    EXPECT_TRUE(b.readonly) << v << ": " << list.names[b.binding] << " is declared read but the shader may write it";
+                if (a == psk::kernel::BindingAccess::write)
+                    EXPECT_FALSE(b.readonly) << v << ": " << list.names[b.binding] << " is declared write but the shader's is readonly";
+                ++checked;
+            }
+        }
+    }
+    EXPECT_GT(checked, 300u);  // the check compared something
+}
+
+// A bindings struct gives the recorder one access per binding, in binding order, with the list's
+// access (a stand-in marked unwritten is a read); a binding left unset is an error that names it.
+TEST(KernelTable, BindingsStructsGiveTheDeclaredAccesses) {
+    using namespace psk::kernel;
+    static_assert(BlockScanBindings::kCount == 4 && BlockReduceBindings::kCount == 1, "block_scan.h's lists");
+    static_assert(std::is_same<PolysketchOutputBindings::Push, PolysketchOutputPush>::value, "tied to its push block");
+    static_assert(std::is_same<psk::KernelInterface<KernelId::BlockStatesCoopMat>::Bindings, BlockStatesBindings>::value,
+                  "a variant shares its kernel's bindings");
+    auto range = [](uintptr_t handle) {
+        psk::BufferRange r;
+        r.buffer = reinterpret_cast<VkBuffer>(handle);
+        return r;
+    };
+    BlockScanBindings b;
+    b.STATES = range(1);
+    b.INIT_Z = range(2);
+    b.INIT_H = range(3);
+    b.TAIL = unwritten(range(4));
+    psk::Access a[BlockScanBindings::kCount];
+    psk::bindingAccesses(b, KernelId::BlockScan, a);
+    EXPECT_EQ(a[0].range.buffer, range(1).buffer);
+    EXPECT_TRUE(a[0].write);   // read_write
+    EXPECT_FALSE(a[1].write);  // read
+    EXPECT_FALSE(a[2].write);
+    EXPECT_EQ(a[3].range.buffer, range(4).buffer);
+    EXPECT_FALSE(a[3].write);  // write, but unwritten in this call
+    b.TAIL = range(4);
+    psk::bindingAccesses(b, KernelId::BlockScan, a);
+    EXPECT_TRUE(a[3].write);
+    b.INIT_H = psk::BufferRange{};
+    try {
+        psk::bindingAccesses(b, KernelId::BlockScan, a);
+        ADD_FAILURE() << "an unset binding was accepted";
+    } catch (const psk::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("INIT_H"), std::string::npos) << e.what();
+    }
 }

@@ -11,6 +11,15 @@ namespace {
 // workgroup size hardly matters on llvmpipe; larger ones only cut the number of workgroups.
 constexpr uint32_t kWorkgroup = 128;
 
+// block_scan.comp and block_reduce.comp declare the same two constants.
+template <KernelId Id>
+KernelChoice columnsKernel(uint32_t workgroup, uint32_t lanes, std::string why) {
+    typename KernelInterface<Id>::Spec spec;
+    spec.WORKGROUP = workgroup;
+    spec.LANES = lanes;
+    return KernelChoice::make<Id>("", PSK_DATA_TYPE_FLOAT32, spec, std::move(why));
+}
+
 // Both shaders run a column on a cluster of `lanes` invocations of one subgroup, exchanging
 // values with subgroup shuffles (shared memory and its barriers were the scan's cost on
 // llvmpipe). The cluster must fit in the smallest subgroup the driver may pick.
@@ -26,14 +35,13 @@ BlockScanPlan planColumns(uint32_t lanes, const DeviceCaps& caps, bool scan) {
     BlockScanPlan plan;
     plan.threads = std::min(lanes, minSubgroup);
     plan.columns = workgroup / plan.threads;
-    kernel::BlockScanSpec spec;  // block_reduce.comp declares the same two constants
-    spec.WORKGROUP = workgroup;
-    spec.LANES = plan.threads;
-    plan.kernel = KernelChoice::make(scan ? KernelId::BlockScan : KernelId::BlockReduce, "", PSK_DATA_TYPE_FLOAT32, spec,
-                                     scan ? "causal: the exclusive prefix of the block states; " + std::to_string(plan.threads) +
-                                                " lanes per column (2 for t <= 4 blocks, else 8, at most the smallest subgroup)"
-                                          : "full: every block's state summed into block 0; " + std::to_string(plan.threads) +
-                                                " lanes per column (4 for t <= 4 blocks, else 8, at most the smallest subgroup)");
+    const std::string perColumn = std::to_string(plan.threads);
+    plan.kernel = scan ? columnsKernel<KernelId::BlockScan>(workgroup, plan.threads,
+                                                            "causal: the exclusive prefix of the block states; " + perColumn +
+                                                                " lanes per column (2 for t <= 4 blocks, else 8, at most the smallest subgroup)")
+                       : columnsKernel<KernelId::BlockReduce>(workgroup, plan.threads,
+                                                              "full: every block's state summed into block 0; " + perColumn +
+                                                                  " lanes per column (4 for t <= 4 blocks, else 8, at most the smallest subgroup)");
     plan.maxGroupsX = caps.limits().maxComputeWorkGroupCount[0];
     plan.maxGroupsY = caps.limits().maxComputeWorkGroupCount[1];
     plan.maxGroupsZ = caps.limits().maxComputeWorkGroupCount[2];
@@ -61,14 +69,20 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
         fail(PSK_ERROR_TOO_LARGE, what, " of ", blocks, " blocks exceeds ", kMaxLoopIterations, " loop iterations");
     kernel::BlockColumnsPush push{blocks, columns, groupsX, vectorized ? 1u : 0u};
     if (!scan) {
-        recorder.dispatch(pipeline, {writes(states)}, &push, sizeof(push), groupsX, groupsY, sequences);
+        kernel::BlockReduceBindings b;
+        b.STATES = states;
+        recordKernel(recorder, KernelPipeline{pipeline, KernelId::BlockReduce}, b, push, groupsX, groupsY, sequences);
         return;
     }
+    kernel::BlockScanBindings b;
+    b.STATES = states;
     if (!initial) {
         // block_scan.comp declares the initial prefix's bindings 1 and 2 and the tail's 3: the
         // states stand in.
-        recorder.dispatch(pipeline, {writes(states), reads(states), reads(states), reads(states)}, &push, sizeof(push), groupsX,
-                          groupsY, sequences);
+        b.INIT_Z = states;
+        b.INIT_H = states;
+        b.TAIL = kernel::unwritten(states);
+        recordKernel(recorder, KernelPipeline{pipeline, KernelId::BlockScan}, b, push, groupsX, groupsY, sequences);
         return;
     }
     push.init_row = initial->row;
@@ -83,10 +97,10 @@ void dispatchColumns(Recorder& recorder, VkPipeline pipeline, const BlockScanPla
         if (initial->tail.size < need) fail(PSK_ERROR_INTERNAL, "block scan: tail range of ", initial->tail.size, " bytes, ", need, " needed");
     }
     // Without h (or a tail) the binding is still declared by the shader: z stands in.
-    recorder.dispatch(pipeline,
-                      {writes(states), reads(initial->z), reads(initial->addH ? initial->h : initial->z),
-                       tail ? writes(initial->tail) : reads(initial->z)},
-                      &push, sizeof(push), groupsX, groupsY, sequences);
+    b.INIT_Z = initial->z;
+    b.INIT_H = initial->addH ? initial->h : initial->z;
+    b.TAIL = tail ? kernel::Bound(initial->tail) : kernel::unwritten(initial->z);
+    recordKernel(recorder, KernelPipeline{pipeline, KernelId::BlockScan}, b, push, groupsX, groupsY, sequences);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "kernels/kernel_dispatch.hpp"
 #include "kernels/kernel_table.hpp"
 #include "vk/device_caps.hpp"
 #include "vk/recorder.hpp"

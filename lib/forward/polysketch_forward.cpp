@@ -65,7 +65,11 @@ void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps
     const uint32_t rowsZ = ceilDiv(rows, rowsY);
     if (rowsZ > maxZ || uint64_t(rows) * F >= (uint64_t(1) << 32)) fail(PSK_ERROR_TOO_LARGE, "too many feature rows");
     const kernel::SelfTensorPush push{rows, sketchLength, F, rowsY};
-    rec.dispatch(pipeline, {reads(sketches), reads(pairs), writes(features)}, &push, sizeof(push), ceilDiv(F, 64), rowsY, rowsZ);
+    kernel::SelfTensorBindings b;
+    b.SKETCHES = sketches;
+    b.PAIRS = pairs;
+    b.FEATURES = features;
+    recordKernel(rec, KernelPipeline{pipeline, KernelId::SelfTensor}, b, push, ceilDiv(F, 64), rowsY, rowsZ);
 }
 
 FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& c, const BoundWorkspace& w) {
@@ -97,19 +101,28 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
     fp.local_ln_bias = sketch.localLnBias;
     std::copy(sketch.offsets.begin(), sketch.offsets.end(), fp.w);
     // The team kernel's vec4-row variant where the strides allow it.
-    auto pipeline = [&](const PskTensorStrides& st) {
+    auto pipeline = [&](const PskTensorStrides& st) -> const KernelPipeline& {
         return alignedRows(st, plan.featureVecRowFloats) && res.featuresVec ? res.featuresVec : res.features;
     };
+    // Bindings a configuration does not use get the sketch rows (featureMapRanges): written anyway.
+    kernel::SketchFeaturesBindings b;
+    b.WEIGHTS = res.weights;
     fp.heads = c.numQueryHeads;
     fp.scale = c.scale;
     fp.x_strides = kernel::pushStrides(g.q.strides);
-    rec.dispatch(pipeline(g.q.strides), {reads(q), reads(res.weights), writes(f.qSketch), writes(f.qLocal), writes(f.qNodes)}, &fp,
-                 sizeof(fp), groups, c.numQueryHeads, g.batch);
+    b.X_ROWS = q;
+    b.SKETCH_OUT = f.qSketch;
+    b.LOCAL_OUT = f.qLocal;
+    b.NODES = f.qNodes;
+    recordKernel(rec, pipeline(g.q.strides), b, fp, groups, c.numQueryHeads, g.batch);
     fp.heads = c.numKeyValueHeads;
     fp.scale = 1.0f;  // k is never scaled
     fp.x_strides = kernel::pushStrides(g.k.strides);
-    rec.dispatch(pipeline(g.k.strides), {reads(k), reads(res.weights), writes(f.kSketch), writes(f.kLocal), writes(f.kNodes)}, &fp,
-                 sizeof(fp), groups, c.numKeyValueHeads, g.batch);
+    b.X_ROWS = k;
+    b.SKETCH_OUT = f.kSketch;
+    b.LOCAL_OUT = f.kLocal;
+    b.NODES = f.kNodes;
+    recordKernel(rec, pipeline(g.k.strides), b, fp, groups, c.numKeyValueHeads, g.batch);
 }
 
 void checkPolysketchDispatch(const PolysketchPlan& plan, const AttentionConfig& c, const ForwardGeometry& g) {
@@ -172,8 +185,12 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     sp.feature_tiles = featureTiles;
     sp.v_strides = kernel::pushStrides(g.v.strides);
     // The cooperative variant takes the same push constants (and finds its operand scales itself).
-    rec.dispatch(res.states, {reads(f.kSketch), reads(t.v), reads(res.pairs), writes(states)}, &sp, sizeof(sp),
-                 featureTiles * colTiles, ws.blocks, kvSequences);
+    kernel::BlockStatesBindings sb;
+    sb.K_SKETCH = f.kSketch;
+    sb.V = t.v;
+    sb.PAIRS = res.pairs;
+    sb.STATES = states;
+    recordKernel(rec, res.states, sb, sp, featureTiles * colTiles, ws.blocks, kvSequences);
     if (plan.faultStages & kCoopStates) rec.fill(states, fillableBytes(states), kInfinityBits);
 
     // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
@@ -203,10 +220,16 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.prefix_first = cont ? 1u : 0u;
     // Every output variant takes these push constants and this grid: plan.outputRows rows per
     // workgroup (the cooperative kernel's TILE_M = SG_M * CM_M); only the team kernel has a vec variant.
-    rec.dispatch(alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output,
-                 {reads(f.qSketch), reads(local ? f.kLocal : f.kSketch), reads(t.v), writes(t.out), reads(states), reads(res.pairs),
-                  reads(f.qLocal)},
-                 &op, sizeof(op), static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
+    kernel::PolysketchOutputBindings ob;
+    ob.Q_SKETCH = f.qSketch;
+    ob.K_LOCAL = local ? f.kLocal : f.kSketch;
+    ob.V = t.v;
+    ob.OUT = t.out;
+    ob.STATES = states;
+    ob.PAIRS = res.pairs;
+    ob.Q_LOCAL = f.qLocal;
+    recordKernel(rec, alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output, ob, op,
+                 static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
     if (plan.faultStages & kCoopOutput) rec.fill(t.out, fillableBytes(t.out), kInfinityBits);
 }
 
@@ -264,7 +287,7 @@ void PolysketchForward::record(Recorder& recorder, const BoundTensors& tensors, 
 }
 
 KernelChoice selfTensorKernel() {
-    return KernelChoice::make(KernelId::SelfTensor, "", PSK_DATA_TYPE_FLOAT32, kernel::NoSpec{}, "tests and tools");
+    return KernelChoice::make<KernelId::SelfTensor>("", PSK_DATA_TYPE_FLOAT32, kernel::NoSpec{}, "tests and tools");
 }
 
 }  // namespace psk

@@ -9,6 +9,7 @@
 #include "forward/block_scan.hpp"
 #include "forward/forward_kind.hpp"
 #include "forward/polysketch_plan.hpp"
+#include "kernels/kernel_dispatch.hpp"
 #include "sketch/sketch_pack.hpp"
 #include "vk/memory.hpp"
 
@@ -39,10 +40,10 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
 
 /** Device objects every call uses: the plan's pipelines, the packed sketch and the pair table. */
 struct PolysketchResources {
-    VkPipeline features = VK_NULL_HANDLE, states = VK_NULL_HANDLE, output = VK_NULL_HANDLE;
+    KernelPipeline features, states, output;
     // Team kernels in float32 only: the variants that read q/k (features) or v (output) rows as
     // vectors (PolysketchPlan::featuresVec, outputVec); null otherwise.
-    VkPipeline featuresVec = VK_NULL_HANDLE, outputVec = VK_NULL_HANDLE;
+    KernelPipeline featuresVec, outputVec;
     BufferRange weights;  // PackedSketch::data
     BufferRange pairs;    // selfTensorPairs(R)
 };

@@ -352,7 +352,7 @@ std::optional<FeatureStagePlan> planCoopFeatures(const PolysketchPlanInputs& in,
     if (!withinEmulatedLoopBudget(coop, "feature map", iterations, whyNot)) return std::nullopt;
     FeatureStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;
-    stage.kernel = coopKernelChoice(KernelId::SketchFeaturesCoopMat, *coop.variant, sub, in.type, spec,
+    stage.kernel = coopKernelChoice<KernelId::SketchFeaturesCoopMat>(*coop.variant, sub, in.type, spec,
                                     coopReason(coop, ": float16/bfloat16 operands as hi + lo pairs (three products per step), float32 sums",
                                                iterations, "; operands as hi + lo pairs, three products per step"));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
@@ -380,13 +380,13 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         spec.SKETCH = in.R;
         spec.CPL4 = (in.R + 31) / 32;
         spec.X_LOAD = 0;
-        stage.kernel = KernelChoice::make(KernelId::SketchFeaturesTeam,
+        stage.kernel = KernelChoice::make<KernelId::SketchFeaturesTeam>(
             "", in.type, spec, "team kernel: CPU device, random sketch of one level (p = 4), h % 4 == 0, h <= 128" + whyNotCoop);
         if (in.type == PSK_DATA_TYPE_FLOAT32) {
             // Rows 8 floats per load where h allows it, else vec4s.
             stage.vecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
             spec.X_LOAD = stage.vecRowFloats / 4;
-            stage.kernelVec = KernelChoice::make(KernelId::SketchFeaturesTeam,
+            stage.kernelVec = KernelChoice::make<KernelId::SketchFeaturesTeam>(
                 "", in.type, spec,
                 cat("float32 rows read ", stage.vecRowFloats, " floats per load, for calls whose q/k strides are multiples of ",
                     stage.vecRowFloats));
@@ -400,7 +400,7 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
     spec.SKETCH = in.R;
     spec.LEVELS = sketch.levels;
     spec.HIDDEN = sketch.hidden;
-    stage.kernel = KernelChoice::make(KernelId::SketchFeatures,
+    stage.kernel = KernelChoice::make<KernelId::SketchFeatures>(
         sketch.learned ? "learned" : "random", in.type, spec,
         (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
                                               : cat("generic kernel: ", in.team.whyNot)) +
@@ -438,7 +438,7 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         }
         stage.tileF = spec.SG_M * spec.WM * spec.CM_M;
         stage.tileC = spec.SG_N * spec.WN * spec.CM_N;
-        stage.kernel = coopKernelChoice(KernelId::BlockStatesCoopMat, *coop.variant, "", in.type, spec,
+        stage.kernel = coopKernelChoice<KernelId::BlockStatesCoopMat>(*coop.variant, "", in.type, spec,
                                         coopReason(coop, ": float16/bfloat16 operands, float32 sums", 0, ""));
         stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
         return stage;
@@ -449,7 +449,7 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         spec.VALUE_DIM = dv;
         spec.Z_STRIDE = in.stateStride;
         spec.C4 = in.team.c4;
-        stage.kernel = KernelChoice::make(KernelId::BlockStatesTeam, "", in.type, spec,
+        stage.kernel = KernelChoice::make<KernelId::BlockStatesTeam>("", in.type, spec,
                                                                      "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0" + whyNotCoop);
         stage.tileF = kTeamWorkgroupRows;
         stage.tileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
@@ -471,7 +471,7 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     spec.KEY_TILE = std::max<uint32_t>(1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / ((stage.tileF + stage.tileC) * 4))));
     if (spec.KEY_TILE * (stage.tileF + stage.tileC) * 4 > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     spec.Z_STRIDE = in.stateStride;
-    stage.kernel = KernelChoice::make(KernelId::BlockStates,
+    stage.kernel = KernelChoice::make<KernelId::BlockStates>(
         "", in.type, spec,
         (in.team.any ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", in.team.whyNot)) + whyNotCoop);
     return stage;
@@ -515,7 +515,7 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     spec.CAUSAL = c.causal ? 1u : 0u;
     spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
     spec.Z_STRIDE = in.stateStride;
-    stage.kernel = KernelChoice::make(KernelId::PolysketchOutput,
+    stage.kernel = KernelChoice::make<KernelId::PolysketchOutput>(
         "", in.type, spec,
         in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
                     : cat("generic kernel: ", in.team.whyNot));
@@ -546,7 +546,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot)) return std::nullopt;
     OutputStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
-    stage.kernel = coopKernelChoice(KernelId::PolysketchOutputCoopMat, *coop.variant, "", in.type, spec,
+    stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
                                     coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, ""));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
@@ -576,13 +576,13 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
     spec.C4 = in.team.c4;
     spec.V_LOAD = 0;
     stage.rows = kTeamWorkgroupRows;
-    stage.kernel = KernelChoice::make(KernelId::PolysketchOutputTeam,
+    stage.kernel = KernelChoice::make<KernelId::PolysketchOutputTeam>(
         "", in.type, spec, "team kernel: CPU device, dv % 4 == 0, dv <= 128, r % 4 == 0 (local exact: h % 4 == 0, h <= 128)" + whyNotCoop);
     if (in.type == PSK_DATA_TYPE_FLOAT32) {
         // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
         stage.vecRowFloats = in.team.c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
         spec.V_LOAD = stage.vecRowFloats / 4;
-        stage.kernelVec = KernelChoice::make(KernelId::PolysketchOutputTeam,
+        stage.kernelVec = KernelChoice::make<KernelId::PolysketchOutputTeam>(
             "", in.type, spec,
             cat("float32 v rows read ", stage.vecRowFloats, " floats per load, for calls whose v strides are multiples of ",
                 stage.vecRowFloats));

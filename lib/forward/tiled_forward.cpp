@@ -156,8 +156,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                              " keys per dispatch");
             }
             plan.rows = spec.SG_M * spec.CM_M;
-            plan.kernel = coopKernelChoice(
-                KernelId::AttentionTiledCoopMat, *variant, kind, type, spec,
+            plan.kernel = coopKernelChoice<KernelId::AttentionTiledCoopMat>(
+                *variant, kind, type, spec,
                 emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
                               detail)
                         : cat("cooperative kernel: ", coop.reason));
@@ -179,8 +179,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     spec.KEY_TILE = std::min<uint32_t>(64, floorPow2(budget / bytesPerKey));
     spec.DEGREE = c.degree;
     spec.CAUSAL = c.causal ? 1u : 0u;
-    plan.kernel = KernelChoice::make(
-        KernelId::AttentionTiled, kind, type, spec,
+    plan.kernel = KernelChoice::make<KernelId::AttentionTiled>(
+        kind, type, spec,
         cat("the FP32 kernel of ", softmax ? "softmax" : "exact polynomial", " attention",
             type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop,
             "; key tile = keys of h + dv floats that fit min(shared memory, 32 KiB), <= 64"));
@@ -206,7 +206,7 @@ WorkspaceLayout tiledWorkspaceLayout(const TiledAttentionPlan& plan, const Atten
     return L;
 }
 
-void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
+void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, const TiledAttentionPlan& plan,
                           const AttentionConfig& c, const BoundTensors& t) {
     kernel::AttentionTiledPush push{};
     push.n = t.geometry.tokens;
@@ -226,11 +226,14 @@ void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAt
         push.key_begin = chunk * plan.keysPerDispatch;
         push.key_limit = last ? t.geometry.tokens : push.key_begin + plan.keysPerDispatch;
         push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | (last ? 0 : kernel::FLAG_STORE_STATE);
+        kernel::AttentionTiledBindings b;
+        b.Q = t.q;
+        b.K = t.k;
+        b.V = t.v;
+        b.OUT = last ? kernel::Bound(t.out) : kernel::unwritten(t.out);
         // Without chunks the state binding is never touched; the output stands in for it.
-        const Access state = chunks > 1 ? Access{t.workspace[0], true} : reads(t.out);
-        const Access output = last ? writes(t.out) : reads(t.out);
-        recorder.dispatch(pipeline, {reads(t.q), reads(t.k), reads(t.v), output, state}, &push, sizeof(push), groupsX,
-                          c.numQueryHeads, t.geometry.batch);
+        b.STATE = chunks > 1 ? kernel::Bound(t.workspace[0]) : kernel::unwritten(t.out);
+        recordKernel(recorder, pipeline, b, push, groupsX, c.numQueryHeads, t.geometry.batch);
     }
     if (plan.faultInjected) recorder.fill(t.out, fillableBytes(t.out), 0x7F800000u);  // tests of the self-test
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "forward/forward_kind.hpp"
+#include "kernels/kernel_dispatch.hpp"
 
 namespace psk {
 
@@ -34,7 +35,7 @@ WorkspaceLayout tiledWorkspaceLayout(const TiledAttentionPlan& plan, const Atten
                                      const ForwardGeometry& geometry);
 
 /** Softmax or exact polynomial attention: one dispatch per key chunk. */
-void recordTiledAttention(Recorder& recorder, VkPipeline pipeline, const TiledAttentionPlan& plan,
+void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, const TiledAttentionPlan& plan,
                           const AttentionConfig& config, const BoundTensors& tensors);
 
 class TiledForward final : public ForwardKind {
@@ -48,7 +49,7 @@ private:
     PskContext_T* context_;
     const AttentionConfig& config_;
     TiledAttentionPlan plan_;
-    VkPipeline pipeline_ = VK_NULL_HANDLE;
+    KernelPipeline pipeline_;
 };
 
 }  // namespace psk

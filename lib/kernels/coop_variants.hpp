@@ -43,12 +43,12 @@ const ShaderCode* findCoopVariant(KernelId kernel, CoopVariant v, std::string_vi
 /** True when this build has any variant of the backend (the compiler could build it). */
 bool coopBackendBuilt(CoopVariant v);
 
-/** KernelChoice::make for a cooperative kernel: the variant named from its typed parts. */
-template <typename Spec>
-KernelChoice coopKernelChoice(KernelId kernel, CoopVariant v, std::string_view sub, PskDataType type, const Spec& spec,
+/** KernelChoice::make<Id> for a cooperative kernel: the variant named from its typed parts. */
+template <KernelId Id>
+KernelChoice coopKernelChoice(CoopVariant v, std::string_view sub, PskDataType type, const typename KernelInterface<Id>::Spec& spec,
                               std::string why) {
-    KernelChoice c = KernelChoice::make(kernel, "", type, spec, std::move(why));
-    c.variant = coopVariantName(kernel, v, sub, type);
+    KernelChoice c = KernelChoice::make<Id>("", type, spec, std::move(why));
+    c.variant = coopVariantName(Id, v, sub, type);
     return c;
 }
 

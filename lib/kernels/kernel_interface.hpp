@@ -1,9 +1,13 @@
 // The host side of the kernel interface: the same headers the shaders include
 // (shaders/interface/*.h), read as C++. For every kernel this gives
-//   - its push-constant struct (e.g. SketchFeaturesPush), field for field the shader's block, and
+//   - its push-constant struct (e.g. SketchFeaturesPush), field for field the shader's block,
 //   - its specialization-constant struct (e.g. SketchFeaturesSpec), one named field per constant
 //     with the shader's default; specFields() maps each field to its constant_id by name, so a
-//     constant can only be set by name, never by position.
+//     constant can only be set by name, never by position, and
+//   - its bindings struct (e.g. SketchFeaturesBindings), one named buffer field per binding of
+//     its list, with the access the list declares, tied to its push-constant struct (Push):
+//     kernels/kernel_dispatch.hpp records a dispatch from the two, so a buffer is bound by name,
+//     never by position, and a push block of another kernel does not compile.
 #pragma once
 
 #include <polysketch/polysketch.h>
@@ -12,7 +16,10 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include "vk/buffer_range.hpp"
 
 namespace psk::kernel {
 
@@ -33,6 +40,80 @@ using uint = std::uint32_t;
 #include "interface/self_tensor.h"
 #include "interface/sketch_features.h"
 #include "interface/sketch_features_coopmat.h"
+
+/** What a kernel does to one of its buffers, as its binding list declares it. */
+enum class BindingAccess : uint8_t { read, write, read_write };
+
+/**
+ * One binding's buffer range in a bindings struct. unwritten(range): bound, but this call does not
+ * write it (a stand-in for a binding the call leaves alone, or an output a call writes only on its
+ * last dispatch): tracked as a read whatever the list declares.
+ */
+struct Bound {
+    BufferRange range;
+    bool unwritten = false;
+    Bound() = default;
+    Bound(BufferRange r) : range(r) {}  // NOLINT: implicit, as a binding is assigned a range
+};
+inline Bound unwritten(BufferRange r) {
+    Bound b(r);
+    b.unwritten = true;
+    return b;
+}
+
+#define PSK_BINDING_FIELD(binding, name, access) Bound name;
+#define PSK_BINDING_ONE(binding, name, access) +1
+#define PSK_BINDING_SLOT(binding, name, access) binding,
+#define PSK_BINDING_NAME(binding, name, access) #name,
+#define PSK_BINDING_ACCESS(binding, name, access) BindingAccess::access,
+#define PSK_BINDING_RANGE(binding, name, access) &Self::name,
+#define PSK_BINDINGS_STRUCT(Struct, PushStruct, LIST)                                              \
+    struct Struct {                                                                             \
+        using Push = PushStruct;                                                                \
+        using Self = Struct;                                                                    \
+        LIST(PSK_BINDING_FIELD)                                                                 \
+        static constexpr const char* kName = #Struct;                                           \
+        static constexpr uint32_t kCount = 0 LIST(PSK_BINDING_ONE);                              \
+        static constexpr uint32_t kSlots[kCount] = {LIST(PSK_BINDING_SLOT)};                     \
+        static constexpr const char* kNames[kCount] = {LIST(PSK_BINDING_NAME)};                  \
+        static constexpr BindingAccess kAccess[kCount] = {LIST(PSK_BINDING_ACCESS)};              \
+        static constexpr Bound Self::*kFields[kCount] = {LIST(PSK_BINDING_RANGE)};                \
+    };                                                                                          \
+    static_assert(bindingSlotsInOrder(Struct::kSlots, Struct::kCount), #Struct ": bindings must be 0, 1, 2, ... in list order");
+
+/** Binding lists name slots 0..N-1 in order, so that field i is binding i. */
+constexpr bool bindingSlotsInOrder(const uint32_t* slots, uint32_t count) {
+    for (uint32_t i = 0; i < count; ++i)
+        if (slots[i] != i) return false;
+    return true;
+}
+
+PSK_BINDINGS_STRUCT(AttentionTiledBindings, AttentionTiledPush, PSK_ATTENTION_TILED_BINDINGS)
+PSK_BINDINGS_STRUCT(SketchFeaturesBindings, SketchFeaturesPush, PSK_SKETCH_FEATURES_BINDINGS)
+PSK_BINDINGS_STRUCT(BlockStatesBindings, BlockStatesPush, PSK_BLOCK_STATES_BINDINGS)
+PSK_BINDINGS_STRUCT(BlockScanBindings, BlockColumnsPush, PSK_BLOCK_SCAN_BINDINGS)
+PSK_BINDINGS_STRUCT(BlockReduceBindings, BlockColumnsPush, PSK_BLOCK_REDUCE_BINDINGS)
+PSK_BINDINGS_STRUCT(PolysketchOutputBindings, PolysketchOutputPush, PSK_POLYSKETCH_OUTPUT_BINDINGS)
+PSK_BINDINGS_STRUCT(SelfTensorBindings, SelfTensorPush, PSK_SELF_TENSOR_BINDINGS)
+PSK_BINDINGS_STRUCT(CopyRowsBindings, CopyRowsPush, PSK_COPY_ROWS_BINDINGS)
+
+#undef PSK_BINDINGS_STRUCT
+#undef PSK_BINDING_RANGE
+#undef PSK_BINDING_ACCESS
+#undef PSK_BINDING_NAME
+#undef PSK_BINDING_SLOT
+#undef PSK_BINDING_ONE
+#undef PSK_BINDING_FIELD
+
+/**
+ * A kernel whose buffers are not declared as a binding list yet: dispatched through
+ * Recorder::dispatch with positional accesses. Declaring its list (PSK_<KERNEL>_BINDINGS in its
+ * interface header, PSK_DECLARE_BINDINGS in the shader, a PSK_BINDINGS_STRUCT line here and its
+ * row of PSK_KERNEL_INTERFACES) moves it to kernels/kernel_dispatch.hpp.
+ */
+struct UndeclaredBindings {
+    static constexpr const char* kName = "UndeclaredBindings";
+};
 
 /** One specialization constant of a spec struct: constant_id, byte offset in the struct, name. */
 struct SpecField {
@@ -90,8 +171,9 @@ struct SpecConstants {
 
     template <typename Spec>
     static SpecConstants of(const Spec& spec) {
-        const std::vector<SpecField>& fields = specFields(static_cast<const Spec*>(nullptr));
         SpecConstants c;
+        if constexpr (std::is_empty<Spec>::value) return c;  // NoSpec: nothing to read (and no bytes to read it from)
+        const std::vector<SpecField>& fields = specFields(static_cast<const Spec*>(nullptr));
         c.values.resize(fields.size());
         c.names.resize(fields.size());
         for (const SpecField& f : fields) {

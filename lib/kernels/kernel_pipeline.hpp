@@ -3,6 +3,7 @@
 // which knows SPIR-V and constants, not the kernel table).
 #pragma once
 
+#include "kernels/kernel_dispatch.hpp"
 #include "kernels/kernel_table.hpp"
 #include "kernels/shader_registry.hpp"
 #include "util/error.hpp"
@@ -11,10 +12,10 @@
 namespace psk {
 
 /** Throws UNSUPPORTED when the variant is not built into this library (or the device cannot run it). */
-inline VkPipeline kernelPipeline(Pipelines& pipelines, const KernelChoice& choice) {
+inline KernelPipeline kernelPipeline(Pipelines& pipelines, const KernelChoice& choice) {
     const ShaderCode* code = findShader(choice.variant);
     if (!code) fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " is not built into this library");
-    return pipelines.get(*code, choice.constants.values, choice.requiredSubgroupSize);
+    return {pipelines.get(*code, choice.constants.values, choice.requiredSubgroupSize), choice.kernel};
 }
 
 }  // namespace psk

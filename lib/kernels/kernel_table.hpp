@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "kernels/kernel_interface.hpp"
 
@@ -43,6 +44,66 @@ enum class KernelId : uint8_t {
     CoopMatStrictCheck,    // tests only: the emulated cooperative backend's rule checks
     Count
 };
+
+/**
+ * Each kernel's interface at compile time, one row per kernel: its specialization-constant struct,
+ * push-constant struct and bindings struct (kernel_interface.hpp, from its shaders/interface/
+ * header). KernelChoice::make<Id> takes only the kernel's spec struct and recordKernel
+ * (kernel_dispatch.hpp) only its bindings and push structs. The kernel table's spec and push
+ * names agree with these rows (kernel_table_test). Kernels not listed yet (the decode kernels,
+ * the strict-emulation check) are dispatched positionally; adopting the mechanism is a binding
+ * list in the interface header and a row here (docs/ARCHITECTURE.md, "Adding a kernel variant").
+ */
+#define PSK_KERNEL_INTERFACES(X)                                                                      \
+    X(AttentionTiled, AttentionTiledSpec, AttentionTiledPush, AttentionTiledBindings)                 \
+    X(AttentionTiledCoopMat, AttentionTiledCoopMatSpec, AttentionTiledPush, AttentionTiledBindings)   \
+    X(SketchFeatures, SketchFeaturesSpec, SketchFeaturesPush, SketchFeaturesBindings)                 \
+    X(SketchFeaturesTeam, SketchFeaturesTeamSpec, SketchFeaturesPush, SketchFeaturesBindings)         \
+    X(SketchFeaturesCoopMat, SketchFeaturesCoopMatSpec, SketchFeaturesPush, SketchFeaturesBindings)   \
+    X(BlockStates, BlockStatesSpec, BlockStatesPush, BlockStatesBindings)                             \
+    X(BlockStatesTeam, BlockStatesTeamSpec, BlockStatesPush, BlockStatesBindings)                     \
+    X(BlockStatesCoopMat, BlockStatesCoopMatSpec, BlockStatesPush, BlockStatesBindings)               \
+    X(BlockScan, BlockScanSpec, BlockColumnsPush, BlockScanBindings)                                  \
+    X(BlockReduce, BlockReduceSpec, BlockColumnsPush, BlockReduceBindings)                            \
+    X(PolysketchOutput, PolysketchOutputSpec, PolysketchOutputPush, PolysketchOutputBindings)         \
+    X(PolysketchOutputTeam, PolysketchOutputTeamSpec, PolysketchOutputPush, PolysketchOutputBindings) \
+    X(PolysketchOutputCoopMat, PolysketchOutputCoopMatSpec, PolysketchOutputPush, PolysketchOutputBindings) \
+    X(SelfTensor, NoSpec, SelfTensorPush, SelfTensorBindings)                                         \
+    X(CopyRows, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)                                         \
+    X(CopyRowsConvert, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)
+
+/** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
+template <KernelId Id>
+struct KernelInterface;
+
+#define PSK_KERNEL_INTERFACE(Id, SpecT, PushT, BindingsT)                                                        \
+    template <>                                                                                                 \
+    struct KernelInterface<KernelId::Id> {                                                                      \
+        using Spec = kernel::SpecT;                                                                             \
+        using Push = kernel::PushT;                                                                             \
+        using Bindings = kernel::BindingsT;                                                                     \
+        static_assert(std::is_same<Push, typename Bindings::Push>::value, #Id ": its bindings belong to another push block"); \
+    };
+PSK_KERNEL_INTERFACES(PSK_KERNEL_INTERFACE)
+#undef PSK_KERNEL_INTERFACE
+
+/** The names of a kernel's interface structs at run time; null for a kernel without a row. */
+struct KernelInterfaceNames {
+    const char* spec = nullptr;
+    const char* push = nullptr;
+    const char* bindings = nullptr;
+};
+inline KernelInterfaceNames kernelInterfaceNames(KernelId id) {
+    switch (id) {
+#define PSK_KERNEL_INTERFACE_NAMES(Id, SpecT, PushT, BindingsT) \
+    case KernelId::Id:                                         \
+        return {#SpecT, #PushT, #BindingsT};
+        PSK_KERNEL_INTERFACES(PSK_KERNEL_INTERFACE_NAMES)
+#undef PSK_KERNEL_INTERFACE_NAMES
+        default:
+            return {};
+    }
+}
 
 enum class KernelImpl : uint8_t { Generic, Team, Cooperative };
 
@@ -89,6 +150,12 @@ struct KernelChoice {
     std::string reason;                // one line: the rule that made it eligible / chosen
     uint32_t requiredSubgroupSize = 0; // the kernel assumes this subgroup size (0: any); pinned where it can vary
 
+    /** The choice of kernel Id: its spec struct is the one its interface row names (checked at compile time). */
+    template <KernelId Id>
+    static KernelChoice make(std::string_view axis, PskDataType type, const typename KernelInterface<Id>::Spec& spec, std::string why) {
+        return make(Id, axis, type, spec, std::move(why));
+    }
+    /** For kernels without an interface row (decode); their spec struct is not checked against the id. */
     template <typename Spec>
     static KernelChoice make(KernelId id, std::string_view axis, PskDataType type, const Spec& spec, std::string why) {
         KernelChoice c;

@@ -73,24 +73,23 @@ void Recorder::track(const Access* begin, const Access* end) {
     for (const Access* a = begin; a != end; ++a) (a->write ? written_ : read_).push_back(a->range);
 }
 
-void Recorder::dispatch(VkPipeline pipeline, std::initializer_list<Access> accesses, const void* push,
-                        uint32_t pushBytes, uint32_t gx, uint32_t gy, uint32_t gz) {
-    if (accesses.size() > Pipelines::kMaxBindings || pushBytes > Pipelines::kPushConstantBytes)
+void Recorder::dispatch(VkPipeline pipeline, const Access* accesses, uint32_t count, const void* push, uint32_t pushBytes,
+                        uint32_t gx, uint32_t gy, uint32_t gz) {
+    if (count > Pipelines::kMaxBindings || pushBytes > Pipelines::kPushConstantBytes)
         fail(PSK_ERROR_INTERNAL, "dispatch exceeds the shared pipeline layout");
     if (gx == 0 || gy == 0 || gz == 0) return;
-    track(accesses.begin(), accesses.end());
+    track(accesses, accesses + count);
 
     VkDescriptorBufferInfo infos[Pipelines::kMaxBindings];
     VkWriteDescriptorSet writes[Pipelines::kMaxBindings];
-    uint32_t count = 0;
-    for (const Access& a : accesses) {
-        infos[count] = {a.range.buffer, a.range.offset, a.range.size};
-        writes[count] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        writes[count].dstBinding = count;
-        writes[count].descriptorCount = 1;
-        writes[count].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[count].pBufferInfo = &infos[count];
-        ++count;
+    for (uint32_t i = 0; i < count; ++i) {
+        const Access& a = accesses[i];
+        infos[i] = {a.range.buffer, a.range.offset, a.range.size};
+        writes[i] = VkWriteDescriptorSet{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[i].dstBinding = i;
+        writes[i].descriptorCount = 1;
+        writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[i].pBufferInfo = &infos[i];
     }
     vk_.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     if (pipelines_.usesPushDescriptors()) {

@@ -9,26 +9,11 @@
 #include <initializer_list>
 #include <vector>
 
+#include "vk/buffer_range.hpp"
 #include "vk/pipelines.hpp"
 #include "vk/vulkan_functions.hpp"
 
 namespace psk {
-
-struct BufferRange {
-    VkBuffer buffer = VK_NULL_HANDLE;
-    VkDeviceSize offset = 0;
-    VkDeviceSize size = VK_WHOLE_SIZE;
-};
-
-/** The bytes of `r` vkCmdFillBuffer may write: its size rounded down to whole 4-byte words (VK_WHOLE_SIZE stays). */
-inline VkDeviceSize fillableBytes(const BufferRange& r) { return r.size == VK_WHOLE_SIZE ? r.size : r.size / 4 * 4; }
-
-struct Access {
-    BufferRange range;
-    bool write = false;
-};
-inline Access reads(BufferRange r) { return {r, false}; }
-inline Access writes(BufferRange r) { return {r, true}; }
 
 /** Descriptor sets for devices without push descriptors: pools owned by the caller, reset per recording. */
 class DescriptorArena {
@@ -55,6 +40,11 @@ public:
 
     /** One dispatch of `pipeline`; binding i of set 0 is accesses[i]. */
     void dispatch(VkPipeline pipeline, std::initializer_list<Access> accesses, const void* push, uint32_t pushBytes,
+                  uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1) {
+        dispatch(pipeline, accesses.begin(), static_cast<uint32_t>(accesses.size()), push, pushBytes, groupsX, groupsY, groupsZ);
+    }
+    /** The same with `count` accesses (kernels/kernel_dispatch.hpp's recordKernel: named bindings). */
+    void dispatch(VkPipeline pipeline, const Access* accesses, uint32_t count, const void* push, uint32_t pushBytes,
                   uint32_t groupsX, uint32_t groupsY = 1, uint32_t groupsZ = 1);
     void copy(BufferRange src, BufferRange dst, VkDeviceSize bytes);
     /** `rows` copies of rowBytes: row i from src.offset + i srcStride to dst.offset + i dstStride (one command). */

@@ -18,6 +18,14 @@
 const uint FLAG_LOAD_STATE = 1u;   // continue from the state a previous chunk stored
 const uint FLAG_STORE_STATE = 2u;  // store the state for a later chunk instead of the output
 
+// attention_tiled.comp and attention_tiled_coopmat.comp
+#define PSK_ATTENTION_TILED_BINDINGS(X) \
+    X(0, Q, read) \
+    X(1, K, read) \
+    X(2, V, read) \
+    X(3, OUT, write) /* written by the last key chunk */ \
+    X(4, STATE, read_write) /* per row (m, l, o) between key chunks */
+
 PSK_PUSH_BEGIN(AttentionTiledPush)
     uint n;           // tokens per sequence
     uint head_ratio;  // Hq / Hkv (grouped-query attention)

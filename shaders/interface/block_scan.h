@@ -15,6 +15,17 @@
     X(0, uint, WORKGROUP, 128) /* invocations, a multiple of the subgroup size */ \
     X(1, uint, LANES, 8) /* lanes per column, a power of two */
 
+// block_scan.comp
+#define PSK_BLOCK_SCAN_BINDINGS(X) \
+    X(0, STATES, read_write) /* the block states, scanned in place */ \
+    X(1, INIT_Z, read) /* a decode state's prefix z */ \
+    X(2, INIT_H, read) /* ... and its unfinished block's h */ \
+    X(3, TAIL, write) /* what the decode state keeps after the call */
+
+// block_reduce.comp
+#define PSK_BLOCK_REDUCE_BINDINGS(X) \
+    X(0, STATES, read_write) /* the block states, summed into block 0 */
+
 PSK_PUSH_BEGIN(BlockColumnsPush)
     uint blocks;      // t: blocks per sequence-head
     uint columns;     // columns of one block state, in vec4 when vectorized, else in floats

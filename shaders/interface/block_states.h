@@ -24,6 +24,13 @@
     X(2, uint, Z_STRIDE, 72) /* floats per state row: VALUE_DIM + 1 rounded up to 4 or 8 */ \
     X(3, uint, C4, 2) /* vec4s of value columns per lane: ceil(VALUE_DIM / 32), 1..4 */
 
+// block_states*.comp
+#define PSK_BLOCK_STATES_BINDINGS(X) \
+    X(0, K_SKETCH, read) /* S(k) rows, float32 */ \
+    X(1, V, read) \
+    X(2, PAIRS, read) /* the self-tensor pair table */ \
+    X(3, STATES, write) /* H_l rows of Z_STRIDE floats */
+
 PSK_PUSH_BEGIN(BlockStatesPush)
     uint n;
     uint block_size;

@@ -9,6 +9,11 @@
 #define PSK_COPY_ROWS_SPEC(X) \
     X(0, uint, WG, 64) /* invocations per workgroup, one element each */
 
+// copy_rows.comp
+#define PSK_COPY_ROWS_BINDINGS(X) \
+    X(0, SRC, read) \
+    X(1, DST, write)
+
 PSK_PUSH_BEGIN(CopyRowsPush)
     uint dim;       // elements per row
     uint rows;      // rows per (batch, head)

@@ -32,6 +32,16 @@
     X(7, uint, C4, 2) /* vec4 value columns per lane: ceil(dv / 32) */ \
     X(8, uint, V_LOAD, 0) /* How v rows are read: 0 element by element, 1 as vec4s (float32, every v stride a multiple of 4), 2 as 8 floats per u64vec4 load (float32, strides and dv multiples of 8, C4 even). A specialization constant, not a run-time branch, because a CPU driver runs both sides of a branch under a lane mask. */
 
+// polysketch_output*.comp
+#define PSK_POLYSKETCH_OUTPUT_BINDINGS(X) \
+    X(0, Q_SKETCH, read) /* S(q) rows, float32 */ \
+    X(1, K_LOCAL, read) /* S(k) rows, or k' rows (LOCAL_EXACT) */ \
+    X(2, V, read) \
+    X(3, OUT, write) \
+    X(4, STATES, read) /* Z: the scanned (causal) or reduced (full) block states */ \
+    X(5, PAIRS, read) /* the self-tensor pair table */ \
+    X(6, Q_LOCAL, read) /* q' rows (LOCAL_EXACT) */
+
 PSK_PUSH_BEGIN(PolysketchOutputPush)
     uint n;
     uint block_size;

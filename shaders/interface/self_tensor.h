@@ -5,6 +5,12 @@
 
 #include "common.h"
 
+// self_tensor.comp
+#define PSK_SELF_TENSOR_BINDINGS(X) \
+    X(0, SKETCHES, read) /* rows x sketch */ \
+    X(1, PAIRS, read) /* features */ \
+    X(2, FEATURES, write) /* rows x features */
+
 PSK_PUSH_BEGIN(SelfTensorPush)
     uint rows;
     uint sketch;    // length of one sketch row

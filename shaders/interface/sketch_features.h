@@ -25,6 +25,14 @@ const uint FLAG_QK_LN = 1u;        // LayerNorm the row before sketching
 const uint FLAG_WRITE_LOCAL = 2u;  // write local_out
 const uint FLAG_LOCAL_LN = 4u;     // local_out uses its own LayerNorm
 
+// sketch_features*.comp (the team and cooperative variants leave NODES out)
+#define PSK_SKETCH_FEATURES_BINDINGS(X) \
+    X(0, X_ROWS, read) /* q or k rows, storage type */ \
+    X(1, WEIGHTS, read) /* the packed sketch */ \
+    X(2, SKETCH_OUT, write) /* S(x) rows, float32 */ \
+    X(3, LOCAL_OUT, write) /* local exact rows (FLAG_WRITE_LOCAL) */ \
+    X(4, NODES, read_write) /* degree 8: level-1 nodes */
+
 PSK_PUSH_BEGIN(SketchFeaturesPush)
     uint n;           // tokens per sequence
     uint heads;       // heads of this tensor
