@@ -59,6 +59,7 @@ PSK_DECLARE_BINDINGS(PSK_ATTENTION_TILED_BINDINGS)
 
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
+#include "coopmat_scores.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -205,7 +206,7 @@ void main() {
 
         // ---- 2. Scores S = Q K^T ----
         CM_ACC score[SU];
-        [[unroll]] for (uint u = 0u; u < SU; ++u) score[u] = CM_ACC_ZERO;
+        CM_SCORES_ZERO(score)
         [[dont_unroll]] for (uint w0 = 0u; w0 < HEAD_DIM; w0 += WIDTH_CHUNK) {
             if (w0 > 0u) barrier();  // the previous width step's Q and K are read
             if (!Q_ONCE || ks == params.key_begin) {
@@ -227,29 +228,9 @@ void main() {
                 }
             }
             barrier();
-            if (sg_rows) {
-                [[unroll]] for (uint kk = 0u; kk < WIDTH_CHUNK; kk += CM_K) {
-                    if (w0 + kk < HEAD_DIM) {
-                        CM_A ma;
-                        CM_LOAD_ROW_A(ma, op_pool, OP_Q + sg_m * CM_M * LDQ + kk, LDQ);
-                        [[unroll]] for (uint u = 0u; u < SU; ++u) {
-                            const uint s = sg_n + u * SG_N;
-                            if (s < ST) {
-                                CM_B mb;
-                                CM_LOAD_COL_B(mb, op_pool, OP_K + s * CM_N * LDQ + kk, LDQ);  // K^T
-                                score[u] = CM_MULADD(ma, mb, score[u]);
-                            }
-                        }
-                    }
-                }
-            }
+            CM_SCORES_STEP(score, sg_rows, w0, HEAD_DIM)
         }
-        if (sg_rows) {
-            [[unroll]] for (uint u = 0u; u < SU; ++u) {
-                const uint s = sg_n + u * SG_N;
-                if (s < ST) CM_STORE_ROW(score[u], f_pool, sg_m * CM_M * LDS + s * CM_N, LDS);
-            }
-        }
+        CM_SCORES_STORE(score, sg_rows, f_pool, LDS)
         if (lid == 0u) {  // every invocation read them before the staging barrier
             range_bits[R_K] = 0u;
             range_bits[R_V] = 0u;

@@ -80,6 +80,7 @@ PSK_DECLARE_BINDINGS(PSK_POLYSKETCH_OUTPUT_BINDINGS)
 
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
+#include "coopmat_scores.glsl"
 #include "self_tensor.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
@@ -302,7 +303,7 @@ void main() {
         for (uint ks = block_begin; ks < key_end; ks += KEY_TILE) {
             const bool sees_keys = sg_rows && ks < sg_end;  // a key of the tile is visible to a row of the subgroup
             CM_ACC score[SU];
-            [[unroll]] for (uint u = 0u; u < SU; ++u) score[u] = CM_ACC_ZERO;
+            CM_SCORES_ZERO(score)
             [[dont_unroll]] for (uint w0 = 0u; w0 < KEY_WIDTH; w0 += WIDTH_CHUNK) {
                 barrier();  // the previous step's operands (and the previous key tile's W and V) are read
                 // Q: the tile's rows (zero past its last row), once when one step covers the width.
@@ -344,29 +345,9 @@ void main() {
                     }
                 }
                 barrier();
-                if (sees_keys) {
-                    [[unroll]] for (uint kk = 0u; kk < WIDTH_CHUNK; kk += CM_K) {
-                        if (w0 + kk < KEY_WIDTH) {
-                            CM_A ma;
-                            CM_LOAD_ROW_A(ma, op_pool, OP_Q + sg_m * CM_M * LDQ + kk, LDQ);
-                            [[unroll]] for (uint u = 0u; u < SU; ++u) {
-                                const uint s = sg_n + u * SG_N;
-                                if (s < ST) {
-                                    CM_B mb;
-                                    CM_LOAD_COL_B(mb, op_pool, OP_K + s * CM_N * LDQ + kk, LDQ);  // K^T
-                                    score[u] = CM_MULADD(ma, mb, score[u]);
-                                }
-                            }
-                        }
-                    }
-                }
+                CM_SCORES_STEP(score, sees_keys, w0, KEY_WIDTH)
             }
-            if (sees_keys) {
-                [[unroll]] for (uint u = 0u; u < SU; ++u) {
-                    const uint s = sg_n + u * SG_N;
-                    if (s < ST) CM_STORE_ROW(score[u], f_pool, sg_m * CM_M * KEY_TILE + s * CM_N, KEY_TILE);
-                }
-            }
+            CM_SCORES_STORE(score, sees_keys, f_pool, KEY_TILE)
             if (lid == 0u) range_bits[R_W] = 0u;  // its last reads were before the staging barrier
             barrier();
             // Weights in float32: unscaled scores, masked (j <= i inside the tile's rows; this also
