@@ -308,6 +308,17 @@ std::string coopReason(const CoopEligibility& coop, const char* emulated, uint32
     return cat(coopMatEmulationLabel(), emulated, iterations ? cat("; about ", iterations, " loop iterations per invocation") : std::string());
 }
 
+/**
+ * A team kernel's float32 variant that reads `rows` `floats` at a time (its load constant already
+ * set in `spec`), used for calls whose `tensors` strides are multiples of `floats`.
+ */
+template <KernelId Id>
+KernelChoice teamVecRowVariant(const typename KernelInterface<Id>::Spec& spec, uint32_t floats, const char* rows, const char* tensors) {
+    return KernelChoice::make<Id>(
+        "", PSK_DATA_TYPE_FLOAT32, spec,
+        cat("float32 ", rows, " read ", floats, " floats per load, for calls whose ", tensors, " strides are multiples of ", floats));
+}
+
 /** "; not the cooperative <what>: <why the stage is off>" where a cooperative variant exists and the stage is switched off, else "". */
 std::string stageOffSuffix(const PolysketchPlanInputs& in, uint32_t stage, const char* what) {
     if (!in.coop.variant || (in.coop.stages & stage)) return std::string();
@@ -386,10 +397,7 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
             // Rows 8 floats per load where h allows it, else vec4s.
             stage.vecRowFloats = c.headDim % 8 == 0 ? 8 : 4;
             spec.X_LOAD = stage.vecRowFloats / 4;
-            stage.kernelVec = KernelChoice::make<KernelId::SketchFeaturesTeam>(
-                "", in.type, spec,
-                cat("float32 rows read ", stage.vecRowFloats, " floats per load, for calls whose q/k strides are multiples of ",
-                    stage.vecRowFloats));
+            stage.kernelVec = teamVecRowVariant<KernelId::SketchFeaturesTeam>(spec, stage.vecRowFloats, "rows", "q/k");
         }
         return stage;
     }
@@ -582,10 +590,7 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
         // v rows 8 floats per load where dv and the lane's columns allow it, else vec4s.
         stage.vecRowFloats = in.team.c4 % 2 == 0 && dv % 8 == 0 ? 8 : 4;
         spec.V_LOAD = stage.vecRowFloats / 4;
-        stage.kernelVec = KernelChoice::make<KernelId::PolysketchOutputTeam>(
-            "", in.type, spec,
-            cat("float32 v rows read ", stage.vecRowFloats, " floats per load, for calls whose v strides are multiples of ",
-                stage.vecRowFloats));
+        stage.kernelVec = teamVecRowVariant<KernelId::PolysketchOutputTeam>(spec, stage.vecRowFloats, "v rows", "v");
     }
     return stage;
 }
