@@ -109,9 +109,11 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
     return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
 }
 
-bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
-                                 const AttentionConfig& c,
-                                 uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec) {
+namespace {
+
+/** The constants every output variant shares: the shapes, the degree, causal / local exact, the state rows' stride. */
+template <typename OutputSpec>
+void setOutputShape(OutputSpec& spec, const AttentionConfig& c, uint32_t R, uint32_t stateStride) {
     spec.SKETCH = R;
     spec.HEAD_DIM = c.headDim;
     spec.VALUE_DIM = c.valueDim;
@@ -119,6 +121,14 @@ bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t su
     spec.CAUSAL = c.causal ? 1u : 0u;
     spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
     spec.Z_STRIDE = stateStride;
+}
+
+}  // namespace
+
+bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
+                                 const AttentionConfig& c,
+                                 uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec) {
+    setOutputShape(spec, c, R, stateStride);
     spec.CM_M = m;
     spec.CM_N = n;
     spec.CM_K = k;
@@ -516,13 +526,7 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     spec.KEY_TILE = std::min<uint32_t>(tiles.outputMaxKeyTile, floorPow2(budget / (keyRow * 4)));
     if (spec.KEY_TILE == 0 || spec.FEAT_TILE * zRow * 4 > budget) fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
     spec.SMEM_FLOATS = std::max(spec.FEAT_TILE * zRow, c.causal ? spec.KEY_TILE * keyRow : 4u);
-    spec.SKETCH = R;
-    spec.HEAD_DIM = c.headDim;
-    spec.VALUE_DIM = dv;
-    spec.DEGREE = c.degree;
-    spec.CAUSAL = c.causal ? 1u : 0u;
-    spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
-    spec.Z_STRIDE = in.stateStride;
+    setOutputShape(spec, c, R, in.stateStride);
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutput>(
         "", in.type, spec,
         in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
@@ -574,13 +578,7 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
     }
     OutputStagePlan stage;
     kernel::PolysketchOutputTeamSpec spec;
-    spec.SKETCH = R;
-    spec.HEAD_DIM = c.headDim;
-    spec.VALUE_DIM = dv;
-    spec.DEGREE = c.degree;
-    spec.CAUSAL = c.causal ? 1u : 0u;
-    spec.LOCAL_EXACT = c.localExact ? 1u : 0u;
-    spec.Z_STRIDE = in.stateStride;
+    setOutputShape(spec, c, R, in.stateStride);
     spec.C4 = in.team.c4;
     spec.V_LOAD = 0;
     stage.rows = kTeamWorkgroupRows;
