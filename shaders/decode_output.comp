@@ -8,6 +8,11 @@
 //                    (q' . k'_j)^DEGREE [v_j | 1]; when the token completes the block, z += h, h = 0
 //   O = num[0:dv] / (1 + num[dv])
 //
+// The token's features: SKETCH_RANDOM, every workgroup computes S(q), S(k) (and q', k') of the
+// rows it needs from q and k itself (decode_token_sketch.glsl), so a step is this one dispatch;
+// SKETCH_LEARNED, the forward's feature map ran before it and its rows are read from binding 0
+// (the learned sketch's MLP is ~50 times the random sketch's work per row: recomputed by every
+// workgroup it would cost more than the dispatch it saves).
 // Work split (docs/DECODING.md, "What a step costs"): per slot (sequence, key/value head),
 // gl_WorkGroupID.y, `feature_groups` workgroups each own FEATURE_SLICE features of z (and h) and
 // `row_groups` workgroups (LOCAL_EXACT) each own ROW_SLICE rows of the block. A feature workgroup
@@ -19,23 +24,29 @@
 // per sequence) advances the sequence's row count in the unfinished block, so a step needs no
 // host write of the position.
 //
-// Workspace (binding 0 from word `work`): [0, B) rows of each sequence's unfinished block before this step;
-// [B, B + B Hkv) the slot counters; [B + B Hkv, 2 B + B Hkv) the sequence counters; then the
-// partial sums [slot][group][HEAD_RATIO][dv + 1] (float bits). Counters are zero between steps:
-// the last workgroup puts its counter back.
+// Binding 0, the step state (words at push offsets): h, the block's k' and v rows (LOCAL_EXACT),
+// the learned sketch's feature rows, and the workspace from word `work`: [0, B) rows of each
+// sequence's unfinished block before this step; [B, B + B Hkv) the slot counters;
+// [B + B Hkv, 2 B + B Hkv) the sequence counters; then the partial sums
+// [slot][group][HEAD_RATIO][dv + 1] (float bits). Counters are zero between steps: the last
+// workgroup puts its counter back.
 // Memory order: a workgroup's partial sums (a coherent buffer) are made visible by
 // memoryBarrierBuffer before its counter increment; the last workgroup, having seen every other
 // increment, issues memoryBarrierBuffer before reading them.
-// Layouts: step features (binding 0) at push offsets, S(q) [B Hq][SKETCH], S(k) [B Hkv][SKETCH],
-// q' [B Hq][HEAD_DIM], k' [B Hkv][HEAD_DIM]; v [B Hkv][dv]; z, h [B Hkv][F][dv + 1];
-// block rows [B Hkv][BLOCK][HEAD_DIM] and [B Hkv][BLOCK][VALUE_DIM]; out [B Hq][dv].
-// Loops per invocation: FEATURE_SLICE over z, ceil(HEAD_RATIO ROW_SLICE / WG) HEAD_DIM for the
-// local weights, ROW_SLICE for the local sum, the slot's groups for the sums: far inside
-// llvmpipe's loop limit (docs/ARCHITECTURE.md).
+// Layouts: q [B Hq][HEAD_DIM], k [B Hkv][HEAD_DIM], v [B Hkv][dv], out [B Hq][dv] in the storage
+// type (the state and the arithmetic are float32; out is rounded once, as the forward rounds it);
+// learned feature rows S(q) [B Hq][SKETCH], S(k) [B Hkv][SKETCH], q' [B Hq][HEAD_DIM],
+// k' [B Hkv][HEAD_DIM]; z, h [B Hkv][F][dv + 1]; block rows [B Hkv][BLOCK][HEAD_DIM] and
+// [B Hkv][BLOCK][VALUE_DIM].
+// Loops per invocation: (HEAD_RATIO + 1) SKETCH / WG inner products of HEAD_DIM / 4 for the
+// token's sketch, FEATURE_SLICE over z, ceil(HEAD_RATIO ROW_SLICE / WG) HEAD_DIM for the local
+// weights, ROW_SLICE for the local sum, the slot's groups for the sums: far inside llvmpipe's
+// loop limit (docs/ARCHITECTURE.md).
 
 #extension GL_EXT_control_flow_attributes : require
 
 #include "self_tensor.glsl"
+#include "storage.glsl"
 
 layout(local_size_x_id = 0) in;
 #include "interface/decode_output.h"
@@ -46,16 +57,22 @@ const uint COLS = (Z_STRIDE + WG - 1u) / WG;  // columns of [v | 1] per invocati
 const uint ACC = HEAD_RATIO * COLS;
 const uint CHUNK = 8u;  // features or block rows whose loads are issued together
 
-// Binding 0 is the step's scratch: the feature rows (read) and, from word `work`, the workspace.
+// Binding 0 is the step state: h and the block rows, the feature rows (read) and, from word
+// `work`, the workspace.
+layout(std430, binding = 0) buffer StepState { float st[]; };
 layout(std430, binding = 0) readonly buffer Features { float features[]; };
 layout(std430, binding = 0) coherent buffer Workspace { uint ws[]; };
-layout(std430, binding = 1) readonly buffer Values { float v_new[]; };
-layout(std430, binding = 2) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 3) buffer State { float z[]; };
-layout(std430, binding = 4) buffer BlockSum { float h_sum[]; };
-layout(std430, binding = 5) buffer BlockK { float block_k[]; };
-layout(std430, binding = 6) buffer BlockV { float block_v[]; };
-layout(std430, binding = 7) writeonly buffer Out { float o_data[]; };
+layout(std430, binding = 1) readonly buffer QRows { ELEM q_data[]; };
+layout(std430, binding = 2) readonly buffer KRows { ELEM k_data[]; };
+layout(std430, binding = 3) readonly buffer VRows { ELEM v_data[]; };
+layout(std430, binding = 4) readonly buffer Weights { vec4 w_vec[]; };
+layout(std430, binding = 5) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = 6) buffer State { float z[]; };
+layout(std430, binding = 7) writeonly buffer Out { ELEM o_data[]; };
+
+#define H_SUM(i) st[params.block_sum + (i)]
+#define BLOCK_K(i) st[params.block_k + (i)]
+#define BLOCK_V(i) st[params.block_v + (i)]
 
 shared float sk[SKETCH];                   // S(k) of the new token
 shared float sq[HEAD_RATIO * SKETCH];      // S(q) of the slot's query heads
@@ -65,6 +82,12 @@ shared float vv[Z_STRIDE];                 // [v | 1] of the new token
 shared float weights[HEAD_RATIO * ROW_SLICE];
 shared float den[HEAD_RATIO];
 shared bool last_shared;
+
+#if defined(SKETCH_RANDOM)
+#include "decode_token_sketch.glsl"
+#elif !defined(SKETCH_LEARNED)
+#error "define SKETCH_RANDOM or SKETCH_LEARNED"
+#endif
 
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
@@ -82,14 +105,18 @@ void main() {
     const uint before = LOCAL_EXACT ? ws[params.work + seq] : 0u;
     const uint rows = before + 1u;
 
+    for (uint c = lid; c < Z_STRIDE; c += WG) vv[c] = c < VALUE_DIM ? LOAD_ELEM(v_data[slot * VALUE_DIM + c]) : 1.0;
+#if defined(SKETCH_RANDOM)
+    token_sketch(lid, q_row0, slot);
+#else
     for (uint d = lid; d < SKETCH; d += WG) sk[d] = features[params.k_sketch + slot * SKETCH + d];
     for (uint i = lid; i < HEAD_RATIO * SKETCH; i += WG) sq[i] = features[params.q_sketch + q_row0 * SKETCH + i];
-    for (uint c = lid; c < Z_STRIDE; c += WG) vv[c] = c < VALUE_DIM ? v_new[slot * VALUE_DIM + c] : 1.0;
     if (LOCAL_EXACT) {
         for (uint i = lid; i < HEAD_RATIO * HEAD_DIM; i += WG) ql[i] = features[params.q_local + q_row0 * HEAD_DIM + i];
         for (uint d = lid; d < HEAD_DIM; d += WG) kl[d] = features[params.k_local + slot * HEAD_DIM + d];
     }
     barrier();
+#endif
 
     float acc[ACC];
     [[unroll]] for (uint i = 0u; i < ACC; ++i) acc[i] = 0.0;
@@ -112,7 +139,7 @@ void main() {
                     const uint c = lid + m * WG;
                     const bool live = f < f1 && c < Z_STRIDE;
                     zc[u * COLS + m] = live ? z[base + f * Z_STRIDE + c] : 0.0;
-                    hc[u * COLS + m] = LOCAL_EXACT && live ? h_sum[base + f * Z_STRIDE + c] : 0.0;
+                    hc[u * COLS + m] = LOCAL_EXACT && live ? H_SUM(base + f * Z_STRIDE + c) : 0.0;
                 }
             }
             [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
@@ -138,9 +165,9 @@ void main() {
                                 const float hf = hc[u * COLS + m] + add;
                                 if (completes) {  // the block is complete: its sum joins z
                                     z[at] = zf + hf;
-                                    h_sum[at] = 0.0;
+                                    H_SUM(at) = 0.0;
                                 } else {
-                                    h_sum[at] = hf;
+                                    H_SUM(at) = hf;
                                 }
                             }
                         }
@@ -153,8 +180,8 @@ void main() {
         const uint j0 = (group - params.feature_groups) * ROW_SLICE, j1 = min(j0 + ROW_SLICE, rows);
         const uint k_base = slot * BLOCK * HEAD_DIM, v_base = slot * BLOCK * VALUE_DIM;
         if (before >= j0 && before < j0 + ROW_SLICE) {  // the token's rows join the block
-            for (uint d = lid; d < HEAD_DIM; d += WG) block_k[k_base + before * HEAD_DIM + d] = kl[d];
-            for (uint c = lid; c < VALUE_DIM; c += WG) block_v[v_base + before * VALUE_DIM + c] = vv[c];
+            for (uint d = lid; d < HEAD_DIM; d += WG) BLOCK_K(k_base + before * HEAD_DIM + d) = kl[d];
+            for (uint c = lid; c < VALUE_DIM; c += WG) BLOCK_V(v_base + before * VALUE_DIM + c) = vv[c];
         }
         if (j0 < j1) {  // uniform in the workgroup: the barrier below is reached by all or none
             for (uint i = lid; i < HEAD_RATIO * ROW_SLICE; i += WG) {
@@ -166,7 +193,7 @@ void main() {
                     if (j == before) {
                         [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += ql[g * HEAD_DIM + d] * kl[d];
                     } else {
-                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += ql[g * HEAD_DIM + d] * block_k[k_base + j * HEAD_DIM + d];
+                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += ql[g * HEAD_DIM + d] * BLOCK_K(k_base + j * HEAD_DIM + d);
                     }
                     w = weight_power(s);
                 }
@@ -183,7 +210,7 @@ void main() {
                                            : c == VALUE_DIM ? 1.0
                                            : c > VALUE_DIM ? 0.0
                                            : j == before ? vv[c]
-                                                         : block_v[v_base + j * VALUE_DIM + c];
+                                                         : BLOCK_V(v_base + j * VALUE_DIM + c);
                     }
                 }
                 [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
@@ -229,7 +256,7 @@ void main() {
         const float inv = 1.0 / (1.0 + den[g]);
         [[unroll]] for (uint m = 0u; m < COLS; ++m) {
             const uint c = lid + m * WG;
-            if (c < VALUE_DIM) o_data[(q_row0 + g) * VALUE_DIM + c] = acc[g * COLS + m] * inv;
+            if (c < VALUE_DIM) o_data[(q_row0 + g) * VALUE_DIM + c] = STORE_ELEM(acc[g * COLS + m] * inv);
         }
     }
     if (lid == 0u) {

@@ -1,14 +1,17 @@
-// The polysketch decode step as one step dispatch for every sequence and head (decode_output.comp,
+// The polysketch decode step as one dispatch for every sequence and head (decode_output.comp,
 // lib/decode/decode_step_plan.hpp): what a step records, and that its split into feature and
-// block-row workgroups (combined by the last workgroup of each slot, the unfinished block's rows
-// advanced on the device) computes the rows of the causal forward over the same tokens.
+// block-row workgroups (each computing the token's sketch itself, combined by the last workgroup of
+// each slot, the unfinished block's rows advanced on the device) computes the rows of the causal
+// forward over the same tokens, for every degree, with and without the q/k LayerNorms, and in the
+// 16-bit storage types (q, k, v read and out written by the step itself).
 //
 // The slices are forced small (PSK_DECODE_STEP_SLICES) so that on small shapes every slot has
 // several feature and row workgroups, partial last slices included; one case uses the slices the
 // heuristic picks for an H200 on a model-sized shape.
-// Metric: relativeMaxError over all rows of a sequence; 1e-5 against the library's forward
-// (float32 both sides, different summation order), 2e-4 against the float64 reference
-// (the thresholds of decode_test).
+// Metric: relativeMaxError over all rows of a sequence; float32: 1e-5 against the library's forward
+// (float32 both sides, different summation order), 2e-4 against the float64 reference; 16-bit:
+// the 16-bit output thresholds, 2e-3 (float16) and 1.2e-2 (bfloat16), against both (the
+// thresholds of decode_test).
 #include <polysketch/polysketch.h>
 
 #include <gtest/gtest.h>
@@ -24,8 +27,10 @@
 #include "reference/reference.hpp"
 #include "reference/sketch_fixtures.hpp"
 #include "sketch/sketch_weights.hpp"
+#include "sketch/sketch_files.hpp"
 #include "support/host_arrays.hpp"
 #include "support/test_context.hpp"
+#include "util/float16.hpp"
 
 namespace {
 
@@ -38,7 +43,33 @@ struct Case {
     bool learned = false, localExact = true;
     uint32_t degree = 4, r = 8, b = 16, h = 16, dv = 16, Hq = 4, Hkv = 2, B = 2;
     const char* slices = "5,3";  // PSK_DECODE_STEP_SLICES; nullptr: the library's own choice
+    PskDataType type = PSK_DATA_TYPE_FLOAT32;
+    bool qkNorm = false, localNorm = false;  // q/k LayerNorm; its own for the local part
 };
+
+Case withType(Case c, PskDataType type, const char* name) {
+    c.type = type;
+    c.name = name;
+    return c;
+}
+Case withNorms(Case c, bool localNorm, const char* name) {
+    c.qkNorm = true;
+    c.localNorm = localNorm;
+    c.name = name;
+    return c;
+}
+
+/** Storage-type elements of float values (16-bit: rounded to nearest even), and back. */
+std::vector<uint16_t> encode16(const std::vector<float>& x, PskDataType type) {
+    std::vector<uint16_t> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = type == PSK_DATA_TYPE_FLOAT16 ? psk::floatToHalf(x[i]) : psk::floatToBf16(x[i]);
+    return y;
+}
+std::vector<float> decode16(const std::vector<uint16_t>& x, PskDataType type) {
+    std::vector<float> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = type == PSK_DATA_TYPE_FLOAT16 ? psk::halfToFloat(x[i]) : psk::bf16ToFloat(x[i]);
+    return y;
+}
 
 /** Sets PSK_DECODE_STEP_SLICES for its lifetime (read when a decode state is created). */
 struct SlicesOverride {
@@ -54,6 +85,7 @@ struct Rig {
     PskAttention attention = nullptr;
     PskDecodeState state = nullptr;
     psk::ref::PolysketchConfig ref;
+    psk::ref::LayerNormParams qkNorm, localNorm;
     float scale = 0;
     // Per sequence, token-major: q [t][Hq][h], k [t][Hkv][h], v [t][Hkv][dv], out [t][Hq][dv].
     std::vector<std::vector<float>> q, k, v, out;
@@ -73,8 +105,8 @@ struct Rig {
         info.sketchSize = c.r;
         info.blockSize = c.b;
         info.seed = 11;
-        info.dataType = PSK_DATA_TYPE_FLOAT32;
-        psk::test::TempFile sketchFile("psk_decode_dispatch_sketch");
+        info.dataType = c.type;
+        psk::test::TempFile sketchFile("psk_decode_dispatch_sketch"), normFile("psk_decode_dispatch_norm");
         if (c.learned) {
             const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(c.h, c.r, 15);
             psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
@@ -83,6 +115,17 @@ struct Rig {
             ref.sketch = psk::ref::sketchFunction(psk::test::toReference(w));
         } else {
             ref.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(11, c.degree, c.h, c.r)));
+        }
+        if (c.qkNorm) {
+            const psk::QkNormWeights norm = psk::test::randomQkNorm(c.h, c.localNorm, 16);
+            psk::writeSafeTensors(normFile.path(), psk::qkNormToSafeTensors(norm));
+            info.qkNormFile = normFile.path().c_str();
+            qkNorm = psk::test::toReference(norm.scale, norm.bias);
+            ref.qkNorm = &qkNorm;
+            if (c.localNorm) {
+                localNorm = psk::test::toReference(norm.localScale, norm.localBias);
+                ref.localNorm = &localNorm;
+            }
         }
         ref.degree = int(c.degree);
         ref.scale = scale;
@@ -111,30 +154,52 @@ struct Rig {
         return y;
     }
 
+    bool sixteenBit() const { return c.type != PSK_DATA_TYPE_FLOAT32; }
+
+    /** Random normal values, representable in the storage type (what the library and the reference both see). */
+    std::vector<float> randomRows(size_t count) {
+        std::vector<float> x = psk::test::randomNormal(count, ++rng);
+        return sixteenBit() ? decode16(encode16(x, c.type), c.type) : x;
+    }
+
+    /** Calls `call` on `info` with q, k, v and out in the storage type; returns out as floats. */
+    template <typename Info, typename Call>
+    std::vector<float> callWith(Info& info, const std::vector<float>& qx, const std::vector<float>& kx, const std::vector<float>& vx,
+                                size_t outCount, Call call) {
+        if (!sixteenBit()) {
+            std::vector<float> o(outCount, NAN);
+            setHostArrays(info, qx, kx, vx, &o);
+            EXPECT_EQ(call(info), PSK_SUCCESS);
+            return o;
+        }
+        const std::vector<uint16_t> q16 = encode16(qx, c.type), k16 = encode16(kx, c.type), v16 = encode16(vx, c.type);
+        std::vector<uint16_t> o16(outCount, 0x7FFF);  // NaN in both types
+        setHostArrays(info, q16, k16, v16, &o16);
+        EXPECT_EQ(call(info), PSK_SUCCESS);
+        return decode16(o16, c.type);
+    }
+
     void prefill(uint32_t s, uint32_t n) {
-        q[s] = psk::test::randomNormal(size_t(n) * c.Hq * c.h, ++rng);
-        k[s] = psk::test::randomNormal(size_t(n) * c.Hkv * c.h, ++rng);
-        v[s] = psk::test::randomNormal(size_t(n) * c.Hkv * c.dv, ++rng);
+        q[s] = randomRows(size_t(n) * c.Hq * c.h);
+        k[s] = randomRows(size_t(n) * c.Hkv * c.h);
+        v[s] = randomRows(size_t(n) * c.Hkv * c.dv);
         const std::vector<float> qb = bhnd(q[s], n, c.Hq, c.h, true), kb = bhnd(k[s], n, c.Hkv, c.h, true),
                                  vb = bhnd(v[s], n, c.Hkv, c.dv, true);
-        std::vector<float> o(size_t(n) * c.Hq * c.dv, NAN);
         PskDecodePrefillInfo info{};
         info.firstSequence = s;
         info.seqLen = n;
-        setHostArrays(info, qb, kb, vb, &o);
-        ASSERT_EQ(pskDecodePrefillHost(state, &info), PSK_SUCCESS);
+        const std::vector<float> o = callWith(info, qb, kb, vb, size_t(n) * c.Hq * c.dv,
+                                              [&](PskDecodePrefillInfo& i) { return pskDecodePrefillHost(state, &i); });
         out[s] = bhnd(o, n, c.Hq, c.dv, false);
     }
 
     /** One step of every sequence. */
     void step() {
-        const std::vector<float> sq = psk::test::randomNormal(size_t(c.B) * c.Hq * c.h, ++rng),
-                                 sk = psk::test::randomNormal(size_t(c.B) * c.Hkv * c.h, ++rng),
-                                 sv = psk::test::randomNormal(size_t(c.B) * c.Hkv * c.dv, ++rng);
-        std::vector<float> o(size_t(c.B) * c.Hq * c.dv, NAN);
+        const std::vector<float> sq = randomRows(size_t(c.B) * c.Hq * c.h), sk = randomRows(size_t(c.B) * c.Hkv * c.h),
+                                 sv = randomRows(size_t(c.B) * c.Hkv * c.dv);
         PskDecodeStepInfo info{};
-        setHostArrays(info, sq, sk, sv, &o);
-        ASSERT_EQ(pskDecodeStepHost(state, &info), PSK_SUCCESS);
+        const std::vector<float> o = callWith(info, sq, sk, sv, size_t(c.B) * c.Hq * c.dv,
+                                              [&](PskDecodeStepInfo& i) { return pskDecodeStepHost(state, &i); });
         for (uint32_t s = 0; s < c.B; ++s) {
             auto append = [&](std::vector<float>& dst, const std::vector<float>& src, size_t per) {
                 dst.insert(dst.end(), src.begin() + s * per, src.begin() + (s + 1) * per);
@@ -147,19 +212,20 @@ struct Rig {
     }
 
     /** Every row of every sequence against the library's forward and the float64 reference. */
-    void check() const {
+    void check() {
+        const double toForward = c.type == PSK_DATA_TYPE_FLOAT32 ? 1e-5 : c.type == PSK_DATA_TYPE_FLOAT16 ? 2e-3 : 1.2e-2;
+        const double toReference = c.type == PSK_DATA_TYPE_FLOAT32 ? 2e-4 : toForward;
         for (uint32_t s = 0; s < c.B; ++s) {
             const uint32_t n = uint32_t(q[s].size() / (size_t(c.Hq) * c.h));
             const std::vector<float> qb = bhnd(q[s], n, c.Hq, c.h, true), kb = bhnd(k[s], n, c.Hkv, c.h, true),
                                      vb = bhnd(v[s], n, c.Hkv, c.dv, true);
-            std::vector<float> o(size_t(n) * c.Hq * c.dv, NAN);
             PskForwardHostInfo f{};
             f.seqLen = n;
-            setHostArrays(f, qb, kb, vb, &o);
-            ASSERT_EQ(pskAttentionForwardHost(attention, &f), PSK_SUCCESS);
+            const std::vector<float> o = callWith(f, qb, kb, vb, size_t(n) * c.Hq * c.dv,
+                                                  [&](PskForwardHostInfo& i) { return pskAttentionForwardHost(attention, &i); });
             const std::vector<float> forward = bhnd(o, n, c.Hq, c.dv, false);
             const double eForward = relativeMaxError(out[s], std::vector<double>(forward.begin(), forward.end()));
-            EXPECT_LE(eForward, 1e-5) << c.name << ": sequence " << s << " of " << n << " tokens vs the library forward";
+            EXPECT_LE(eForward, toForward) << c.name << ": sequence " << s << " of " << n << " tokens vs the library forward";
 
             psk::ref::Shape shape;
             shape.Hq = int(c.Hq);
@@ -176,7 +242,7 @@ struct Rig {
                     for (uint32_t e = 0; e < c.dv; ++e)
                         wantTokenMajor[(size_t(t) * c.Hq + hd) * c.dv + e] = want[(size_t(hd) * n + t) * c.dv + e];
             const double eRef = relativeMaxError(out[s], wantTokenMajor);
-            EXPECT_LE(eRef, 2e-4) << c.name << ": sequence " << s << " of " << n << " tokens vs the float64 reference";
+            EXPECT_LE(eRef, toReference) << c.name << ": sequence " << s << " of " << n << " tokens vs the float64 reference";
             std::printf("[ decode ] %s sequence %u, %u tokens: error vs forward %.2e, vs reference %.2e\n", c.name.c_str(), s, n,
                         eForward, eRef);
         }
@@ -189,9 +255,10 @@ const PskDecodeState_T::StepRecording& lastStep(PskDecodeState state) { return s
 
 class DecodeStepRecording : public ContextTest, public ::testing::WithParamInterface<Case> {};
 
-// Every float32 step, block-ending ones included, records the forward's feature map (q and k: two
-// dispatches) and one step dispatch for every sequence and head: no copies, no fills, one submit.
-TEST_P(DecodeStepRecording, FeatureMapThenOneStepDispatch) {
+// Every step, block-ending ones included, records one dispatch for every sequence and head (a
+// learned sketch: the forward's feature map of q and k first, two more): no copies (no 16-bit
+// conversions either), no fills, one submit.
+TEST_P(DecodeStepRecording, OneDispatchPerStep) {
     Rig rig(ctx, GetParam());
     ASSERT_TRUE(rig.state);
     rig.prefill(0, 7);
@@ -199,7 +266,7 @@ TEST_P(DecodeStepRecording, FeatureMapThenOneStepDispatch) {
     for (uint32_t t = 0; t < rig.c.b + 3; ++t) {  // at least one block end for each sequence
         rig.step();
         const auto& r = lastStep(rig.state);
-        EXPECT_EQ(r.dispatches, 3u) << "step " << t;
+        EXPECT_EQ(r.dispatches, rig.c.learned ? 3u : 1u) << "step " << t;
         EXPECT_EQ(r.copies, 0u) << "step " << t;
         EXPECT_EQ(r.fills, 0u) << "step " << t;
         EXPECT_EQ(r.submits, 1u) << "step " << t;
@@ -208,7 +275,12 @@ TEST_P(DecodeStepRecording, FeatureMapThenOneStepDispatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeStepRecording,
-                         ::testing::Values(Case{"localexact", false, true}, Case{"sketched", false, false}),
+                         ::testing::Values(Case{"localexact", false, true}, Case{"sketched", false, false},
+                                           Case{"localexact_p8", false, true, 8}, Case{"localexact_p2", false, true, 2},
+                                           withNorms(Case{}, true, "localexact_norms"),
+                                           withType(Case{}, PSK_DATA_TYPE_FLOAT16, "localexact_f16"),
+                                           withType(Case{"", false, false}, PSK_DATA_TYPE_BFLOAT16, "sketched_bf16"),
+                                           Case{"learned_localexact", true, true}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // ---- the split step equals the forward ----
@@ -277,7 +349,19 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"localexact_odd_gqa3", false, true, 4, 9, 19, 17, 13, 6, 2, 3, "7,3"},
                       Case{"sketched_odd_gqa3", false, false, 4, 9, 19, 17, 13, 6, 2, 3, "7,3"},
                       Case{"localexact_p8", false, true, 8},
+                      Case{"sketched_p8", false, false, 8},
+                      // p = 2: S(x) = x, r = h
+                      Case{"localexact_p2", false, true, 2},
+                      // the q/k LayerNorm alone, and with the local part's own
+                      withNorms(Case{}, false, "localexact_qknorm"),
+                      withNorms(Case{"", false, true, 8, 9, 19, 17, 13, 6, 2, 3, "7,3"}, true, "localexact_norms_odd_p8"),
+                      withNorms(Case{"", false, false}, false, "sketched_qknorm"),
                       Case{"learned_localexact", true, true, 4},
+                      // the storage types: q, k, v read and out written by the step
+                      withType(Case{}, PSK_DATA_TYPE_FLOAT16, "localexact_f16"),
+                      withType(Case{"", false, false, 8}, PSK_DATA_TYPE_FLOAT16, "sketched_p8_f16"),
+                      withType(withNorms(Case{}, true, ""), PSK_DATA_TYPE_BFLOAT16, "localexact_norms_bf16"),
+                      withType(Case{"", true, true}, PSK_DATA_TYPE_FLOAT16, "learned_localexact_f16"),
                       // one slice each: the combine of a single feature and a single row workgroup
                       Case{"localexact_one_slice", false, true, 4, 8, 16, 16, 16, 4, 2, 2, "1000,1000"},
                       h200Shape()),

@@ -37,6 +37,11 @@ Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeSh
                                                               "16-bit decoding: storage type to the float32 state"));
         fromF32_ = kernelPipeline(context().pipelines(), KernelChoice::make(KernelId::CopyRowsConvert, "from_f32", type, spec,
                                                                 "16-bit decoding: float32 rows to the storage type"));
+    }
+}
+
+void Decoder::createStepF32() {
+    if (sixteenBit()) {
         const VkDeviceSize align = std::max<VkDeviceSize>(context().caps().limits().minStorageBufferOffsetAlignment, 4);
         const uint64_t floats[4] = {uint64_t(batch_) * Hq_ * h_, uint64_t(batch_) * Hkv_ * h_, uint64_t(batch_) * Hkv_ * dv_,
                                     uint64_t(batch_) * Hq_ * dv_};

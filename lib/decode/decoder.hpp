@@ -119,9 +119,16 @@ protected:
     /** Bytes of one element of the attention's storage type. */
     size_t storageBytes() const { return eb_; }
     /**
+     * For a kind whose step kernels read float32 only (softmax): a 16-bit attention's step then
+     * converts its tensors through float32 copies (stepF32), which this allocates. The polysketch
+     * step reads and writes the storage type itself and needs none.
+     */
+    void createStepF32();
+    /**
      * A step tensor in float32 (which: 0 q, 1 k, 2 v, 3 out; `src` dense with `rows` rows of `dim`
-     * elements): `src` itself for a float32 attention; for a 16-bit one its float32 copy in the
-     * state's step scratch, the conversion recorded here (except for out, which is only placed).
+     * elements): `src` itself for a float32 attention or without createStepF32; for a 16-bit one
+     * its float32 copy in the state's step scratch, the conversion recorded here (except for out,
+     * which is only placed).
      */
     BufferRange stepF32(Recorder& rec, const BufferRange& src, int which, uint32_t rows, uint32_t dim) const;
     /** After a step computed out in float32 (stepF32(.., 3, ..)): rounds it into `out` (16-bit only). */

@@ -1,15 +1,14 @@
 // psk::PolysketchDecoder (polysketch_decoder.hpp): the polysketch state machine.
 //
-// Step, one command buffer:
-//   1. the forward's feature map (sketch_features.comp, the forward's own pipeline and push
-//      constants) over the one new token per sequence: S(q), S(k) and, in local-exact mode, the
-//      local rows q', k' (the forward's block states, scan and output are not run);
-//   2. decode_output, one dispatch for every sequence and head: the token joins the state
-//      (sketched local: phi(k)[v | 1] into z; local exact: into the unfinished block's sum h, its
-//      k', v rows into the block, and h into z when the token completes the block) and the output
-//      row phi(q)^T z (+ the exact local part over the unfinished block), over workgroups of
-//      feature and block-row slices (decode_step_plan.hpp). The rows of each unfinished block live
-//      on the device and the step advances them, so nothing is written between steps.
+// Step, one command buffer, one dispatch for every sequence and head (decode_output.comp): the
+// token's sketch S(q), S(k) (and the local rows q', k') computed by each workgroup from q and k
+// (random sketches), the token joining the state (sketched local: phi(k)[v | 1] into z; local
+// exact: into the unfinished block's sum h, its k', v rows into the block, and h into z when the
+// token completes the block) and the output row phi(q)^T z (+ the exact local part over the
+// unfinished block), over workgroups of feature and block-row slices (decode_step_plan.hpp). q,
+// k, v and out are read and written in the storage type. The rows of each unfinished block live
+// on the device and the step advances them, so nothing is written between steps. A learned
+// sketch's feature map (an MLP per row) runs before it as the forward's own two dispatches.
 // Prefill runs the attention's causal forward over the prompt as a forward with the state at
 // position 0 (recordForward, the state's z zeroed first): the block scan writes the state after
 // the prompt as it goes (its tail: Z_{t-1} plus the last block's sum, or the two apart when local
@@ -60,20 +59,15 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     const AttentionConfig& c = attention.config();
     const DeviceCaps& caps = context().caps();
     const PolysketchPlan& plan = forward_.plan();
+    const PackedSketch& sketch = forward_.sketch();
     R_ = plan.sketchLength;
     F_ = plan.features;
     b_ = plan.blockSize;
     local_ = c.localExact;
+    learned_ = sketch.learned;
     const uint64_t slots = uint64_t(batch_) * Hkv_;
     checkBindingRange("z", slots * F_ * (dv_ + 1));
     z_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
-    if (local_) {
-        checkBindingRange("block rows", slots * b_ * std::max(std::max(R_, h_), dv_));
-        blockH_ = deviceBuffer(slots * F_ * (dv_ + 1) * 4);
-        blockK_ = deviceBuffer(slots * b_ * h_ * 4);
-        blockV_ = deviceBuffer(slots * b_ * dv_ * 4);
-    }
-    const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
 
     // The step's workgroups: slices of the features and of the block rows (decode_step_plan.hpp).
     DecodeStepShape stepShape;
@@ -90,18 +84,42 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     const VkPhysicalDeviceLimits& limits = caps.limits();
     if (slices_.groupsPerSlot() > limits.maxComputeWorkGroupCount[0] || slots > limits.maxComputeWorkGroupCount[1])
         fail(PSK_ERROR_TOO_LARGE, "a decode step of ", slots, " sequence heads needs more workgroups than the device allows");
-    const uint64_t sharedFloats = uint64_t(R_) * (1 + stepShape.headRatio) + uint64_t(h_) * (1 + stepShape.headRatio) + (dv_ + 1) +
-                                  uint64_t(stepShape.headRatio) * (slices_.rowSlice + 1) + 1;
+    // Shared memory: S(k), S(q), q', k', [v | 1], the local weights, the denominators; a random
+    // sketch's own feature map adds its rows, their LayerNorm statistics and (p = 8) the nodes.
+    const uint64_t ratio = stepShape.headRatio, tokenRows = ratio + 1;
+    uint64_t sharedFloats = uint64_t(R_) * (1 + ratio) + uint64_t(h_) * (1 + ratio) + (dv_ + 1) + ratio * (slices_.rowSlice + 1) + 1;
+    if (!learned_) sharedFloats += tokenRows * (h_ + 2) + (sketch.levels == 2 ? tokenRows * 2 * R_ : 0) + 1;
     if (sharedFloats * 4 > limits.maxComputeSharedMemorySize)
         fail(PSK_ERROR_TOO_LARGE, "a decode step needs ", sharedFloats * 4, " bytes of shared memory (", Hq_ / Hkv_,
              " query heads per key/value head), more than the device's ", limits.maxComputeSharedMemorySize);
-    // The step's scratch: the feature rows of the one-token forward's workspace layout (its
-    // block-state region, the last one, is not needed: the step runs the feature map alone), then
-    // the step's words: B row counts, B Hkv slot counters, B sequence counters, the partial sums.
-    workWord_ = alignUp(forward_.workspace(g1).states.offset, 16) / 4;
+
+    // The step state (polysketch_decoder.hpp): h and the block rows (local exact), the feature rows
+    // of the one-token forward's workspace layout (learned sketch: its block-state region, the last
+    // one, is not needed, as the step runs the feature map alone), then the step's words: B row
+    // counts, B Hkv slot counters, B sequence counters, the partial sums. Each region starts on the
+    // storage offset alignment, so that a forward with the state binds h and the rows directly.
+    const VkDeviceSize align = std::max<VkDeviceSize>(limits.minStorageBufferOffsetAlignment, 16);
+    VkDeviceSize cursor = 0;
+    auto region = [&](VkDeviceSize bytes) {
+        const BufferRange r{VK_NULL_HANDLE, cursor, bytes};
+        cursor = alignUp(cursor + bytes, align);
+        return r;
+    };
+    if (local_) {
+        blockH_ = region(slots * F_ * (dv_ + 1) * 4);
+        blockK_ = region(slots * b_ * h_ * 4);
+        blockV_ = region(slots * b_ * dv_ * 4);
+    }
+    const VkDeviceSize stateEnd = cursor;
+    const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
+    if (learned_) featureRows_ = region(forward_.workspace(g1).states.offset);
+    workWord_ = cursor / 4;
     const uint64_t words = workWord_ + 2 * uint64_t(batch_) + slots + slots * slices_.groupsPerSlot() * stepShape.headRatio * (dv_ + 1);
-    checkBindingRange("step scratch", words);
-    stepWorkspace_ = deviceBuffer(words * 4);
+    checkBindingRange("step state (the unfinished block and the step's scratch)", words);
+    stepState_ = deviceBuffer(words * 4);
+    scratchBytes_ = words * 4 - stateEnd;
+    for (BufferRange* r : {&blockH_, &blockK_, &blockV_, &featureRows_})
+        if (r->size) r->buffer = stepState_.handle();
 
     kernel::DecodeOutputSpec spec;
     spec.WG = kDecodeWorkgroup;
@@ -114,16 +132,19 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     spec.HEAD_RATIO = stepShape.headRatio;
     spec.FEATURE_SLICE = slices_.featureSlice;
     spec.ROW_SLICE = slices_.rowSlice;
+    spec.LEVELS = learned_ ? 1u : sketch.levels;
     step_ = kernelPipeline(context().pipelines(),
-                           KernelChoice::make(KernelId::DecodeOutput, "", PSK_DATA_TYPE_FLOAT32, spec,
-                                              "polysketch decoding: the token joins z, phi(q)^T z (+ exact local part), normalized"));
+                           KernelChoice::make(KernelId::DecodeOutput, learned_ ? "learned" : "random", c.dataType, spec,
+                                              learned_ ? "polysketch decoding after the feature map: the token joins z, phi(q)^T z "
+                                                         "(+ exact local part), normalized"
+                                                       : "polysketch decoding: the token's sketch, the token joins z, phi(q)^T z "
+                                                         "(+ exact local part), normalized"));
 
     // A new state is empty: z = 0. The block rows are zeroed too, so that a serialized blob
     // (which holds them in full) depends only on what the state consumed; the step's counters
     // and row counts start at zero.
     submitter_.run([&](Recorder& rec) {
-        for (const Buffer* b : {&z_, &blockH_, &blockK_, &blockV_, &stepWorkspace_})
-            if (*b) rec.fill({b->handle(), 0, b->size()}, b->size(), 0);
+        for (const Buffer* b : {&z_, &stepState_}) rec.fill({b->handle(), 0, b->size()}, b->size(), 0);
     });
 }
 
@@ -224,30 +245,24 @@ void PolysketchDecoder::recordStepFeatures(Recorder& rec, const StepTensors& t, 
                                            const PolysketchWorkspace& ws) {
     // The feature-map dispatches of recordPolysketch (forward/polysketch_forward.cpp) for n = 1, and
     // nothing else: the forward's block states, scan and output over the one token are not
-    // needed (they were ~70% of a step's GPU time on lavapipe). Same kernel, pipeline and
-    // parameters, so S(q), S(k), q', k' are the forward's bit for bit.
-    // The step buffer holds the feature rows at their contiguous offsets and no block states.
+    // needed. Same kernel, pipeline and parameters, so S(q), S(k), q', k' are the forward's bit
+    // for bit. The step state holds the feature rows at their contiguous offsets and no block states.
     WorkspaceLayout layout = ws.layout(forward_.plan().regionAlignment);
     layout.regions[PolysketchWorkspace::States].size = 0;
-    const FeatureMapRanges ranges =
-        featureMapRanges(forward_.plan(), attention_.config(), bindContiguous(layout, {stepWorkspace_.handle(), 0, stepWorkspace_.size()}));
+    const FeatureMapRanges ranges = featureMapRanges(forward_.plan(), attention_.config(), bindContiguous(layout, featureRows_));
     recordFeatureMaps(rec, forward_.plan(), forward_.resources(), forward_.sketch(), attention_.config(), g1, t.q, t.k, ranges);
 }
 
 void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>&) {
     // The positions are not needed: sketched local weights do not depend on them, and in
     // local-exact mode the device keeps and advances the rows of each unfinished block.
+    // One dispatch (decode_output.comp) reads q, k, v in the storage type, computes a random
+    // sketch's S(q), S(k) (and q', k') of the token itself, adds the token to the state and writes
+    // out in the storage type. A learned sketch's feature map (an MLP per row, too much work to
+    // repeat in every workgroup of the step) runs first, as the forward's own dispatches.
     const uint32_t slots = batch_ * Hkv_;
     const AttentionConfig& c = attention_.config();
-    const ForwardGeometry g1 = makeForwardGeometry(c, context().caps(), batch_, 1, nullptr, nullptr, nullptr, nullptr);
-    const PolysketchWorkspace ws = forward_.workspace(g1);
-    // 1. The forward's feature map over the one new token: S(q), S(k) (and q', k'), reading q and
-    //    k in the storage type as the forward does. A 16-bit attention's v row joins the float32
-    //    state converted (exactly), and out is computed in float32 then rounded.
-    recordStepFeatures(rec, t, g1, ws);
-    const BufferRange v = stepF32(rec, t.v, 2, slots, dv_);
-    const BufferRange out = stepF32(rec, t.out, 3, batch_ * Hq_, dv_);
-    // 2. The token joins the state and the output rows, one dispatch (decode_output.comp).
+    const PackedSketch& sketch = forward_.sketch();
     StepPush push{};
     push.features = F_;
     push.q_heads = Hq_;
@@ -255,21 +270,35 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
     push.batch = batch_;
     push.feature_groups = slices_.featureGroups;
     push.row_groups = slices_.rowGroups;
-    push.q_sketch = uint32_t(ws.qSketch.offset / 4);
-    push.k_sketch = uint32_t(ws.kSketch.offset / 4);
-    push.q_local = local_ ? uint32_t(ws.qLocal.offset / 4) : 0;
-    push.k_local = local_ ? uint32_t(ws.kLocal.offset / 4) : 0;
     push.work = uint32_t(workWord_);
-    const BufferRange scratch{stepWorkspace_.handle(), 0, stepWorkspace_.size()};
+    push.block_sum = uint32_t(blockH_.offset / 4);
+    push.block_k = uint32_t(blockK_.offset / 4);
+    push.block_v = uint32_t(blockV_.offset / 4);
+    if (learned_) {
+        const ForwardGeometry g1 = makeForwardGeometry(c, context().caps(), batch_, 1, nullptr, nullptr, nullptr, nullptr);
+        const PolysketchWorkspace ws = forward_.workspace(g1);
+        recordStepFeatures(rec, t, g1, ws);
+        const VkDeviceSize base = featureRows_.offset;  // the forward's offsets are from the feature rows' start
+        push.q_sketch = uint32_t((base + ws.qSketch.offset) / 4);
+        push.k_sketch = uint32_t((base + ws.kSketch.offset) / 4);
+        push.q_local = local_ ? uint32_t((base + ws.qLocal.offset) / 4) : 0;
+        push.k_local = local_ ? uint32_t((base + ws.kLocal.offset) / 4) : 0;
+    } else {
+        push.scale = c.scale;
+        push.node_scale = sketch.nodeScale;
+        push.flags = (sketch.qkNorm ? kernel::DECODE_FLAG_QK_LN : 0) | (local_ && sketch.localNorm ? kernel::DECODE_FLAG_LOCAL_LN : 0);
+        push.ln_scale = sketch.lnScale;
+        push.ln_bias = sketch.lnBias;
+        push.local_ln_scale = sketch.localLnScale;
+        push.local_ln_bias = sketch.localLnBias;
+        std::copy(sketch.offsets.begin(), sketch.offsets.begin() + 6, push.w);
+    }
+    const BufferRange state{stepState_.handle(), 0, stepState_.size()};
     const BufferRange z{z_.handle(), 0, z_.size()};
-    // Sketched local: no h or block rows; z stands in for them (the kernel does not touch them).
-    const BufferRange h = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : z;
-    const BufferRange bk = local_ ? BufferRange{blockK_.handle(), 0, blockK_.size()} : z;
-    const BufferRange bv = local_ ? BufferRange{blockV_.handle(), 0, blockV_.size()} : z;
     rec.dispatch(step_,
-                 {writes(scratch), reads(v), reads(forward_.resources().pairs), writes(z), writes(h), writes(bk), writes(bv), writes(out)},
+                 {writes(state), reads(t.q), reads(t.k), reads(t.v), reads(forward_.resources().weights),
+                  reads(forward_.resources().pairs), writes(z), writes(t.out)},
                  &push, sizeof(push), slices_.groupsPerSlot(), slots);
-    recordStepOut(rec, t.out, batch_ * Hq_, dv_);
 }
 
 void PolysketchDecoder::recordRowCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const {
@@ -278,7 +307,7 @@ void PolysketchDecoder::recordRowCounts(Recorder& rec, uint32_t first, const std
         size_t j = i + 1;
         while (j < positions.size() && positions[j] % b_ == positions[i] % b_) ++j;
         const VkDeviceSize bytes = VkDeviceSize(j - i) * 4;
-        rec.fill({stepWorkspace_.handle(), (workWord_ + first + i) * 4, bytes}, bytes, uint32_t(positions[i] % b_));
+        rec.fill({stepState_.handle(), (workWord_ + first + i) * 4, bytes}, bytes, uint32_t(positions[i] % b_));
         i = j;
     }
 }
@@ -291,7 +320,7 @@ void PolysketchDecoder::reset(uint32_t sequence) {
     const VkDeviceSize bytes = sequenceSumBytes();
     submitter_.run([&](Recorder& rec) {
         rec.fill({z_.handle(), sequence * bytes, bytes}, bytes, 0);
-        if (local_) rec.fill({blockH_.handle(), sequence * bytes, bytes}, bytes, 0);
+        if (local_) rec.fill({blockH_.buffer, blockH_.offset + sequence * bytes, bytes}, bytes, 0);
         recordRowCounts(rec, sequence, {0});
     });
 }
@@ -301,9 +330,9 @@ void PolysketchDecoder::forEachBlobRegion(const std::vector<uint64_t>&, const st
     const uint64_t slots = uint64_t(batch_) * Hkv_;
     region({z_.handle(), 0, slots * F_ * (dv_ + 1) * 4});
     if (local_) {
-        region({blockH_.handle(), 0, slots * F_ * (dv_ + 1) * 4});
-        region({blockK_.handle(), 0, slots * b_ * h_ * 4});
-        region({blockV_.handle(), 0, slots * b_ * dv_ * 4});
+        region(blockH_);
+        region(blockK_);
+        region(blockV_);
     }
 }
 
@@ -400,7 +429,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
 
     PolysketchContinuation cont;
     cont.initial.z = {z_.handle(), 0, z_.size()};
-    cont.initial.h = local_ ? BufferRange{blockH_.handle(), 0, blockH_.size()} : cont.initial.z;
+    cont.initial.h = local_ ? blockH_ : cont.initial.z;
     cont.initial.row = dv_ + 1;
     cont.initial.stride = forward_.plan().stateStride;
     cont.initial.base = s0 * F_ * (dv_ + 1);
@@ -420,13 +449,13 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
         for (uint32_t i = 0; i < slots; ++i) {
             rec.fill({fwd.k.buffer, fwd.k.offset + VkDeviceSize(i) * m * h_ * eb, VkDeviceSize(p0) * h_ * eb}, VkDeviceSize(p0) * h_ * eb, 0);
             if (eb == 4)
-                rec.copy({blockV_.handle(), VkDeviceSize(s0 + i) * b_ * dv_ * 4, VkDeviceSize(p0) * dv_ * 4},
+                rec.copy({blockV_.buffer, blockV_.offset + VkDeviceSize(s0 + i) * b_ * dv_ * 4, VkDeviceSize(p0) * dv_ * 4},
                          {fwd.v.buffer, fwd.v.offset + VkDeviceSize(i) * m * dv_ * eb, VkDeviceSize(p0) * dv_ * eb}, VkDeviceSize(p0) * dv_ * 4);
         }
         // A 16-bit attention: the state's float32 v rows go into the staged tensor rounded to the
         // storage type (they were converted exactly from it when they entered the state).
         if (eb != 4)
-            recordCopyRows(rec, {{blockV_.handle(), 0, blockV_.size()}, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}},
+            recordCopyRows(rec, {blockV_, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}},
                            {fwd.v, 0, dense[2]}, count, Hkv_, p0, dv_, RowConvert::FromF32);
         // Rows [p0, m): the call's.
         const Decoder::RowTensor from[3] = {{t.q, 0, t.geometry.q.strides}, {t.k, 0, t.geometry.k.strides}, {t.v, 0, t.geometry.v.strides}};
@@ -439,7 +468,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
             for (uint32_t i = 0; i < slots; ++i) {
                 const VkDeviceSize sBytes = VkDeviceSize(p0) * R_ * 4, kBytes = VkDeviceSize(p0) * h_ * 4;
                 r.fill({f.kSketch.buffer, f.kSketch.offset + VkDeviceSize(i) * m * R_ * 4, sBytes}, sBytes, 0);
-                r.copy({blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes},
+                r.copy({blockK_.buffer, blockK_.offset + VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes},
                        {f.kLocal.buffer, f.kLocal.offset + VkDeviceSize(i) * m * h_ * 4, kBytes}, kBytes);
             }
         };
@@ -453,12 +482,12 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     const BufferRange tail = at(StateForwardLayout::Tail);
     const VkDeviceSize zBytes = VkDeviceSize(F_) * (dv_ + 1) * 4, stateRow = VkDeviceSize(forward_.plan().stateStride) * 4;
     const VkDeviceSize part = VkDeviceSize(slots) * F_ * stateRow;  // one part of the tail
-    auto copyPart = [&](VkDeviceSize from, const Buffer& to) {
+    auto copyPart = [&](VkDeviceSize from, const BufferRange& to) {
         for (uint32_t i = 0; i < slots; ++i)
             rec.copyRows({tail.buffer, tail.offset + from + i * F_ * stateRow, F_ * stateRow}, stateRow,
-                         {to.handle(), VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
+                         {to.buffer, to.offset + VkDeviceSize(s0 + i) * zBytes, zBytes}, (dv_ + 1) * 4, (dv_ + 1) * 4, F_);
     };
-    copyPart(0, z_);
+    copyPart(0, {z_.handle(), 0, z_.size()});
     if (keepRows) {
         copyPart(part, blockH_);
         // The unfinished block's k' and v rows stay for the exact local part (v as float32,
@@ -467,12 +496,12 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
         const VkDeviceSize kBytes = VkDeviceSize(lastRows) * h_ * 4;
         for (uint32_t i = 0; i < slots; ++i)
             rec.copy({kLocal.buffer, kLocal.offset + (VkDeviceSize(i) * m + lastBegin) * h_ * 4, kBytes},
-                     {blockK_.handle(), VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
+                     {blockK_.buffer, blockK_.offset + VkDeviceSize(s0 + i) * b_ * h_ * 4, kBytes}, kBytes);
         recordCopyRows(rec, {fwd.v, uint64_t(lastBegin) * L.geometry.v.strides.token, L.geometry.v.strides},
-                       {{blockV_.handle(), 0, blockV_.size()}, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}}, count, Hkv_,
+                       {blockV_, uint64_t(s0) * b_ * dv_, {Hkv_ * b_ * dv_, b_ * dv_, dv_}}, count, Hkv_,
                        lastRows, dv_, RowConvert::ToF32);
     } else if (local_) {
-        rec.fill({blockH_.handle(), VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
+        rec.fill({blockH_.buffer, blockH_.offset + VkDeviceSize(s0) * zBytes, VkDeviceSize(slots) * zBytes}, VkDeviceSize(slots) * zBytes, 0);
     }
     // The steps that follow start at row (position + n) % b of the unfinished block.
     recordRowCounts(rec, first, std::vector<uint64_t>(count, position + n));

@@ -39,7 +39,7 @@ public:
     PolysketchDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape);
 
     uint64_t stateBytes() const override;
-    VkDeviceSize stepScratchBytes() const override { return stepWorkspace_.size() + stepF32Bytes(); }
+    VkDeviceSize stepScratchBytes() const override { return scratchBytes_; }
     void prefill(const PskDecodePrefillInfo& info, uint32_t count) override;
     void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
     void reset(uint32_t sequence) override;
@@ -50,7 +50,7 @@ public:
     void recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) override;
 
 private:
-    /** The forward's feature map over the step's token into the step workspace. */
+    /** Learned sketch: the forward's feature map over the step's token into the step state's feature rows. */
     void recordStepFeatures(Recorder& rec, const StepTensors& t, const ForwardGeometry& g1, const PolysketchWorkspace& ws);
     /**
      * The forward over a prompt (or a chunk of one, whole blocks before the last) of sequences
@@ -68,15 +68,22 @@ private:
     const PolysketchForward& forward_;
     uint32_t R_ = 0, F_ = 0, b_ = 1;  // sketch length, features R(R+1)/2, block size
     bool local_ = false;              // local exact
-    // z [B Hkv][F][dv + 1]; local exact also h [B Hkv][F][dv + 1], the unfinished block's running
-    // sum of phi(k_j)[v_j | 1], and its rows k' [B Hkv][b][h], v [B Hkv][b][dv].
-    Buffer z_, blockH_, blockK_, blockV_;
-    // The step's scratch, fixed at creation: the feature rows of the one-token forward's workspace
-    // (S(q), S(k), q', k'), then from word workWord_ the step's own words (decode_output.comp):
-    // per sequence the rows of its unfinished block (local exact; the device advances them), the
-    // slot and sequence counters (zero between steps), the workgroups' partial sums.
-    Buffer stepWorkspace_;
+    bool learned_ = false;            // learned sketch: the forward's feature map runs before the step
+    // z [B Hkv][F][dv + 1]: the running sum of phi(k_j)[v_j | 1] (local exact: completed blocks only).
+    Buffer z_;
+    // The step state, one buffer (one binding of the step kernel, which has no binding to spare),
+    // regions aligned to the storage offset alignment:
+    //   local exact: blockH_ h [B Hkv][F][dv + 1], the unfinished block's running sum of
+    //   phi(k_j)[v_j | 1], and its rows blockK_ k' [B Hkv][b][h], blockV_ v [B Hkv][b][dv];
+    //   learned sketch: the feature rows of the one-token forward's workspace (S(q), S(k), q', k'),
+    //   at featureRows_;
+    //   from word workWord_ the step's own words (decode_output.comp): per sequence the rows of
+    //   its unfinished block (local exact; the device advances them), the slot and sequence
+    //   counters (zero between steps), the workgroups' partial sums.
+    Buffer stepState_;
+    BufferRange blockH_, blockK_, blockV_, featureRows_;
     VkDeviceSize workWord_ = 0;
+    VkDeviceSize scratchBytes_ = 0;  // the feature rows and the step's words
     DecodeStepSlices slices_;
     VkPipeline step_ = VK_NULL_HANDLE;
 };

@@ -20,6 +20,7 @@ namespace psk {
 
 SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape, uint32_t capacity)
     : Decoder(attention, submitter, shape), capacity_(capacity) {
+    createStepF32();  // the step kernels read and write float32
     const VkPhysicalDeviceLimits& limits = context().caps().limits();
     const uint64_t slots = uint64_t(batch_) * Hkv_;
     // One slot's cache must fit a binding; the whole cache may not (4 heads of 128k tokens at

@@ -5,8 +5,9 @@
 
 #include "common.h"
 
-// decode_output.comp: one polysketch decode step (the token joins the state, its output row),
-// workgroups over feature slices and block-row slices of every (sequence, key/value head).
+// decode_output.comp: one polysketch decode step (the token's sketch, the token joins the state,
+// its output row), workgroups over feature slices and block-row slices of every (sequence,
+// key/value head).
 #define PSK_DECODE_OUTPUT_SPEC(X) \
     X(0, uint, WG, 64) \
     X(1, uint, SKETCH, 32) \
@@ -17,7 +18,12 @@
     X(6, uint, BLOCK, 1) /* b in LOCAL_EXACT mode, else 1 */ \
     X(7, uint, HEAD_RATIO, 1) /* query heads per key/value head (Hq / Hkv) */ \
     X(8, uint, FEATURE_SLICE, 64) /* features per feature workgroup */ \
-    X(9, uint, ROW_SLICE, 1) /* LOCAL_EXACT: block rows per row workgroup, else 1 */
+    X(9, uint, ROW_SLICE, 1) /* LOCAL_EXACT: block rows per row workgroup, else 1 */ \
+    X(10, uint, LEVELS, 1) /* random sketch: log2(p / 2), the levels of the sketch tree the step evaluates */
+
+// Bits of DecodeOutputPush.flags (random sketch: the step normalizes the token's rows itself).
+const uint DECODE_FLAG_QK_LN = 1u;     // LayerNorm q and k before sketching
+const uint DECODE_FLAG_LOCAL_LN = 2u;  // LOCAL_EXACT: q', k' use their own LayerNorm
 
 PSK_PUSH_BEGIN(DecodeOutputPush)
     uint features;        // F
@@ -26,11 +32,19 @@ PSK_PUSH_BEGIN(DecodeOutputPush)
     uint batch;           // B: the workspace's counters follow its B row counts
     uint feature_groups;  // workgroups per slot over the features: ceil(F / FEATURE_SLICE)
     uint row_groups;      // LOCAL_EXACT: workgroups per slot over the block rows: ceil(BLOCK / ROW_SLICE); else 0
-    uint q_sketch;        // float offsets into binding 0 (the step's feature rows): S(q) [B Hq][SKETCH],
+    uint work;            // word offsets into binding 0 (the step state): the step's words (decode_output.comp),
+    uint block_sum;       //   LOCAL_EXACT: h [B Hkv][F][dv + 1],
+    uint block_k;         //   the unfinished block's k' rows [B Hkv][BLOCK][HEAD_DIM],
+    uint block_v;         //   and its v rows [B Hkv][BLOCK][VALUE_DIM]
+    uint q_sketch;        // learned sketch: the feature map's rows in binding 0: S(q) [B Hq][SKETCH],
     uint k_sketch;        //   S(k) [B Hkv][SKETCH],
     uint q_local;         //   LOCAL_EXACT: q' [B Hq][HEAD_DIM],
     uint k_local;         //   and k' [B Hkv][HEAD_DIM]
-    uint work;            // word offset of the workspace in binding 0 (decode_output.comp)
+    float scale;          // random sketch: the score scale s (q only)
+    float node_scale;     //   the factor per sketch tree node
+    uint flags;           //   DECODE_FLAG_*
+    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets (floats) into the packed sketch
+    uint w[6];            //   G1_0a, G1_0b, G1_1a, G1_1b, G2_0a, G2_0b (transposed, SKETCH x in), as PackedSketch
 PSK_PUSH_END
 
 #endif
