@@ -662,12 +662,15 @@ def decode_one_dispatch(heads, hd, vd, rs, bs, rows, m):
 
 
 def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
-    """The decode step as built (lib/decode/polysketch_decoder.cpp recordStep, decode_output.comp;
-    f32 state, local exact, B = 1): the forward's feature map of q and k (two independent dispatches,
-    one active invocation per head), then one step dispatch whose workgroups own slices of the
-    features and of the block rows (planDecodeStep: ~2 per SM), chunks of 8 loads issued together,
-    the partials combined by the slot's last workgroup. in_kernel_features: the sketch of the one
-    token computed inside the step, one sketch column per invocation (not built)."""
+    """The decode step (lib/decode/polysketch_decoder.cpp recordStep, decode_output.comp; f32 state,
+    local exact, B = 1, Hq = Hkv): one step dispatch whose workgroups own slices of the features and
+    of the block rows (planDecodeStep: ~2 per SM), chunks of 8 loads issued together, the partials
+    combined by the slot's last workgroup. in_kernel_features (as built since b84b40b, random
+    sketches): every workgroup computes the one token's S(q), S(k) itself
+    (decode_token_sketch.glsl), one (row, sketch column) item per invocation, the 2 (Hq/Hkv + 1) r
+    items over the 64 invocations; otherwise (2575845 .. b84b40b, and learned sketches today) the
+    forward's feature map of q and k runs first (two independent dispatches, one active invocation
+    per head)."""
     F = rs * (rs + 1) // 2
     per_slot = ceil_div(2 * m.sms, heads)
     f_work, r_work = F * (vd + 1) * 2, bs * (hd + vd + 1)
@@ -678,7 +681,11 @@ def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
     # the forward's feature map at n = 1 (as decode_step above): a serial chain of rs sketch columns
     feat = m.lat_hbm + rs * (m.lat_l2 + (hd // 4) * 4 + 16 + 2 * (hd // 4) * 4)
     if in_kernel_features:
-        feat = m.lat_hbm + m.lat_l2 + (hd // 4) * 4 * 2 + 2 * m.barrier      # one column per lane, loads together
+        # the q, k rows into shared memory (one L2 latency), a barrier, then per invocation
+        # ceil(2 r / 64) items of two hd-long vec4 dot products (weights first touched in HBM,
+        # loads together), the barriers between the phases
+        items = ceil_div(2 * rs, 64)
+        feat = m.lat_hbm + m.lat_l2 + items * (hd // 4) * 4 * 2 + 3 * m.barrier
     chunk = 8
     # step: S(q), S(k), q', k', v into shared (L2: just written) -> the feature slice in chunks
     # (z and h loads of a chunk together, then 8 x (2 + Hq/Hkv) FMAs per column) | the row slice
@@ -694,7 +701,7 @@ def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
     partials = heads * groups * (vd + 1) * 4 * 2
     fp32 = heads * (F * (vd + 1) * 3 + rows * (hd + vd + 1))
     launches = 1 if in_kernel_features else 2                         # dependent stages: features | step
-    name = "decode step, one step dispatch" + (" + in-kernel sketch" if in_kernel_features else " (as built)")
+    name = "decode step, one dispatch (as built)" if in_kernel_features else "decode step, feature map + step dispatch (2575845)"
     return Plan(name, 0.0, fp32, 0.0, state + partials, latency_s=(feat + chain) / m.clock, launches=launches,
                 overlap_latency=True,
                 note="%d workgroups (%d features, %d rows per slice); feature map %.1f us, step chain %d cycles (combine %d)"
@@ -702,7 +709,7 @@ def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
 
 
 def print_decode_split():
-    print("### The decode step as built (one step dispatch) and with the sketch inside it\n")
+    print("### The decode step as built (one dispatch, the sketch inside it) and before (feature map + step)\n")
     print("| plan | r | L2 MB | limit | predicted H200 | H200 no overlap | predicted H100 | note |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for inside in (False, True):
