@@ -2,6 +2,10 @@
 
 Attention kinds (docs/MATH.md sections 2-6):
   softmax             F.scaled_dot_product_attention, causal, scale 1/sqrt(h)
+  softmax_qknorm      the same softmax on the q/k LayerNorm of the other kinds (after RoPE, shared by
+                      q, k and every head, scale still 1/sqrt(h)): softmax trained like polysketch.
+                      PyTorch only: MODEL.md has no such model (the library's softmax kind takes no
+                      q/k LayerNorm), so save_model refuses it
   polynomial          exact degree-4 polynomial attention with q/k LayerNorm: O = num / (1 + den)
   polysketch_learned  degree-4 polysketch, learned sketch (section 4), causal by blocks (section 6)
   polysketch_random   degree-4 polysketch, fixed Gaussian sketch (section 3, unbiased scaling)
@@ -21,7 +25,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 LN_EPS = 1e-5
-ATTENTION_KINDS = ("softmax", "polynomial", "polysketch_learned", "polysketch_random")
+ATTENTION_KINDS = ("softmax", "softmax_qknorm", "polynomial", "polysketch_learned", "polysketch_random")
 
 
 @dataclass
@@ -33,7 +37,7 @@ class Config:
     rope_base: float = 10000.0
     attention: str = "polysketch_learned"
     degree: int = 4
-    scale: float = 0.25        # s (polynomial, polysketch); softmax always uses 1/sqrt(h)
+    scale: float = 0.25        # s (polynomial, polysketch); softmax (either) always uses 1/sqrt(h)
     sketch_size: int = 16      # r
     block_size: int = 64       # b
     local_exact: bool = True
@@ -237,6 +241,10 @@ class Attention(nn.Module):
         kind = self.cfg.attention
         if kind == "softmax":
             o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        elif kind == "softmax_qknorm":
+            qn = layer_norm(q, self.ln_scale, self.ln_bias)
+            kn = layer_norm(k, self.ln_scale, self.ln_bias)
+            o = F.scaled_dot_product_attention(qn, kn, v, is_causal=True)
         else:
             qs = self.cfg.scale * layer_norm(q, self.ln_scale, self.ln_bias)
             kn = layer_norm(k, self.ln_scale, self.ln_bias)
@@ -385,8 +393,17 @@ def model_metadata(cfg: Config, task: str, train_context: int, task_params: dict
     return md
 
 
+def has_model_file(attention):
+    """Whether MODEL.md (and so the app) describes a model of this attention kind."""
+    return attention != "softmax_qknorm"
+
+
 def save_model(model: TinyLM, path, task, train_context, task_params, extra_metadata=None):
     from safetensors.torch import save_file
+    if not has_model_file(model.cfg.attention):
+        # A file with attention "softmax" would run in the app without its q/k LayerNorm: wrong
+        # logits, silently. Refuse instead.
+        raise ValueError(f"{model.cfg.attention}: no tinylm model file format (MODEL.md) for this kind")
     tensors = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in tensor_names(model).items()}
     md = model_metadata(model.cfg, task, train_context, task_params)
     if extra_metadata:

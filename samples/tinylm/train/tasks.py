@@ -27,7 +27,8 @@ import subprocess
 import numpy as np
 
 TASKS = ("selective_copy", "assoc_recall", "bytes")
-EVAL_SEED = 20240601  # the held-out examples: one stream, distinct from every training stream
+EVAL_SEED = 20240601  # the held-out test examples: one stream, distinct from every training stream
+VALID_SEED = 20240602  # the validation examples (learning rates and other choices): not the test stream
 
 
 class SelectiveCopy:
@@ -174,5 +175,12 @@ def make_task(name, context=None, **kw):
 
 
 def eval_examples(task, count=1000):
-    """The held-out examples of a synthetic task: the same for every model and training seed."""
+    """The held-out test examples of a synthetic task: the same for every model and training seed."""
     return task.batch(np.random.default_rng(EVAL_SEED), count)
+
+
+def valid_examples(task, count=500):
+    """The validation examples of a synthetic task, from their own stream (VALID_SEED): choices such
+    as the learning rate are made on these, so the test examples stay unseen until the end.
+    (Training streams are seeded by the run's --seed, small integers, never these seeds.)"""
+    return task.batch(np.random.default_rng(VALID_SEED), count)

@@ -9,7 +9,16 @@ Outputs (in --out-dir, default samples/tinylm/models):
   <name>.golden.safetensors     tokens, PyTorch's float32 logits (and eval_correct, synthetic tasks)
   <task>.eval.safetensors       the task's N held-out examples (synthetic tasks; the same file for
                                 every model of the task)
-  <name>.json                   results: accuracy or held-out bits per byte, training time, command
+  <name>.json                   results: accuracy or held-out bits per byte, training time, command,
+                                seed, commit
+With --no-files only the json is written (--json PATH: there); sweep.py runs its grid that way.
+
+Synthetic tasks: every --eval-every steps, exact match and per-token accuracy on a validation split
+(tasks.VALID_SEED, --valid-count examples); at the end the same on the validation split and on the
+--eval-count test examples (tasks.EVAL_SEED). Choices are made on the validation split.
+
+Device: --device auto (the default) trains on CUDA when torch sees a GPU, else on the CPU. The
+golden file is always computed on the CPU (the app is compared with it to 1e-4).
 """
 import argparse
 import json
@@ -17,6 +26,7 @@ import math
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 
@@ -31,8 +41,8 @@ import tasks as T  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.normpath(os.path.join(HERE, "..", "models"))
 SHORT = {"selective_copy": "selcopy", "assoc_recall": "recall", "bytes": "bytes"}
-ATT_SHORT = {"softmax": "softmax", "polynomial": "polynomial", "polysketch_learned": "polysketch",
-             "polysketch_random": "polysketch_random"}
+ATT_SHORT = {"softmax": "softmax", "softmax_qknorm": "softmax_qknorm", "polynomial": "polynomial",
+             "polysketch_learned": "polysketch", "polysketch_random": "polysketch_random"}
 
 
 def parse_args(argv=None):
@@ -73,7 +83,13 @@ def parse_args(argv=None):
     # outputs and logging
     p.add_argument("--name", default=None, help="output base name (default <task>_<attention>)")
     p.add_argument("--out-dir", default=DEFAULT_OUT)
-    p.add_argument("--eval-count", type=int, default=1000, help="synthetic tasks: held-out examples")
+    p.add_argument("--eval-count", type=int, default=1000, help="synthetic tasks: held-out test examples")
+    p.add_argument("--valid-count", type=int, default=500,
+                   help="synthetic tasks: validation examples (their own stream), evaluated every --eval-every steps")
+    p.add_argument("--no-files", action="store_true",
+                   help="write only the results json (no model, golden or evaluation file)")
+    p.add_argument("--json", default=None, help="the results json's path (default <out-dir>/<name>.json)")
+    p.add_argument("--device", default="auto", help="auto (CUDA when present, else CPU), cpu, cuda, cuda:N")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--threads", type=int, default=1)
@@ -104,12 +120,12 @@ def curriculum_region(a, task, step):
     return max(a.curriculum_start, min(task.region, int(length) // 32 * 32))
 
 
-def train_batch(task, rng, count):
+def train_batch(task, rng, count, device):
     """(tokens, mask or None): the task's training examples and which tokens are trained on."""
     if hasattr(task, "train_batch"):
         x, mask = task.train_batch(rng, count)
-        return torch.from_numpy(x), torch.from_numpy(mask)
-    return torch.from_numpy(task.batch(rng, count)), None
+        return torch.from_numpy(x).to(device), torch.from_numpy(mask).to(device)
+    return torch.from_numpy(task.batch(rng, count)).to(device), None
 
 
 def loss_fn(net, x, task, mask=None):
@@ -127,25 +143,39 @@ def loss_fn(net, x, task, mask=None):
 
 
 @torch.no_grad()
+def answer_hits(net, task, examples, batch=50):
+    """[examples, answer tokens] (bool): the argmax of the logits at i - 1 equals the token at i."""
+    device = next(net.parameters()).device
+    hits = []
+    for s in range(0, len(examples), batch):
+        x = torch.from_numpy(examples[s:s + batch]).to(device)
+        pred = net(x)[:, task.answer_start - 1:-1].argmax(-1)
+        hits.append((pred == x[:, task.answer_start:]).cpu())
+    return torch.cat(hits).numpy()
+
+
 def exact_match(net, task, examples, batch=50):
     """Per example: argmax of the logits at i - 1 equals the token at i for every answer position i."""
-    correct = []
-    for s in range(0, len(examples), batch):
-        x = torch.from_numpy(examples[s:s + batch])
-        pred = net(x)[:, task.answer_start - 1:-1].argmax(-1)
-        correct.append((pred == x[:, task.answer_start:]).all(-1))
-    return torch.cat(correct).numpy().astype(np.uint8)
+    return answer_hits(net, task, examples, batch).all(-1).astype(np.uint8)
+
+
+def accuracy(net, task, examples):
+    """(exact match, per-token accuracy) over the answer positions, and the per-example result."""
+    hits = answer_hits(net, task, examples)
+    correct = hits.all(-1).astype(np.uint8)
+    return float(correct.mean()), float(hits.mean()), correct
 
 
 @torch.no_grad()
 def bits_per_byte(net, task, limit=None, batch=16):
     wins = task.held_out_windows(limit)
+    device = next(net.parameters()).device
     total_nats, total = 0.0, 0
     full = [w for w in wins if len(w) == task.context]
     rest = [w for w in wins if len(w) != task.context]
     groups = [np.stack(full[i:i + batch]) for i in range(0, len(full), batch)] + [w[None] for w in rest]
     for g in groups:
-        x = torch.from_numpy(g)
+        x = torch.from_numpy(g).to(device)
         logits = net(x[:, :-1])
         nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1), reduction="sum")
         total_nats += nll.item()
@@ -153,13 +183,36 @@ def bits_per_byte(net, task, limit=None, batch=16):
     return total_nats / total / math.log(2), total
 
 
+def source_commit():
+    """The commit of the tree that trained ("<hash>", or "<hash>+dirty" when a tracked .py file of
+    samples/tinylm/train differs from it), or None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "diff", "--name-only", "HEAD", "--", "*.py"], cwd=HERE,
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
+def pick_device(name):
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
 def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
+    device = pick_device(a.device)
+    if not a.no_files and not M.has_model_file(a.attention):
+        raise SystemExit(f"--attention {a.attention} has no model file format (MODEL.md): pass --no-files")
     args = list(argv or sys.argv[1:])
-    if "--out-dir" in args:  # where the files go does not change them
-        i = args.index("--out-dir")
-        del args[i:i + 2]
+    for where in ("--out-dir", "--json"):  # where the files go does not change them
+        if where in args:
+            i = args.index(where)
+            del args[i:i + 2]
     command = "samples/tinylm/train/train.py " + " ".join(shlex.quote(x) for x in args)
     task = build_task(a)
     name = a.name or f"{SHORT[a.task]}_{ATT_SHORT[a.attention]}"
@@ -169,7 +222,7 @@ def main(argv=None):
     cfg = M.Config(vocab_size=task.vocab_size, d_model=a.d_model, n_layers=a.n_layers, n_heads=a.n_heads,
                    attention=a.attention, scale=a.scale, sketch_size=a.sketch_size, block_size=a.block_size,
                    local_exact=not a.no_local_exact, sketch_seed=a.sketch_seed, init=a.init)
-    net = M.TinyLM(cfg)
+    net = M.TinyLM(cfg).to(device)
     n_params = sum(p.numel() for p in net.parameters())
     decay, no_decay = net.weight_decay_groups()
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
@@ -185,9 +238,11 @@ def main(argv=None):
     synthetic = a.task != "bytes"
     if synthetic:
         eval_x = T.eval_examples(task, a.eval_count)
+        valid_x = T.valid_examples(task, a.valid_count)
     print(f"{name}: {a.task} n={task.n} vocab={task.vocab_size} {a.attention} D={a.d_model} L={a.n_layers} "
           f"H={a.n_heads} h={cfg.head_dim} r={a.sketch_size} b={a.block_size} local_exact={int(cfg.local_exact)} "
-          f"s={a.scale} params={n_params} steps={a.steps} batch={a.batch} lr={a.lr} seed={a.seed}", flush=True)
+          f"s={a.scale} init={a.init} params={n_params} steps={a.steps} batch={a.batch} lr={a.lr} seed={a.seed} "
+          f"device={device}", flush=True)
 
     log = []
     curriculum_tasks = {}
@@ -205,7 +260,7 @@ def main(argv=None):
             if region not in curriculum_tasks:
                 curriculum_tasks[region] = build_task(a, region)
             train_task = curriculum_tasks[region]
-        x, mask = train_batch(train_task, rng, a.batch)
+        x, mask = train_batch(train_task, rng, a.batch, device)
         net.train()
         loss = loss_fn(net, x, train_task, mask)
         opt.zero_grad(set_to_none=True)
@@ -224,7 +279,7 @@ def main(argv=None):
             net.eval()
             entry = entry or {"step": step + 1, "loss": round(loss.item(), 5), "train_s": round(train_time, 1)}
             if synthetic:
-                entry["eval_acc_200"] = float(exact_match(net, task, eval_x[:200]).mean())
+                entry["valid_exact"], entry["valid_token"], _ = accuracy(net, task, valid_x)
             else:
                 entry["held_out_bpb_20win"] = round(bits_per_byte(net, task, limit=20)[0], 4)
         if entry:
@@ -239,15 +294,22 @@ def main(argv=None):
     # Results
     result = {"name": name, "task": a.task, "attention": a.attention, "seed": a.seed, "steps": steps_done,
               "batch": a.batch, "lr": a.lr, "params": n_params, "train_seconds": round(train_time, 1),
-              "command": command, "threads": a.threads, "torch": torch.__version__,
-              "cpu": platform.processor() or platform.machine(), "config": json.loads(M.config_json(cfg)),
+              "command": command, "commit": source_commit(), "threads": a.threads, "torch": torch.__version__,
+              "device": str(device), "cpu": platform.processor() or platform.machine(),
+              "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+              "config": json.loads(M.config_json(cfg)),
               "task_params": task.params(), "seq_len": task.n}
     te = time.time()
     if synthetic:
-        correct = exact_match(net, task, eval_x)
+        result["valid_examples"] = len(valid_x)
+        result["valid_exact"], result["valid_token"], _ = accuracy(net, task, valid_x)
+        if not a.no_files and device.type != "cpu":
+            net = net.cpu()  # the golden file's eval_correct as the CPU computes it, like its logits
+        result["exact_match"], result["token_accuracy"], correct = accuracy(net, task, eval_x)
         result["eval_examples"] = int(len(correct))
-        result["exact_match"] = float(correct.mean())
-        print(f"exact match on {len(correct)} held-out examples: {correct.mean():.4f}", flush=True)
+        print(f"validation ({len(valid_x)} examples): exact match {result['valid_exact']:.4f}, per token "
+              f"{result['valid_token']:.4f}; test ({len(correct)} held-out examples): exact match "
+              f"{result['exact_match']:.4f}, per token {result['token_accuracy']:.4f}", flush=True)
     else:
         bpb, count = bits_per_byte(net, task)
         result["held_out_bits_per_byte"] = round(bpb, 5)
@@ -255,6 +317,14 @@ def main(argv=None):
         print(f"held-out bits per byte: {bpb:.4f} over {count} bytes", flush=True)
     result["eval_seconds"] = round(time.time() - te, 1)
     result["log"] = log
+    json_path = a.json or os.path.join(a.out_dir, name + ".json")
+    if a.no_files:
+        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+        with open(json_path, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"wrote {json_path}; train {train_time:.0f} s", flush=True)
+        return result
+    net = net.cpu()
 
     # Files
     from safetensors.numpy import save_file
@@ -282,7 +352,7 @@ def main(argv=None):
     save_file(golden, os.path.join(a.out_dir, name + ".golden.safetensors"), metadata=golden_md)
     result["metadata"] = md
     result["model_bytes"] = os.path.getsize(model_path)
-    with open(os.path.join(a.out_dir, name + ".json"), "w") as f:
+    with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
     print(f"wrote {model_path} ({result['model_bytes']} bytes), golden, json; train {train_time:.0f} s", flush=True)
 
