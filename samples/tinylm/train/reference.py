@@ -6,7 +6,8 @@
   for the learned sketch (section 4) and the random sketch (section 3), local exact or not, several
   lengths (multiples of b and not, shorter than one block), q/k LayerNorm with non-trivial
   parameters; also psi's identity <psi(u), psi(w)> = <u, w>^2, the exact polynomial attention
-  against a loop, and a whole-model forward (float64) against a per-token loop of the layers.
+  against a loop, softmax on the q/k LayerNorm (softmax_qknorm) against a loop, and a whole-model
+  forward (float64) against a per-token loop of the layers.
 
 Run: .venv-train/bin/python samples/tinylm/train/reference.py   (exit status 0 when all agree)
 """
@@ -112,6 +113,32 @@ def main():
     got = M.polynomial_causal(qs, kn, v)
     want = torch.stack([naive_polynomial(qs[0, i], kn[0, i], v[0, i]) for i in range(2)])[None]
     check("polynomial vs naive", got, want)
+
+    # softmax on the q/k LayerNorm: one attention layer against a loop over its definition
+    # (LN after RoPE, shared by q, k and the heads; softmax of LN(q_i) . LN(k_j) / sqrt(h) over j <= i)
+    cfg = M.Config(vocab_size=10, d_model=2 * h, n_heads=2, attention="softmax_qknorm")
+    attn = M.Attention(cfg, 0).to(dt)
+    with torch.no_grad():
+        attn.ln_scale.copy_(1 + 0.3 * torch.randn(h, dtype=dt))
+        attn.ln_bias.copy_(0.2 * torch.randn(h, dtype=dt))
+        n = 23
+        x = torch.randn(1, n, 2 * h, dtype=dt)
+        cos, sin = M.rope_tables(n, h, cfg.rope_base, dt)
+        got = attn(x, cos, sin)
+        qkv = x[0] @ attn.wqkv
+        heads = []
+        for j in range(2):
+            q, k, v = (qkv[:, c * 2 * h + j * h:c * 2 * h + (j + 1) * h] for c in range(3))
+            q, k = M.apply_rope(q, cos, sin), M.apply_rope(k, cos, sin)
+            qn, kn = ((t - t.mean(-1, keepdim=True)) / torch.sqrt(t.var(-1, unbiased=False, keepdim=True) + 1e-5)
+                      * attn.ln_scale + attn.ln_bias for t in (q, k))
+            o = torch.zeros(n, h, dtype=dt)
+            for i in range(n):
+                w = torch.exp(torch.stack([torch.dot(qn[i], kn[t]) / math.sqrt(h) for t in range(i + 1)]))
+                o[i] = (w[:, None] * v[:i + 1]).sum(0) / w.sum()
+            heads.append(o)
+        want = (torch.cat(heads, dim=-1) @ attn.wo)[None]
+    check("softmax_qknorm layer vs naive", got, want)
 
     # a whole model: the full-sequence forward vs prefixes (causality: row i depends on tokens <= i only)
     for attention in M.ATTENTION_KINDS:

@@ -184,12 +184,12 @@ def bits_per_byte(net, task, limit=None, batch=16):
 
 
 def source_commit():
-    """The commit of the tree that trained ("<hash>", or "<hash>+dirty" when a tracked .py file of
-    samples/tinylm/train differs from it), or None outside a git checkout."""
+    """The commit of the tree that trains ("<hash>", or "<hash>+dirty" when the training code, train.py,
+    model.py or tasks.py, differs from it), or None outside a git checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "diff", "--name-only", "HEAD", "--", "*.py"], cwd=HERE,
+        dirty = subprocess.run(["git", "diff", "--name-only", "HEAD", "--", "train.py", "model.py", "tasks.py"], cwd=HERE,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -206,6 +206,7 @@ def main(argv=None):
     a = parse_args(argv)
     torch.set_num_threads(a.threads)
     device = pick_device(a.device)
+    commit = source_commit()  # at the start: the code that trains, whatever is committed meanwhile
     if not a.no_files and not M.has_model_file(a.attention):
         raise SystemExit(f"--attention {a.attention} has no model file format (MODEL.md): pass --no-files")
     args = list(argv or sys.argv[1:])
@@ -294,7 +295,7 @@ def main(argv=None):
     # Results
     result = {"name": name, "task": a.task, "attention": a.attention, "seed": a.seed, "steps": steps_done,
               "batch": a.batch, "lr": a.lr, "params": n_params, "train_seconds": round(train_time, 1),
-              "command": command, "commit": source_commit(), "threads": a.threads, "torch": torch.__version__,
+              "command": command, "commit": commit, "threads": a.threads, "torch": torch.__version__,
               "device": str(device), "cpu": platform.processor() or platform.machine(),
               "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
               "config": json.loads(M.config_json(cfg)),
