@@ -119,7 +119,6 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::PolysketchOutputTeam: return SpecConstants::of(PolysketchOutputTeamSpec{});
         case KernelId::PolysketchOutputCoopMat: return SpecConstants::of(PolysketchOutputCoopMatSpec{});
         case KernelId::SelfTensor: return SpecConstants::of(NoSpec{});
-        case KernelId::DecodeFold: return SpecConstants::of(DecodeFoldSpec{});
         case KernelId::DecodeOutput: return SpecConstants::of(DecodeOutputSpec{});
         case KernelId::DecodeSoftmaxPartial:
         case KernelId::DecodeSoftmaxCombine: return SpecConstants::of(DecodeSoftmaxSpec{});

@@ -19,7 +19,7 @@ namespace psk {
 
 class Submitter;
 
-/** Invocations per workgroup of the decode kernels (decode_fold, decode_output, decode_softmax). */
+/** Invocations per workgroup of the decode kernels (decode_output, decode_softmax). */
 constexpr uint32_t kDecodeWorkgroup = 64;
 
 /** A state's sequences and heads: B sequences, Hq query and Hkv key/value heads, head dims h and dv. */

@@ -169,7 +169,7 @@ void PolysketchDecoder::forwardPrompt(const PskForwardHostInfo& info, uint32_t f
     // staged), so the state after it comes from the scan's tail as in state passing
     // (recordForward): with the continuation the scan runs even for a prompt of one block (it writes
     // Z_0 = z and the tail), so every prompt takes this path and no prefill folds its last block's
-    // rows again (decode_fold over up to b rows, ~28 ms per prompt at b = 256, r = 32, dv = 64,
+    // rows again (a fold over up to b rows, ~28 ms per prompt at b = 256, r = 32, dv = 64,
     // 4 heads on lavapipe; docs/PERFORMANCE.md). A fresh prompt's scan starts from z = 0 (the
     // prefill replaces the sequences' state); a later chunk's continues the earlier chunks' z.
     PskAttention_T::Override o;
@@ -406,7 +406,7 @@ void PolysketchDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint
     // scan adds to block 0) and their q and output rows are ignored. Afterwards the state is the
     // forward's Z_{t-1} plus its last block, which the scan writes out as it goes (its tail), so
     // the update is a copy of F rows of dv + 1 floats per head (plus the unfinished block's rows).
-    // Folding the last block's rows again (decode_fold over up to b rows) cost ~30 ms per call
+    // Folding the last block's rows again (a fold over up to b rows) cost ~30 ms per call
     // at b = 256, r = 32, dv = 64, 4 heads on lavapipe (4 calls of 4096 tokens: 1.30x one call,
     // with the tail 1.02x; docs/PERFORMANCE.md). A prefill takes this path too (forwardPrompt).
     const AttentionConfig& c = attention_.config();

@@ -32,7 +32,6 @@ using uint = std::uint32_t;
 #include "interface/block_states_coopmat.h"
 #include "interface/copy_rows.h"
 #include "interface/coopmat_strict_check.h"
-#include "interface/decode_fold.h"
 #include "interface/decode_output.h"
 #include "interface/decode_softmax.h"
 #include "interface/polysketch_output.h"
@@ -147,7 +146,6 @@ PSK_SPEC_STRUCT(BlockReduceSpec, PSK_BLOCK_REDUCE_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputSpec, PSK_POLYSKETCH_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputTeamSpec, PSK_POLYSKETCH_OUTPUT_TEAM_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputCoopMatSpec, PSK_POLYSKETCH_OUTPUT_COOPMAT_SPEC)
-PSK_SPEC_STRUCT(DecodeFoldSpec, PSK_DECODE_FOLD_SPEC)
 PSK_SPEC_STRUCT(DecodeOutputSpec, PSK_DECODE_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(DecodeSoftmaxSpec, PSK_DECODE_SOFTMAX_SPEC)
 PSK_SPEC_STRUCT(CopyRowsSpec, PSK_COPY_ROWS_SPEC)
@@ -191,7 +189,7 @@ struct SpecConstants {
 // Every push block fits the one pipeline layout's push-constant range (vk/pipelines.hpp).
 static_assert(sizeof(AttentionTiledPush) <= 128 && sizeof(SketchFeaturesPush) <= 128 && sizeof(BlockStatesPush) <= 128 &&
                   sizeof(BlockColumnsPush) <= 128 &&
-                  sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 && sizeof(DecodeFoldPush) <= 128 &&
+                  sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 &&
                   sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128 && sizeof(CopyRowsPush) <= 128,
               "a push-constant block exceeds the 128 bytes of the pipeline layout");
 

@@ -52,8 +52,6 @@ constexpr KernelInfo kKernels[] = {
      "output on cooperative matrices: phi(q)^T Z + local part, normalized"},
     {KernelId::SelfTensor, "self_tensor", "self_tensor.comp", KernelImpl::Generic, "f32", "NoSpec", "SelfTensorPush",
      "materialized features psi(S) (tests, tools)"},
-    {KernelId::DecodeFold, "decode_fold", "decode_fold.comp", KernelImpl::Generic, "f32", "DecodeFoldSpec",
-     "DecodeFoldPush", "decoding: fold rows or a block sum into z"},
     {KernelId::DecodeOutput, "decode_output", "decode_output.comp", KernelImpl::Generic, "random|learned storage",
      "DecodeOutputSpec", "DecodeOutputPush",
      "decoding: a step, the token's sketch (random), the token into z and phi(q)^T z (+ exact local part)"},

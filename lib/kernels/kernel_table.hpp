@@ -35,8 +35,7 @@ enum class KernelId : uint8_t {
     PolysketchOutputTeam,  //   lane-team variant
     PolysketchOutputCoopMat,  //   cooperative-matrix variant
     SelfTensor,            // materialized psi(S) rows (tests and tools only)
-    DecodeFold,            // decoding: fold rows or a block sum into the running state
-    DecodeOutput,          // decoding: one token's output from the state
+    DecodeOutput,          // decoding: one step (the token joins the state, its output)
     DecodeSoftmaxPartial,  // decoding baseline: KV-cache attention, partial pass
     DecodeSoftmaxCombine,  //   ... and the pass that combines the partials
     CopyRows,              // strided row copies (forward calls with a decode state)
