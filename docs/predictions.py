@@ -723,6 +723,72 @@ def print_decode_split():
     print("\nNothing in the step depends on the context L (4k, 32k, 128k alike): the state is the same size at every L.\n")
 
 
+def coop_states_as_built(n, heads, vd, rs, bs, walk, m=None):
+    """shaders/block_states_coopmat.comp as planned on a GPU (planBlockStatesCoopMat: 16 x 16 x 16
+    products, 2 x 2 subgroups of 2 x WN matrices: 64 features x 64 (dv = 64) or 128 (dv = 128) value
+    columns, 32-key tiles, 128 invocations), float16 storage. Per key tile and workgroup, in order:
+    the tile's maxima (registers, subgroupMax, a barrier), the staging of S(k) and V into shared
+    memory, the next tile's loads issued (they land during the rest: one tile of prefetch), a barrier,
+    psi expanded into A hi + lo (16 elements per invocation: 3 shared loads, ~8 FP32 operations, 2
+    stores each), a barrier, the normalizer's column sums (column tile 0: 32 keys x 2 shared loads per
+    feature, one feature per invocation), 2 (hi, lo) x 2 (16-key steps) x 2 x WN products per subgroup
+    with their fragment loads, and the scaled add of the tile's accumulators.
+    walk=False: a workgroup per block and tile (8 key tiles), its first load an HBM first touch, H_l
+    written, then the scan; walk=True: a workgroup per tile and head walks all n / 32 key tiles and
+    writes Z_l; no scan. Registers ~136 (acc and total: 2 x 4 x 8 floats at WN = 2, 24 prefetched
+    operands, indices), shared memory ~23 KB."""
+    m = m or H200
+    F = rs * (rs + 1) // 2
+    tile_n = 64 if vd <= 64 else 128
+    wn = tile_n // 32
+    t = ceil_div(n, bs)
+    key_tiles_per_block = ceil_div(bs, 32)
+    tiles = heads * ceil_div(F, 64) * ceil_div(vd, tile_n)
+    stride = (vd + 1 + 3) // 4 * 4
+    # Per key tile and workgroup.
+    tc = 2 * 2 * 32 * 64 * tile_n                                 # A hi and lo times B: 32 keys x 64 features x tile_n columns
+    frag_bytes = 4 * 2 * (2 * 2 + wn) * 512                       # 4 subgroups x 2 k-steps x (2 x 2 A + WN B) fragments of 512 B
+    staging = 32 * 64 * 3 * 4 + 32 * 64 * 2 * 2 + 32 * tile_n * 2  # expand: 3 loads, 2 stores of A; B stores
+    lsu = (frag_bytes + staging) / m.lsu_bytes
+    issue = 4 * (16 * 14 + 24 * 3 + 2 * 2 * 2 * wn * 2 + 64)      # 4 warps x (expand, staging, products and loads, scaled add, maxima)
+    chain = 50 + 3 * m.barrier + 3 * m.lat_shared + 16 * 14  # the normalizer is summed during the expansion
+    sk_v = n * heads * (rs * 4 + vd * 2)
+    states = t * heads * F * stride * 4
+    l2 = sk_v * ceil_div(F, 64) + states
+    if walk:
+        per_wg = t * key_tiles_per_block
+        kern = Kernel("block states (walk)", tiles, 128, 136, 23 * 1024, lsu * per_wg, issue * per_wg,
+                      per_wg * chain + m.lat_hbm, sk_v + states, l2, tc=tc * per_wg)
+        return [kern]
+    per_wg = key_tiles_per_block
+    kern = Kernel("block states (per block)", tiles * t, 128, 136, 23 * 1024, lsu * per_wg, issue * per_wg,
+                  per_wg * chain + m.lat_hbm, sk_v + states, l2, tc=tc * per_wg)
+    return [kern, scan(n, heads, vd, rs, bs)]
+
+
+def print_coop_states():
+    print("### The cooperative block states as built: per block + scan, or walking (written before a GPU runs either)\n")
+    print("| shape | path | workgroups | limit | predicted H200 ms | predicted H100 ms |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for label, n, hd, heads in [s_ + (16,) for s_ in SHAPES] + [("32k h64, B x H = 64", 32768, 64, 64)]:
+        for walk in (False, True):
+            t2 = t1 = 0.0
+            lims, wgs = [], []
+            for kern in coop_states_as_built(n, heads, hd, 32, 256, walk, H200):
+                tt, info = run(kern, H200)
+                t2 += tt
+                t1 += run(kern, H100)[0]
+                lims.append(f"{kern.name}: {info['limit']}")
+                wgs.append(str(kern.wgs))
+            print(f"| {label} | {'walk' if walk else 'per block + scan'} | {' + '.join(wgs)} | {'; '.join(lims)} "
+                  f"| {fmt_ms(t2)} | {fmt_ms(t1)} |")
+    print("\nThe walk saves the H_l round trip and the scan but runs one workgroup per tile and head (144 at H = 16,"
+          " F = 528, dv = 64): each walks n / 32 key tiles in a chain of barriers, one or two per SM, which leaves"
+          " most of the SM idle. With three or more per SM (B x Hkv x tiles >= 396) the chains overlap as the"
+          " per-block kernel's do and the walk keeps its saving: hence PolysketchTiles::statesWalkMinGroups = 400,"
+          " the model's choice until `psk bench` with PSK_COOPMAT_STATES_WALK=on and off measures both.\n")
+
+
 def fa2_softmax(n, heads, hd, vd):
     """(e) FlashAttention-2 on cooperative matrices: 128-row query tiles (8 warps), 64-key tiles
     staged in shared memory (float16), scores and P V on tensor cores, online softmax in registers
@@ -1045,6 +1111,7 @@ def main():
     print_today(vals)
     print_vs_measured(vals, notes)
     print_predictions()
+    print_coop_states()
     print_decode_split()
     print_sensitivity(vals)
 

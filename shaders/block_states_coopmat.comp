@@ -29,17 +29,32 @@
 //
 // Range: features psi(S(k)) reach 1e4-1e5 with LayerNorm'd keys (p = 4) and far more for p = 8,
 // beyond float16's 65504, and bfloat16 values stored as float16 operands may overflow too. So
-// each workgroup first finds its block's largest |S(k)| and |v| and scales A and B by powers of
-// two that bring their largest element to at most 2^14 (and small ones up, for precision); the
-// float32 results are divided by the same powers of two, which is exact. No host input needed.
+// every key tile is scaled on its own: the workgroup finds the tile's largest |S(k)| and |v| (from
+// the registers the tile was loaded into: no second read) and scales A and B by powers of two that
+// bring their largest element to at most 2^14 (and small ones up, for precision); the tile's
+// product goes into a fresh accumulator that is added to the running one times the inverse powers
+// of two (CM_ADD_SCALED), which is exact. No host input needed.
+//
+// Walks (WALK != 0): one workgroup per feature x column tile of a sequence walks every block in
+// order, keeping the running sum in its accumulators, and writes the scan's result itself: WALK = 1
+// (causal) the exclusive prefix Z_l = sum_{j<l} H_j for every block (Z_0 = 0), WALK = 2 (full) the
+// sum of all blocks into block 0. The per-block H_l never goes to memory and no scan pass runs: the
+// chunked linear-attention state recurrence. It trades parallelism over blocks for that (one
+// workgroup per tile and sequence), so the plan picks it only where those workgroups fill the
+// device. WALK = 0: one workgroup per block writes H_l, and block_scan.comp / block_reduce.comp
+// follow.
+//
+// Latency: the next key tile's S(k) rows and values are loaded into registers while the current
+// one is expanded and multiplied, so a walk waits on global memory once, not once per tile.
 //
 // One source for GL_NV_cooperative_matrix and GL_KHR_cooperative_matrix (coopmat.glsl); the
 // shape (CM_M, CM_N, CM_K) is chosen at run time from the device's enumerated properties
-// (lib/coopmat_selection.cpp). The workgroup must consist of exactly SG_M * SG_N subgroups: the
+// (lib/forward/coopmat_selection.cpp). The workgroup must consist of exactly SG_M * SG_N subgroups: the
 // host sets THREADS = SG_M * SG_N * subgroup size and pins the subgroup size where it can vary.
 
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
 layout(local_size_x_id = 0) in;
 #include "interface/block_states_coopmat.h"
@@ -60,6 +75,15 @@ const uint LDA = TILE_M + 8u;  // A column-major: element (f, j) at j * LDA + f
 const uint LDB = TILE_N + 8u;  // B row-major: element (j, c) at j * LDB + c
 const uint A_LO = KEY_TILE * LDA;  // the low parts of A follow its high parts
 const uint ONES_PER_THREAD = (TILE_M + THREADS - 1u) / THREADS;
+// The normalizer column is summed while A is expanded, from the values the products see (hi + lo):
+// step `it` of the expansion gives invocation lid feature (it * THREADS + lid) % TILE_M, which is
+// lid % TILE_M when THREADS is a multiple of TILE_M (THREADS / TILE_M invocations share a feature)
+// and lid + THREADS * (it % ONES_PER_THREAD) when TILE_M is a multiple of THREADS (the host plans
+// one or the other). So an invocation keeps ONES_PER_THREAD partial sums, partial q belonging to
+// feature q * THREADS + lid modulo TILE_M, and the partials of a feature meet in shared memory
+// when a state is stored. (Summing the staged A column by column instead put 32 dependent
+// shared loads per key tile on the walk's critical path.)
+const uint ONES_SHARE = ONES_PER_THREAD * THREADS;
 
 layout(std430, binding = BINDING_K_SKETCH) readonly buffer KSketch { float k_sketch[]; };
 layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
@@ -73,7 +97,12 @@ shared CM_OPERAND a_tile[2u * KEY_TILE * LDA];  // high parts, then low parts
 shared CM_OPERAND b_tile[KEY_TILE * LDB];
 shared uint pair_tile[TILE_M];
 shared float c_scratch[SG_M * SG_N * CM_M * CM_N];
-shared float range_max[2 * THREADS];  // per invocation: max |S(k)|, max |v| of the block
+shared float range_max[2u * CM_SUBGROUPS];  // per subgroup: max |S(k)|, max |v| of the key tile
+shared float ones_share[ONES_SHARE];  // the normalizer's partial sums, entry e for feature e % TILE_M
+
+// Elements of a key tile's S(k) rows and value columns each invocation loads (see "Latency").
+const uint S_PER_THREAD = (KEY_TILE * SKETCH + THREADS - 1u) / THREADS;
+const uint V_PER_THREAD = (KEY_TILE * TILE_N + THREADS - 1u) / THREADS;
 
 // 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e clamped to +-100 (float32 range).
 float operand_scale(float x) {
@@ -83,6 +112,21 @@ float operand_scale(float x) {
     return exp2(float(clamp(14 - e, -100, 100)));
 }
 
+// The key tile [start, start + len) of this workgroup into pre_s / pre_v (zeros past len: keys past
+// the end of a short block add nothing). len = 0 loads nothing.
+#define LOAD_KEY_TILE(start, len)                                                                   \
+    [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) {                                        \
+        const uint i = it * THREADS + lid;                                                          \
+        pre_s[it] = i < (len) * SKETCH ? k_sketch[sk_base + (start) * SKETCH + i] : 0.0;            \
+    }                                                                                               \
+    [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) {                                        \
+        const uint i = it * THREADS + lid;                                                          \
+        const uint j = i / TILE_N, c = i % TILE_N;                                                  \
+        pre_v[it] = j < (len) && c0 + c < VALUE_DIM                                                 \
+                        ? LOAD_ELEM(v_data[v_base + ((start) + j) * params.v_strides.token + c0 + c]) \
+                        : 0.0;                                                                      \
+    }
+
 void main() {
     // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
     CM_POISON_SHARED(sk_tile, KEY_TILE * SKETCH);
@@ -91,131 +135,178 @@ void main() {
     CM_POISON_SHARED(c_scratch, SG_M * SG_N * CM_M * CM_N);
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
     const uint ctile = gl_WorkGroupID.x / params.feature_tiles;
-    const uint block = gl_WorkGroupID.y, seq = gl_WorkGroupID.z;
+    const uint seq = gl_WorkGroupID.z;
     const uint batch = seq / params.kv_heads, head = seq % params.kv_heads;
     const uint lid = gl_LocalInvocationID.x;
     const uint sg = gl_SubgroupID;
     const uint sg_m = sg % SG_M, sg_n = sg / SG_M;
     const uint f0 = ftile * TILE_M, c0 = ctile * TILE_N;
     const bool keep_ones = ctile == 0u;
+    // WALK = 0: this workgroup's block only (grid y = blocks); else every block (grid y = 1).
+    const uint first_block = WALK == 0u ? gl_WorkGroupID.y : 0u;
+    const uint end_block = WALK == 0u ? first_block + 1u : params.blocks;
 
     // Features past F get a zero coefficient through an out-of-range marker.
     for (uint i = lid; i < TILE_M; i += THREADS) pair_tile[i] = f0 + i < params.features ? pairs[f0 + i] : 0xFFFFFFFFu;
 
-    CM_ACC acc[WM][WN];
+    // The running sum over the key tiles (and blocks) walked so far, unscaled.
+    CM_ACC total[WM][WN];
     [[unroll]] for (uint a = 0u; a < WM; ++a)
-        [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_ACC_ZERO;
-    float ones[ONES_PER_THREAD];
-    [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) ones[i] = 0.0;
+        [[unroll]] for (uint b = 0u; b < WN; ++b) total[a][b] = CM_ACC_ZERO;
+    float ones_part[ONES_PER_THREAD];  // see ONES_SHARE
+    [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) ones_part[i] = 0.0;
 
-    const uint key_begin = block * params.block_size;
-    const uint key_end = min(params.n, key_begin + params.block_size);
     const uint sk_base = seq * params.n * SKETCH;
     const uint v_base = tensor_row(params.v_strides, batch, head, 0u);
+    const uint row_stride = Z_STRIDE;
+    const uint seq_states = seq * params.blocks * params.features * row_stride;
+    const uint scratch = sg * CM_M * CM_N;
 
-    // The block's operand ranges (see "Range" above): |psi_f| <= sqrt(2) max|S|^2.
-    float s_max = 0.0, v_max = 0.0;
-    for (uint i = lid; i < (key_end - key_begin) * SKETCH; i += THREADS)
-        s_max = max(s_max, abs(k_sketch[sk_base + key_begin * SKETCH + i]));
-    for (uint i = lid; i < (key_end - key_begin) * TILE_N; i += THREADS) {
-        const uint j = i / TILE_N, c = i % TILE_N;
-        if (c0 + c < VALUE_DIM) v_max = max(v_max, abs(LOAD_ELEM(v_data[v_base + (key_begin + j) * params.v_strides.token + c0 + c])));
+    // A causal walk's Z_0 is zero (no block before the first).
+    if (WALK == 1u) {
+        for (uint i = lid; i < TILE_M * TILE_N; i += THREADS) {
+            const uint f = f0 + i / TILE_N, c = c0 + i % TILE_N;
+            if (f < params.features && c < VALUE_DIM) states[seq_states + f * row_stride + c] = 0.0;
+        }
+        if (keep_ones)
+            for (uint i = lid; i < TILE_M; i += THREADS)
+                if (f0 + i < params.features)
+                    for (uint c = VALUE_DIM; c < Z_STRIDE; ++c) states[seq_states + (f0 + i) * row_stride + c] = 0.0;
     }
-    range_max[lid] = s_max;
-    range_max[THREADS + lid] = v_max;
-    barrier();
-    s_max = 0.0;
-    v_max = 0.0;
-    for (uint i = 0u; i < THREADS; ++i) {
-        s_max = max(s_max, range_max[i]);
-        v_max = max(v_max, range_max[THREADS + i]);
-    }
-    const float a_scale = operand_scale(1.4142135 * s_max * s_max);
-    const float b_scale = operand_scale(v_max);
 
-    for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
-        const uint tile_len = min(KEY_TILE, key_end - tile_start);
-        barrier();  // the previous step's tiles are no longer being read
-        [[unroll]] for (uint it = 0u; it < (KEY_TILE * SKETCH + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * SKETCH)
-                sk_tile[i] = i < tile_len * SKETCH ? k_sketch[sk_base + tile_start * SKETCH + i] : 0.0;
-        }
-        [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_N + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * TILE_N) {
-                const uint j = i / TILE_N, c = i % TILE_N;
-                float v = 0.0;
-                if (j < tile_len && c0 + c < VALUE_DIM)
-                    v = LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c0 + c]);
-                b_tile[j * LDB + c] = CM_TO_OPERAND(v * b_scale);
+    float pre_s[S_PER_THREAD];
+    float pre_v[V_PER_THREAD];
+    {
+        const uint start = first_block * params.block_size;
+        LOAD_KEY_TILE(start, min(KEY_TILE, min(params.n, start + params.block_size) - start));
+    }
+
+    for (uint block = first_block; block < end_block; ++block) {
+        const uint key_begin = block * params.block_size;
+        const uint key_end = min(params.n, key_begin + params.block_size);
+        for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
+            const uint tile_len = min(KEY_TILE, key_end - tile_start);
+            // The tile's operand ranges (see "Range"): |psi_f| <= sqrt(2) max|S|^2.
+            float s_max = 0.0, v_max = 0.0;
+            [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) s_max = max(s_max, abs(pre_s[it]));
+            [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) v_max = max(v_max, abs(pre_v[it]));
+            s_max = subgroupMax(s_max);
+            v_max = subgroupMax(v_max);
+            if (subgroupElect()) {
+                range_max[sg] = s_max;
+                range_max[CM_SUBGROUPS + sg] = v_max;
             }
-        }
-        barrier();
-        // A column-major: consecutive invocations take consecutive features of one key.
-        [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_M + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * TILE_M) {
-                const uint j = i / TILE_M, f = i % TILE_M;
-                const uint entry = pair_tile[f];
-                float p = 0.0;
-                if (entry != 0xFFFFFFFFu)
-                    p = pair_coefficient(entry) * a_scale * sk_tile[j * SKETCH + pair_first(entry)] *
-                        sk_tile[j * SKETCH + pair_second(entry)];
-                const CM_OPERAND hi = CM_TO_OPERAND(p);
-                a_tile[j * LDA + f] = hi;
-                a_tile[A_LO + j * LDA + f] = CM_TO_OPERAND(p - float(hi));
+            // Also: every invocation is done with the previous tile's shared operands.
+            barrier();
+            s_max = 0.0;
+            v_max = 0.0;
+            [[unroll]] for (uint i = 0u; i < CM_SUBGROUPS; ++i) {
+                s_max = max(s_max, range_max[i]);
+                v_max = max(v_max, range_max[CM_SUBGROUPS + i]);
             }
-        }
-        barrier();
-        if (keep_ones) {
-            [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
-                const uint f = i * THREADS + lid;
-                if (f < TILE_M)
-                    for (uint j = 0u; j < tile_len; ++j) ones[i] += float(a_tile[j * LDA + f]) + float(a_tile[A_LO + j * LDA + f]);
+            const float a_scale = operand_scale(1.4142135 * s_max * s_max);
+            const float b_scale = operand_scale(v_max);
+            [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < KEY_TILE * SKETCH) sk_tile[i] = pre_s[it];
             }
-        }
-        [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
-            CM_B mb[WN];
-            [[unroll]] for (uint b = 0u; b < WN; ++b)
-                CM_LOAD_ROW_B(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
-            // A as hi + lo (see "Precision"): the small part first. One A operand live at a time.
-            [[unroll]] for (uint part = 0u; part < 2u; ++part) {
-                [[unroll]] for (uint a = 0u; a < WM; ++a) {
-                    CM_A ma;
-                    CM_LOAD_COL_A(ma, a_tile, (part == 0u ? A_LO : 0u) + kk * LDA + (sg_m * WM + a) * CM_M, LDA);
-                    [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma, mb[b], acc[a][b]);
+            [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < KEY_TILE * TILE_N) b_tile[(i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(pre_v[it] * b_scale);
+            }
+            // The next tile (of this block, else of the next one walked) loads while this one is used.
+            {
+                uint next = tile_start + KEY_TILE, next_len = 0u;
+                if (next < key_end) {
+                    next_len = min(KEY_TILE, key_end - next);
+                } else if (block + 1u < end_block) {
+                    next = key_end;
+                    next_len = min(KEY_TILE, min(params.n, next + params.block_size) - next);
+                }
+                LOAD_KEY_TILE(next, next_len);
+            }
+            barrier();
+            const float inv_a = 1.0 / a_scale, inv_b = 1.0 / b_scale;  // exact: powers of two
+            // A column-major: consecutive invocations take consecutive features of one key.
+            float tile_sum[ONES_PER_THREAD];
+            [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) tile_sum[i] = 0.0;
+            [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_M + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < KEY_TILE * TILE_M) {
+                    const uint j = i / TILE_M, f = i % TILE_M;
+                    const uint entry = pair_tile[f];
+                    float p = 0.0;
+                    if (entry != 0xFFFFFFFFu)
+                        p = pair_coefficient(entry) * a_scale * sk_tile[j * SKETCH + pair_first(entry)] *
+                            sk_tile[j * SKETCH + pair_second(entry)];
+                    const CM_OPERAND hi = CM_TO_OPERAND(p);
+                    const CM_OPERAND lo = CM_TO_OPERAND(p - float(hi));
+                    a_tile[j * LDA + f] = hi;
+                    a_tile[A_LO + j * LDA + f] = lo;
+                    tile_sum[it % ONES_PER_THREAD] += float(hi) + float(lo);  // what the products see
                 }
             }
-        }
-    }
-
-    // Out through this subgroup's scratch matrix, one accumulator at a time.
-    const float inv_a = 1.0 / a_scale, inv_b = 1.0 / b_scale;  // exact: powers of two
-    const uint row_stride = Z_STRIDE;
-    const uint state_base = (seq * params.blocks + block) * params.features * row_stride;
-    const uint scratch = sg * CM_M * CM_N;
-    [[unroll]] for (uint a = 0u; a < WM; ++a) {
-        [[unroll]] for (uint b = 0u; b < WN; ++b) {
-            CM_STORE_ROW(acc[a][b], c_scratch, scratch, CM_N);
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();
-            const uint fm = f0 + (sg_m * WM + a) * CM_M, cn = c0 + (sg_n * WN + b) * CM_N;
-            for (uint i = gl_SubgroupInvocationID; i < CM_M * CM_N; i += gl_SubgroupSize) {
-                const uint f = fm + i / CM_N, c = cn + i % CM_N;
-                if (f < params.features && c < VALUE_DIM)
-                    states[state_base + f * row_stride + c] = c_scratch[scratch + i] * inv_a * inv_b;
+            [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) ones_part[i] += tile_sum[i] * inv_a;
+            barrier();
+            CM_ACC acc[WM][WN];
+            [[unroll]] for (uint a = 0u; a < WM; ++a)
+                [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_ACC_ZERO;
+            [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
+                CM_B mb[WN];
+                [[unroll]] for (uint b = 0u; b < WN; ++b)
+                    CM_LOAD_ROW_B(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
+                // A as hi + lo (see "Precision"): the small part first. One A operand live at a time.
+                [[unroll]] for (uint part = 0u; part < 2u; ++part) {
+                    [[unroll]] for (uint a = 0u; a < WM; ++a) {
+                        CM_A ma;
+                        CM_LOAD_COL_A(ma, a_tile, (part == 0u ? A_LO : 0u) + kk * LDA + (sg_m * WM + a) * CM_M, LDA);
+                        [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma, mb[b], acc[a][b]);
+                    }
+                }
             }
-            subgroupMemoryBarrierShared();
-            subgroupBarrier();  // the scratch is free for the next accumulator
+            [[unroll]] for (uint a = 0u; a < WM; ++a)
+                [[unroll]] for (uint b = 0u; b < WN; ++b) CM_ADD_SCALED(total[a][b], acc[a][b], inv_a * inv_b);
         }
-    }
-    if (keep_ones) {
-        [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
-            const uint f = f0 + i * THREADS + lid;
-            if (i * THREADS + lid < TILE_M && f < params.features) {
-                states[state_base + f * row_stride + VALUE_DIM] = ones[i] * inv_a;
-                for (uint c = VALUE_DIM + 1u; c < Z_STRIDE; ++c) states[state_base + f * row_stride + c] = 0.0;  // padding
+
+        // What this block leaves in memory: WALK 0 its own H_l; WALK 1 the next block's exclusive
+        // prefix Z_{l+1}; WALK 2 the sum of every block, into block 0, after the last.
+        const bool store = WALK == 0u || (WALK == 1u && block + 1u < end_block) || (WALK == 2u && block + 1u == end_block);
+        if (store) {
+            const uint target = WALK == 0u ? block : WALK == 1u ? block + 1u : 0u;
+            const uint state_base = seq_states + target * params.features * row_stride;
+            // Out through this subgroup's scratch matrix, one accumulator at a time.
+            [[unroll]] for (uint a = 0u; a < WM; ++a) {
+                [[unroll]] for (uint b = 0u; b < WN; ++b) {
+                    CM_STORE_ROW(total[a][b], c_scratch, scratch, CM_N);
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    const uint fm = f0 + (sg_m * WM + a) * CM_M, cn = c0 + (sg_n * WN + b) * CM_N;
+                    for (uint i = gl_SubgroupInvocationID; i < CM_M * CM_N; i += gl_SubgroupSize) {
+                        const uint f = fm + i / CM_N, c = cn + i % CM_N;
+                        if (f < params.features && c < VALUE_DIM) states[state_base + f * row_stride + c] = c_scratch[scratch + i];
+                    }
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();  // the scratch is free for the next accumulator
+                }
+            }
+            float ones[ONES_PER_THREAD];  // feature q * THREADS + lid of the tile: its partials summed
+            if (keep_ones) {
+                [[unroll]] for (uint q = 0u; q < ONES_PER_THREAD; ++q) ones_share[q * THREADS + lid] = ones_part[q];
+                barrier();
+                [[unroll]] for (uint q = 0u; q < ONES_PER_THREAD; ++q) {
+                    ones[q] = 0.0;
+                    for (uint e = q * THREADS + lid; e < ONES_SHARE; e += TILE_M) ones[q] += ones_share[e];
+                }
+                barrier();  // ones_share is free for the next store
+            }
+            if (keep_ones) {
+                [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) {
+                    const uint f = f0 + i * THREADS + lid;
+                    if (i * THREADS + lid < TILE_M && f < params.features) {
+                        states[state_base + f * row_stride + VALUE_DIM] = ones[i];
+                        for (uint c = VALUE_DIM + 1u; c < Z_STRIDE; ++c) states[state_base + f * row_stride + c] = 0.0;  // padding
+                    }
+                }
             }
         }
     }

@@ -43,13 +43,15 @@ void checkFinite(const char* name, const void* data, const TensorGeometry& t, Ps
 PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info)
     : PskAttention_T(context, info, kCoopAllStages, false) {}
 
-PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe)
+PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe,
+                               AttentionConfig::ProbeWalk probeWalk)
     : context_(context) {
     ResolvedAttention resolved = resolveAttention(info, context->caps());
     config_ = resolved.config;
     sketch_ = std::move(resolved.sketch);
     config_.coopStages = coopStages;
     config_.selfTestProbe = selfTestProbe;
+    config_.probeWalk = probeWalk;
 
     // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
     forward_ = createForwardKind(context, config_, sketch_);

@@ -23,9 +23,10 @@ public:
     /**
      * With the forward stages that may take cooperative kernels (CoopStageBit) narrowed to
      * `coopStages`; `selfTestProbe`: an attention the cooperative self-test runs, which runs none
-     * of its own (forward/coopmat_self_test.hpp).
+     * of its own (forward/coopmat_self_test.hpp), walking the block states as `probeWalk` says.
      */
-    PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe);
+    PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe,
+                   psk::AttentionConfig::ProbeWalk probeWalk = psk::AttentionConfig::ProbeWalk::Plan);
     ~PskAttention_T();
     PskAttention_T(const PskAttention_T&) = delete;
     PskAttention_T& operator=(const PskAttention_T&) = delete;

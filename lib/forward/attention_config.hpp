@@ -48,6 +48,10 @@ struct AttentionConfig {
     // kernel disagreed with the generic one on this device; its own probes set exactly one.
     uint32_t coopStages = 15u;
     bool selfTestProbe = false;  // an attention the self-test runs: no self-test of its own
+    // A self-test probe of one of the two block-state kernels (per block, walking): whether its calls
+    // walk whatever the plan's rule says (PolysketchPlan::statesWalkKernel).
+    enum class ProbeWalk : uint8_t { Plan, Force, Forbid };
+    ProbeWalk probeWalk = ProbeWalk::Plan;
 };
 
 /** Applies defaults and checks every field; throws psk::Error naming the first bad one. */

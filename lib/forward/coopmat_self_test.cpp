@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -103,8 +104,8 @@ ProbeShape probeShape(const AttentionConfig& c) {
 
 /** One probe forward: the attention's configuration with `coopStages`, batch 1, the layout's default strides. */
 std::vector<uint8_t> runProbe(PskContext_T* context, const PskAttentionCreateInfo& info, const AttentionConfig& c, uint32_t coopStages,
-                              const ProbeShape& s) {
-    PskAttention_T probe(context, info, coopStages, true);
+                              const ProbeShape& s, AttentionConfig::ProbeWalk walk = AttentionConfig::ProbeWalk::Plan) {
+    PskAttention_T probe(context, info, coopStages, true, walk);
     const PskDataType type = c.dataType;
     const std::vector<uint8_t> q = probeInput(s.qElems, type, 1), k = probeInput(s.kElems, type, 2), v = probeInput(s.vElems, type, 3);
     std::vector<uint8_t> out(s.outElems * elementBytes(type));
@@ -156,7 +157,13 @@ uint32_t coopSelfTest(PskContext_T* context, const PskAttentionCreateInfo& info,
         // lost) decides nothing: the error reaches the caller, whose attention fails as it would.
         const ProbeShape shape = probeShape(config);
         const std::vector<uint8_t> generic = runProbe(context, info, config, 0, shape);
-        const std::vector<uint8_t> coop = runProbe(context, info, config, stage, shape);
+        // The block states have two kernels (per block, walking): each probe runs the one it checks.
+        AttentionConfig::ProbeWalk walk = AttentionConfig::ProbeWalk::Plan;
+        if (k.kernel == KernelId::BlockStatesCoopMat)
+            for (size_t i = 0; i < k.constants.names.size(); ++i)
+                if (std::strcmp(k.constants.names[i], "WALK") == 0)
+                    walk = k.constants.values[i] ? AttentionConfig::ProbeWalk::Force : AttentionConfig::ProbeWalk::Forbid;
+        const std::vector<uint8_t> coop = runProbe(context, info, config, stage, shape, walk);
         double maxRef = 0.0, maxDiff = 0.0;
         size_t nonFinite = 0;
         for (size_t i = 0; i < shape.outElems; ++i) {

@@ -103,6 +103,22 @@ bool parseCoopMatSwitches(const char* backend, const char* stages, const char* s
     return true;
 }
 
+bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* error) {
+    if (empty(value)) {
+        *out = StatesWalkRequest::Auto;
+        return true;
+    }
+    const std::string v(value);
+    if (v == "auto") *out = StatesWalkRequest::Auto;
+    else if (v == "on" || v == "1") *out = StatesWalkRequest::On;
+    else if (v == "off" || v == "0") *out = StatesWalkRequest::Off;
+    else {
+        *error = "PSK_COOPMAT_STATES_WALK=" + v + ": expected auto, on or off";
+        return false;
+    }
+    return true;
+}
+
 CoopMatSwitches coopMatSwitches() {
     CoopMatSwitches s;
     std::string error;
@@ -110,6 +126,7 @@ CoopMatSwitches coopMatSwitches() {
                               std::getenv("PSK_COOPMAT_SELFTEST"), std::getenv("PSK_COOPMAT_FEATURE_TERMS"),
                               std::getenv("PSK_COOPMAT_FAULT"), &s, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseStatesWalk(std::getenv("PSK_COOPMAT_STATES_WALK"), &s.statesWalk, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     // The older spellings: an explicit backend wins over them.
     if (s.backend == CoopBackendRequest::Auto) {
         const char* emulation = std::getenv("PSK_COOPMAT_EMULATION");
@@ -166,6 +183,8 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.selfTest == CoopSelfTestMode::Off) add("self-test off");
     if (s.selfTest == CoopSelfTestMode::Always) add("self-test forced");
     if (s.featureTerms != 3) add("feature-map products " + std::to_string(s.featureTerms));
+    if (s.statesWalk == StatesWalkRequest::On) add("states walk on");
+    if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");
     if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));
     return d;
 }

@@ -15,6 +15,9 @@
 //                              0: not checked | force: checked on the emulated backend too
 //   PSK_COOPMAT_FEATURE_TERMS  3 (default) | 1: hi/lo products per step of the cooperative feature
 //                              map (1 keeps A_hi W_hi alone: float16-operand accuracy, a diagnostic)
+//   PSK_COOPMAT_STATES_WALK    auto (default) | on | off: whether the cooperative block states may
+//                              walk the blocks and write the prefix themselves (no scan pass;
+//                              PolysketchPlan::statesWalkKernel); auto leaves it to the plan
 //   PSK_COOPMAT_FAULT          tests only: a comma list of stages whose cooperative kernel is made
 //                              wrong (its result overwritten with infinities after it runs), to
 //                              show that the self-test catches a broken kernel
@@ -47,6 +50,7 @@ const char* coopStageName(uint32_t bit);
 
 enum class CoopBackendRequest { Auto, KHR, NV, Emulated, Off };
 enum class CoopSelfTestMode { Off, Hardware, Always };
+enum class StatesWalkRequest { Auto, On, Off };
 
 struct CoopMatSwitches {
     CoopBackendRequest backend = CoopBackendRequest::Auto;
@@ -54,7 +58,11 @@ struct CoopMatSwitches {
     CoopSelfTestMode selfTest = CoopSelfTestMode::Hardware;
     uint32_t featureTerms = 3;
     uint32_t faultStages = 0;
+    StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
 };
+
+/** PSK_COOPMAT_STATES_WALK's value (null or empty: auto); false with `error` when not understood. */
+bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* error);
 
 /**
  * Parses the switches from values (null or empty: the default); false with `error` naming the

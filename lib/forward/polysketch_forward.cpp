@@ -185,18 +185,23 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     sp.feature_tiles = featureTiles;
     sp.v_strides = kernel::pushStrides(g.v.strides);
     // The cooperative variant takes the same push constants (and finds its operand scales itself).
+    // Its walking variant writes the prefix (or the sum) itself: see PolysketchPlan::statesWalkKernel.
+    const bool walk = res.statesWalk && !cont && ws.blocks <= plan.statesWalkMaxBlocks &&
+                      uint64_t(featureTiles) * colTiles * kvSequences >= plan.statesWalkMinGroups;
     kernel::BlockStatesBindings sb;
     sb.K_SKETCH = f.kSketch;
     sb.V = t.v;
     sb.PAIRS = res.pairs;
     sb.STATES = states;
-    recordKernel(rec, res.states, sb, sp, featureTiles * colTiles, ws.blocks, kvSequences);
+    recordKernel(rec, walk ? res.statesWalk : res.states, sb, sp, featureTiles * colTiles, walk ? 1u : ws.blocks, kvSequences);
     if (plan.faultStages & kCoopStates) rec.fill(states, fillableBytes(states), kInfinityBits);
 
     // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
     rec.beginStage(PSK_FORWARD_STAGE_PREFIX);
     const uint32_t elems = plan.features * plan.stateStride;
-    if (c.causal) {
+    if (walk) {
+        // Done by the walk.
+    } else if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
         recordBlockScan(rec, kernelPipeline(pipelines, scan.kernel), scan, states, kvSequences, ws.blocks, elems, cont ? &cont->initial : nullptr);
     } else {
@@ -241,6 +246,7 @@ PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfi
     Pipelines& pipelines = context_->pipelines();
     resources_.features = kernelPipeline(pipelines, plan_.featureKernel);
     resources_.states = kernelPipeline(pipelines, plan_.statesKernel);
+    if (!plan_.statesWalkKernel.empty()) resources_.statesWalk = kernelPipeline(pipelines, plan_.statesWalkKernel);
     resources_.output = kernelPipeline(pipelines, plan_.outputKernel);
     if (!plan_.featureKernelVec.empty()) resources_.featuresVec = kernelPipeline(pipelines, plan_.featureKernelVec);
     if (!plan_.outputKernelVec.empty()) resources_.outputVec = kernelPipeline(pipelines, plan_.outputKernelVec);
@@ -271,6 +277,7 @@ std::vector<KernelChoice> PolysketchForward::kernels() const {
     std::vector<KernelChoice> k{plan_.featureKernel};
     if (!plan_.featureKernelVec.empty()) k.push_back(plan_.featureKernelVec);
     k.push_back(plan_.statesKernel);
+    if (!plan_.statesWalkKernel.empty()) k.push_back(plan_.statesWalkKernel);
     // The prefix kernel depends on the number of blocks: every variant a call may pick.
     for (const BlockScanPlan& p : allBlockScanPlans(config_.causal, context_->caps())) k.push_back(p.kernel);
     k.push_back(plan_.outputKernel);

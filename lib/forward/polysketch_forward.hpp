@@ -41,6 +41,7 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
 /** Device objects every call uses: the plan's pipelines, the packed sketch and the pair table. */
 struct PolysketchResources {
     KernelPipeline features, states, output;
+    KernelPipeline statesWalk;  // PolysketchPlan::statesWalkKernel, when planned
     // Team kernels in float32 only: the variants that read q/k (features) or v (output) rows as
     // vectors (PolysketchPlan::featuresVec, outputVec); null otherwise.
     KernelPipeline featuresVec, outputVec;

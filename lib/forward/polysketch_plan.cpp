@@ -33,29 +33,38 @@ namespace {
 // Loop iterations per invocation the emulated cooperative output may take on a CPU driver: half
 // of llvmpipe's 65535 (its count is an estimate, polysketchOutputCoopMatEmulatedLoopIterations).
 constexpr uint32_t kEmulatedLoopBudget = 32768;
+// Loop iterations one invocation of the emulated walking block states runs per key tile, counted
+// from shaders/coopmat.glsl at 8 lanes (llvmpipe): per 16 keys a B load (32), and for A's high and
+// low parts an A load (32) and a product (3 x 32), 576 for a 32-key tile, plus the normalizer's
+// loop over the keys (32).
+constexpr uint32_t kEmulatedWalkIterationsPerTile = 640;
 
 /**
  * The cooperative-matrix block-state kernel on a device that has no cooperative matrices
- * (COOPMAT_EMULATED in shaders/coopmat.glsl): 16 x 16 x 16 products, 2 x 2 subgroups of one
- * matrix each (a 32 x 32 tile: the emulated product costs per element, so small tiles keep the
- * per-invocation work, and llvmpipe's loop budget, small), keys 32 at a time or fewer when shared
- * memory is short. Operands stay float in shared memory (4 bytes).
+ * (COOPMAT_EMULATED in shaders/coopmat.glsl): 16 x 16 x 16 products, 1 x 4 subgroups of one
+ * matrix each (a 16 x 64 tile: the emulated product costs per element, so one matrix per subgroup
+ * keeps the per-invocation work, and llvmpipe's loop budget, small), keys 32 at a time or fewer
+ * when shared memory is short. Operands stay float in shared memory (4 bytes). One subgroup along
+ * the features makes the workgroup (4 x 8 lanes) wider than its 16 features, so two invocations
+ * share each feature's normalizer sum, as on a GPU (128 invocations, 64 features); the GPU's
+ * tiling under the emulation has the other case (32 invocations, 64 features).
  */
 kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, uint32_t R, uint32_t dv, uint32_t zStride,
                                                        uint32_t sharedBytes) {
     kernel::BlockStatesCoopMatSpec spec;
     spec.CM_M = spec.CM_N = spec.CM_K = 16;
-    spec.SG_M = spec.SG_N = 2;
+    spec.SG_M = 1;
+    spec.SG_N = 4;
     spec.WM = spec.WN = 1;
     spec.THREADS = spec.SG_M * spec.SG_N * subgroupSize;
     spec.SKETCH = R;
     spec.VALUE_DIM = dv;
     spec.Z_STRIDE = zStride;
-    const uint32_t tileM = 32, tileN = 32, subgroups = 4;
+    const uint32_t tileM = 16, tileN = 64, subgroups = 4;
     auto bytes = [&](uint32_t keyTile) {
         return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + 4 * keyTile * (tileN + 8) + 4 * tileM + 4 * subgroups * 16 * 16 +
                4 * subgroups * (16 * 16 + 16 * 16) + 8 * spec.THREADS;  // sketch rows, A (hi + lo), B, pairs, C scratch,
-                                                                          // product scratch, range maxima
+                                                                          // product scratch, range maxima and normalizer partials
     };
     spec.KEY_TILE = 32;
     if (bytes(spec.KEY_TILE) > sharedBytes) spec.KEY_TILE = 16;
@@ -431,8 +440,13 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     const PolysketchTiles& tiles = kPolysketchTiles;
     const uint32_t R = in.R, dv = in.dv, shared = in.shared;
     StatesStagePlan stage;
-    const std::string whyNotCoop = stageOffSuffix(in, kCoopStates, "block states");
-    if (coop.variant && (coop.stages & kCoopStates) && findCoopVariant(KernelId::BlockStatesCoopMat, *coop.variant, "", in.type) != nullptr) {
+    // The kernel scales each key tile by the maxima of its subgroups (subgroupMax).
+    const bool subgroupArithmetic = in.caps.subgroupOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    std::string whyNotCoop = stageOffSuffix(in, kCoopStates, "block states");
+    if (whyNotCoop.empty() && coop.variant && !subgroupArithmetic)
+        whyNotCoop = "; not the cooperative block states: no subgroup arithmetic in compute shaders";
+    if (coop.variant && (coop.stages & kCoopStates) && subgroupArithmetic &&
+        findCoopVariant(KernelId::BlockStatesCoopMat, *coop.variant, "", in.type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         kernel::BlockStatesCoopMatSpec spec;
         if (coop.smallTiles) {
@@ -456,9 +470,38 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         }
         stage.tileF = spec.SG_M * spec.WM * spec.CM_M;
         stage.tileC = spec.SG_N * spec.WN * spec.CM_N;
+        // The kernel's normalizer sums assume one of the two divides the other (powers of two do).
+        if (spec.THREADS % stage.tileF != 0 && stage.tileF % spec.THREADS != 0)
+            fail(PSK_ERROR_INTERNAL, "block_states_coopmat: ", spec.THREADS, " invocations and ", stage.tileF,
+                 " features per workgroup, neither a multiple of the other");
         stage.kernel = coopKernelChoice<KernelId::BlockStatesCoopMat>(*coop.variant, "", in.type, spec,
                                         coopReason(coop, ": float16/bfloat16 operands, float32 sums", 0, ""));
         stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
+        // The walking variant: PolysketchPlan::statesWalkKernel. On llvmpipe an invocation's loops
+        // end silently after 65535 iterations in all, and a walk's emulated products count per key
+        // tile (kEmulatedWalkIterationsPerTile), so the emulation walks short sequences only.
+        const AttentionConfig::ProbeWalk probe = in.config.probeWalk;
+        if (coop.switches.statesWalk != StatesWalkRequest::Off && probe != AttentionConfig::ProbeWalk::Forbid) {
+            const bool causal = in.config.causal;
+            kernel::BlockStatesCoopMatSpec walkSpec = spec;
+            walkSpec.WALK = causal ? 1u : 2u;
+            const bool forced = coop.switches.statesWalk == StatesWalkRequest::On || probe == AttentionConfig::ProbeWalk::Force;
+            stage.walkKernel = coopKernelChoice<KernelId::BlockStatesCoopMat>(
+                *coop.variant, "", in.type, walkSpec,
+                cat("walking the blocks (WALK=", walkSpec.WALK,
+                    causal ? ": writes the exclusive prefix, no scan pass" : ": writes the sum, no reduction pass",
+                    ") for calls that continue no decode state, ",
+                    forced            ? std::string("PSK_COOPMAT_STATES_WALK=on")
+                    : coop.smallTiles ? std::string("always under the emulation's small tiles")
+                                      : cat("with at least ", tiles.statesWalkMinGroups, " workgroups (tiles x B x Hkv)")));
+            stage.walkKernel.requiredSubgroupSize = coop.requiredSubgroupSize;
+            stage.walkMinGroups = forced || coop.smallTiles ? 1u : tiles.statesWalkMinGroups;
+            stage.walkMaxBlocks = 65535;  // the grid's y limit the per-block kernel has
+            if (coop.emulate) {
+                const uint32_t tilesPerBlock = ceilDiv(in.config.blockSize, walkSpec.KEY_TILE);
+                stage.walkMaxBlocks = std::max(1u, kEmulatedLoopBudget / (kEmulatedWalkIterationsPerTile * tilesPerBlock));
+            }
+        }
         return stage;
     }
     if (in.team.states) {
@@ -617,6 +660,9 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     plan.statesKernel = states.kernel;
     plan.statesTileF = states.tileF;
     plan.statesTileC = states.tileC;
+    plan.statesWalkKernel = states.walkKernel;
+    plan.statesWalkMinGroups = states.walkMinGroups;
+    plan.statesWalkMaxBlocks = states.walkMaxBlocks;
     const OutputStagePlan output = planOutputStage(in);
     plan.outputKernel = output.kernel;
     plan.outputKernelVec = output.kernelVec;

@@ -39,6 +39,13 @@ struct PolysketchTiles {
     // per workgroup: docs/PERFORMANCE.md's model, 7.8 -> 4.6 ms at 32k on an H100) and the output
     // keep 64 features per step with Z as a hi + lo pair.
     uint32_t coopSharedBytesCap = 49152;
+    // The walking cooperative block states (PolysketchPlan::statesWalkKernel) on a GPU: at least
+    // this many workgroups (feature x column tiles x B x Hkv). Each walks its blocks in a chain of
+    // barriers, so it needs about three resident per SM of a large GPU (132 on an H100) before the
+    // chains overlap as the per-block kernel's do; then it saves the H_l round trip and the scan
+    // (docs/MODEL.md: at 32k, h = 64, 144 workgroups walk in ~1.0 ms against 0.58 per block + scan
+    // on an H200; 576 in 1.7 against 2.3). The model's choice until a GPU measures both.
+    uint32_t statesWalkMinGroups = 400;
 };
 inline constexpr PolysketchTiles kPolysketchTiles{};
 
@@ -78,6 +85,17 @@ struct PolysketchPlan {
     uint32_t featureRows = 64;  // rows per workgroup
     KernelChoice statesKernel;
     uint32_t statesTileF = 64, statesTileC = 64;  // features x value columns per workgroup
+    /**
+     * The walking block states (block_states_coopmat.comp with WALK = 1 causal, 2 full): one
+     * workgroup per feature x column tile and sequence walks the blocks and writes the prefix (or the
+     * sum) itself, so no scan or reduction runs. Empty when not planned. A call takes it when it
+     * continues no decode state (the scan then adds the state's prefix and keeps its tail), its
+     * blocks are at most statesWalkMaxBlocks and its walking workgroups (tiles x B x Hkv) at least
+     * statesWalkMinGroups; else statesKernel and the scan.
+     */
+    KernelChoice statesWalkKernel;
+    uint32_t statesWalkMinGroups = 0;
+    uint32_t statesWalkMaxBlocks = 0;
     KernelChoice outputKernel, outputKernelVec;
     uint32_t outputVecRowFloats = 4;
     uint32_t outputRows = 64;  // query rows per workgroup
@@ -140,6 +158,8 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in);
 struct StatesStagePlan {
     KernelChoice kernel;
     uint32_t tileF = 64, tileC = 64;
+    KernelChoice walkKernel;  // PolysketchPlan::statesWalkKernel and its conditions
+    uint32_t walkMinGroups = 0, walkMaxBlocks = 0;
 };
 StatesStagePlan planStatesStage(const PolysketchPlanInputs& in);
 

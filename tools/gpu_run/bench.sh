@@ -424,6 +424,16 @@ do_stages() {
     bench_call "stage-full-n$n" 60 "${base[@]}" --full || rc=1
     # A learned sketch (a model's feature map: docs/PERFORMANCE.md predicts it the dominant stage).
     bench_call "stage-learned-n$n" 60 "${base[@]}" --local-exact --learned-sketch || rc=1
+    # The walking block states (PSK_COOPMAT_STATES_WALK) against the per-block kernel + scan, at H and
+    # at 64 heads (docs/MODEL.md predicts the walk slower with 144 workgroups, faster with 576).
+    local w hh walk=""
+    for hh in "$heads" 64; do
+        for w in on off; do
+            (export PSK_COOPMAT_STATES_WALK=$w; bench_call "stage-walk-$w-H$hh-n$n" 60 "${base[@]}" --local-exact --heads "$hh") || rc=1
+            walk+=" H=$hh walk $w: $(csv_summary "$work/bench/stage-walk-$w-H$hh-n$n.csv");"
+        done
+    done
+    say "$( ((rc == 0)) && echo OK || echo FAIL) states walk n=$n h=$h:$walk"
     local a b c d
     a=$(csv_summary "$work/bench/stage-local-exact-n$n.csv")
     b=$(csv_summary "$work/bench/stage-sketched-local-n$n.csv")
