@@ -281,8 +281,9 @@ do_tests() {
     mkdir -p "$work/tests"
     # Highest value first (the pool starts them in this order); the CPU-only tests stay here.
     local entries=() t
-    local order=(conformance_polysketch_test conformance_baselines_test decode_test polysketch_units_test block_scan_test
-        api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test)
+    local order=(conformance_polysketch_test conformance_baselines_test decode_test decode_dispatch_test polysketch_units_test
+        block_scan_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
+        coopmat_self_test_test)
     for t in "${order[@]}"; do
         [[ -x "$TESTS/$t" ]] && entries+=("{\"label\": \"$t\", \"bin\": \"$TESTS/$t\"}")
     done
@@ -306,6 +307,9 @@ do_tests() {
         say "tests: not run on lavapipe$( ((quick)) && echo ' --quick'): $left_out (CTest runs them on the build machine)"
     else
         [[ -x "$TESTS/conformance_polysketch_test" ]] && entries+=("{\"label\": \"conformance_polysketch_test.coopmat_emulated\", \"bin\": \"$TESTS/conformance_polysketch_test\", \"env\": {\"PSK_COOPMAT_EMULATION\": \"1\"}}")
+        # The walking block states on the device's own cooperative matrices (the plan walks only
+        # with >= 400 workgroups, which no test shape has): the 16-bit sweep with the walk forced.
+        [[ -x "$TESTS/conformance_polysketch_test" ]] && entries+=("{\"label\": \"conformance_polysketch_test.states_walk\", \"bin\": \"$TESTS/conformance_polysketch_test\", \"env\": {\"PSK_COOPMAT_STATES_WALK\": \"on\", \"GTEST_FILTER\": \"Sweep16/*\"}}")
     fi
     if ((${#entries[@]} == 0)); then
         say "FAIL tests: no test binaries in $TESTS"
