@@ -789,6 +789,46 @@ def print_coop_states():
           " the model's choice until `psk bench` with PSK_COOPMAT_STATES_WALK=on and off measures both.\n")
 
 
+def softmax_split_step(ctx, heads, hd, vd, m):
+    """The softmax KV-cache decode step as built (lib/decode/softmax_decoder.cpp recordStep,
+    decode_softmax.comp; f32 cache, B = 1, Hq = Hkv): one dispatch; per head, groups of 64
+    invocations over slices of the keys (about 16 workgroups per SM in all, 64 to 1024 keys each),
+    each walking its slice in tiles of 64 keys: a key row per invocation in chunks of 8 loads
+    issued together, a tree max (6 barriers), the tile's exponentials, the value rows in chunks of
+    8; the slot's last workgroup merges the partials (chunks of 8 loads). The cache is read once
+    per step: from L2 when it fits (35.7 MB at 4k), else from HBM (first touch per step)."""
+    splits = ceil_div(16 * m.sms, heads)
+    slice_ = min(1024, max(64, ceil_div(ceil_div(ctx, splits), 64) * 64))
+    groups = ceil_div(ctx, slice_)
+    cache = ctx * heads * (hd + vd) * 4
+    in_l2 = cache <= 0.8 * m.l2_bytes
+    lat = m.lat_l2 if in_l2 else m.lat_hbm
+    tiles = ceil_div(slice_, 64)
+    tile = (hd // 8) * (lat + 8 * 2) + 6 * m.barrier + m.lat_shared + (64 // 8) * (lat + 8 * 2) + m.barrier
+    combine = 3 * m.lat_l2 + 6 * m.barrier + ceil_div(groups, 8) * (m.lat_l2 + 8 * 4) + m.lat_l2
+    chain = m.lat_l2 + m.barrier + tiles * tile + combine
+    partials = heads * groups * (vd + 2) * 4 * 2
+    fp32 = ctx * heads * (hd + vd + 4)
+    return Plan("softmax decode step, one dispatch (as built)", 0.0, fp32, 0.0 if in_l2 else cache, cache + partials,
+                latency_s=chain / m.clock, launches=1, overlap_latency=True,
+                note="%d workgroups (%d keys per slice), cache %.1f MB from %s, chain %d cycles (%d tiles of %d, combine %d)"
+                % (groups * heads, slice_, cache / 1e6, "L2" if in_l2 else "HBM", chain, tiles, tile, combine))
+
+
+def print_softmax_decode():
+    print("### The softmax decode step as built (one dispatch over key slices)\n")
+    print("| L | L2 MB | HBM MB | limit | predicted H200 | H200 no overlap | predicted H100 | note |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for ctx in (4096, 32768, 131072):
+        p2 = softmax_split_step(ctx, 16, 64, 64, H200)
+        p1 = softmax_split_step(ctx, 16, 64, 64, H100)
+        t2, s2, lim, _ = plan_time(p2, H200)
+        t1 = plan_time(p1, H100)[0]
+        print(f"| {ctx // 1024}k | {p2.l2 / 1e6:.1f} | {p2.hbm / 1e6:.1f} | {lim} + 1 launch | {fmt_us(t2)} us | {fmt_us(s2)} us "
+              f"| {fmt_us(t1)} us | {p2.note} |")
+    print()
+
+
 def fa2_softmax(n, heads, hd, vd):
     """(e) FlashAttention-2 on cooperative matrices: 128-row query tiles (8 warps), 64-key tiles
     staged in shared memory (float16), scores and P V on tensor cores, online softmax in registers
@@ -1113,6 +1153,7 @@ def main():
     print_predictions()
     print_coop_states()
     print_decode_split()
+    print_softmax_decode()
     print_sensitivity(vals)
 
 

@@ -1,133 +1,221 @@
 #version 450
-// Softmax KV-cache decode step (the baseline of incremental decoding), split over the keys so that
-// no invocation walks the whole cache (llvmpipe ends every loop of an invocation after 65535
-// iterations in total; docs/ARCHITECTURE.md):
+// Softmax KV-cache decode step (the baseline of incremental decoding) in one dispatch, split over
+// the keys as flash decoding splits them: per slot (sequence, key/value head), gl_WorkGroupID.y,
+// `groups` workgroups each take a slice of `slice` keys of the sequence's len keys (this step's
+// included) for all HEAD_RATIO query heads of the slot (the keys read once for them all):
 //
-// PASS_PARTIAL: workgroup (chunk, query head, sequence) takes keys [chunk CHUNK, +CHUNK) of the
-//   sequence's len keys and writes (m, l, acc[dv]): m = max_j s_j, l = sum_j e^(s_j - m),
-//   acc = sum_j e^(s_j - m) v_j, s_j = scale q . k_j. Per invocation: CHUNK / WG dot products of h,
-//   then CHUNK keys for its value columns.
-// PASS_COMBINE: workgroup (query head, sequence) merges its ceil(len / CHUNK) partials:
-//   M = max m_c, O = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c.
-// Layouts: q [B Hq][h], caches [B Hkv][capacity][h | dv] (slot strides k_slot_stride,
-// v_slot_stride), partials [B Hq][chunks][dv + 2],
-// out [B Hq][dv]; meta[meta_offset + sequence] = len (keys including this step's).
+//   s_j = scale q . k_j;  m = max_j s_j;  l = sum_j e^(s_j - m);  acc = sum_j e^(s_j - m) v_j
+//
+// online, tile by tile (WG keys: their scores in shared memory, the running m, l, acc rescaled by
+// e^(m_old - m_new) per tile), and writes (m, l, acc[dv]) per query head to the workspace; the
+// last of the slot's workgroups to finish (an atomic counter) merges them in group order,
+// M = max m_g, O = sum_g e^(m_g - M) acc_g / sum_g e^(m_g - M) l_g, and writes the output rows.
+// A workgroup whose slice starts past len writes the empty partial (m = -3e38, l = 0, acc = 0).
+// The token's k, v rows: the workgroup whose slice holds row `len - 1` writes them into the cache
+// and uses them from shared memory itself (no other workgroup reads that row), so a step copies
+// nothing. The keys per sequence live on the device: the last slot of a sequence to finish
+// advances its count (a second counter), so a step records no fill either.
+//
+// Binding 0, the workspace (words from `work`): [0, B) keys of each sequence before this step;
+// [B, B + B Hkv) the slot counters; [B + B Hkv, 2 B + B Hkv) the sequence counters; then the
+// partials [slot][group_stride][HEAD_RATIO][dv + 2] (float bits: m, l, acc). Counters are zero
+// between steps. Memory order as decode_output.comp: partials, memoryBarrierBuffer, the counter;
+// the last workgroup's memoryBarrierBuffer, then the partials.
+// Layouts: q [B Hq][HEAD_DIM], k [B Hkv][HEAD_DIM], v [B Hkv][dv], out [B Hq][dv] in the storage
+// type; caches [B Hkv][capacity][HEAD_DIM | dv] float32 (slot strides k_slot_stride, v_slot_stride).
+// Loops per invocation: per tile of WG keys HEAD_DIM / CHUNK (scores), log2 WG (the max), WG / CHUNK
+// (values), the slice at most 1024 / HEAD_RATIO keys (the host's cap); the combine's
+// groups / CHUNK: inside llvmpipe's loop limit (docs/ARCHITECTURE.md).
 
 #extension GL_EXT_control_flow_attributes : require
+
+#include "storage.glsl"
 
 layout(local_size_x_id = 0) in;
 #include "interface/decode_softmax.h"
 PSK_DECLARE_SPECS(PSK_DECODE_SOFTMAX_SPEC)
 
-const uint COLS = (VALUE_DIM + WG - 1u) / WG;
+const uint COLS = (VALUE_DIM + WG - 1u) / WG;  // value columns per invocation: lid + c WG
 const uint P_STRIDE = VALUE_DIM + 2u;
+// Key elements, value rows or partials whose loads are issued together: a GPU waits one latency
+// per chunk instead of one per iteration of a loop that is not unrolled.
+const uint CHUNK = 8u;
+const float EMPTY = -3.0e38;  // the max of no scores: finite, so that e^(EMPTY - m) is 0, not NaN
 
-#if defined(PASS_PARTIAL)
-layout(std430, binding = 0) readonly buffer Q { float q_data[]; };
-layout(std430, binding = 1) readonly buffer KCache { float k_cache[]; };
-layout(std430, binding = 2) readonly buffer VCache { float v_cache[]; };
-layout(std430, binding = 3) readonly buffer Meta { uint meta[]; };
-layout(std430, binding = 4) writeonly buffer Partials { float partials[]; };
+layout(std430, binding = 0) coherent buffer Workspace { uint ws[]; };
+layout(std430, binding = 1) readonly buffer QRows { ELEM q_data[]; };
+layout(std430, binding = 2) readonly buffer KRows { ELEM k_data[]; };
+layout(std430, binding = 3) readonly buffer VRows { ELEM v_data[]; };
+layout(std430, binding = 4) buffer KCache { float k_cache[]; };
+layout(std430, binding = 5) buffer VCache { float v_cache[]; };
+layout(std430, binding = 6) writeonly buffer Out { ELEM o_data[]; };
 
-shared float qs[HEAD_DIM];
-shared float scores[CHUNK];
-shared float red[WG];
+shared float qs[HEAD_RATIO * HEAD_DIM];  // scale q of the slot's query heads
+shared float k_new[HEAD_DIM];
+shared float v_new[VALUE_DIM];
+shared float tile[HEAD_RATIO * WG];      // the tile's scores, then their exponentials
+shared float reduce[HEAD_RATIO * WG];    // the tile's max per head (a tree), then the groups' max
+shared bool last_shared;
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    const uint chunk = gl_WorkGroupID.x, q_head = params.q_head_base + gl_WorkGroupID.y, seq = params.seq_base + gl_WorkGroupID.z;
-    const uint len = meta[params.meta_offset + seq];
-    const uint start = chunk * CHUNK;
-    if (start >= len) return;  // the whole workgroup leaves: no barrier is skipped by only some
-    const uint count = min(CHUNK, len - start);
-    const uint row = seq * params.q_heads + q_head;
-    const uint slot = seq * params.kv_heads + q_head / params.head_ratio - params.slot_base;
+    const uint group = gl_WorkGroupID.x, slot = params.slot_base + gl_WorkGroupID.y;
+    const uint seq = slot / params.kv_heads;
+    const uint q_row0 = seq * params.q_heads + (slot % params.kv_heads) * HEAD_RATIO;
+    const uint before = ws[params.work + seq];
+    const uint len = before + 1u;
+    const uint start = group * params.slice;
+    const uint count = start < len ? min(params.slice, len - start) : 0u;
+    const uint cache_slot = slot - params.cache_slot_base;
+    const uint k_base = cache_slot * params.k_slot_stride, v_base = cache_slot * params.v_slot_stride;
+    const bool owns_token = before >= start && before < start + params.slice;
 
-    for (uint d = lid; d < HEAD_DIM; d += WG) qs[d] = q_data[row * HEAD_DIM + d] * params.scale;
-    barrier();
-
-    const uint k_base = slot * params.k_slot_stride + start * HEAD_DIM;
-    float m_local = -3.0e38;
-    for (uint j = lid; j < count; j += WG) {
-        float s = 0.0;
-        [[dont_unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) s += qs[d] * k_cache[k_base + j * HEAD_DIM + d];
-        scores[j] = s;
-        m_local = max(m_local, s);
+    for (uint i = lid; i < HEAD_RATIO * HEAD_DIM; i += WG) qs[i] = LOAD_ELEM(q_data[q_row0 * HEAD_DIM + i]) * params.scale;
+    if (owns_token) {  // uniform in the workgroup
+        for (uint d = lid; d < HEAD_DIM; d += WG) {
+            const float x = LOAD_ELEM(k_data[slot * HEAD_DIM + d]);
+            k_new[d] = x;
+            k_cache[k_base + before * HEAD_DIM + d] = x;
+        }
+        for (uint c = lid; c < VALUE_DIM; c += WG) {
+            const float x = LOAD_ELEM(v_data[slot * VALUE_DIM + c]);
+            v_new[c] = x;
+            v_cache[v_base + before * VALUE_DIM + c] = x;
+        }
     }
-    red[lid] = m_local;
     barrier();
-    for (uint st = WG / 2u; st > 0u; st >>= 1u) {
-        if (lid < st) red[lid] = max(red[lid], red[lid + st]);
+
+    float m_run[HEAD_RATIO], l_run[HEAD_RATIO], acc[HEAD_RATIO * COLS];
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        m_run[g] = EMPTY;
+        l_run[g] = 0.0;
+        [[unroll]] for (uint c = 0u; c < COLS; ++c) acc[g * COLS + c] = 0.0;
+    }
+    [[dont_unroll]] for (uint t0 = 0u; t0 < count; t0 += WG) {  // uniform: count is the workgroup's
+        const uint n = min(WG, count - t0);
+        // The scores of key t0 + lid for every query head.
+        if (lid < n) {
+            const uint j = start + t0 + lid;
+            float s[HEAD_RATIO];
+            [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) s[g] = 0.0;
+            [[dont_unroll]] for (uint d0 = 0u; d0 < HEAD_DIM; d0 += CHUNK) {
+                float kc[CHUNK];
+                [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                    const uint d = d0 + u;
+                    kc[u] = d >= HEAD_DIM ? 0.0 : j == before ? k_new[d] : k_cache[k_base + j * HEAD_DIM + d];
+                }
+                [[unroll]] for (uint u = 0u; u < CHUNK; ++u)
+                    if (d0 + u < HEAD_DIM) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) s[g] += qs[g * HEAD_DIM + d0 + u] * kc[u];
+            }
+            [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = s[g];
+        }
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = lid < n ? tile[g * WG + lid] : EMPTY;
         barrier();
-    }
-    const float m = red[0];
-    barrier();
-    float l_local = 0.0;
-    for (uint j = lid; j < count; j += WG) {
-        const float p = exp(scores[j] - m);
-        scores[j] = p;
-        l_local += p;
-    }
-    red[lid] = l_local;
-    barrier();
-    for (uint st = WG / 2u; st > 0u; st >>= 1u) {
-        if (lid < st) red[lid] += red[lid + st];
+        for (uint stride = WG / 2u; stride > 0u; stride >>= 1u) {  // the tile's max per head, a tree (WG is a power of two)
+            if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
+            barrier();
+        }
+        float m_new[HEAD_RATIO];
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) m_new[g] = max(m_run[g], reduce[g * WG]);
+        if (lid < n) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = exp(tile[g * WG + lid] - m_new[g]);
         barrier();
+        // Rescale the running sums, then add the tile's keys in order.
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+            const float r = exp(m_run[g] - m_new[g]);
+            m_run[g] = m_new[g];
+            l_run[g] *= r;
+            [[unroll]] for (uint c = 0u; c < COLS; ++c) acc[g * COLS + c] *= r;
+        }
+        [[dont_unroll]] for (uint u0 = 0u; u0 < n; u0 += CHUNK) {
+            float vc[CHUNK * COLS];
+            [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                const uint j = start + t0 + u0 + u;
+                [[unroll]] for (uint c = 0u; c < COLS; ++c) {
+                    const uint col = lid + c * WG;
+                    vc[u * COLS + c] = u0 + u >= n || col >= VALUE_DIM ? 0.0 : j == before ? v_new[col] : v_cache[v_base + j * VALUE_DIM + col];
+                }
+            }
+            [[unroll]] for (uint u = 0u; u < CHUNK; ++u)
+                if (u0 + u < n)
+                    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+                        const float p = tile[g * WG + u0 + u];
+                        l_run[g] += p;
+                        [[unroll]] for (uint c = 0u; c < COLS; ++c) acc[g * COLS + c] += p * vc[u * COLS + c];
+                    }
+        }
+        barrier();  // the next tile overwrites `tile` and `reduce`
     }
 
-    float acc[COLS];
-    [[unroll]] for (uint c = 0u; c < COLS; ++c) acc[c] = 0.0;
-    const uint v_base = slot * params.v_slot_stride + start * VALUE_DIM;
-    [[dont_unroll]] for (uint j = 0u; j < count; ++j) {
-        const float p = scores[j];
+    // This workgroup's partials, then its count; the slot's last workgroup combines.
+    const uint slots = params.batch * params.kv_heads;
+    const uint partial0 = params.work + 2u * params.batch + slots + slot * params.group_stride * HEAD_RATIO * P_STRIDE;
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        const uint p = partial0 + (group * HEAD_RATIO + g) * P_STRIDE;
+        if (lid == 0u) {
+            ws[p] = floatBitsToUint(m_run[g]);
+            ws[p + 1u] = floatBitsToUint(l_run[g]);
+        }
         [[unroll]] for (uint c = 0u; c < COLS; ++c) {
             const uint col = lid + c * WG;
-            if (col < VALUE_DIM) acc[c] += p * v_cache[v_base + j * VALUE_DIM + col];
+            if (col < VALUE_DIM) ws[p + 2u + col] = floatBitsToUint(acc[g * COLS + c]);
         }
     }
-    const uint p_base = (row * params.chunks + chunk) * P_STRIDE;
+    memoryBarrierBuffer();
+    barrier();
+    if (lid == 0u) last_shared = atomicAdd(ws[params.work + params.batch + slot], 1u) == params.groups - 1u;
+    barrier();
+    if (!last_shared) return;
+    memoryBarrierBuffer();
+
+    // The slot's partials in group order (fixed, whatever order the workgroups finished in):
+    // the groups' max per head (each invocation over every WG-th group, then a tree), then the
+    // sums, CHUNK groups' loads at a time.
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        float mx = EMPTY;
+        for (uint s = lid; s < params.groups; s += WG) mx = max(mx, uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * P_STRIDE]));
+        reduce[g * WG + lid] = mx;
+    }
+    barrier();
+    for (uint stride = WG / 2u; stride > 0u; stride >>= 1u) {
+        if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
+        barrier();
+    }
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        const float big = reduce[g * WG];
+        float l = 0.0, o[COLS];
+        [[unroll]] for (uint c = 0u; c < COLS; ++c) o[c] = 0.0;
+        [[dont_unroll]] for (uint s0 = 0u; s0 < params.groups; s0 += CHUNK) {
+            float mc[CHUNK], lc[CHUNK], ac[CHUNK * COLS];
+            [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
+                const uint p = partial0 + ((s0 + u) * HEAD_RATIO + g) * P_STRIDE;
+                const bool live = s0 + u < params.groups;
+                mc[u] = live ? uintBitsToFloat(ws[p]) : EMPTY;
+                lc[u] = live ? uintBitsToFloat(ws[p + 1u]) : 0.0;
+                [[unroll]] for (uint c = 0u; c < COLS; ++c) {
+                    const uint col = lid + c * WG;
+                    ac[u * COLS + c] = live && col < VALUE_DIM ? uintBitsToFloat(ws[p + 2u + col]) : 0.0;
+                }
+            }
+            [[unroll]] for (uint u = 0u; u < CHUNK; ++u)
+                if (s0 + u < params.groups) {
+                    const float e = exp(mc[u] - big);
+                    l += e * lc[u];
+                    [[unroll]] for (uint c = 0u; c < COLS; ++c) o[c] += e * ac[u * COLS + c];
+                }
+        }
+        const float inv = 1.0 / l;
+        [[unroll]] for (uint c = 0u; c < COLS; ++c) {
+            const uint col = lid + c * WG;
+            if (col < VALUE_DIM) o_data[(q_row0 + g) * VALUE_DIM + col] = STORE_ELEM(o[c] * inv);
+        }
+    }
     if (lid == 0u) {
-        partials[p_base] = m;
-        partials[p_base + 1u] = red[0];
-    }
-    [[unroll]] for (uint c = 0u; c < COLS; ++c) {
-        const uint col = lid + c * WG;
-        if (col < VALUE_DIM) partials[p_base + 2u + col] = acc[c];
-    }
-}
-
-#elif defined(PASS_COMBINE)
-layout(std430, binding = 0) readonly buffer Partials { float partials[]; };
-layout(std430, binding = 1) readonly buffer Meta { uint meta[]; };
-layout(std430, binding = 2) writeonly buffer Out { float o_data[]; };
-
-void main() {
-    const uint lid = gl_LocalInvocationID.x;
-    const uint q_head = gl_WorkGroupID.x, seq = gl_WorkGroupID.y;
-    const uint row = seq * params.q_heads + q_head;
-    const uint len = meta[params.meta_offset + seq];
-    const uint chunks = (len + CHUNK - 1u) / CHUNK;
-    const uint p_row = row * params.chunks * P_STRIDE;
-    float big = -3.0e38;
-    for (uint c = 0u; c < chunks; ++c) big = max(big, partials[p_row + c * P_STRIDE]);
-    float l = 0.0;
-    float acc[COLS];
-    [[unroll]] for (uint k = 0u; k < COLS; ++k) acc[k] = 0.0;
-    for (uint c = 0u; c < chunks; ++c) {
-        const uint base = p_row + c * P_STRIDE;
-        const float e = exp(partials[base] - big);
-        l += e * partials[base + 1u];
-        [[unroll]] for (uint k = 0u; k < COLS; ++k) {
-            const uint col = lid + k * WG;
-            if (col < VALUE_DIM) acc[k] += e * partials[base + 2u + col];
+        ws[params.work + params.batch + slot] = 0u;  // ready for the next step
+        // The sequence's last slot advances its key count.
+        const uint seq_counter = params.work + params.batch + slots + seq;
+        if (atomicAdd(ws[seq_counter], 1u) == params.kv_heads - 1u) {
+            ws[params.work + seq] = len;
+            ws[seq_counter] = 0u;
         }
     }
-    const float inv = 1.0 / l;
-    [[unroll]] for (uint k = 0u; k < COLS; ++k) {
-        const uint col = lid + k * WG;
-        if (col < VALUE_DIM) o_data[row * VALUE_DIM + col] = acc[k] * inv;
-    }
 }
-#else
-#error "define PASS_PARTIAL or PASS_COMBINE"
-#endif

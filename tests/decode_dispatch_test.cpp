@@ -1,13 +1,16 @@
-// The polysketch decode step as one dispatch for every sequence and head (decode_output.comp,
-// lib/decode/decode_step_plan.hpp): what a step records, and that its split into feature and
-// block-row workgroups (each computing the token's sketch itself, combined by the last workgroup of
-// each slot, the unfinished block's rows advanced on the device) computes the rows of the causal
-// forward over the same tokens, for every degree, with and without the q/k LayerNorms, and in the
-// 16-bit storage types (q, k, v read and out written by the step itself).
+// The decode step as one dispatch for every sequence and head: what a step records, and that its
+// split over workgroups computes the rows of the causal forward over the same tokens.
+// Polysketch (decode_output.comp, lib/decode/decode_step_plan.hpp): feature and block-row
+// workgroups, each computing the token's sketch itself, combined by the last workgroup of each
+// slot, the unfinished block's rows advanced on the device; every degree, with and without the
+// q/k LayerNorms, and the 16-bit storage types (q, k, v read and out written by the step itself).
+// Softmax (decode_softmax.comp): the KV cache split into key slices over workgroups (flash
+// decoding), the token's k, v rows written into the cache by the step, partial (max, sum, acc)
+// per slice merged by the last workgroup of each slot, the key counts advanced on the device.
 //
-// The slices are forced small (PSK_DECODE_STEP_SLICES) so that on small shapes every slot has
-// several feature and row workgroups, partial last slices included; one case uses the slices the
-// heuristic picks for an H200 on a model-sized shape.
+// The slices are forced small (PSK_DECODE_STEP_SLICES, PSK_DECODE_SOFTMAX_SLICE) so that on small
+// shapes every slot has several workgroups, partial last slices included; one case uses the
+// slices the heuristic picks for an H200 on a model-sized shape.
 // Metric: relativeMaxError over all rows of a sequence; float32: 1e-5 against the library's forward
 // (float32 both sides, different summation order), 2e-4 against the float64 reference; 16-bit:
 // the 16-bit output thresholds, 2e-3 (float16) and 1.2e-2 (bfloat16), against both (the
@@ -45,8 +48,39 @@ struct Case {
     const char* slices = "5,3";  // PSK_DECODE_STEP_SLICES; nullptr: the library's own choice
     PskDataType type = PSK_DATA_TYPE_FLOAT32;
     bool qkNorm = false, localNorm = false;  // q/k LayerNorm; its own for the local part
+    // Softmax: a KV cache of `capacity` tokens, `softmaxSlice` keys per workgroup
+    // (PSK_DECODE_SOFTMAX_SLICE; nullptr: the library's choice), slot by slot when splitCache.
+    bool softmax = false;
+    uint32_t capacity = 0;
+    const char* softmaxSlice = nullptr;
+    bool splitCache = false;
+    uint32_t prompt = 5;  // the split test's first prompt (sequence s: prompt + 7 s tokens)
 };
 
+/** A softmax case: B sequences, Hq / Hkv heads, head dims h and dv, keys per workgroup. */
+Case softmaxCase(const char* name, uint32_t h, uint32_t dv, uint32_t Hq, uint32_t Hkv, uint32_t B, const char* slice,
+                 PskDataType type = PSK_DATA_TYPE_FLOAT32, bool splitCache = false) {
+    Case c;
+    c.name = name;
+    c.softmax = true;
+    c.localExact = false;
+    c.h = h;
+    c.dv = dv;
+    c.Hq = Hq;
+    c.Hkv = Hkv;
+    c.B = B;
+    c.capacity = 320;
+    c.slices = nullptr;
+    c.softmaxSlice = slice;
+    c.type = type;
+    c.splitCache = splitCache;
+    return c;
+}
+
+Case longPrompt(Case c, uint32_t prompt) {
+    c.prompt = prompt;
+    return c;
+}
 Case withType(Case c, PskDataType type, const char* name) {
     c.type = type;
     c.name = name;
@@ -71,12 +105,13 @@ std::vector<float> decode16(const std::vector<uint16_t>& x, PskDataType type) {
     return y;
 }
 
-/** Sets PSK_DECODE_STEP_SLICES for its lifetime (read when a decode state is created). */
-struct SlicesOverride {
-    explicit SlicesOverride(const char* value) {
-        if (value) setenv("PSK_DECODE_STEP_SLICES", value, 1);
+/** Sets an environment variable for its lifetime (the slices are read when a decode state is created). */
+struct EnvOverride {
+    const char* name;
+    EnvOverride(const char* variable, const char* value) : name(variable) {
+        if (value) setenv(name, value, 1);
     }
-    ~SlicesOverride() { unsetenv("PSK_DECODE_STEP_SLICES"); }
+    ~EnvOverride() { unsetenv(name); }
 };
 
 /** A causal polysketch attention, its float64 reference, a decode state and what each sequence consumed. */
@@ -93,7 +128,7 @@ struct Rig {
 
     explicit Rig(PskContext ctx, const Case& cs) : c(cs), q(cs.B), k(cs.B), v(cs.B), out(cs.B) {
         PskAttentionCreateInfo info{};
-        info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+        info.kind = c.softmax ? PSK_ATTENTION_KIND_SOFTMAX : PSK_ATTENTION_KIND_POLYSKETCH;
         info.flags = PSK_ATTENTION_CAUSAL_BIT | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
         info.degree = c.degree;
         scale = 1.0f / std::sqrt(float(c.h));
@@ -102,12 +137,14 @@ struct Rig {
         info.numKeyValueHeads = c.Hkv;
         info.headDim = c.h;
         info.valueDim = c.dv;
-        info.sketchSize = c.r;
-        info.blockSize = c.b;
+        info.sketchSize = c.softmax ? 0 : c.r;
+        info.blockSize = c.softmax ? 0 : c.b;
         info.seed = 11;
         info.dataType = c.type;
         psk::test::TempFile sketchFile("psk_decode_dispatch_sketch"), normFile("psk_decode_dispatch_norm");
-        if (c.learned) {
+        if (c.softmax) {
+            info.degree = 0;
+        } else if (c.learned) {
             const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(c.h, c.r, 15);
             psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(w));
             info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
@@ -134,9 +171,11 @@ struct Rig {
         ref.blockSize = int(c.b);
         EXPECT_EQ(pskCreateAttention(ctx, &info, &attention), PSK_SUCCESS);
         if (!attention) return;
-        SlicesOverride slices(c.slices);
+        EnvOverride slices("PSK_DECODE_STEP_SLICES", c.slices), softmaxSlice("PSK_DECODE_SOFTMAX_SLICE", c.softmaxSlice),
+            split("PSK_DECODE_SPLIT_CACHE", c.splitCache ? "1" : nullptr);
         PskDecodeStateCreateInfo si{};
         si.batchSize = c.B;
+        si.capacity = c.capacity;
         EXPECT_EQ(pskCreateDecodeState(attention, &si, &state), PSK_SUCCESS);
     }
     ~Rig() {
@@ -234,8 +273,11 @@ struct Rig {
             shape.h = int(c.h);
             shape.dv = int(c.dv);
             std::vector<double> want;
-            psk::ref::polysketchAttention(shape, std::vector<double>(qb.begin(), qb.end()), std::vector<double>(kb.begin(), kb.end()),
-                                          std::vector<double>(vb.begin(), vb.end()), ref, want);
+            const std::vector<double> q64(qb.begin(), qb.end()), k64(kb.begin(), kb.end()), v64(vb.begin(), vb.end());
+            if (c.softmax)
+                psk::ref::softmaxAttention(shape, q64, k64, v64, scale, true, want);
+            else
+                psk::ref::polysketchAttention(shape, q64, k64, v64, ref, want);
             std::vector<double> wantTokenMajor(want.size());
             for (uint32_t t = 0; t < n; ++t)
                 for (uint32_t hd = 0; hd < c.Hq; ++hd)
@@ -256,8 +298,9 @@ const PskDecodeState_T::StepRecording& lastStep(PskDecodeState state) { return s
 class DecodeStepRecording : public ContextTest, public ::testing::WithParamInterface<Case> {};
 
 // Every step, block-ending ones included, records one dispatch for every sequence and head (a
-// learned sketch: the forward's feature map of q and k first, two more): no copies (no 16-bit
-// conversions either), no fills, one submit.
+// learned sketch: the forward's feature map of q and k first, two more; a softmax cache too large
+// for one binding: one per sequence and head): no copies (no 16-bit conversions either), no
+// fills, one submit.
 TEST_P(DecodeStepRecording, OneDispatchPerStep) {
     Rig rig(ctx, GetParam());
     ASSERT_TRUE(rig.state);
@@ -266,7 +309,7 @@ TEST_P(DecodeStepRecording, OneDispatchPerStep) {
     for (uint32_t t = 0; t < rig.c.b + 3; ++t) {  // at least one block end for each sequence
         rig.step();
         const auto& r = lastStep(rig.state);
-        EXPECT_EQ(r.dispatches, rig.c.learned ? 3u : 1u) << "step " << t;
+        EXPECT_EQ(r.dispatches, rig.c.learned ? 3u : rig.c.splitCache ? rig.c.B * rig.c.Hkv : 1u) << "step " << t;
         EXPECT_EQ(r.copies, 0u) << "step " << t;
         EXPECT_EQ(r.fills, 0u) << "step " << t;
         EXPECT_EQ(r.submits, 1u) << "step " << t;
@@ -280,7 +323,10 @@ INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeStepRecording,
                                            withNorms(Case{}, true, "localexact_norms"),
                                            withType(Case{}, PSK_DATA_TYPE_FLOAT16, "localexact_f16"),
                                            withType(Case{"", false, false}, PSK_DATA_TYPE_BFLOAT16, "sketched_bf16"),
-                                           Case{"learned_localexact", true, true}),
+                                           Case{"learned_localexact", true, true},
+                                           softmaxCase("softmax", 16, 16, 4, 2, 2, "5"),
+                                           softmaxCase("softmax_bf16", 16, 16, 4, 2, 2, nullptr, PSK_DATA_TYPE_BFLOAT16),
+                                           softmaxCase("softmax_split_cache", 16, 16, 4, 2, 2, "5", PSK_DATA_TYPE_FLOAT32, true)),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 // ---- the split step equals the forward ----
@@ -294,7 +340,7 @@ TEST_P(SplitDecodeStep, MatchesForwardAcrossBlocksResetAndRestore) {
     const Case& c = GetParam();
     Rig rig(ctx, c);
     ASSERT_TRUE(rig.state);
-    for (uint32_t s = 0; s < c.B; ++s) rig.prefill(s, 5 + 7 * s);
+    for (uint32_t s = 0; s < c.B; ++s) rig.prefill(s, c.prompt + 7 * s);
     for (uint32_t t = 0; t < c.b + 5; ++t) rig.step();
     rig.check();
 
@@ -364,6 +410,23 @@ INSTANTIATE_TEST_SUITE_P(
                       withType(Case{"", true, true}, PSK_DATA_TYPE_FLOAT16, "learned_localexact_f16"),
                       // one slice each: the combine of a single feature and a single row workgroup
                       Case{"localexact_one_slice", false, true, 4, 8, 16, 16, 16, 4, 2, 2, "1000,1000"},
+                      // softmax: slices of 5 keys (several per sequence, a partial last one), of 64
+                      // (one tile), the library's choice; GQA 3:1 with odd head dims and three
+                      // sequences; 16-bit; a cache bound slot by slot
+                      softmaxCase("softmax_slice5", 16, 16, 4, 2, 2, "5"),
+                      softmaxCase("softmax_slice64", 16, 16, 4, 2, 2, "64"),
+                      softmaxCase("softmax_own_slices", 16, 16, 4, 2, 2, nullptr),
+                      softmaxCase("softmax_odd_gqa3", 17, 13, 6, 2, 3, "7"),
+                      softmaxCase("softmax_f16", 16, 16, 4, 2, 2, "5", PSK_DATA_TYPE_FLOAT16),
+                      softmaxCase("softmax_bf16_gqa3", 17, 13, 6, 2, 3, "3", PSK_DATA_TYPE_BFLOAT16),
+                      softmaxCase("softmax_split_cache", 17, 13, 6, 2, 2, "7", PSK_DATA_TYPE_FLOAT32, true),
+                      // slices of 100 keys over sequences of 150 to 200: two tiles per slice (the
+                      // running max, sum and values rescaled between them), two slices
+                      longPrompt(softmaxCase("softmax_slice100_tiles", 16, 16, 4, 2, 2, "100"), 150),
+                      longPrompt(softmaxCase("softmax_slice100_tiles_gqa3", 17, 13, 6, 2, 3, "100", PSK_DATA_TYPE_FLOAT16), 150),
+                      // slices of 2 keys: over 64 slices per sequence (the combine's max over more
+                      // groups than invocations, its loads in several chunks)
+                      longPrompt(softmaxCase("softmax_slice2_many_groups", 16, 16, 4, 2, 2, "2"), 150),
                       h200Shape()),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 

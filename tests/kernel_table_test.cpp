@@ -120,8 +120,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::PolysketchOutputCoopMat: return SpecConstants::of(PolysketchOutputCoopMatSpec{});
         case KernelId::SelfTensor: return SpecConstants::of(NoSpec{});
         case KernelId::DecodeOutput: return SpecConstants::of(DecodeOutputSpec{});
-        case KernelId::DecodeSoftmaxPartial:
-        case KernelId::DecodeSoftmaxCombine: return SpecConstants::of(DecodeSoftmaxSpec{});
+        case KernelId::DecodeSoftmax: return SpecConstants::of(DecodeSoftmaxSpec{});
         case KernelId::CopyRows:
         case KernelId::CopyRowsConvert: return SpecConstants::of(CopyRowsSpec{});
         case KernelId::CoopMatStrictCheck: return SpecConstants::of(CoopMatStrictCheckSpec{});

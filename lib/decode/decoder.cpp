@@ -1,4 +1,4 @@
-// The parts of psk::Decoder (decoder.hpp) both kinds share: meta_, buffers, binding limits, the
+// The parts of psk::Decoder (decoder.hpp) both kinds share: buffers, binding limits, row copies, the
 // prompt's forward call and host rows.
 #include "decode/decoder.hpp"
 #include "kernels/kernel_pipeline.hpp"
@@ -24,8 +24,7 @@ Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeSh
       Hq_(shape.Hq),
       Hkv_(shape.Hkv),
       h_(shape.h),
-      dv_(shape.dv),
-      meta_(deviceBuffer(uint64_t(shape.batch) * 2 * 4)) {
+      dv_(shape.dv) {
     kernel::CopyRowsSpec spec;
     spec.WG = kDecodeWorkgroup;
     const PskDataType type = attention.config().dataType;
@@ -38,37 +37,6 @@ Decoder::Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeSh
         fromF32_ = kernelPipeline(context().pipelines(), KernelChoice::make(KernelId::CopyRowsConvert, "from_f32", type, spec,
                                                                 "16-bit decoding: float32 rows to the storage type"));
     }
-}
-
-void Decoder::createStepF32() {
-    if (sixteenBit()) {
-        const VkDeviceSize align = std::max<VkDeviceSize>(context().caps().limits().minStorageBufferOffsetAlignment, 4);
-        const uint64_t floats[4] = {uint64_t(batch_) * Hq_ * h_, uint64_t(batch_) * Hkv_ * h_, uint64_t(batch_) * Hkv_ * dv_,
-                                    uint64_t(batch_) * Hq_ * dv_};
-        VkDeviceSize cursor = 0;
-        for (int i = 0; i < 4; ++i) {
-            stepF32Offset_[i] = cursor;
-            cursor = alignUp(cursor + floats[i] * 4, align);
-        }
-        stepF32_ = deviceBuffer(cursor);
-    }
-}
-
-BufferRange Decoder::stepF32(Recorder& rec, const BufferRange& src, int which, uint32_t rows, uint32_t dim) const {
-    if (!stepF32_) return src;
-    const BufferRange f32{stepF32_.handle(), stepF32Offset_[which], VkDeviceSize(rows) * dim * 4};
-    if (which != 3) {
-        const PskTensorStrides dense{0, 0, dim};
-        recordCopyRows(rec, {src, 0, dense}, {f32, 0, dense}, 1, 1, rows, dim, RowConvert::ToF32);
-    }
-    return f32;
-}
-
-void Decoder::recordStepOut(Recorder& rec, const BufferRange& out, uint32_t rows, uint32_t dim) const {
-    if (!stepF32_) return;
-    const BufferRange f32{stepF32_.handle(), stepF32Offset_[3], VkDeviceSize(rows) * dim * 4};
-    const PskTensorStrides dense{0, 0, dim};
-    recordCopyRows(rec, {f32, 0, dense}, {out, 0, dense}, 1, 1, rows, dim, RowConvert::FromF32);
 }
 
 PskContext_T& Decoder::context() const { return *attention_.context(); }
@@ -84,17 +52,6 @@ void Decoder::checkBindingRange(const char* what, uint64_t floats) const {
     if (floats >= (uint64_t(1) << 32) || floats * 4 > limits.maxStorageBufferRange)
         fail(PSK_ERROR_TOO_LARGE, "the decode state's ", what, " needs ", floats * 4,
              " bytes, more than one storage buffer binding can address (", limits.maxStorageBufferRange, ")");
-}
-
-void Decoder::recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) const {
-    // Fills inside the recording, not host writes: a pending recorded step keeps its own counts
-    // whatever is recorded after it.
-    for (size_t i = 0; i < counts.size();) {
-        size_t j = i + 1;
-        while (j < counts.size() && counts[j] == counts[i]) ++j;
-        rec.fill({meta_.handle(), VkDeviceSize(i) * 4, VkDeviceSize(j - i) * 4}, VkDeviceSize(j - i) * 4, counts[i]);
-        i = j;
-    }
 }
 
 void Decoder::recordCopyRows(Recorder& rec, const RowTensor& src, const RowTensor& dst, uint32_t batch, uint32_t heads,

@@ -27,7 +27,7 @@ struct DecodeShape {
     uint32_t batch = 1, Hq = 1, Hkv = 1, h = 1, dv = 1;
 };
 
-/** Step tensors of one call: q [B Hq h], k [B Hkv h], v [B Hkv dv], out [B Hq dv], dense float32. */
+/** Step tensors of one call: q [B Hq h], k [B Hkv h], v [B Hkv dv], out [B Hq dv], dense, in the storage type. */
 struct StepTensors {
     BufferRange q, k, v, out;
 };
@@ -50,9 +50,10 @@ public:
      */
     virtual void prefill(const PskDecodePrefillInfo& info, uint32_t count) = 0;
     /**
-     * Records one step at `positions` (which the caller then advances): the per-sequence row
-     * counts are written into meta_ by fills inside the recording, so every recorded step carries
-     * its own and several may be pending at once.
+     * Records one step at `positions` (which the caller then advances). Both kinds keep the
+     * per-sequence counts their step kernel reads on the device and advance them in the step
+     * (prefill, forward, reset and restore set them), so a step records one dispatch, no fill,
+     * and several recorded steps may be pending at once.
      */
     virtual void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) = 0;
     /** Empties one sequence's state (the state resets its position). */
@@ -85,7 +86,7 @@ public:
     virtual void recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) = 0;
 
 protected:
-    /** Creates meta_ (two counts per sequence). */
+    /** The row-copy pipelines. */
     Decoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape);
 
     PskContext_T& context() const;
@@ -93,8 +94,6 @@ protected:
     Buffer hostBuffer(VkDeviceSize bytes, MemoryUsage usage) const;
     /** Fails (TOO_LARGE) when `floats` floats of the state's `what` exceed one storage-buffer binding. */
     void checkBindingRange(const char* what, uint64_t floats) const;
-    /** Records the fills that write `counts` into meta_, one per run of equal values. */
-    void recordCounts(Recorder& rec, const std::vector<uint32_t>& counts) const;
     /**
      * copy_rows.comp in the attention's storage type: rows [0, rows) of every (batch, head) of
      * `batch` x `heads`, `dim` elements each, from src to dst (bindings, plus element bases and
@@ -114,41 +113,16 @@ protected:
     void recordCopyRows(Recorder& rec, const RowTensor& src, const RowTensor& dst, uint32_t batch, uint32_t heads, uint32_t rows,
                         uint32_t dim, RowConvert convert = RowConvert::None) const;
 
-    /** Whether the attention stores 16-bit elements (float16, bfloat16): step tensors are then converted. */
-    bool sixteenBit() const { return eb_ != 4; }
     /** Bytes of one element of the attention's storage type. */
     size_t storageBytes() const { return eb_; }
-    /**
-     * For a kind whose step kernels read float32 only (softmax): a 16-bit attention's step then
-     * converts its tensors through float32 copies (stepF32), which this allocates. The polysketch
-     * step reads and writes the storage type itself and needs none.
-     */
-    void createStepF32();
-    /**
-     * A step tensor in float32 (which: 0 q, 1 k, 2 v, 3 out; `src` dense with `rows` rows of `dim`
-     * elements): `src` itself for a float32 attention or without createStepF32; for a 16-bit one
-     * its float32 copy in the state's step scratch, the conversion recorded here (except for out,
-     * which is only placed).
-     */
-    BufferRange stepF32(Recorder& rec, const BufferRange& src, int which, uint32_t rows, uint32_t dim) const;
-    /** After a step computed out in float32 (stepF32(.., 3, ..)): rounds it into `out` (16-bit only). */
-    void recordStepOut(Recorder& rec, const BufferRange& out, uint32_t rows, uint32_t dim) const;
-    /** Bytes of the 16-bit step's float32 scratch (0 for float32). */
-    VkDeviceSize stepF32Bytes() const { return stepF32_ ? stepF32_.size() : 0; }
 
     PskAttention_T& attention_;
     Submitter& submitter_;  // the state's: for the submissions of prefill, reset, creation
     const uint32_t batch_, Hq_, Hkv_, h_, dv_;
-    // Device-local, written by fills in each recorded step: per sequence [rows of the unfinished
-    // block | key count] then [rows to fold].
-    Buffer meta_;
     VkPipeline copyRows_ = VK_NULL_HANDLE;  // copy_rows.comp, the attention's storage type
     // copy_rows_convert: storage type -> float32 and back (16-bit attention objects only).
     VkPipeline toF32_ = VK_NULL_HANDLE, fromF32_ = VK_NULL_HANDLE;
     size_t eb_ = 4;
-    // 16-bit: float32 copies of a step's q, k, v, out, each region aligned to a storage offset.
-    Buffer stepF32_;
-    VkDeviceSize stepF32Offset_[4] = {};
 };
 
 /**

@@ -1,6 +1,8 @@
-// psk::SoftmaxDecoder (softmax_decoder.hpp): the KV-cache state machine. A step copies the new k, v
-// rows into the cache, then decode_softmax's pass 1 (per chunk of keys: max, sum of exponentials,
-// weighted value sum) and pass 2 (merges the chunks of each row).
+// psk::SoftmaxDecoder (softmax_decoder.hpp): the KV-cache state machine. A step is one dispatch of
+// decode_softmax.comp (flash decoding): per (sequence, key/value head), workgroups over slices of
+// the keys write (max, sum of exponentials, weighted value sum) and the last of them merges them;
+// the token's k, v rows enter the cache inside the same dispatch, and the key counts live on the
+// device (the step advances them).
 #include "decode/softmax_decoder.hpp"
 #include "kernels/kernel_pipeline.hpp"
 
@@ -20,9 +22,10 @@ namespace psk {
 
 SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, const DecodeShape& shape, uint32_t capacity)
     : Decoder(attention, submitter, shape), capacity_(capacity) {
-    createStepF32();  // the step kernels read and write float32
-    const VkPhysicalDeviceLimits& limits = context().caps().limits();
+    const DeviceCaps& caps = context().caps();
+    const VkPhysicalDeviceLimits& limits = caps.limits();
     const uint64_t slots = uint64_t(batch_) * Hkv_;
+    const uint32_t ratio = Hq_ / Hkv_;
     // One slot's cache must fit a binding; the whole cache may not (4 heads of 128k tokens at
     // h = 64 are 128 MiB + 9 KiB, lavapipe's maxStorageBufferRange is 128 MiB): the step then
     // binds and dispatches slot by slot. Slot strides are rounded up to the offset alignment.
@@ -36,20 +39,45 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
                   slots * std::max(kSlot_, vSlot_) < (uint64_t(1) << 32) && !(split && std::string(split) == "1");
     kCache_ = deviceBuffer(slots * kSlot_ * 4);
     vCache_ = deviceBuffer(slots * vSlot_ * 4);
-    maxChunks_ = ceilDiv(capacity_, chunk_);
-    checkBindingRange("partials", uint64_t(batch_) * Hq_ * maxChunks_ * (dv_ + 2));
-    partials_ = deviceBuffer(uint64_t(batch_) * Hq_ * maxChunks_ * (dv_ + 2) * 4);
+
+    // The slices of a step: about 16 workgroups per multiprocessor in all where the driver reports
+    // the count, else 2048 on a GPU and 8 on a CPU device (llvmpipe runs workgroups on a few
+    // threads), at most 1024 / (Hq / Hkv) keys per workgroup (the kernel's loops per invocation
+    // under llvmpipe's limit) and at least one tile of kDecodeWorkgroup keys. Unlike the
+    // polysketch step's fixed work, a slice is a serial walk over its keys whose every tile waits
+    // for memory: many short slices resident at once hide that latency (docs/MODEL.md, "The
+    // softmax decode step"). PSK_DECODE_SOFTMAX_SLICE=n forces n keys per workgroup (tests of the
+    // combine on small caches).
+    const uint32_t target = caps.multiprocessorCount              ? 16 * caps.multiprocessorCount
+                            : caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 8
+                                                                                        : 2048;
+    splits_ = uint32_t(std::max<uint64_t>(1, (target + slots - 1) / slots));
+    maxSlice_ = std::max(kDecodeWorkgroup, 1024 / ratio / kDecodeWorkgroup * kDecodeWorkgroup);
+    if (const char* forced = std::getenv("PSK_DECODE_SOFTMAX_SLICE")) forcedSlice_ = uint32_t(std::max(0, std::atoi(forced)));
+    const uint64_t groupStride = forcedSlice_ ? ceilDiv(uint64_t(capacity_), uint64_t(forcedSlice_))
+                                              : std::max<uint64_t>(splits_, ceilDiv(uint64_t(capacity_), uint64_t(maxSlice_)));
+    if (groupStride > limits.maxComputeWorkGroupCount[0] || slots > limits.maxComputeWorkGroupCount[1])
+        fail(PSK_ERROR_TOO_LARGE, "a softmax decode step of ", slots, " sequence heads and ", groupStride,
+             " key slices needs more workgroups than the device allows");
+    groupStride_ = uint32_t(groupStride);
+    const uint64_t sharedFloats = uint64_t(ratio) * h_ + h_ + dv_ + 2 * uint64_t(ratio) * kDecodeWorkgroup + 1;
+    if (sharedFloats * 4 > limits.maxComputeSharedMemorySize)
+        fail(PSK_ERROR_TOO_LARGE, "a softmax decode step needs ", sharedFloats * 4, " bytes of shared memory, more than the device's ",
+             limits.maxComputeSharedMemorySize);
+    const uint64_t words = 2 * uint64_t(batch_) + slots + slots * groupStride * ratio * (dv_ + 2);
+    checkBindingRange("softmax step workspace", words);
+    work_ = deviceBuffer(words * 4);
+
     kernel::DecodeSoftmaxSpec spec;
     spec.WG = kDecodeWorkgroup;
     spec.HEAD_DIM = h_;
     spec.VALUE_DIM = dv_;
-    spec.CHUNK = chunk_;
-    Pipelines& pipelines = context().pipelines();
-    partial_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeSoftmaxPartial, "", PSK_DATA_TYPE_FLOAT32, spec,
-                                                "softmax decoding: a KV-cache pass per chunk of keys"));
-    combine_ = kernelPipeline(pipelines, KernelChoice::make(KernelId::DecodeSoftmaxCombine, "", PSK_DATA_TYPE_FLOAT32, spec,
-                                                "softmax decoding: combines the chunks' partials"));
-    // The caches need no clearing: positions bound what is read.
+    spec.HEAD_RATIO = ratio;
+    step_ = kernelPipeline(context().pipelines(),
+                           KernelChoice::make(KernelId::DecodeSoftmax, "", attention.config().dataType, spec,
+                                              "softmax decoding: one dispatch over slices of the KV cache, combined by the last"));
+    // The caches need no clearing: the key counts bound what is read. Counts start at zero.
+    submitter_.run([&](Recorder& rec) { rec.fill({work_.handle(), 0, work_.size()}, work_.size(), 0); });
 }
 
 uint64_t SoftmaxDecoder::stateBytes() const { return uint64_t(batch_) * Hkv_ * capacity_ * (h_ + dv_) * 4; }
@@ -78,54 +106,68 @@ void SoftmaxDecoder::prefill(const PskDecodePrefillInfo& info, uint32_t count) {
             rec.copy({staging.handle(), VkDeviceSize(i) * k.size, k.size}, k, k.size);
             rec.copy({staging.handle(), K.size() * 4 + VkDeviceSize(i) * v.size, v.size}, v, v.size);
         }
+        recordKeyCounts(rec, info.firstSequence, std::vector<uint64_t>(count, n));
     });
 }
 
 void SoftmaxDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) {
-    // Per-sequence counts: [keys this step attends to] then [unused].
-    std::vector<uint32_t> counts(size_t(batch_) * 2, 0);
+    // The slice length and the workgroups per slot follow the longest sequence (the host knows the
+    // positions when it records); the keys of each sequence come from the device's counts.
     uint64_t longest = 0;
-    for (uint32_t s = 0; s < batch_; ++s) {
-        counts[s] = uint32_t(positions[s] + 1);
-        longest = std::max(longest, positions[s] + 1);
+    for (uint32_t s = 0; s < batch_; ++s) longest = std::max(longest, positions[s] + 1);
+    uint32_t slice = forcedSlice_;
+    if (!slice) {
+        const uint64_t even = ceilDiv(longest, uint64_t(splits_));
+        slice = uint32_t(std::min<uint64_t>(maxSlice_, ceilDiv(std::max<uint64_t>(even, kDecodeWorkgroup), uint64_t(kDecodeWorkgroup)) *
+                                                           kDecodeWorkgroup));
     }
-    recordCounts(rec, counts);
     const uint32_t slots = batch_ * Hkv_;
-    const BufferRange meta{meta_.handle(), 0, VkDeviceSize(batch_) * 2 * 4};
-
-    kernel::DecodeSoftmaxPush push{Hq_, Hkv_, Hq_ / Hkv_, capacity_, maxChunks_, 0, attention_.config().scale, uint32_t(kSlot_),
-                                   uint32_t(vSlot_), 0, 0, 0};
-    // A 16-bit attention's q, k, v rows in float32 (exact), its out computed in float32 then rounded.
-    const BufferRange q = stepF32(rec, t.q, 0, batch_ * Hq_, h_), k = stepF32(rec, t.k, 1, slots, h_),
-                      v = stepF32(rec, t.v, 2, slots, dv_), out = stepF32(rec, t.out, 3, batch_ * Hq_, dv_);
-    for (uint32_t i = 0; i < slots; ++i) {
-        const VkDeviceSize pos = positions[i / Hkv_];
-        rec.copy({k.buffer, k.offset + VkDeviceSize(i) * h_ * 4, VkDeviceSize(h_) * 4},
-                 {kCache_.handle(), (i * kSlot_ + pos * h_) * 4, VkDeviceSize(h_) * 4}, VkDeviceSize(h_) * 4);
-        rec.copy({v.buffer, v.offset + VkDeviceSize(i) * dv_ * 4, VkDeviceSize(dv_) * 4},
-                 {vCache_.handle(), (i * vSlot_ + pos * dv_) * 4, VkDeviceSize(dv_) * 4}, VkDeviceSize(dv_) * 4);
-    }
-    const BufferRange partials{partials_.handle(), 0, partials_.size()};
+    kernel::DecodeSoftmaxPush push{};
+    push.q_heads = Hq_;
+    push.kv_heads = Hkv_;
+    push.batch = batch_;
+    push.slice = slice;
+    push.scale = attention_.config().scale;
+    push.k_slot_stride = uint32_t(kSlot_);
+    push.v_slot_stride = uint32_t(vSlot_);
+    push.work = 0;
+    push.group_stride = groupStride_;
+    const BufferRange work{work_.handle(), 0, work_.size()};
     if (wholeCache_) {
-        rec.dispatch(partial_,
-                     {reads(q), reads({kCache_.handle(), 0, kCache_.size()}), reads({vCache_.handle(), 0, vCache_.size()}), reads(meta),
-                      writes(partials)},
-                     &push, sizeof(push), ceilDiv(longest, chunk_), Hq_, batch_);
+        push.groups = uint32_t(ceilDiv(longest, uint64_t(slice)));
+        rec.dispatch(step_,
+                     {writes(work), reads(t.q), reads(t.k), reads(t.v), writes({kCache_.handle(), 0, kCache_.size()}),
+                      writes({vCache_.handle(), 0, vCache_.size()}), writes(t.out)},
+                     &push, sizeof(push), push.groups, slots);
     } else {
         // One dispatch per (sequence, kv head), binding that slot's caches only.
         for (uint32_t i = 0; i < slots; ++i) {
-            push.seq_base = i / Hkv_;
-            push.q_head_base = (i % Hkv_) * push.head_ratio;
-            push.slot_base = i;
-            rec.dispatch(partial_,
-                         {reads(q), reads({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
-                          reads({vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4}), reads(meta), writes(partials)},
-                         &push, sizeof(push), ceilDiv(positions[i / Hkv_] + 1, chunk_), push.head_ratio, 1);
+            push.groups = uint32_t(ceilDiv(positions[i / Hkv_] + 1, uint64_t(slice)));
+            push.slot_base = push.cache_slot_base = i;
+            rec.dispatch(step_,
+                         {writes(work), reads(t.q), reads(t.k), reads(t.v), writes({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
+                          writes({vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4}), writes(t.out)},
+                         &push, sizeof(push), push.groups, 1);
         }
-        push.seq_base = push.q_head_base = push.slot_base = 0;
     }
-    rec.dispatch(combine_, {reads(partials), reads(meta), writes(out)}, &push, sizeof(push), Hq_, batch_);
-    recordStepOut(rec, t.out, batch_ * Hq_, dv_);
+}
+
+void SoftmaxDecoder::recordKeyCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const {
+    for (size_t i = 0; i < positions.size();) {  // one fill per run of equal counts
+        size_t j = i + 1;
+        while (j < positions.size() && positions[j] == positions[i]) ++j;
+        const VkDeviceSize bytes = VkDeviceSize(j - i) * 4;
+        rec.fill({work_.handle(), (first + i) * 4, bytes}, bytes, uint32_t(positions[i]));
+        i = j;
+    }
+}
+
+void SoftmaxDecoder::reset(uint32_t sequence) {
+    submitter_.run([&](Recorder& rec) { recordKeyCounts(rec, sequence, {0}); });
+}
+
+void SoftmaxDecoder::restorePositions(const std::vector<uint64_t>& positions) {
+    submitter_.run([&](Recorder& rec) { recordKeyCounts(rec, 0, positions); });
 }
 
 void SoftmaxDecoder::forEachBlobRegion(const std::vector<uint64_t>& positions,
@@ -162,6 +204,7 @@ void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_
             recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, n), 0, kDense}, 1, 1, n, h_, RowConvert::ToF32);
             recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, n), 0, vDense}, 1, 1, n, dv_, RowConvert::ToF32);
         }
+    recordKeyCounts(rec, first, std::vector<uint64_t>(count, n));
 }
 
 }  // namespace psk

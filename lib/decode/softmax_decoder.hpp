@@ -1,6 +1,6 @@
 // psk::SoftmaxDecoder: the softmax (baseline) decode state machine, a KV cache of a fixed capacity
-// per (sequence, key/value head) read by decode_softmax's two passes (docs/DECODING.md, "Softmax
-// KV-cache step").
+// per (sequence, key/value head) read by the one-dispatch step decode_softmax.comp, split over
+// slices of the keys (docs/DECODING.md, "Softmax KV-cache step").
 #pragma once
 
 #include "decode/decoder.hpp"
@@ -14,11 +14,12 @@ public:
 
     uint64_t stateBytes() const override;
     uint32_t capacity() const override { return capacity_; }
-    VkDeviceSize stepScratchBytes() const override { return partials_.size() + stepF32Bytes(); }
+    VkDeviceSize stepScratchBytes() const override { return work_.size(); }
     void prefill(const PskDecodePrefillInfo& info, uint32_t count) override;
     void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
-    /** Nothing to clear: the position bounds what is read. */
-    void reset(uint32_t) override {}
+    /** The sequence's key count on the device back to 0 (the cache needs no clearing: the count bounds what is read). */
+    void reset(uint32_t sequence) override;
+    void restorePositions(const std::vector<uint64_t>& positions) override;
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
     /** Position 0 only (a fresh sequence); the cache must hold the n tokens. */
@@ -30,6 +31,8 @@ private:
     /** The K rows, then the V rows of slot i's first `rows` tokens. */
     BufferRange kRows(uint64_t slot, uint64_t rows) const;
     BufferRange vRows(uint64_t slot, uint64_t rows) const;
+    /** Records the fills that set the device's key counts of sequences first.. to `positions`. */
+    void recordKeyCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const;
 
     uint32_t capacity_ = 0;
     // Caches [B Hkv][capacity][h | dv], slots kSlot_ / vSlot_ floats apart (capacity h, capacity dv,
@@ -37,9 +40,13 @@ private:
     Buffer kCache_, vCache_;
     uint64_t kSlot_ = 0, vSlot_ = 0;
     bool wholeCache_ = true;  // the whole cache fits one binding: one dispatch per step
-    uint32_t chunk_ = 1024, maxChunks_ = 1;
-    Buffer partials_;  // pass 1's (max, sum, weighted values) per chunk of keys
-    VkPipeline partial_ = VK_NULL_HANDLE, combine_ = VK_NULL_HANDLE;
+    // The step's slices (decode_softmax.comp): keys per workgroup between kTile and maxSlice_, so
+    // that a step has about splits_ workgroups per slot; groupStride_ workgroups per slot at most.
+    uint32_t splits_ = 1, maxSlice_ = 1024, forcedSlice_ = 0, groupStride_ = 1;
+    // The step's workspace (decode_softmax.comp): B key counts (the device advances them), B Hkv
+    // slot and B sequence counters (zero between steps), the workgroups' partials.
+    Buffer work_;
+    VkPipeline step_ = VK_NULL_HANDLE;
 };
 
 /** The largest capacity a softmax decode state accepts. */

@@ -36,8 +36,7 @@ enum class KernelId : uint8_t {
     PolysketchOutputCoopMat,  //   cooperative-matrix variant
     SelfTensor,            // materialized psi(S) rows (tests and tools only)
     DecodeOutput,          // decoding: one step (the token joins the state, its output)
-    DecodeSoftmaxPartial,  // decoding baseline: KV-cache attention, partial pass
-    DecodeSoftmaxCombine,  //   ... and the pass that combines the partials
+    DecodeSoftmax,         // decoding baseline: a KV-cache step (key slices, combined by the last)
     CopyRows,              // strided row copies (forward calls with a decode state)
     CopyRowsConvert,       //   ... converting between the storage type and float32 (16-bit decoding)
     CoopMatStrictCheck,    // tests only: the emulated cooperative backend's rule checks

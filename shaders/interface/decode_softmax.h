@@ -5,29 +5,28 @@
 
 #include "common.h"
 
-// decode_softmax.comp
+// decode_softmax.comp: one softmax KV-cache decode step, workgroups over slices of every (sequence,
+// key/value head)'s keys, combined by the slot's last workgroup.
 #define PSK_DECODE_SOFTMAX_SPEC(X) \
-    X(0, uint, WG, 64) /* a power of two */ \
+    X(0, uint, WG, 64) /* invocations = keys per tile */ \
     X(1, uint, HEAD_DIM, 64) \
     X(2, uint, VALUE_DIM, 64) \
-    X(3, uint, CHUNK, 1024)
+    X(3, uint, HEAD_RATIO, 1) /* query heads per key/value head (Hq / Hkv) */
 
 PSK_PUSH_BEGIN(DecodeSoftmaxPush)
-    uint q_heads;
-    uint kv_heads;
-    uint head_ratio;
-    uint capacity;
-    uint chunks;  // partials per row (stride)
-    uint meta_offset;
-    float scale;
-    uint k_slot_stride;  // floats between two slots' key caches (capacity h, aligned)
+    uint q_heads;         // Hq
+    uint kv_heads;        // Hkv
+    uint batch;           // B: the workspace's counters follow its B key counts
+    uint groups;          // workgroups per slot in this step (all of them count, empty slices too)
+    uint slice;           // keys per workgroup
+    float scale;          // s
+    uint k_slot_stride;   // floats between two slots' key caches (capacity h, aligned)
     uint v_slot_stride;
-    // PASS_PARTIAL: this dispatch covers sequences seq_base + gl_WorkGroupID.z and query heads
-    // q_head_base + gl_WorkGroupID.y; its cache bindings start at slot slot_base (0 when the whole
-    // cache is bound; the one bound slot when the step dispatches slot by slot).
-    uint seq_base;
-    uint q_head_base;
-    uint slot_base;
+    uint slot_base;       // the first slot of this dispatch (gl_WorkGroupID.y counts from it); its cache
+                          // bindings start at slot cache_slot_base (slot_base, or 0 when the whole
+    uint cache_slot_base; // cache is bound)
+    uint work;            // word offset of the workspace in binding 0 (decode_softmax.comp)
+    uint group_stride;    // partial sums per slot: the most groups of any step
 PSK_PUSH_END
 
 #endif
