@@ -260,8 +260,9 @@ typedef struct PskCmdDecodeStepInfo {
      * them to the float32 state on load and rounds out to nearest even), dense (strides must be
      * NULL): q [B, Hq, h], k [B, Hkv, h], v [B, Hkv, dv],
      * out [B, Hq, dv] (B the state's batchSize). Usage STORAGE_BUFFER; k and v also TRANSFER_SRC
-     * (the step copies the new rows into the state). Offsets aligned as in PskVulkanTensor, sizes
-     * at least the shape's bytes. out must not overlap q, k or v.
+     * (kept from earlier versions, whose step copied the new rows into the state; the step kernel
+     * now reads them itself). Offsets aligned as in PskVulkanTensor, sizes at least the shape's
+     * bytes. out must not overlap q, k or v.
      */
     PskVulkanTensor q, k, v, out;
 } PskCmdDecodeStepInfo;
@@ -282,8 +283,18 @@ typedef struct PskCmdDecodeStepInfo {
  * COMPUTE_SHADER / SHADER_READ and TRANSFER / TRANSFER_READ before, and adds a barrier from
  * COMPUTE_SHADER / SHADER_WRITE before reading out. The recorded commands start with a memory
  * barrier (COMPUTE_SHADER | TRANSFER to COMPUTE_SHADER | TRANSFER) that orders them after earlier
- * commands, then fills, copies and dispatches, with barriers between them. The bound compute
- * pipeline, descriptor set 0 and push constants are replaced.
+ * commands, then the step's dispatch (one for every sequence and head; a polysketch attention with
+ * a learned sketch adds the feature map's two, a softmax cache larger than one storage binding
+ * one per sequence and key/value head), with barriers between them. The bound compute pipeline,
+ * descriptor set 0 and push constants are replaced.
+ *
+ * A whole token of a model in one submission: the steps of several states (one per layer, each
+ * with its own attention object or sharing one) may be recorded into one command buffer, with the
+ * app's own commands (projections, norms, MLP) between them and the app's barriers as above
+ * around each step, and submitted once. Each state owns its step scratch and its descriptor pools,
+ * so steps of different states never share memory; steps of one state recorded back to back are
+ * ordered by the barrier each starts with. samples/tinylm records every layer of a token this
+ * way (modelStep: one command buffer, one submit and one wait per token).
  *
  * Descriptors: as pskCmdAttentionForward; without push descriptors each call allocates descriptor
  * sets from pools the state owns, freed by pskResetDecodeCommandDescriptors or destruction.
