@@ -259,9 +259,9 @@ def report(g, out, results, best):
                       f"{count_stats([r['train_seconds'] for r in rs], ' s')} | "
                       f"{sum(plateaued(r) for r in rs)} of {len(rs)} |")
         md += ["", "Validation exact match against steps (best learning rate, mean over seeds)", ""]
-        steps = sorted({p[0] for spec in g["models"] for s in g["seeds"]
-                        for p in curve(results[(task, spec, best.get((task, spec)), s)])
-                        if (task, spec, best.get((task, spec)), s) in results})
+        finals = [results[k] for k in ((task, spec, best.get((task, spec)), s) for spec in g["models"]
+                                       for s in g["seeds"]) if k in results]
+        steps = sorted({p[0] for r in finals for p in curve(r)})
         md += ["| model | " + " | ".join(str(s) for s in steps) + " |", "|---|" + "---|" * len(steps)]
         for spec in g["models"]:
             b = best.get((task, spec))
