@@ -353,6 +353,110 @@ def output_generic(n, heads, hd, vd, rs, bs, es):
     return Kernel("output", wgs, 64, regs, smem, lsu, issue, chain, hbm, l2, flop=flop, terms=terms)
 
 
+def output_tile_plan(hd, vd, rs, bs, causal=True, local_exact=True, shared=32768, invocations=1024):
+    """planGenericOutput's choice for the register-tiled output (lib/forward/polysketch_plan.cpp):
+    rows, column groups, vec4 columns per invocation, Z rows, keys and width columns per step."""
+    vd4 = ceil_div(vd, 4)
+    tn4 = min(4, vd4)
+    cg = ceil_div(vd4, tn4)
+    stride = (vd + 1 + 3) // 4 * 4
+    zw4 = max(stride // 4, cg * tn4)
+    kw = hd if local_exact else rs
+    rows = 64 if bs >= 64 else 32 if bs >= 32 else 16
+    while rows > 4 and rows // 4 * cg > invocations:
+        rows //= 2
+    wmax = min(32, ceil_div(kw, 4) * 4)
+    kpimax = max(1, min(4, 32 // cg))
+    while rows >= 4:
+        ft = 16
+        while ft >= 1:
+            kpi = kpimax
+            while kpi >= 1:
+                wc = wmax
+                while wc >= 4:
+                    rsz = rows + 4
+                    z = rs * rsz + ft * zw4 * 4
+                    loc = wc * rsz + wc * kpi * cg + kpi * cg * rsz + kpi * cg * cg * tn4 * 4
+                    pool = max(z, loc if causal else 0)
+                    if pool * 4 + ft * 4 <= shared:
+                        return dict(rows=rows, cg=cg, tn4=tn4, ft=ft, kt=kpi * cg, kpi=kpi, wc=wc, pool=pool,
+                                    threads=rows // 4 * cg, zw4=zw4)
+                    wc = wc // 2 // 4 * 4
+                kpi //= 2
+            ft //= 2
+        rows //= 2
+    raise ValueError("no tiling fits")
+
+
+def output_tiled(n, heads, hd, vd, rs, bs, es):
+    """shaders/polysketch_output.comp as rewritten (prediction, before any GPU run): register tiles
+    of 4 query rows x 4 COL_VEC4 value columns per invocation (COL_GROUPS = ceil(dv / 16) invocations
+    along the columns), S(q) staged transposed (one vec4 = entry a of 4 rows), Z FEAT_TILE rows per
+    step; local part: scores of 4 rows x KPI keys per invocation from q / k chunks staged transposed,
+    weights through shared memory, then 4 rows x the columns from the staged V tile. Every global
+    load and the staging stores coalesced (consecutive invocations, consecutive floats)."""
+    m = H200
+    t_ = output_tile_plan(hd, vd, rs, bs)
+    rows, cg, tn4, ft, kt, kpi, wc = t_["rows"], t_["cg"], t_["tn4"], t_["ft"], t_["kt"], t_["kpi"], t_["wc"]
+    threads, zw4 = t_["threads"], t_["zw4"]
+    warps = ceil_div(threads, 32)
+    F = rs * (rs + 1) // 2
+    stride = (vd + 1 + 3) // 4 * 4
+    t = ceil_div(n, bs)
+    tiles = ceil_div(bs, rows)
+    wgs = t * tiles * heads
+    # Registers: acc 16 tn4 + den 4; Z phase: 2 S(q) vec4s, phi, tn4 Z vec4s, the normalizer's z;
+    # local phase: kpi score vec4s, a q and a k vec4, w, tn4 V vec4s; 20 for indices.
+    need_z = 16 * tn4 + 4 + 8 + 4 + 4 * tn4 + 1 + 20
+    need_local = 16 * tn4 + 4 + 4 * kpi + 8 + 4 + 4 * tn4 + 20
+    regs = max(need_z, need_local)
+    smem = t_["pool"] * 4 + ft * 4
+    # Z phase, per warp and feature: 2 vec4 S(q) loads, the pair and the normalizer's z (scalars,
+    # 128 B each), tn4 vec4 Z loads; 16 tn4 + 4 FMAs, 8 multiplies for phi and ~5 for the pair.
+    z_feat = 2 * vec4_load() + 2 + tn4 * vec4_load()
+    z_feat_issue = 16 * tn4 + 4 + 8 + 5
+    z_stage = ceil_div(ft * zw4 * 4, 32) * 2                  # per WG: coalesced loads + shared stores
+    sq_stage = ceil_div(rows * rs, 32) * (1 + 4)             # loads + transposed stores (4-way conflicts)
+    z_wg = warps * F * z_feat + ceil_div(F, ft) * z_stage + sq_stage
+    z_wgs = (t - 1) * tiles * heads                            # block 0 has no prefix
+    # Local part: tile T of a block walks ceil(rows (T + 1) / kt) key tiles of ceil(kw / wc) chunks.
+    kw = hd
+    chunks = ceil_div(kw, wc)
+    key_tiles_block = sum(ceil_div(rows * (T + 1), kt) for T in range(tiles))
+    per_chunk = ceil_div(rows * wc, 32) * 5 + ceil_div(kt * wc, 32) * 5 + warps * wc * (vec4_load() + ceil_div(kpi, 4) * vec4_load())
+    per_chunk_issue = warps * wc * (4 * kpi + 4)
+    v_stage = ceil_div(kt * cg * tn4 * 4, 32) * 2
+    weights = warps * kpi * vec4_load()
+    values = warps * kt * (vec4_load() + tn4 * vec4_load())
+    values_issue = warps * kt * (16 * tn4 + 4 + 2)
+    loc_tile = chunks * per_chunk + v_stage + weights + values
+    loc = t * heads * key_tiles_block * loc_tile
+    loc_issue = t * heads * key_tiles_block * (chunks * per_chunk_issue + warps * kpi * 12 + values_issue)
+    out_st = wgs * warps * 4 * tn4 * 4 * 2                     # scalar stores: 4 rows x 16 tn4 columns; rows apart
+    lsu_total = z_wgs * z_wg + loc + out_st
+    lsu = lsu_total / wgs
+    issue = (z_wgs * warps * F * z_feat_issue + loc_issue) / wgs
+    chain = ((t - 1) / t) * ceil_div(F, ft) * (m.lat_l2 + 2 * m.barrier + 2 * m.lat_shared) \
+        + key_tiles_block / tiles * (chunks * (m.lat_l2 + 2 * m.barrier) + m.barrier + m.lat_shared) + m.lat_hbm
+    z_once = (t - 1) * heads * F * stride * 4
+    hbm = n * heads * (rs * 4 + hd * 4 + vd * es + vd * es + hd * 4) + z_once
+    l2 = hbm + z_once * (tiles - 1) + n * heads * (hd * 4 + vd * es) * 1.5
+    k_res = workgroups_per_sm(m, threads, regs, smem)[0]
+    terms = [("phi(q)^T Z: %d vec4 + 2 scalar shared loads per %d FMAs (4 rows x %d columns per invocation)"
+              % (2 + tn4, 16 * tn4 + 4, 4 * tn4), "lsu", z_wgs * warps * F * z_feat / wgs),
+             ("phi(q)^T Z: FMA issue (%d warp instructions per feature and warp)" % z_feat_issue, "issue",
+              z_wgs * warps * F * z_feat_issue / wgs / m.issue_per_clk),
+             ("local scores: a q and %d k vec4 per %d FMAs, %d keys x %d rows per invocation" % (ceil_div(kpi, 4), 4 * kpi, kpi, 4),
+              "lsu", t * heads * key_tiles_block * chunks * warps * wc * (vec4_load() + ceil_div(kpi, 4) * vec4_load()) / wgs),
+             ("local values: %d vec4 loads per %d FMAs" % (1 + tn4, 16 * tn4 + 4), "lsu", t * heads * key_tiles_block * values / wgs),
+             ("staging (coalesced loads, transposed stores)", "lsu",
+              (z_wgs * (ceil_div(F, ft) * z_stage + sq_stage) + t * heads * key_tiles_block * (chunks * (ceil_div(rows * wc, 32) + ceil_div(kt * wc, 32)) * 5 + v_stage)) / wgs),
+             ("%d registers (acc %d + operands, no spills): %d workgroups of %d warps per SM" % (regs, 16 * tn4, k_res, warps), "note", 0)]
+    flop = 2 * (n - bs) * heads * F * (vd + 1) + t * heads * bs * (bs + 1) // 2 * (2 * hd + 2 * (vd + 1))
+    return Kernel("output (tiled)", wgs, threads, regs, smem, lsu, issue, chain, hbm, l2, flop=flop, terms=terms,
+                  note="rows %d, %d x %d invocations, Z %d rows/step, %d keys/step, width %d/step" % (rows, rows // 4, cg, ft, kt, wc))
+
+
 def polysketch_generic(n, heads, hd, vd, rs, bs, es):
     return [features_generic(n, heads, hd, rs, es), states_generic(n, heads, hd, vd, rs, bs, es),
             scan(n, heads, vd, rs, bs), output_generic(n, heads, hd, vd, rs, bs, es)]
@@ -1009,6 +1113,37 @@ How each row stands (the sentences the issue asks for where a row is outside 30%
     print_h128_headline()
 
 
+def print_output_tiled():
+    m = H200
+    print("### The generic output as rewritten: register tiles (prediction, before any GPU run)\n")
+    print("Float32, B = 1, H = 16, r = 32, b = 256, local exact, dv = h; shaders/polysketch_output.comp with the tiles")
+    print("planGenericOutput picks on a GPU (32 KiB of shared memory). FP32 share: the useful multiply-adds (GFLOP / 2) over")
+    print("the H200's %.1f T lane-ops/s.\n" % (m.fp32_rate() / 1e12))
+    print("| shape | tiles | registers -> WGs/SM | limiting unit | predicted H200 ms | FP32 share | before (model; measured) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    measured = {(32768, 64): "3.25", (32768, 128): "34.3"}
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128), (32768, 256)):
+        k = output_tiled(n, 16, hd, hd, 32, 256, 4)
+        t, d = run(k, m)
+        old = run(output_generic(n, 16, hd, hd, 32, 256, 4), m)[0]
+        meas = measured.get((n, hd))
+        print(f"| {n // 1024}k h{hd} | {k.note} | {k.regs} -> {d['k']} ({d['why']}) | {d['limit']} | {fmt_ms(t)} "
+              f"| {k.flop / 2 / m.fp32_rate() / t:.0%} | {fmt_ms(old)}{'; ' + meas if meas else ''} |")
+    print()
+    k = output_tiled(32768, 16, 64, 64, 32, 256, 4)
+    print("Its terms at 32k h64 (each alone on the whole GPU):\n")
+    print("| term | unit | alone, ms |")
+    print("| --- | --- | --- |")
+    for name, unit, cyc in k.terms:
+        if unit == "note":
+            print(f"| {name} | occupancy | |")
+        elif unit == "issue":
+            print(f"| {name} | FP32 issue | {fmt_ms(k.wgs / m.sms * cyc / m.clock)} |")
+        else:
+            print(f"| {name} | {unit} | {fmt_ms(term_time(k, m, cyc, unit))} |")
+    print()
+
+
 def print_h128_headline():
     m = H200
     parts = []
@@ -1151,6 +1286,7 @@ def main():
     print_today(vals)
     print_vs_measured(vals, notes)
     print_predictions()
+    print_output_tiled()
     print_coop_states()
     print_decode_split()
     print_softmax_decode()

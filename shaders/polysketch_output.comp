@@ -1,25 +1,39 @@
 #version 450
 // Polysketch output (docs/MATH.md section 6). One workgroup owns ROWS consecutive query rows inside one
-// block l of one (batch, query head); each invocation owns one row i:
+// block l of one (batch, query head) and every value column:
 //
 //   num_i = phi(q_i)^T Z + local_i,      O_i = num_i[0:dv] / (1 + num_i[dv])
 //
 //   Z:       CAUSAL: Z_l, the exclusive prefix of the block states (block_scan.comp);
 //            full:   the sum of all block states, reduced into block 0 (block_reduce.comp).
-//            phi(q_i) is expanded on the fly from S(q_i) with the pair table; Z is staged
-//            FEAT_TILE feature rows at a time in shared memory, rows padded to whole vec4s.
 //   local_i: CAUSAL only, keys j of block l with j <= i:
 //            sketched:    w_ij = <S(q_i), S(k_j)>^2  (= <phi(q_i), phi(k_j)>)
 //            LOCAL_EXACT: w_ij = (q'_i . k'_j)^DEGREE with the rows feature_map wrote for the
 //                         local part (scaled, own LayerNorm if any).
 //
-// Performance notes (llvmpipe): every load from shared or storage memory costs about the same
-// whatever its width (a per-lane loop), so operands are read as vec4s (4 per load), and S(q) is
-// kept transposed in shared memory (sq_tile) instead of a register array indexed by the pair
-// table's dynamic indices. RPI rows per invocation multiply the reuse of each loaded vec4; the
-// plan picks RPI (see planPolysketch for why 1).
-// Per invocation: ceil(F / FEAT_TILE) iterations over Z tiles (the tile itself is unrolled) plus
-// at most block_size keys: bounded, whatever n (llvmpipe loop limit, docs/ARCHITECTURE.md).
+// Work split (a register tile, so that each shared load feeds several multiply-adds and no
+// invocation holds a whole row of dv accumulators): invocation (r4, cg), lid = cg + COL_GROUPS r4,
+// owns the 4 rows 4 r4 .. 4 r4 + 3 of the tile and COL_VEC4 vec4 columns cg + COL_GROUPS t of the
+// value columns (consecutive invocations, consecutive vec4s: conflict-free shared reads). Live per
+// invocation: acc[COL_VEC4][4] vec4s (16 COL_VEC4 floats), the 4 rows' normalizers, one feature's
+// (or key's) operands. Every invocation sums the normalizer column dv for its rows itself (4
+// multiply-adds per feature beside 16 COL_VEC4), so no invocation waits on another's.
+//
+//   phi(q)^T Z: the tile's S(q) rows (contiguous in memory: consecutive invocations load
+//     consecutive floats) are staged transposed, sq[a][row], so that entry a of an invocation's 4
+//     rows is one vec4: phi_f = coef S_a S_b costs two vec4 loads for 4 rows. Z is staged FEAT_TILE
+//     feature rows at a time (coalesced). Per feature: 2 + COL_VEC4 vec4 loads and a scalar, for
+//     16 COL_VEC4 + 4 multiply-adds.
+//   local part, KEY_TILE = COL_GROUPS KPI keys at a time: the scores q . k of the tile's rows and
+//     keys are a small product over the key width, staged WIDTH_CHUNK columns at a time (q rows
+//     transposed as above, k rows transposed); invocation (r4, cg) computes its 4 rows x KPI keys
+//     cg KPI .. cg KPI + KPI - 1, writes the masked weights w[key][row] to shared memory, and
+//     after a barrier every invocation accumulates its rows x columns from w and the staged V tile.
+//
+// Rows of the transposed tiles are ROWS + 4 floats apart (the staging stores' bank conflicts).
+// Loops: ceil(F / FEAT_TILE) tiles and F features, at most ceil(block_size / KEY_TILE) key tiles
+// of ceil(key width / WIDTH_CHUNK) chunks: bounded whatever n (llvmpipe's loop limit,
+// docs/ARCHITECTURE.md).
 // Rows: q-side rows [batch * q_heads + head][n][width], k-side [batch * kv_heads + head][n][width].
 
 #extension GL_EXT_control_flow_attributes : require
@@ -43,13 +57,23 @@ layout(std430, binding = BINDING_STATES) readonly buffer States { float states[]
 layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = BINDING_Q_LOCAL) readonly buffer QLocal { float q_local[]; };  // q' rows (LOCAL_EXACT)
 
-shared vec4 smem4[SMEM_FLOATS / 4u];
-const uint ZS4 = Z_STRIDE / 4u;  // Z row in vec4s (dv + 1 padded)
-const uint KW4 = (KEY_WIDTH + 3u) / 4u;   // local key row in vec4s
-const uint VD4 = (VALUE_DIM + 3u) / 4u;   // local value row in vec4s
+const uint RS4 = (ROWS + 4u) / 4u;           // a transposed tile's row (one entry of every query row), in vec4s
+const uint RS = 4u * RS4;
+const uint ZS4 = Z_STRIDE / 4u;
+const uint SLICE4 = COL_GROUPS * COL_VEC4;  // vec4 columns the workgroup's slices cover (>= ceil(dv / 4))
+const uint ZW4 = ZS4 > SLICE4 ? ZS4 : SLICE4;        // a staged Z row, in vec4s (zero past Z_STRIDE)
+const uint KPI = KEY_TILE / COL_GROUPS;     // keys per invocation in the scores (KEY_TILE is a multiple of 4 when KPI is)
+
+// One pool, in floats; the phi(q)^T Z phase and the local phase use it in turn.
+const uint SQ_OFF = 0u;                            // S(q)^T: SKETCH x RS
+const uint Z_OFF = SKETCH * RS;                    // Z tile: FEAT_TILE x 4 ZW4
+const uint QC_OFF = 0u;                            // q chunk^T: WIDTH_CHUNK x RS
+const uint KC_OFF = WIDTH_CHUNK * RS;              // k chunk^T: WIDTH_CHUNK x KEY_TILE
+const uint W_OFF = KC_OFF + WIDTH_CHUNK * KEY_TILE;  // weights: KEY_TILE x RS
+const uint V_OFF = W_OFF + KEY_TILE * RS;          // V tile: KEY_TILE x 4 SLICE4
+shared vec4 pool[SMEM_FLOATS / 4u];
 shared uint pair_tile[FEAT_TILE];
-// S(q) rows as [a][invocation][r] floats (RPI in {1, 2, 4}): with RPI = 4, one vec4 per (a, invocation).
-shared vec4 sq_tile[(SKETCH * ROWS * RPI + 3u) / 4u];
+#define POOL(i) pool[(i) >> 2][(i) & 3u]
 
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
@@ -65,148 +89,130 @@ void main() {
     const uint q_seq = batch * params.q_heads + q_head;
     const uint kv_seq = batch * params.kv_heads + kv_head;
     const uint lid = gl_LocalInvocationID.x;
+    const uint cg = lid % COL_GROUPS, r4 = lid / COL_GROUPS;
 
     const uint block_begin = block * params.block_size;
     const uint block_end = min(params.n, block_begin + params.block_size);
-    const uint tile_begin = block_begin + tile * ROWS * RPI;
-    // Row r of this invocation: tile_begin + lid + r ROWS (adjacent invocations, adjacent rows).
-    bool row_valid[RPI];
-    uint crow[RPI];
-    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-        const uint in_block = tile * ROWS * RPI + lid + r * ROWS;
-        row_valid[r] = in_block < params.block_size && block_begin + in_block < params.n;
-        crow[r] = row_valid[r] ? block_begin + in_block : block_begin;  // a valid row to read for idle rows
-    }
+    const uint tile_begin = block_begin + tile * ROWS;
+    if (tile_begin >= block_end) return;  // the whole workgroup: a short last block
+    const uint tile_rows = min(ROWS, block_end - tile_begin);
+    const uint q_row0 = q_seq * params.n + tile_begin;  // the tile's first q-side row
 
-    // S(q) of the invocation's rows, transposed into shared memory so that entry a of all RPI rows
-    // is one vec4 (component r = row r): phi(q)_f = coef S_a S_b then costs two loads for all
-    // rows, and no register array is indexed dynamically (slow to compile on llvmpipe).
-    [[unroll]] for (uint d = 0u; d < SKETCH; ++d) {
-        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-            const uint fi = (d * ROWS + lid) * RPI + r;
-            sq_tile[fi / 4u][fi % 4u] = q_sketch[(q_seq * params.n + crow[r]) * SKETCH + d];
-        }
-    }
-
-    float acc[RPI][VALUE_DIM];
-    float den[RPI];
-    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-        den[r] = 0.0;
-        [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) acc[r][d] = 0.0;
-    }
+    vec4 acc[COL_VEC4][4];  // [t][e]: row 4 r4 + e, columns 4 (cg + COL_GROUPS t) .. + 3
+    vec4 den = vec4(0.0);   // component e: row 4 r4 + e
+    [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t)
+        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[t][e] = vec4(0.0);
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
     if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
+        for (uint i = lid; i < ROWS * SKETCH; i += THREADS) {
+            const uint row = i / SKETCH, a = i % SKETCH;
+            POOL(SQ_OFF + a * RS + row) = row < tile_rows ? q_sketch[q_row0 * SKETCH + i] : 0.0;
+        }
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_TILE) {
             const uint flen = min(FEAT_TILE, params.features - f0);
             barrier();
-            [[unroll]] for (uint it = 0u; it < (FEAT_TILE * Z_STRIDE + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                const uint fr = i / Z_STRIDE, c = i % Z_STRIDE;
-                if (i < flen * Z_STRIDE) smem4[fr * ZS4 + c / 4u][c % 4u] = states[z_base + f0 * Z_STRIDE + i];
+            for (uint i = lid; i < FEAT_TILE * ZW4 * 4u; i += THREADS) {
+                const uint fr = i / (ZW4 * 4u), c = i % (ZW4 * 4u);
+                POOL(Z_OFF + i) = fr < flen && c < Z_STRIDE ? states[z_base + (f0 + fr) * Z_STRIDE + c] : 0.0;
             }
-            [[unroll]] for (uint it = 0u; it < (FEAT_TILE + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                if (i < flen) pair_tile[i] = pairs[f0 + i];
-            }
+            for (uint i = lid; i < flen; i += THREADS) pair_tile[i] = pairs[f0 + i];
             barrier();
-            [[dont_unroll]] for (uint k = 0u; k < flen; ++k) {
+            for (uint k = 0u; k < flen; ++k) {
                 const uint entry = pair_tile[k];
-                const uint a = pair_first(entry), b = pair_second(entry);
-                const float coef = pair_coefficient(entry);
-                float p[RPI];
-                if (RPI == 4u) {
-                    const vec4 p4 = coef * sq_tile[a * ROWS + lid] * sq_tile[b * ROWS + lid];
-                    [[unroll]] for (uint r = 0u; r < RPI; ++r) p[r] = p4[r];
-                } else {
-                    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-                        const uint fa = (a * ROWS + lid) * RPI + r, fb = (b * ROWS + lid) * RPI + r;
-                        p[r] = coef * sq_tile[fa / 4u][fa % 4u] * sq_tile[fb / 4u][fb % 4u];
-                    }
-                }
-                [[unroll]] for (uint d4 = 0u; d4 < ZS4; ++d4) {
-                    const vec4 z = smem4[k * ZS4 + d4];  // one load, four operands, RPI rows
-                    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-                        const uint d = 4u * d4 + e;
-                        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-                            if (d < VALUE_DIM) acc[r][d] += p[r] * z[e];
-                            else if (d == VALUE_DIM) den[r] += p[r] * z[e];
-                        }
-                    }
+                const vec4 phi = pair_coefficient(entry) * pool[SQ_OFF / 4u + pair_first(entry) * RS4 + r4] *
+                                 pool[SQ_OFF / 4u + pair_second(entry) * RS4 + r4];
+                den += phi * POOL(Z_OFF + k * ZW4 * 4u + VALUE_DIM);
+                [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t) {
+                    const vec4 z = pool[Z_OFF / 4u + k * ZW4 + cg + COL_GROUPS * t];
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[t][e] += phi[e] * z;
                 }
             }
         }
     }
 
-    // ---- local part: keys of this block up to the row ----
+    // ---- local part: keys of this block up to the tile's last row ----
     if (CAUSAL) {
-        vec4 query4[RPI][KW4];
-        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-            [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
-                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-                    const uint d = min(4u * d4 + e, KEY_WIDTH - 1u);
-                    const float x = LOCAL_EXACT ? q_local[(q_seq * params.n + crow[r]) * HEAD_DIM + d]
-                                                : q_sketch[(q_seq * params.n + crow[r]) * SKETCH + min(d, SKETCH - 1u)];  // KEY_WIDTH == SKETCH
-                    query4[r][d4][e] = 4u * d4 + e < KEY_WIDTH ? x : 0.0;
-                }
-            }
-        }
-        const uint last = min(block_end, tile_begin + ROWS * RPI);  // keys past the tile's last row never count
-        const uint k_base = kv_seq * params.n * KEY_WIDTH;
+        const uint last = min(block_end, tile_begin + ROWS);  // keys past the tile's last row never count
+        const uint k_row0 = kv_seq * params.n;
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
-        const uint v_off4 = KEY_TILE * KW4;  // values follow the keys in smem4
-        // The invocation's last row that exists bounds its key loop; earlier rows mask later keys.
-        uint my_last = 0u;
-        bool any_valid = false;
-        [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-            if (row_valid[r]) my_last = crow[r];
-            any_valid = any_valid || row_valid[r];
-        }
         for (uint tile_start = block_begin; tile_start < last; tile_start += KEY_TILE) {
             const uint tile_len = min(KEY_TILE, last - tile_start);
-            barrier();
-            [[unroll]] for (uint it = 0u; it < (KEY_TILE * KW4 * 4u + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                const uint j = i / (KW4 * 4u), c = i % (KW4 * 4u);
-                if (j < tile_len) smem4[i / 4u][i % 4u] = c < KEY_WIDTH ? k_local[k_base + (tile_start + j) * KEY_WIDTH + c] : 0.0;
-            }
-            [[unroll]] for (uint it = 0u; it < (KEY_TILE * VD4 * 4u + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                const uint j = i / (VD4 * 4u), d = i % (VD4 * 4u);
-                if (j < tile_len)
-                    smem4[v_off4 + i / 4u][i % 4u] =
-                        d < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + d]) : 0.0;
-            }
-            barrier();
-            const uint visible = any_valid && my_last >= tile_start ? min(tile_len, my_last - tile_start + 1u) : 0u;
-            for (uint j = 0u; j < visible; ++j) {
-                float s[RPI];
-                [[unroll]] for (uint r = 0u; r < RPI; ++r) s[r] = 0.0;
-                [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
-                    const vec4 kv = smem4[j * KW4 + d4];
-                    [[unroll]] for (uint r = 0u; r < RPI; ++r) s[r] += dot(query4[r][d4], kv);
+            vec4 s[KPI];  // s[m][e]: row 4 r4 + e, key cg KPI + m
+            [[unroll]] for (uint m = 0u; m < KPI; ++m) s[m] = vec4(0.0);
+            for (uint d0 = 0u; d0 < KEY_WIDTH; d0 += WIDTH_CHUNK) {
+                const uint dlen = min(WIDTH_CHUNK, KEY_WIDTH - d0);
+                barrier();
+                for (uint i = lid; i < ROWS * WIDTH_CHUNK; i += THREADS) {
+                    const uint row = i / WIDTH_CHUNK, d = i % WIDTH_CHUNK;
+                    const uint src = (q_row0 + row) * KEY_WIDTH + d0 + d;
+                    float x = 0.0;
+                    if (row < tile_rows && d < dlen) {
+                        if (LOCAL_EXACT) x = q_local[src];
+                        else x = q_sketch[src];
+                    }
+                    POOL(QC_OFF + d * RS + row) = x;
                 }
-                float w[RPI];
-                [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-                    const float x = LOCAL_EXACT ? weight_power(s[r]) : s[r] * s[r];
-                    w[r] = row_valid[r] && tile_start + j <= crow[r] ? x : 0.0;
-                    den[r] += w[r];
+                for (uint i = lid; i < KEY_TILE * WIDTH_CHUNK; i += THREADS) {
+                    const uint j = i / WIDTH_CHUNK, d = i % WIDTH_CHUNK;
+                    POOL(KC_OFF + d * KEY_TILE + j) =
+                        j < tile_len && d < dlen ? k_local[(k_row0 + tile_start + j) * KEY_WIDTH + d0 + d] : 0.0;
                 }
-                [[unroll]] for (uint d4 = 0u; d4 < VD4; ++d4) {
-                    const vec4 v = smem4[v_off4 + j * VD4 + d4];
-                    [[unroll]] for (uint e = 0u; e < 4u; ++e)
-                        [[unroll]] for (uint r = 0u; r < RPI; ++r)
-                            if (4u * d4 + e < VALUE_DIM) acc[r][4u * d4 + e] += w[r] * v[e];
+                if (d0 == 0u) {
+                    for (uint i = lid; i < KEY_TILE * SLICE4 * 4u; i += THREADS) {
+                        const uint j = i / (SLICE4 * 4u), c = i % (SLICE4 * 4u);
+                        POOL(V_OFF + i) = j < tile_len && c < VALUE_DIM
+                                              ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c])
+                                              : 0.0;
+                    }
+                }
+                barrier();
+                for (uint d = 0u; d < WIDTH_CHUNK; ++d) {  // zero past dlen
+                    const vec4 q = pool[QC_OFF / 4u + d * RS4 + r4];
+                    if (KPI % 4u == 0u) {  // the invocation's keys as vec4s
+                        [[unroll]] for (uint m4 = 0u; m4 < KPI / 4u; ++m4) {
+                            const vec4 k4 = pool[(KC_OFF + d * KEY_TILE + cg * KPI) / 4u + m4];
+                            [[unroll]] for (uint e = 0u; e < 4u; ++e) s[4u * m4 + e] += q * k4[e];
+                        }
+                    } else {
+                        [[unroll]] for (uint m = 0u; m < KPI; ++m) s[m] += q * POOL(KC_OFF + d * KEY_TILE + cg * KPI + m);
+                    }
+                }
+            }
+            // Weights of the invocation's rows and keys, masked (rows of the tile, keys of the tile, key <= row).
+            [[unroll]] for (uint m = 0u; m < KPI; ++m) {
+                const uint j = cg * KPI + m;
+                vec4 w;
+                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                    const uint row = 4u * r4 + e;
+                    const float x = LOCAL_EXACT ? weight_power(s[m][e]) : s[m][e] * s[m][e];
+                    w[e] = row < tile_rows && j < tile_len && tile_start + j <= tile_begin + row ? x : 0.0;
+                }
+                pool[W_OFF / 4u + j * RS4 + r4] = w;
+            }
+            barrier();
+            for (uint j = 0u; j < tile_len; ++j) {
+                const vec4 w = pool[W_OFF / 4u + j * RS4 + r4];
+                den += w;
+                [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t) {
+                    const vec4 v = pool[V_OFF / 4u + j * SLICE4 + cg + COL_GROUPS * t];
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[t][e] += w[e] * v;
                 }
             }
         }
     }
 
-    [[unroll]] for (uint r = 0u; r < RPI; ++r) {
-        if (!row_valid[r]) continue;
-        const float inv = 1.0 / (1.0 + den[r]);
-        const uint o_base = tensor_row(params.o_strides, batch, q_head, crow[r]);
-        [[unroll]] for (uint d = 0u; d < VALUE_DIM; ++d) o_data[o_base + d] = STORE_ELEM(acc[r][d] * inv);
+    const vec4 inv = 1.0 / (1.0 + den);
+    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint row = 4u * r4 + e;
+        if (row >= tile_rows) continue;
+        const uint o_base = tensor_row(params.o_strides, batch, q_head, tile_begin + row);
+        [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t) {
+            [[unroll]] for (uint x = 0u; x < 4u; ++x) {
+                const uint col = 4u * (cg + COL_GROUPS * t) + x;
+                if (col < VALUE_DIM) o_data[o_base + col] = STORE_ELEM(acc[t][e][x] * inv[e]);
+            }
+        }
     }
 }

@@ -545,31 +545,57 @@ namespace {
  * as they always have: a configuration the generic kernel cannot hold is refused on every device.
  */
 OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
-    // ROWS query rows per workgroup inside one block (fewer for small blocks, to waste fewer
-    // invocations); Z staged FEAT_TILE rows at a time; local keys KEY_TILE at a time. RPI rows per
-    // invocation (1, 2 or 4; the shader supports each) would let one staged vec4 feed RPI x 4
-    // multiply-adds, but on llvmpipe RPI = 4 compiles for 20-30 s (values live across barriers
-    // become a coroutine frame) and RPI = 2 for 10 s, against ~2 s for 1, and GPUs prefer 1 anyway
-    // (register pressure). So 1 everywhere for now.
+    // A register tile per invocation (shaders/polysketch_output.comp): 4 query rows x COL_VEC4 = 4
+    // vec4 value columns (fewer where dv < 16), so that a staged vec4 feeds 16 multiply-adds and no
+    // invocation keeps a whole row of dv accumulators (at h = dv = 128 one row per invocation
+    // spilled): 64 accumulators whatever dv, the columns over COL_GROUPS = ceil(dv / 16)
+    // invocations. Scores: 4 rows x KPI <= 4 keys per invocation (one vec4 of k per step at 4).
+    // ROWS query rows per workgroup (fewer for small blocks, to waste fewer invocations), ROWS / 4
+    // x COL_GROUPS invocations. Shared memory holds, in turn, S(q)^T and a Z
+    // tile, then the local part's q / k chunks, weights and V tile; what does not fit shrinks in
+    // this order: the width chunk, the keys per step, the Z rows per step, the rows.
     const AttentionConfig& c = in.config;
     const PolysketchTiles& tiles = kPolysketchTiles;
-    const uint32_t R = in.R, dv = in.dv, shared = in.shared;
-    OutputStagePlan stage;
-    stage.rows = c.blockSize >= 64 ? tiles.outputMaxRows : c.blockSize >= 32 ? 32 : 16;
-    stage.rows = std::min(stage.rows, floorPow2(std::max<uint32_t>(1, shared / 2 / (R * 4))));  // sq_tile <= half
+    const uint32_t R = in.R, dv = std::max<uint32_t>(in.dv, 1), shared = in.shared;
+    const uint32_t vd4 = ceilDiv(dv, 4u);
     kernel::PolysketchOutputSpec spec;
-    spec.RPI = 1;
-    spec.ROWS = stage.rows / spec.RPI;
-    spec.FEAT_TILE = tiles.outputFeatureTile;
-    const uint32_t keyWidth = c.localExact ? c.headDim : R;
-    const uint32_t sqBytes = (R * stage.rows + 3) / 4 * 16;  // sq_tile
-    if (spec.FEAT_TILE * 4 + sqBytes >= shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
-    const uint32_t budget = shared - spec.FEAT_TILE * 4 - sqBytes;
-    const uint32_t keyRow = (keyWidth + 3) / 4 * 4 + (dv + 3) / 4 * 4, zRow = (dv + 4) / 4 * 4;  // padded to vec4s
-    spec.KEY_TILE = std::min<uint32_t>(tiles.outputMaxKeyTile, floorPow2(budget / (keyRow * 4)));
-    if (spec.KEY_TILE == 0 || spec.FEAT_TILE * zRow * 4 > budget) fail(PSK_ERROR_UNSUPPORTED, "head dims too large for this device's shared memory");
-    spec.SMEM_FLOATS = std::max(spec.FEAT_TILE * zRow, c.causal ? spec.KEY_TILE * keyRow : 4u);
     setOutputShape(spec, c, R, in.stateStride);
+    spec.COL_VEC4 = std::min<uint32_t>(4, vd4);
+    spec.COL_GROUPS = ceilDiv(vd4, spec.COL_VEC4);
+    const uint32_t keyWidth = c.localExact ? c.headDim : R;
+    const uint32_t slice4 = spec.COL_GROUPS * spec.COL_VEC4, zw4 = std::max(in.stateStride / 4, slice4);
+    auto poolFloats = [&](uint32_t rows, uint32_t featTile, uint32_t keyTile, uint32_t widthChunk) {
+        const uint32_t rs = rows + 4;  // the shader's RS: transposed rows padded by 4
+        const uint32_t zPhase = R * rs + featTile * zw4 * 4;
+        const uint32_t localPhase = widthChunk * rs + widthChunk * keyTile + keyTile * rs + keyTile * slice4 * 4;
+        return std::max(zPhase, c.causal ? localPhase : 0u);
+    };
+    uint32_t rows = c.blockSize >= 64 ? tiles.outputMaxRows : c.blockSize >= 32 ? 32 : 16;
+    while (rows > 4 && rows / 4 * spec.COL_GROUPS > in.invocations) rows /= 2;
+    const uint32_t widthMax = std::min(tiles.outputWidthChunk, ceilDiv(keyWidth, 4u) * 4);
+    const uint32_t kpiMax = std::clamp<uint32_t>(tiles.outputMaxKeyTile / spec.COL_GROUPS, 1, 4);
+    bool fits = false;
+    for (; rows >= 4 && !fits; rows /= 2) {
+        for (uint32_t ft = tiles.outputFeatureTile; ft >= 1 && !fits; ft /= 2) {
+            for (uint32_t kpi = kpiMax; kpi >= 1 && !fits; kpi /= 2) {
+                for (uint32_t wc = widthMax; wc >= 4 && !fits; wc = wc / 2 / 4 * 4) {
+                    const uint32_t bytes = poolFloats(rows, ft, kpi * spec.COL_GROUPS, wc) * 4 + ft * 4;  // + the pair tile
+                    if (bytes > shared) continue;
+                    fits = true;
+                    spec.ROWS = rows;
+                    spec.FEAT_TILE = ft;
+                    spec.KEY_TILE = kpi * spec.COL_GROUPS;
+                    spec.WIDTH_CHUNK = wc;
+                }
+            }
+        }
+        if (fits) break;
+    }
+    if (!fits) fail(PSK_ERROR_UNSUPPORTED, "sketch or head dims too large for this device's shared memory");
+    spec.THREADS = spec.ROWS / 4 * spec.COL_GROUPS;
+    spec.SMEM_FLOATS = poolFloats(spec.ROWS, spec.FEAT_TILE, spec.KEY_TILE, spec.WIDTH_CHUNK);
+    OutputStagePlan stage;
+    stage.rows = spec.ROWS;
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutput>(
         "", in.type, spec,
         in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")

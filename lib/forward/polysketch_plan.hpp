@@ -29,9 +29,10 @@ struct PolysketchTiles {
     uint32_t statesMaxColumnsPerThread = 16;
     uint32_t statesMaxKeyTile = 32;    // keys staged per step, in at most statesSharedBytes
     uint32_t statesSharedBytes = 16384;
-    uint32_t outputMaxRows = 64;       // output: query rows per workgroup (fewer for small blocks)
+    uint32_t outputMaxRows = 64;       // output: query rows per workgroup (fewer for small blocks), 4 per invocation
     uint32_t outputFeatureTile = 16;   // Z rows staged per step
     uint32_t outputMaxKeyTile = 32;    // local keys staged per step
+    uint32_t outputWidthChunk = 32;    // key-width columns of q and k staged per step of the local scores
     uint32_t sharedBytesCap = 32768;   // the generic and emulated kernels use at most this much shared memory
     // The cooperative kernels on a GPU: up to the usual compute limit (NVIDIA's 48 KiB; the
     // softmax / polynomial baseline's too, tiled_forward.cpp). At h = 64, r = 32 it lets the learned
