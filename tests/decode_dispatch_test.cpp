@@ -317,7 +317,7 @@ TEST_P(DecodeStepRecording, OneDispatchPerStep) {
     rig.check();
 }
 
-INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeStepRecording,
+INSTANTIATE_TEST_SUITE_P(Kinds, DecodeStepRecording,
                          ::testing::Values(Case{"localexact", false, true}, Case{"sketched", false, false},
                                            Case{"localexact_p8", false, true, 8}, Case{"localexact_p2", false, true, 2},
                                            withNorms(Case{}, true, "localexact_norms"),
@@ -387,7 +387,7 @@ Case h200Shape() {
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Polysketch, SplitDecodeStep,
+    Kinds, SplitDecodeStep,
     ::testing::Values(Case{"localexact_p4", false, true, 4},
                       Case{"sketched_p4", false, false, 4},
                       // odd sizes: F = 45 (r = 9) over slices of 7, b = 19 over rows of 3, dv = 13, h = 17,
