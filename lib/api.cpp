@@ -274,8 +274,10 @@ PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize)
         if (!pSize) fail(PSK_ERROR_INVALID_ARGUMENT, "pSize must not be NULL");
         std::string plan;
         for (const psk::KernelChoice& k : attention->forward().kernels()) plan += k.describe() + "\n";
-        // Comment lines ("# "): the cooperative switches that differ from the defaults, and the
-        // self-test's verdicts on this device (forward/coopmat_self_test.hpp).
+        // Comment lines ("# "): the forward's own notes (the tuning table it read), the cooperative
+        // switches that differ from the defaults, and the self-test's verdicts on this device
+        // (forward/coopmat_self_test.hpp).
+        for (const std::string& note : attention->forward().planNotes()) plan += "# " + note + "\n";
         const std::string switches = psk::describeCoopMatSwitches(psk::coopMatSwitches());
         if (!switches.empty()) plan += "# cooperative switches: " + switches + "\n";
         for (const psk::CoopSelfTestVerdict& v : psk::coopSelfTestVerdicts(attention->context()->caps()))

@@ -218,6 +218,19 @@ typedef struct PskContextCreateInfo {
      * than it fails with PSK_ERROR_TOO_LARGE. pskGetDeviceInfo reports the value in effect.
      */
     uint64_t maxAllocationSize;
+    /* The field below was appended after maxAllocationSize (the struct grew by it). */
+    /**
+     * The tuning table the planner reads (measured tile choices per device, written by `psk tune`;
+     * docs/PERFORMANCE.md, "Tuning"). NULL or "": the environment variable PSK_TUNING_TABLE when
+     * set (read whenever an attention object is created), else the table built into the library
+     * for this device (vendor and device id; a table measured with another driver version applies
+     * with a note in the plan), else none. "none": no table, not even a built-in one (the model's
+     * choices). Any other string is the path of a table file, read once here: a file that cannot be
+     * read or is not a valid table fails pskCreateContext with PSK_ERROR_BAD_FILE; a table for
+     * another device is not applied (pskGetAttentionPlan says so). The plan names the entry behind
+     * every tuned choice.
+     */
+    const char* tuningTable;
 } PskContextCreateInfo;
 
 /** Creates a context. `createInfo` may be NULL (all defaults). */

@@ -39,6 +39,8 @@ public:
     virtual void record(Recorder& recorder, const BoundTensors& tensors) const = 0;
     /** The kernels a call runs, with their constants and the reason each was chosen. */
     virtual std::vector<KernelChoice> kernels() const = 0;
+    /** Lines about the plan as a whole for pskGetAttentionPlan (the tuning table read), without the "# ". */
+    virtual std::vector<std::string> planNotes() const { return {}; }
 };
 
 /**

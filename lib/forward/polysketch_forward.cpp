@@ -242,7 +242,8 @@ PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfi
     : context_(context), config_(c), sketch_(std::move(sketch)) {
     if (!sketch_) fail(PSK_ERROR_INTERNAL, "a polysketch forward without its sketch");
     const DeviceCaps& caps = context_->caps();
-    plan_ = planPolysketch(c, *sketch_, caps);
+    const TuningSelection tuning = context_->tuningSelection();
+    plan_ = planPolysketch(c, *sketch_, caps, &tuning);
     Pipelines& pipelines = context_->pipelines();
     resources_.features = kernelPipeline(pipelines, plan_.featureKernel);
     resources_.states = kernelPipeline(pipelines, plan_.statesKernel);

@@ -104,6 +104,8 @@ public:
     /** The forward continuing a decode state (causal only). */
     void record(Recorder& recorder, const BoundTensors& tensors, const PolysketchContinuation& continuation) const;
     std::vector<KernelChoice> kernels() const override;
+    /** "tuning table: ..." (which table the plan read, forward/tuning_table.hpp). */
+    std::vector<std::string> planNotes() const override { return {"tuning table: " + plan_.tuning}; }
 
     PolysketchWorkspace workspace(const ForwardGeometry& geometry) const { return polysketchWorkspace(plan_, config_, geometry); }
     const PolysketchPlan& plan() const { return plan_; }

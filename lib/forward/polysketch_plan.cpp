@@ -221,7 +221,8 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
 
 bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
                                const PackedSketch& sketch,
-                               uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec) {
+                               uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec,
+                               int onlyTile, uint32_t* chosenTile) {
     spec.HEAD_DIM = headDim;
     spec.SKETCH = sketch.sketchLength;
     spec.HIDDEN = sketch.hidden;
@@ -234,6 +235,11 @@ bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     const uint32_t widest = ceilDiv(sketch.learned ? sketch.hidden : sketch.sketchLength, step) * step;
     const FeatureCoopMatTile* first = smallTiles ? std::begin(kFeatureCoopMatEmulatedTiles) : std::begin(kFeatureCoopMatTiles);
     const FeatureCoopMatTile* last = smallTiles ? std::end(kFeatureCoopMatEmulatedTiles) : std::end(kFeatureCoopMatTiles);
+    if (onlyTile >= 0) {
+        if (onlyTile >= last - first) return false;
+        first += onlyTile;
+        last = first + 1;
+    }
     for (const FeatureCoopMatTile* it = first; it != last; ++it) {
         const FeatureCoopMatTile& t = *it;
         spec.SG_M = t.sgM;
@@ -241,12 +247,16 @@ bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
         spec.THREADS = t.sgM * t.sgN * subgroupSize;
         spec.N_CHUNK = std::min(widest, std::max(step, t.nChunk / step * step));
         spec.K_CHUNK = std::max(k, t.kChunk / k * k);
-        if (spec.THREADS <= maxInvocations && sketchFeaturesCoopMatSharedBytes(spec, sketch.learned, emulated) <= sharedBytes) return true;
+        if (spec.THREADS <= maxInvocations && sketchFeaturesCoopMatSharedBytes(spec, sketch.learned, emulated) <= sharedBytes) {
+            if (chosenTile) *chosenTile = uint32_t(it - (smallTiles ? std::begin(kFeatureCoopMatEmulatedTiles) : std::begin(kFeatureCoopMatTiles)));
+            return true;
+        }
     }
     return false;
 }
 
-PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
+PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps,
+                                          const TuningTable* tuning) {
     const PolysketchTiles& tiles = kPolysketchTiles;
     const VkPhysicalDeviceLimits& limits = caps.limits();
     PolysketchPlanInputs in{c, sketch, caps};
@@ -300,6 +310,17 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
     coop.k = coop.emulate ? 16 : coop.choice.shape.k;
     coop.cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     coop.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+
+    in.tuning = tuning;
+    TuningShape& shape = in.tuningShape;
+    shape.headDim = c.headDim;
+    shape.valueDim = c.valueDim;
+    shape.sketchLength = in.R;
+    shape.degree = c.degree;
+    shape.type = in.type;
+    shape.causal = c.causal;
+    shape.localExact = c.localExact;
+    shape.learned = sketch.learned;
     return in;
 }
 
@@ -325,6 +346,35 @@ bool withinEmulatedLoopBudget(const CoopEligibility& coop, const char* what, uin
 std::string coopReason(const CoopEligibility& coop, const char* emulated, uint32_t iterations, const char* device) {
     if (!coop.emulate) return cat("cooperative kernel: ", coop.choice.reason, device);
     return cat(coopMatEmulationLabel(), emulated, iterations ? cat("; about ", iterations, " loop iterations per invocation") : std::string());
+}
+
+/** The tuning table's entry of `parameter` for this call's shape class; null without a table or an entry. */
+const TuningEntry* tuningEntry(const PolysketchPlanInputs& in, TuningParameter parameter) {
+    return in.tuning ? in.tuning->find(parameter, in.tuningShape) : nullptr;
+}
+
+/** "tuning table SOURCE line N (output.feat_chunk 32 h=64 ...)": how a plan names an entry. */
+std::string entryName(const PolysketchPlanInputs& in, const TuningEntry& e) {
+    const std::string key = e.key.describe();
+    return cat("tuning table ", in.tuning->source, " line ", e.line, " (", tuningParameterName(e.parameter), " ", e.value,
+               key.empty() ? "" : " ", key, ")");
+}
+
+/** The reason's note for an entry that set a choice. */
+std::string tunedNote(const PolysketchPlanInputs& in, const TuningEntry& e) {
+    return cat("; ", tuningParameterName(e.parameter), "=", e.value, " from ", entryName(in, e));
+}
+
+/** The reason's note for an entry that was not applied, and why. */
+std::string ignoredNote(const PolysketchPlanInputs& in, const TuningEntry& e, const std::string& why) {
+    return cat("; ", entryName(in, e), " ignored: ", why);
+}
+
+/** "; tunable: NAME=VALUE ...": what a table could set for a kernel, with the values in effect. */
+std::string tunableNote(std::initializer_list<std::pair<TuningParameter, uint32_t>> values) {
+    std::string s = "; tunable:";
+    for (const auto& [p, v] : values) s += cat(" ", tuningParameterName(p), "=", v);
+    return s;
 }
 
 /**
@@ -373,10 +423,32 @@ std::optional<FeatureStagePlan> planCoopFeatures(const PolysketchPlanInputs& in,
         whyNot = "; not the cooperative feature map: the variant is not built";
         return std::nullopt;
     }
+    uint32_t tile = 0;
     if (!planSketchFeaturesCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, sketch,
-                                   in.config.headDim, coop.shared, in.invocations, spec)) {
+                                   in.config.headDim, coop.shared, in.invocations, spec, -1, &tile)) {
         whyNot = "; not the cooperative feature map: no tiling fits this device's shared memory";
         return std::nullopt;
+    }
+    // A measured tile instead of the first that fits, where it fits too.
+    std::string tuned;
+    if (const TuningEntry* e = tuningEntry(in, TuningParameter::FeaturesTile)) {
+        const size_t tiles = coop.smallTiles ? std::size(kFeatureCoopMatEmulatedTiles) : std::size(kFeatureCoopMatTiles);
+        kernel::SketchFeaturesCoopMatSpec candidate = spec;
+        uint32_t loops = 0;
+        if (e->value >= tiles) {
+            tuned = ignoredNote(in, *e, cat("the tile list has ", tiles, " entries", coop.smallTiles ? " under the emulation's small tiles" : ""));
+        } else if (!planSketchFeaturesCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, sketch,
+                                              in.config.headDim, coop.shared, in.invocations, candidate, int(e->value))) {
+            tuned = ignoredNote(in, *e, cat("tile ", e->value, " needs more than this device's ", coop.shared, " bytes of shared memory or ",
+                                            in.invocations, " invocations"));
+        } else if (coop.emulate && coop.cpuDevice &&
+                   (loops = sketchFeaturesCoopMatEmulatedLoopIterations(candidate, sketch.learned, in.caps.subgroupSize)) > kEmulatedLoopBudget) {
+            tuned = ignoredNote(in, *e, cat("about ", loops, " emulated loop iterations per invocation, over ", kEmulatedLoopBudget));
+        } else {
+            spec = candidate;
+            tile = e->value;
+            tuned = tunedNote(in, *e);
+        }
     }
     uint32_t iterations = sketchFeaturesCoopMatEmulatedLoopIterations(spec, sketch.learned, in.caps.subgroupSize);
     if (!withinEmulatedLoopBudget(coop, "feature map", iterations, whyNot)) return std::nullopt;
@@ -384,7 +456,8 @@ std::optional<FeatureStagePlan> planCoopFeatures(const PolysketchPlanInputs& in,
     stage.rows = spec.SG_M * spec.CM_M;
     stage.kernel = coopKernelChoice<KernelId::SketchFeaturesCoopMat>(*coop.variant, sub, in.type, spec,
                                     coopReason(coop, ": float16/bfloat16 operands as hi + lo pairs (three products per step), float32 sums",
-                                               iterations, "; operands as hi + lo pairs, three products per step"));
+                                               iterations, "; operands as hi + lo pairs, three products per step") +
+                                        tuned + tunableNote({{TuningParameter::FeaturesTile, tile}}));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
 }
@@ -421,17 +494,40 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         return stage;
     }
     stage.rows = std::min<uint32_t>(kPolysketchTiles.featureRows, in.invocations);
+    // One row per invocation and nothing shared: any workgroup size the device allows.
+    std::string tuned;
+    if (const TuningEntry* e = tuningEntry(in, TuningParameter::FeaturesRows)) {
+        const uint32_t most = std::min(in.invocations, in.caps.limits().maxComputeWorkGroupSize[0]);
+        if (e->value > most) {
+            tuned = ignoredNote(in, *e, cat("more rows than the ", most, " invocations a workgroup may have here"));
+        } else {
+            stage.rows = e->value;
+            tuned = tunedNote(in, *e);
+        }
+    }
     kernel::SketchFeaturesSpec spec;
     spec.ROWS = stage.rows;
     spec.HEAD_DIM = c.headDim;
     spec.SKETCH = in.R;
     spec.LEVELS = sketch.levels;
     spec.HIDDEN = sketch.hidden;
+    // The kernel stages its rows in shared memory (ROWS x (h + 1) floats), beside the weight chunk
+    // of the p = 4 product or its S tile (W_CHUNK x 65 or ROWS x 33 floats) and the rows' LayerNorm
+    // statistics: ROWS a multiple of 4 (4 rows per invocation in the product), halved until it fits.
+    spec.W_CHUNK = 32;
+    auto featureBytes = [&](uint32_t rows, uint32_t chunk) {
+        return 4 * (rows * (c.headDim + 1) + std::max(chunk * 65, rows * 33)) + 8 * rows;
+    };
+    spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 4 * 4);
+    while (spec.ROWS > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 2 / 4 * 4);
+    while (spec.W_CHUNK > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.W_CHUNK /= 2;
+    if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
+    stage.rows = spec.ROWS;
     stage.kernel = KernelChoice::make<KernelId::SketchFeatures>(
         sketch.learned ? "learned" : "random", in.type, spec,
         (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
                                               : cat("generic kernel: ", in.team.whyNot)) +
-            whyNotCoop);
+            whyNotCoop + tuned + tunableNote({{TuningParameter::FeaturesRows, stage.rows}}));
     return stage;
 }
 
@@ -481,11 +577,25 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         // end silently after 65535 iterations in all, and a walk's emulated products count per key
         // tile (kEmulatedWalkIterationsPerTile), so the emulation walks short sequences only.
         const AttentionConfig::ProbeWalk probe = in.config.probeWalk;
+        const TuningEntry* walkEntry = tuningEntry(in, TuningParameter::StatesWalkMinGroups);
         if (coop.switches.statesWalk != StatesWalkRequest::Off && probe != AttentionConfig::ProbeWalk::Forbid) {
             const bool causal = in.config.causal;
             kernel::BlockStatesCoopMatSpec walkSpec = spec;
             walkSpec.WALK = causal ? 1u : 2u;
             const bool forced = coop.switches.statesWalk == StatesWalkRequest::On || probe == AttentionConfig::ProbeWalk::Force;
+            // The walk's threshold: the model's, or a measured one (a switch that forces the walk wins).
+            uint32_t minGroups = tiles.statesWalkMinGroups;
+            std::string tuned;
+            if (walkEntry) {
+                if (forced) {
+                    tuned = ignoredNote(in, *walkEntry, "the walk is forced (PSK_COOPMAT_STATES_WALK=on)");
+                } else if (coop.smallTiles) {
+                    tuned = ignoredNote(in, *walkEntry, "the emulation's small tiles walk every call");
+                } else {
+                    minGroups = walkEntry->value;
+                    tuned = tunedNote(in, *walkEntry);
+                }
+            }
             stage.walkKernel = coopKernelChoice<KernelId::BlockStatesCoopMat>(
                 *coop.variant, "", in.type, walkSpec,
                 cat("walking the blocks (WALK=", walkSpec.WALK,
@@ -493,14 +603,17 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
                     ") for calls that continue no decode state, ",
                     forced            ? std::string("PSK_COOPMAT_STATES_WALK=on")
                     : coop.smallTiles ? std::string("always under the emulation's small tiles")
-                                      : cat("with at least ", tiles.statesWalkMinGroups, " workgroups (tiles x B x Hkv)")));
+                                      : cat("with at least ", minGroups, " workgroups (tiles x B x Hkv)"),
+                    tuned, forced || coop.smallTiles ? std::string() : tunableNote({{TuningParameter::StatesWalkMinGroups, minGroups}})));
             stage.walkKernel.requiredSubgroupSize = coop.requiredSubgroupSize;
-            stage.walkMinGroups = forced || coop.smallTiles ? 1u : tiles.statesWalkMinGroups;
+            stage.walkMinGroups = forced || coop.smallTiles ? 1u : minGroups;
             stage.walkMaxBlocks = 65535;  // the grid's y limit the per-block kernel has
             if (coop.emulate) {
                 const uint32_t tilesPerBlock = ceilDiv(in.config.blockSize, walkSpec.KEY_TILE);
                 stage.walkMaxBlocks = std::max(1u, kEmulatedLoopBudget / (kEmulatedWalkIterationsPerTile * tilesPerBlock));
             }
+        } else if (walkEntry && probe == AttentionConfig::ProbeWalk::Plan) {
+            stage.kernel.reason += ignoredNote(in, *walkEntry, "the walk is switched off (PSK_COOPMAT_STATES_WALK=off)");
         }
         return stage;
     }
@@ -604,6 +717,52 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
 }
 
 /**
+ * The tuning table's FEAT_CHUNK, KEY_TILE and WN of the cooperative output, in that order, each
+ * applied on top of the ones before where the tiling stays one the shader takes (multiples of the
+ * product shape, WN within the column tiles) and fits this device (invocations, shared memory,
+ * the emulation's loop budget); the notes for the reason.
+ */
+std::string tuneCoopOutput(const PolysketchPlanInputs& in, kernel::PolysketchOutputCoopMatSpec& spec) {
+    const CoopEligibility& coop = in.coop;
+    const uint32_t n = coop.n, k = coop.k, nt = (in.dv + n) / n;
+    const uint32_t keyStep = n % k == 0 ? n : k % n == 0 ? k : n * k;  // as planPolysketchOutputCoopMat's
+    std::string notes;
+    for (TuningParameter p : {TuningParameter::OutputFeatChunk, TuningParameter::OutputKeyTile, TuningParameter::OutputWn}) {
+        const TuningEntry* e = tuningEntry(in, p);
+        if (!e) continue;
+        kernel::PolysketchOutputCoopMatSpec c = spec;
+        std::string why;
+        if (p == TuningParameter::OutputFeatChunk) {
+            if (e->value % k != 0) why = cat("FEAT_CHUNK must be a multiple of CM_K = ", k);
+            c.FEAT_CHUNK = e->value;
+        } else if (p == TuningParameter::OutputKeyTile) {
+            if (e->value % keyStep != 0) why = cat("KEY_TILE must be a multiple of ", keyStep, " (of CM_N and CM_K)");
+            c.KEY_TILE = e->value;
+        } else {
+            if (e->value > nt) why = cat("WN must be at most the ", nt, " column tiles of dv + 1 = ", in.dv + 1);
+            c.WN = e->value;
+            c.SG_N = ceilDiv(nt, c.WN);
+            c.THREADS = c.SG_M * c.SG_N * in.caps.subgroupSize;
+        }
+        if (why.empty() && c.THREADS > in.invocations)
+            why = cat(c.THREADS, " invocations per workgroup, more than this device's ", in.invocations);
+        const uint32_t bytes = polysketchOutputCoopMatSharedBytes(c, coop.emulate);
+        if (why.empty() && bytes > coop.shared) why = cat("needs ", bytes, " bytes of shared memory, ", coop.shared, " available");
+        if (why.empty() && coop.emulate && coop.cpuDevice) {
+            const uint32_t loops = polysketchOutputCoopMatEmulatedLoopIterations(c, in.caps.subgroupSize, in.features, in.config.blockSize);
+            if (loops > kEmulatedLoopBudget) why = cat("about ", loops, " emulated loop iterations per invocation, over ", kEmulatedLoopBudget);
+        }
+        if (why.empty()) {
+            spec = c;
+            notes += tunedNote(in, *e);
+        } else {
+            notes += ignoredNote(in, *e, why);
+        }
+    }
+    return notes;
+}
+
+/**
  * The cooperative output under the same conditions as the block states (emulation requested or a
  * device path, 16-bit storage): phi(q)^T Z and the local products as GEMMs. On a CPU driver the
  * emulated kernel must also stay within llvmpipe's loop budget (65535 iterations per invocation,
@@ -623,12 +782,16 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
         return std::nullopt;
     }
+    const std::string tuned = tuneCoopOutput(in, spec);
     uint32_t iterations = polysketchOutputCoopMatEmulatedLoopIterations(spec, in.caps.subgroupSize, in.features, in.config.blockSize);
     if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot)) return std::nullopt;
     OutputStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
     stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
-                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, ""));
+                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + tuned +
+                                        tunableNote({{TuningParameter::OutputFeatChunk, spec.FEAT_CHUNK},
+                                                     {TuningParameter::OutputKeyTile, spec.KEY_TILE},
+                                                     {TuningParameter::OutputWn, spec.WN}}));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
 }
@@ -662,10 +825,11 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
     return stage;
 }
 
-PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps) {
+PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps, const TuningSelection* tuning) {
     const VkPhysicalDeviceLimits& limits = caps.limits();
-    const PolysketchPlanInputs in = polysketchPlanInputs(c, sketch, caps);
+    const PolysketchPlanInputs in = polysketchPlanInputs(c, sketch, caps, tuning ? tuning->table.get() : nullptr);
     PolysketchPlan plan;
+    if (tuning) plan.tuning = tuning->description;
     plan.sketchLength = in.R;
     plan.features = in.features;
     plan.blockSize = c.blockSize;

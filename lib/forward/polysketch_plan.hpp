@@ -4,7 +4,11 @@
 // variant per stage (planFeatureStage, planStatesStage, planOutputStage, each choice with its
 // reason; the prefix / reduction is chosen per call, forward/block_scan.hpp), composed by
 // planPolysketch. `psk info --plan` prints it. Every rule is a pure function of the config, the
-// sketch, the device's capabilities and the PSK_COOPMAT_* switches.
+// sketch, the device's capabilities, the PSK_COOPMAT_* switches and the tuning table, if any
+// (forward/tuning_table.hpp: measured overrides of the tile choices below, each validated against
+// the device here and named in the reason of the kernel it chose; one that does not fit is
+// ignored, and the reason says why). A reason ends with "; tunable: NAME=VALUE ..." listing what a
+// table could set for that kernel and the value in effect (psk tune reads it).
 #pragma once
 
 #include <optional>
@@ -13,6 +17,7 @@
 #include "forward/attention_config.hpp"
 #include "forward/coopmat_selection.hpp"
 #include "forward/coopmat_switches.hpp"
+#include "forward/tuning_table.hpp"
 #include "kernels/coop_variants.hpp"
 #include "kernels/kernel_table.hpp"
 #include "sketch/sketch_pack.hpp"
@@ -106,9 +111,14 @@ struct PolysketchPlan {
     uint32_t maxGroups[3] = {65535, 65535, 65535};
     VkDeviceSize maxRange = 0;           // maxStorageBufferRange
     VkDeviceSize regionAlignment = 256;  // workspace regions start at multiples of this
+
+    /** Which tuning table the plan read and how it was chosen (TuningSelection::description); "" without one. */
+    std::string tuning;
 };
 
-PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
+/** `tuning`: the table to apply (null or no table: the model's choices). */
+PolysketchPlan planPolysketch(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps,
+                              const TuningSelection* tuning = nullptr);
 
 /** Where the lane-team variants may run (team_kernels.hpp), decided once for every stage. */
 struct TeamEligibility {
@@ -143,8 +153,11 @@ struct PolysketchPlanInputs {
     uint32_t stateStride = 0;              // PolysketchPlan::stateStride
     TeamEligibility team;
     CoopEligibility coop;
+    const TuningTable* tuning = nullptr;  // measured overrides, if any
+    TuningShape tuningShape;              // this call's shape class, as the table's entries key it
 };
-PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps);
+PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps,
+                                          const TuningTable* tuning = nullptr);
 
 /** The feature map's kernel (and the team kernel's float32 vec-row variant), rows per workgroup. */
 struct FeatureStagePlan {
@@ -201,11 +214,13 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
  * Tiles of the cooperative-matrix feature map for a product shape m x n x k (p = 4 random or
  * learned sketch, kFeatureCoopMatTiles, or kFeatureCoopMatEmulatedTiles where `smallTiles`): the
  * first whose shared memory (4-byte operands where `emulated`) fits `sharedBytes` and whose
- * workgroup fits `maxInvocations`; false when none does.
+ * workgroup fits `maxInvocations`; false when none does. `onlyTile` >= 0: that entry of the list
+ * alone (a tuning table's features.tile). `chosenTile`, when given, receives the index taken.
  */
 bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
                                const PackedSketch& sketch,
-                               uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec);
+                               uint32_t headDim, uint32_t sharedBytes, uint32_t maxInvocations, kernel::SketchFeaturesCoopMatSpec& spec,
+                               int onlyTile = -1, uint32_t* chosenTile = nullptr);
 /** The shared memory sketch_features_coopmat.comp declares for `spec` (its two pools, in bytes). */
 uint32_t sketchFeaturesCoopMatSharedBytes(const kernel::SketchFeaturesCoopMatSpec& spec, bool learned, bool emulated);
 /**

@@ -10,6 +10,20 @@
 
 using namespace psk;
 
+namespace {
+
+/** The device as tuning tables name it. */
+TuningDeviceIdentity tuningIdentity(const DeviceCaps& caps) {
+    TuningDeviceIdentity id;
+    id.vendorId = caps.properties.vendorID;
+    id.deviceId = caps.properties.deviceID;
+    id.driverVersion = caps.properties.driverVersion;
+    id.name = caps.properties.deviceName;
+    return id;
+}
+
+}  // namespace
+
 PskContext_T::PskContext_T(const PskContextCreateInfo& info)
     : callback_(info.messageCallback), userData_(info.messageUserData) {
     if (info.externalVulkan)
@@ -31,6 +45,10 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
             maxAllocationSize_ = info.maxAllocationSize;
         allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, maxAllocationSize_, info.deviceMemoryLimit);
         pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_);
+        // A table named by the create info is read now, so that a bad path fails here.
+        tuningGiven_ = info.tuningTable && info.tuningTable[0];
+        tuning_ = selectTuningTable(tuningGiven_ ? info.tuningTable : "", "PskContextCreateInfo::tuningTable", tuningIdentity(caps_),
+                                    embeddedTuningTables());
     } catch (...) {
         pipelines_.reset();
         allocator_.reset();
@@ -40,6 +58,13 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
     message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
             cat("device: ", caps_.properties.deviceName, " (", caps_.driverName, ")",
                 external_ ? ", the application's" : "", instance_ && instance_->validationEnabled() ? ", validation on" : ""));
+}
+
+psk::TuningSelection PskContext_T::tuningSelection() const {
+    if (tuningGiven_) return tuning_;
+    const char* env = std::getenv("PSK_TUNING_TABLE");
+    if (env && env[0]) return selectTuningTable(env, "PSK_TUNING_TABLE", tuningIdentity(caps_), embeddedTuningTables());
+    return tuning_;
 }
 
 void PskContext_T::createOwnDevice(const PskContextCreateInfo& info) {

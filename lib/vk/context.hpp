@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "forward/tuning_table.hpp"
 #include "vk/device_caps.hpp"
 #include "vk/instance.hpp"
 #include "vk/memory.hpp"
@@ -51,6 +52,14 @@ public:
      */
     void execute(const std::function<void(psk::Recorder&)>& record);
 
+    /**
+     * The tuning table the planner reads for an attention created now: the create info's
+     * (PskContextCreateInfo::tuningTable, chosen once at creation), else PSK_TUNING_TABLE's (read
+     * on every call: a path or "none"), else the library's built-in table for this device (chosen
+     * once). Throws PSK_ERROR_BAD_FILE when PSK_TUNING_TABLE names a file that is not a valid table.
+     */
+    psk::TuningSelection tuningSelection() const;
+
     /** Sends a message to the callback, if any. */
     void message(PskMessageSeverity severity, PskResult result, const std::string& text) const;
     /** Validation messages received so far (tests assert zero). */
@@ -77,4 +86,6 @@ private:
     uint64_t maxAllocationSize_ = 0;
     std::unique_ptr<psk::Allocator> allocator_;
     std::unique_ptr<psk::Pipelines> pipelines_;
+    bool tuningGiven_ = false;              // PskContextCreateInfo::tuningTable was set
+    psk::TuningSelection tuning_;           // ... its table, or else the built-in one
 };

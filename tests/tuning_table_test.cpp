@@ -1,0 +1,457 @@
+// Tuning tables (lib/forward/tuning_table.hpp): the parser (valid tables, malformed ones, unknown
+// parameters and keys, mutated bytes), which table a device gets, and on the device that an entry
+// changes the plan (the plan names it) while the output still matches the float64 reference, and
+// that an entry that does not fit is ignored with its reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "forward/tuning_table.hpp"
+#include "reference/conformance_cases.hpp"
+#include "reference/reference.hpp"
+#include "reference/sketch_fixtures.hpp"
+#include "reference/storage_types.hpp"
+#include "sketch/philox.hpp"
+#include "support/host_forward.hpp"
+#include "support/test_context.hpp"
+#include "util/error.hpp"
+
+namespace {
+
+using psk::TuningParameter;
+
+const char* kValid =
+    "# measured on a test bench\n"
+    "psk-tuning 1\r\n"
+    "device vendor=0x10de id=0x2330 driver=0x8a4a4000 name=\"NVIDIA H100 # 80GB\"   # a comment after the line\n"
+    "\n"
+    "output.feat_chunk 32 h=64 dv=64 r=32 type=f16 causal=1\n"
+    "output.feat_chunk 48 h=64\n"
+    "\toutput.wn 2\n"
+    "states.walk_min_groups 144 h=64 dv=64 r=32 p=4 type=f16 causal=1 local=1 sketch=random\n"
+    "features.rows 32 sketch=learned\n";
+
+psk::TuningShape headline() {
+    psk::TuningShape s;
+    s.headDim = 64;
+    s.valueDim = 64;
+    s.sketchLength = 32;
+    s.degree = 4;
+    s.type = PSK_DATA_TYPE_FLOAT16;
+    s.causal = true;
+    s.localExact = true;
+    return s;
+}
+
+/** The BAD_FILE error's message of parsing `text`, or "" when it parses. Fails the test on any other outcome. */
+std::string parseError(const std::string& text) {
+    try {
+        psk::parseTuningTable(text, "t");
+    } catch (const psk::Error& e) {
+        EXPECT_EQ(e.code(), PSK_ERROR_BAD_FILE) << e.what();
+        return e.what();
+    }
+    return "";
+}
+
+TEST(TuningTableParser, ReadsAValidTable) {
+    const psk::TuningTable t = psk::parseTuningTable(kValid, "valid");
+    EXPECT_FALSE(t.device.any);
+    EXPECT_EQ(t.device.vendorId, 0x10deu);
+    EXPECT_EQ(t.device.deviceId, 0x2330u);
+    ASSERT_TRUE(t.device.driverVersion.has_value());
+    EXPECT_EQ(*t.device.driverVersion, 0x8a4a4000u);
+    EXPECT_EQ(t.device.name, "NVIDIA H100 # 80GB");  // '#' inside quotes is no comment
+    ASSERT_EQ(t.entries.size(), 5u);
+    EXPECT_EQ(t.entries[0].line, 5u);
+    EXPECT_EQ(t.entries[2].parameter, TuningParameter::OutputWn);
+    EXPECT_EQ(t.entries[3].key.describe(), "h=64 dv=64 r=32 p=4 type=f16 causal=1 local=1 sketch=random");
+
+    // The most specific match wins; a key that differs excludes the entry; no key matches everything.
+    psk::TuningShape s = headline();
+    const psk::TuningEntry* chunk = t.find(TuningParameter::OutputFeatChunk, s);
+    ASSERT_NE(chunk, nullptr);
+    EXPECT_EQ(chunk->value, 32u);
+    s.causal = false;
+    chunk = t.find(TuningParameter::OutputFeatChunk, s);
+    ASSERT_NE(chunk, nullptr);
+    EXPECT_EQ(chunk->value, 48u);
+    s.headDim = 128;
+    EXPECT_EQ(t.find(TuningParameter::OutputFeatChunk, s), nullptr);
+    EXPECT_NE(t.find(TuningParameter::OutputWn, s), nullptr);
+    EXPECT_EQ(t.find(TuningParameter::FeaturesRows, s), nullptr);
+    s.learned = true;
+    EXPECT_NE(t.find(TuningParameter::FeaturesRows, s), nullptr);
+    EXPECT_EQ(t.find(TuningParameter::FeaturesTile, s), nullptr);
+
+    const psk::TuningTable any = psk::parseTuningTable("psk-tuning 1\ndevice any\n", "any");
+    EXPECT_TRUE(any.device.any);
+    EXPECT_TRUE(any.entries.empty());
+}
+
+TEST(TuningTableParser, WriterRoundTrips) {
+    const psk::TuningTable t = psk::parseTuningTable(kValid, "valid");
+    std::vector<psk::TuningTableLine> lines;
+    for (const psk::TuningEntry& e : t.entries) lines.push_back({{"median 1.0 ms", "second line"}, e});
+    const std::string text = psk::writeTuningTable(t.device, {"header"}, lines);
+    const psk::TuningTable back = psk::parseTuningTable(text, "written");
+    EXPECT_EQ(back.device.vendorId, t.device.vendorId);
+    EXPECT_EQ(back.device.deviceId, t.device.deviceId);
+    EXPECT_EQ(back.device.driverVersion, t.device.driverVersion);
+    EXPECT_EQ(back.device.name, "NVIDIA H100  80GB");  // the writer drops what a quoted word cannot hold
+    ASSERT_EQ(back.entries.size(), t.entries.size());
+    for (size_t i = 0; i < t.entries.size(); ++i) {
+        EXPECT_EQ(back.entries[i].parameter, t.entries[i].parameter);
+        EXPECT_EQ(back.entries[i].value, t.entries[i].value);
+        EXPECT_TRUE(back.entries[i].key == t.entries[i].key) << back.entries[i].key.describe();
+    }
+}
+
+// Each malformed table fails with PSK_ERROR_BAD_FILE, its message naming the line and the problem.
+TEST(TuningTableParser, RejectsMalformedTables) {
+    const std::string head = "psk-tuning 1\ndevice any\n";
+    const struct {
+        std::string text, message;
+    } cases[] = {
+        {"", "empty"},
+        {"# only a comment\n", "empty"},
+        {"psk-tuning 2\n", "line 1: format version 2"},
+        {"tuning 1\n", "line 1: expected 'psk-tuning 1'"},
+        {"psk-tuning 1\n", "no device line"},
+        {"psk-tuning 1\noutput.wn 2\n", "line 2: expected the device line"},
+        {"psk-tuning 1\ndevice vendor=0x10de\n", "needs vendor= and id="},
+        {"psk-tuning 1\ndevice vendor=0x10de id=1 color=red\n", "not 'color'"},
+        {"psk-tuning 1\ndevice vendor=0x1g id=1\n", "vendor '0x1g' is not"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 name=\"open\n", "quote is not closed"},
+        {head + "device any\n", "line 3: a second device line"},
+        {head + "output.feat_chunks 32\n", "line 3: unknown parameter 'output.feat_chunks'"},
+        {head + "output.feat_chunk\n", "needs a value"},
+        {head + "output.feat_chunk 32 color=1\n", "unknown key 'color'"},
+        {head + "output.feat_chunk 32 h64\n", "'h64' is not key=value"},
+        {head + "output.feat_chunk 32 =64\n", "'=64' is not key=value"},
+        {head + "output.feat_chunk 32 h=64 h=64\n", "key 'h' given twice"},
+        {head + "output.feat_chunk 32 type=f64\n", "type takes f32, f16 or bf16"},
+        {head + "output.feat_chunk 32 causal=yes\n", "causal takes 0 or 1"},
+        {head + "output.feat_chunk 32 sketch=fixed\n", "sketch takes random or learned"},
+        {head + "output.feat_chunk 0\n", "takes 1 to 1024, not 0"},
+        {head + "output.feat_chunk -1\n", "'-1' is not a 32-bit unsigned number"},
+        {head + "states.walk_min_groups 4294967296\n", "is not a 32-bit unsigned number"},
+        {head + "output.wn 2 h=64\noutput.wn 3 h=64\n", "line 4: output.wn for the same shapes as line 3"},
+        {head + "output.wn 2\x01\n", "control character"},
+        {head + std::string("output.wn 2\0\n", 13), "control character"},
+    };
+    for (const auto& c : cases) {
+        const std::string message = parseError(c.text);
+        EXPECT_NE(message.find(c.message), std::string::npos) << "table:\n" << c.text << "\nmessage: " << message;
+    }
+    EXPECT_NE(parseError(head + std::string(1u << 20, '#')).find("bytes, more than a table may have"), std::string::npos);
+}
+
+// Fuzz-style: random byte flips, insertions and truncations of a valid table either parse or fail
+// with PSK_ERROR_BAD_FILE, never anything else (a crash, another exception).
+TEST(TuningTableParser, MutatedTablesFailCleanly) {
+    std::mt19937 rng(20261127);
+    const std::string base = kValid;
+    const char alphabet[] = "\n\r\t \"#=xX0123456789abcdefhpr.-_";
+    uint32_t parsed = 0, rejected = 0;
+    for (int i = 0; i < 3000; ++i) {
+        std::string t = base;
+        const int edits = 1 + int(rng() % 4);
+        for (int e = 0; e < edits && !t.empty(); ++e) {
+            const size_t at = rng() % t.size();
+            switch (rng() % 4) {
+                case 0: t[at] = char(rng() % 256); break;
+                case 1: t[at] = alphabet[rng() % (sizeof alphabet - 1)]; break;
+                case 2: t.insert(at, 1, alphabet[rng() % (sizeof alphabet - 1)]); break;
+                default: t.resize(at); break;
+            }
+        }
+        try {
+            psk::parseTuningTable(t, "mutated");
+            ++parsed;
+        } catch (const psk::Error& e) {
+            ASSERT_EQ(e.code(), PSK_ERROR_BAD_FILE) << e.what();
+            ++rejected;
+        }
+    }
+    EXPECT_GT(parsed, 0u);
+    EXPECT_GT(rejected, 0u);
+}
+
+std::string writeFile(const std::string& name, const std::string& text) {
+    const std::string path = testing::TempDir() + name;
+    std::ofstream(path, std::ios::binary) << text;
+    return path;
+}
+
+TEST(TuningTableSelection, ChoosesByDeviceAndDriver) {
+    psk::TuningDeviceIdentity h100{0x10de, 0x2330, 0x8a4a4000, "H100"};
+    const std::string a = "psk-tuning 1\ndevice vendor=0x10de id=0x2330 driver=0x1\noutput.wn 1\n";
+    const std::string b = "psk-tuning 1\ndevice vendor=0x10de id=0x2330 driver=0x8a4a4000\noutput.wn 2\n";
+    const std::string other = "psk-tuning 1\ndevice vendor=0x1002 id=0x740f\noutput.wn 3\n";
+    const std::string any = "psk-tuning 1\ndevice any\noutput.wn 4\n";
+    auto embedded = [](const char* name, const std::string& text) {
+        return psk::EmbeddedTuningTable{name, reinterpret_cast<const unsigned char*>(text.data()), text.size()};
+    };
+    // Built in: the same driver's table wins over another driver's; another device's or an
+    // any-device table is never taken.
+    const std::vector<psk::EmbeddedTuningTable> builtIn = {embedded("a.tuning", a), embedded("other.tuning", other),
+                                                           embedded("b.tuning", b), embedded("any.tuning", any)};
+    psk::TuningSelection s = psk::selectTuningTable("", "test", h100, builtIn);
+    ASSERT_TRUE(s.table);
+    EXPECT_EQ(s.table->source, "tuning/devices/b.tuning");
+    EXPECT_EQ(s.description.find("driver"), std::string::npos) << s.description;
+    s = psk::selectTuningTable("", "test", h100, {builtIn[0], builtIn[1], builtIn[3]});
+    ASSERT_TRUE(s.table);
+    EXPECT_EQ(s.table->entries.at(0).value, 1u);
+    EXPECT_NE(s.description.find("measured with driver 0x1, this device runs 0x8a4a4000: applied"), std::string::npos) << s.description;
+    s = psk::selectTuningTable("", "test", psk::TuningDeviceIdentity{0x8086, 1, 1, "other"}, builtIn);
+    EXPECT_FALSE(s.table);
+    EXPECT_NE(s.description.find("none built in for this device"), std::string::npos) << s.description;
+    // "none": no table even where one is built in.
+    s = psk::selectTuningTable("none", "PSK_TUNING_TABLE", h100, builtIn);
+    EXPECT_FALSE(s.table);
+    EXPECT_NE(s.description.find("PSK_TUNING_TABLE = none"), std::string::npos) << s.description;
+    // A path: for this device or any device it applies; for another device it does not.
+    s = psk::selectTuningTable(writeFile("any.tuning", any), "PSK_TUNING_TABLE", h100, builtIn);
+    ASSERT_TRUE(s.table);
+    EXPECT_EQ(s.table->entries.at(0).value, 4u);
+    s = psk::selectTuningTable(writeFile("other.tuning", other), "PSK_TUNING_TABLE", h100, builtIn);
+    EXPECT_FALSE(s.table);
+    EXPECT_NE(s.description.find("not this device"), std::string::npos) << s.description;
+    try {
+        psk::selectTuningTable(testing::TempDir() + "no-such-table.tuning", "test", h100, builtIn);
+        ADD_FAILURE() << "a missing file was accepted";
+    } catch (const psk::Error& e) {
+        EXPECT_EQ(e.code(), PSK_ERROR_BAD_FILE);
+        EXPECT_NE(std::string(e.what()).find("cannot be opened"), std::string::npos) << e.what();
+    }
+}
+
+// Every table built into the library parses (a broken one would fail every context on its device).
+TEST(TuningTableSelection, BuiltInTablesParse) {
+    for (const psk::EmbeddedTuningTable& e : psk::embeddedTuningTables()) {
+        EXPECT_NO_THROW(psk::parseTuningTable(std::string_view(reinterpret_cast<const char*>(e.text), e.size), e.name)) << e.name;
+    }
+}
+
+// ---- On the device ------------------------------------------------------------------------------
+
+/** Sets an environment variable for a scope (the planner's switches are read when an attention is created). */
+class ScopedEnv {
+public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        const char* old = std::getenv(name);
+        hadOld_ = old != nullptr;
+        if (old) old_ = old;
+        if (value) setenv(name, value, 1);
+        else unsetenv(name);
+    }
+    ~ScopedEnv() {
+        if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
+        else unsetenv(name_.c_str());
+    }
+
+private:
+    std::string name_, old_;
+    bool hadOld_ = false;
+};
+
+struct Shape {
+    uint32_t Hq = 2, Hkv = 1, n = 77, h = 16, dv = 24, r = 16, b = 32;
+};
+
+PskAttentionCreateInfo createInfo(const Shape& s, PskDataType type, uint64_t seed) {
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT;
+    info.degree = 4;
+    info.scale = 1.0f / std::sqrt(float(s.h));
+    info.numQueryHeads = s.Hq;
+    info.numKeyValueHeads = s.Hkv;
+    info.headDim = s.h;
+    info.valueDim = s.dv;
+    info.dataType = type;
+    info.sketchSize = s.r;
+    info.blockSize = s.b;
+    info.seed = seed;
+    return info;
+}
+
+std::string planOf(PskAttention attn) {
+    size_t size = 0;
+    std::string plan;
+    if (pskGetAttentionPlan(attn, nullptr, &size) == PSK_SUCCESS) {
+        plan.assign(size, '\0');
+        pskGetAttentionPlan(attn, plan.data(), &size);
+    }
+    return plan;
+}
+
+/** Creates the attention, runs it on seeded inputs and returns the plan and the conformance error against the float64 reference. */
+struct Outcome {
+    std::string plan;
+    double error = -1;
+    PskResult created = PSK_ERROR_INTERNAL;
+};
+Outcome runCase(PskContext ctx, const Shape& s, PskDataType type) {
+    Outcome o;
+    const uint64_t seed = 20261127;
+    const PskAttentionCreateInfo info = createInfo(s, type, seed);
+    PskAttention attn = nullptr;
+    o.created = pskCreateAttention(ctx, &info, &attn);
+    if (o.created != PSK_SUCCESS) return o;
+    o.plan = planOf(attn);
+    const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hq) * s.n * s.h, seed + 1), type);
+    const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.h, seed + 2), type);
+    const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.dv, seed + 3), type);
+    psk::test::HostForward forward;
+    forward.layout = {1, s.n, PSK_LAYOUT_BHND, 0};
+    forward.type = type;
+    forward.Hq = s.Hq;
+    forward.Hkv = s.Hkv;
+    forward.h = s.h;
+    forward.dv = s.dv;
+    const std::vector<float> got = forward.run(attn, q, k, v);
+    pskDestroyAttention(attn);
+    if (got.empty()) return o;
+    const psk::ref::Shape shape{1, int(s.Hq), int(s.Hkv), int(s.n), int(s.h), int(s.dv)};
+    std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
+    psk::ref::PolysketchConfig config;
+    config.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(seed, 4, s.h, s.r)));
+    config.degree = 4;
+    config.scale = info.scale;
+    config.causal = true;
+    config.blockSize = int(s.b);
+    psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
+    o.error = psk::test::relativeMaxError(got, want);
+    return o;
+}
+
+using TuningOnDevice = psk::test::ContextTest;
+
+// The generic feature map (team kernels off) with features.rows from a table named by
+// PSK_TUNING_TABLE: the kernel runs 16 rows per workgroup, its reason names the entry, the plan's
+// comment names the table, and the output still matches the float64 reference; without the table
+// the model's 64 rows stand.
+TEST_F(TuningOnDevice, EntryChangesThePlanAndStillMatchesTheReference) {
+    ScopedEnv team("PSK_DISABLE_TEAM_KERNELS", "1");
+    const Shape s;
+    const std::string path = writeFile("rows.tuning", "psk-tuning 1\ndevice any\n# a comment line\nfeatures.rows 16 h=16 type=f32\n");
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("sketch_features.random.f32 (generic) ROWS=16 "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("features.rows=16 from tuning table " + path + " line 4 (features.rows 16 h=16 type=f32); tunable: features.rows=16"),
+                  std::string::npos)
+            << o.plan;
+        EXPECT_NE(o.plan.find("# tuning table: " + path + " (PSK_TUNING_TABLE, 1 entry, any device)"), std::string::npos) << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kPolysketchFloat32);
+    }
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", "none");
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("sketch_features.random.f32 (generic) ROWS=64 "), std::string::npos) << o.plan;
+        EXPECT_EQ(o.plan.find("from tuning table"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("# tuning table: none (PSK_TUNING_TABLE = none)"), std::string::npos) << o.plan;
+    }
+}
+
+// The emulated cooperative output (float16) with FEAT_CHUNK and KEY_TILE from a table: both
+// applied where they fit, one that is not a multiple of the product shape and one that needs more
+// shared memory than the device has are ignored with their reasons, and the output still matches
+// the float64 reference.
+TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");  // the other stages' emulated kernels only cost compile time here
+    const Shape s;
+    {
+        const std::string path = writeFile("output.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 16 type=f16\noutput.key_tile 16\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("FEAT_CHUNK=16"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("KEY_TILE=16"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("output.feat_chunk=16 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("output.key_tile=16 from tuning table " + path + " line 4"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("tunable: output.feat_chunk=16 output.key_tile=16 output.wn="), std::string::npos) << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+    {
+        const std::string path = writeFile("misfit.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 24\noutput.key_tile 1024\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("line 3 (output.feat_chunk 24) ignored: FEAT_CHUNK must be a multiple of CM_K = 16"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("line 4 (output.key_tile 1024) ignored: needs "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("tunable: output.feat_chunk=32 output.key_tile=32 "), std::string::npos) << o.plan;  // the model's
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+}
+
+// A table for another device is not applied; a bad table is an error where it is named: at context
+// creation for the create info's, at attention creation for PSK_TUNING_TABLE's.
+TEST_F(TuningOnDevice, OtherDevicesAndBadFiles) {
+    ScopedEnv team("PSK_DISABLE_TEAM_KERNELS", "1");
+    const Shape s;
+    const std::string other = writeFile("other-device.tuning", "psk-tuning 1\ndevice vendor=0xffff id=0xffff\nfeatures.rows 16\n");
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", other.c_str());
+        const PskAttentionCreateInfo info = createInfo(s, PSK_DATA_TYPE_FLOAT32, 1);
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
+        const std::string plan = planOf(attn);
+        pskDestroyAttention(attn);
+        EXPECT_NE(plan.find("ROWS=64 "), std::string::npos) << plan;
+        EXPECT_NE(plan.find("is for vendor 0xffff id 0xffff, not this device"), std::string::npos) << plan;
+    }
+    const std::string bad = writeFile("bad.tuning", "psk-tuning 1\ndevice any\nfeatures.rows many\n");
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", bad.c_str());
+        const PskAttentionCreateInfo info = createInfo(s, PSK_DATA_TYPE_FLOAT32, 1);
+        PskAttention attn = nullptr;
+        EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_ERROR_BAD_FILE);
+        EXPECT_EQ(attn, nullptr);
+        psk::test::MessageLog& log = psk::test::sharedLog();
+        ASSERT_FALSE(log.errors.empty());
+        EXPECT_NE(log.errors.back().find("line 3: the value 'many' is not a 32-bit unsigned number"), std::string::npos) << log.errors.back();
+        log.clear();
+    }
+    // The create info's table: read once, at context creation, and it wins over PSK_TUNING_TABLE.
+    psk::test::MessageLog log;
+    PskContextCreateInfo ci{};
+    ci.messageCallback = &psk::test::MessageLog::callback;
+    ci.messageUserData = &log;
+    ci.tuningTable = bad.c_str();
+    PskContext own = nullptr;
+    EXPECT_EQ(pskCreateContext(&ci, &own), PSK_ERROR_BAD_FILE);
+    EXPECT_EQ(own, nullptr);
+    ASSERT_FALSE(log.errors.empty());
+    EXPECT_NE(log.errors.back().find("bad.tuning line 3"), std::string::npos) << log.errors.back();
+    const std::string rows = writeFile("rows32.tuning", "psk-tuning 1\ndevice any\nfeatures.rows 32\n");
+    ci.tuningTable = rows.c_str();
+    ASSERT_EQ(pskCreateContext(&ci, &own), PSK_SUCCESS);
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", bad.c_str());
+        const PskAttentionCreateInfo info = createInfo(s, PSK_DATA_TYPE_FLOAT32, 1);
+        PskAttention attn = nullptr;
+        ASSERT_EQ(pskCreateAttention(own, &info, &attn), PSK_SUCCESS);
+        const std::string plan = planOf(attn);
+        pskDestroyAttention(attn);
+        EXPECT_NE(plan.find("ROWS=32 "), std::string::npos) << plan;
+        EXPECT_NE(plan.find("(PskContextCreateInfo::tuningTable, 1 entry, any device)"), std::string::npos) << plan;
+    }
+    pskDestroyContext(own);
+}
+
+}  // namespace
