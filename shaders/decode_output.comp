@@ -51,6 +51,7 @@
 layout(local_size_x_id = 0) in;
 #include "interface/decode_output.h"
 PSK_DECLARE_SPECS(PSK_DECODE_OUTPUT_SPEC)
+PSK_DECLARE_BINDINGS(PSK_DECODE_OUTPUT_BINDINGS)
 
 const uint Z_STRIDE = VALUE_DIM + 1u;
 const uint COLS = (Z_STRIDE + WG - 1u) / WG;  // columns of [v | 1] per invocation: lid + m WG
@@ -59,16 +60,16 @@ const uint CHUNK = 8u;  // features or block rows whose loads are issued togethe
 
 // Binding 0 is the step state: h and the block rows, the feature rows (read) and, from word
 // `work`, the workspace.
-layout(std430, binding = 0) buffer StepState { float st[]; };
-layout(std430, binding = 0) readonly buffer Features { float features[]; };
-layout(std430, binding = 0) coherent buffer Workspace { uint ws[]; };
-layout(std430, binding = 1) readonly buffer QRows { ELEM q_data[]; };
-layout(std430, binding = 2) readonly buffer KRows { ELEM k_data[]; };
-layout(std430, binding = 3) readonly buffer VRows { ELEM v_data[]; };
-layout(std430, binding = 4) readonly buffer Weights { vec4 w_vec[]; };
-layout(std430, binding = 5) readonly buffer Pairs { uint pairs[]; };
-layout(std430, binding = 6) buffer State { float z[]; };
-layout(std430, binding = 7) writeonly buffer Out { ELEM o_data[]; };
+layout(std430, binding = BINDING_STEP_STATE) buffer StepState { float st[]; };
+layout(std430, binding = BINDING_STEP_STATE) readonly buffer Features { float features[]; };
+layout(std430, binding = BINDING_STEP_STATE) coherent buffer Workspace { uint ws[]; };
+layout(std430, binding = BINDING_Q_ROWS) readonly buffer QRows { ELEM q_data[]; };
+layout(std430, binding = BINDING_K_ROWS) readonly buffer KRows { ELEM k_data[]; };
+layout(std430, binding = BINDING_V_ROWS) readonly buffer VRows { ELEM v_data[]; };
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights { vec4 w_vec[]; };
+layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
+layout(std430, binding = BINDING_Z) buffer State { float z[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer Out { ELEM o_data[]; };
 
 #define H_SUM(i) st[params.block_sum + (i)]
 #define BLOCK_K(i) st[params.block_k + (i)]

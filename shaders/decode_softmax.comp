@@ -34,6 +34,7 @@
 layout(local_size_x_id = 0) in;
 #include "interface/decode_softmax.h"
 PSK_DECLARE_SPECS(PSK_DECODE_SOFTMAX_SPEC)
+PSK_DECLARE_BINDINGS(PSK_DECODE_SOFTMAX_BINDINGS)
 
 const uint COLS = (VALUE_DIM + WG - 1u) / WG;  // value columns per invocation: lid + c WG
 const uint P_STRIDE = VALUE_DIM + 2u;
@@ -42,13 +43,13 @@ const uint P_STRIDE = VALUE_DIM + 2u;
 const uint CHUNK = 8u;
 const float EMPTY = -3.0e38;  // the max of no scores: finite, so that e^(EMPTY - m) is 0, not NaN
 
-layout(std430, binding = 0) coherent buffer Workspace { uint ws[]; };
-layout(std430, binding = 1) readonly buffer QRows { ELEM q_data[]; };
-layout(std430, binding = 2) readonly buffer KRows { ELEM k_data[]; };
-layout(std430, binding = 3) readonly buffer VRows { ELEM v_data[]; };
-layout(std430, binding = 4) buffer KCache { float k_cache[]; };
-layout(std430, binding = 5) buffer VCache { float v_cache[]; };
-layout(std430, binding = 6) writeonly buffer Out { ELEM o_data[]; };
+layout(std430, binding = BINDING_WORKSPACE) coherent buffer Workspace { uint ws[]; };
+layout(std430, binding = BINDING_Q_ROWS) readonly buffer QRows { ELEM q_data[]; };
+layout(std430, binding = BINDING_K_ROWS) readonly buffer KRows { ELEM k_data[]; };
+layout(std430, binding = BINDING_V_ROWS) readonly buffer VRows { ELEM v_data[]; };
+layout(std430, binding = BINDING_K_CACHE) buffer KCache { float k_cache[]; };
+layout(std430, binding = BINDING_V_CACHE) buffer VCache { float v_cache[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer Out { ELEM o_data[]; };
 
 shared float qs[HEAD_RATIO * HEAD_DIM];  // scale q of the slot's query heads
 shared float k_new[HEAD_DIM];

@@ -134,7 +134,7 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     spec.ROW_SLICE = slices_.rowSlice;
     spec.LEVELS = learned_ ? 1u : sketch.levels;
     step_ = kernelPipeline(context().pipelines(),
-                           KernelChoice::make(KernelId::DecodeOutput, learned_ ? "learned" : "random", c.dataType, spec,
+                           KernelChoice::make<KernelId::DecodeOutput>(learned_ ? "learned" : "random", c.dataType, spec,
                                               learned_ ? "polysketch decoding after the feature map: the token joins z, phi(q)^T z "
                                                          "(+ exact local part), normalized"
                                                        : "polysketch decoding: the token's sketch, the token joins z, phi(q)^T z "
@@ -293,12 +293,16 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
         push.local_ln_bias = sketch.localLnBias;
         std::copy(sketch.offsets.begin(), sketch.offsets.begin() + 6, push.w);
     }
-    const BufferRange state{stepState_.handle(), 0, stepState_.size()};
-    const BufferRange z{z_.handle(), 0, z_.size()};
-    rec.dispatch(step_,
-                 {writes(state), reads(t.q), reads(t.k), reads(t.v), reads(forward_.resources().weights),
-                  reads(forward_.resources().pairs), writes(z), writes(t.out)},
-                 &push, sizeof(push), slices_.groupsPerSlot(), slots);
+    kernel::DecodeOutputBindings b;
+    b.STEP_STATE = BufferRange{stepState_.handle(), 0, stepState_.size()};
+    b.Q_ROWS = t.q;
+    b.K_ROWS = t.k;
+    b.V_ROWS = t.v;
+    b.WEIGHTS = forward_.resources().weights;
+    b.PAIRS = forward_.resources().pairs;
+    b.Z = BufferRange{z_.handle(), 0, z_.size()};
+    b.OUT = t.out;
+    recordKernel(rec, step_, b, push, slices_.groupsPerSlot(), slots);
 }
 
 void PolysketchDecoder::recordRowCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "decode/decode_step_plan.hpp"
+#include "kernels/kernel_dispatch.hpp"
 #include "decode/decoder.hpp"
 #include "forward/polysketch_forward.hpp"
 
@@ -85,7 +86,7 @@ private:
     VkDeviceSize workWord_ = 0;
     VkDeviceSize scratchBytes_ = 0;  // the feature rows and the step's words
     DecodeStepSlices slices_;
-    VkPipeline step_ = VK_NULL_HANDLE;
+    KernelPipeline step_;
 };
 
 }  // namespace psk

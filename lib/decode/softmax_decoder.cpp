@@ -74,7 +74,7 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     spec.VALUE_DIM = dv_;
     spec.HEAD_RATIO = ratio;
     step_ = kernelPipeline(context().pipelines(),
-                           KernelChoice::make(KernelId::DecodeSoftmax, "", attention.config().dataType, spec,
+                           KernelChoice::make<KernelId::DecodeSoftmax>("", attention.config().dataType, spec,
                                               "softmax decoding: one dispatch over slices of the KV cache, combined by the last"));
     // The caches need no clearing: the key counts bound what is read. Counts start at zero.
     submitter_.run([&](Recorder& rec) { rec.fill({work_.handle(), 0, work_.size()}, work_.size(), 0); });
@@ -132,22 +132,25 @@ void SoftmaxDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::
     push.v_slot_stride = uint32_t(vSlot_);
     push.work = 0;
     push.group_stride = groupStride_;
-    const BufferRange work{work_.handle(), 0, work_.size()};
+    kernel::DecodeSoftmaxBindings b;
+    b.WORKSPACE = BufferRange{work_.handle(), 0, work_.size()};
+    b.Q_ROWS = t.q;
+    b.K_ROWS = t.k;
+    b.V_ROWS = t.v;
+    b.OUT = t.out;
     if (wholeCache_) {
         push.groups = uint32_t(ceilDiv(longest, uint64_t(slice)));
-        rec.dispatch(step_,
-                     {writes(work), reads(t.q), reads(t.k), reads(t.v), writes({kCache_.handle(), 0, kCache_.size()}),
-                      writes({vCache_.handle(), 0, vCache_.size()}), writes(t.out)},
-                     &push, sizeof(push), push.groups, slots);
+        b.K_CACHE = BufferRange{kCache_.handle(), 0, kCache_.size()};
+        b.V_CACHE = BufferRange{vCache_.handle(), 0, vCache_.size()};
+        recordKernel(rec, step_, b, push, push.groups, slots);
     } else {
         // One dispatch per (sequence, kv head), binding that slot's caches only.
         for (uint32_t i = 0; i < slots; ++i) {
             push.groups = uint32_t(ceilDiv(positions[i / Hkv_] + 1, uint64_t(slice)));
             push.slot_base = push.cache_slot_base = i;
-            rec.dispatch(step_,
-                         {writes(work), reads(t.q), reads(t.k), reads(t.v), writes({kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4}),
-                          writes({vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4}), writes(t.out)},
-                         &push, sizeof(push), push.groups, 1);
+            b.K_CACHE = BufferRange{kCache_.handle(), i * kSlot_ * 4, kSlot_ * 4};
+            b.V_CACHE = BufferRange{vCache_.handle(), i * vSlot_ * 4, vSlot_ * 4};
+            recordKernel(rec, step_, b, push, push.groups, 1);
         }
     }
 }

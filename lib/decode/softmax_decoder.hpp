@@ -4,6 +4,7 @@
 #pragma once
 
 #include "decode/decoder.hpp"
+#include "kernels/kernel_dispatch.hpp"
 
 namespace psk {
 
@@ -46,7 +47,7 @@ private:
     // The step's workspace (decode_softmax.comp): B key counts (the device advances them), B Hkv
     // slot and B sequence counters (zero between steps), the workgroups' partials.
     Buffer work_;
-    VkPipeline step_ = VK_NULL_HANDLE;
+    KernelPipeline step_;
 };
 
 /** The largest capacity a softmax decode state accepts. */

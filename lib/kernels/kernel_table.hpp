@@ -48,8 +48,8 @@ enum class KernelId : uint8_t {
  * push-constant struct and bindings struct (kernel_interface.hpp, from its shaders/interface/
  * header). KernelChoice::make<Id> takes only the kernel's spec struct and recordKernel
  * (kernel_dispatch.hpp) only its bindings and push structs. The kernel table's spec and push
- * names agree with these rows (kernel_table_test). Kernels not listed yet (the decode kernels,
- * the strict-emulation check) are dispatched positionally; adopting the mechanism is a binding
+ * names agree with these rows (kernel_table_test). Kernels not listed yet (the strict-emulation
+ * check) are dispatched positionally; adopting the mechanism is a binding
  * list in the interface header and a row here (docs/ARCHITECTURE.md, "Adding a kernel variant").
  */
 #define PSK_KERNEL_INTERFACES(X)                                                                      \
@@ -68,7 +68,9 @@ enum class KernelId : uint8_t {
     X(PolysketchOutputCoopMat, PolysketchOutputCoopMatSpec, PolysketchOutputPush, PolysketchOutputBindings) \
     X(SelfTensor, NoSpec, SelfTensorPush, SelfTensorBindings)                                         \
     X(CopyRows, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)                                         \
-    X(CopyRowsConvert, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)
+    X(CopyRowsConvert, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)                                   \
+    X(DecodeOutput, DecodeOutputSpec, DecodeOutputPush, DecodeOutputBindings)                         \
+    X(DecodeSoftmax, DecodeSoftmaxSpec, DecodeSoftmaxPush, DecodeSoftmaxBindings)
 
 /** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
 template <KernelId Id>

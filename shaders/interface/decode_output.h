@@ -21,6 +21,17 @@
     X(9, uint, ROW_SLICE, 1) /* LOCAL_EXACT: block rows per row workgroup, else 1 */ \
     X(10, uint, LEVELS, 1) /* random sketch: log2(p / 2), the levels of the sketch tree the step evaluates */
 
+// decode_output.comp
+#define PSK_DECODE_OUTPUT_BINDINGS(X) \
+    X(0, STEP_STATE, read_write) /* h and the block rows, the learned feature rows, the step's words */ \
+    X(1, Q_ROWS, read) /* the token's q rows, storage type */ \
+    X(2, K_ROWS, read) \
+    X(3, V_ROWS, read) \
+    X(4, WEIGHTS, read) /* the packed sketch */ \
+    X(5, PAIRS, read) /* the pair table of psi */ \
+    X(6, Z, read_write) /* the running state z */ \
+    X(7, OUT, write) /* the output rows, storage type */
+
 // Bits of DecodeOutputPush.flags (random sketch: the step normalizes the token's rows itself).
 const uint DECODE_FLAG_QK_LN = 1u;     // LayerNorm q and k before sketching
 const uint DECODE_FLAG_LOCAL_LN = 2u;  // LOCAL_EXACT: q', k' use their own LayerNorm

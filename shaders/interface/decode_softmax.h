@@ -13,6 +13,16 @@
     X(2, uint, VALUE_DIM, 64) \
     X(3, uint, HEAD_RATIO, 1) /* query heads per key/value head (Hq / Hkv) */
 
+// decode_softmax.comp
+#define PSK_DECODE_SOFTMAX_BINDINGS(X) \
+    X(0, WORKSPACE, read_write) /* key counts, counters, partials */ \
+    X(1, Q_ROWS, read) /* the token's q rows, storage type */ \
+    X(2, K_ROWS, read) \
+    X(3, V_ROWS, read) \
+    X(4, K_CACHE, read_write) /* float32; the token's row written by its slice's workgroup */ \
+    X(5, V_CACHE, read_write) \
+    X(6, OUT, write) /* the output rows, storage type */
+
 PSK_PUSH_BEGIN(DecodeSoftmaxPush)
     uint q_heads;         // Hq
     uint kv_heads;        // Hkv
