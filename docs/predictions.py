@@ -353,6 +353,38 @@ def output_generic(n, heads, hd, vd, rs, bs, es):
     return Kernel("output", wgs, 64, regs, smem, lsu, issue, chain, hbm, l2, flop=flop, terms=terms)
 
 
+def features_tiled(n, heads, hd, rs, es, rows=64):
+    """shaders/sketch_features.comp as rewritten (prediction, before any GPU run), random sketch of one
+    level (p = 4): the q and the k dispatch. ROWS rows staged in shared memory with coalesced loads
+    (odd row stride), the LayerNorm / scale applied in place one row per invocation, local rows
+    written back coalesced; S = c (x Ga) * (x Gb) as a product from shared memory: invocation (r4, cg)
+    owns 4 rows x 8 columns of a 32-column pass for both factors, weights staged 32 inputs at a time
+    (coalesced along the input), S out through a shared tile (coalesced)."""
+    wgs = 2 * ceil_div(n, rows) * heads
+    warps = ceil_div(rows, 32)
+    passes, chunks = ceil_div(rs, 32), ceil_div(hd, 32)
+    line_words = LINE // es                                   # elements of a row per 128-byte line
+    t_stage = ceil_div(rows * hd, 32) * (ceil_div(32, line_words) + 1)   # loads (lines per warp) + shared stores
+    t_rows = warps * 2 * hd                                   # each invocation reads and rewrites its row
+    t_local = ceil_div(rows * hd, 32) * 2                     # shared load + coalesced store
+    t_wstage = passes * chunks * ceil_div(2 * 32 * 32, 32) * 2
+    t_product = passes * warps * hd * (4 + 16)                # per input: 4 x loads + 16 weight loads (scalars: 128 B each)
+    t_sout = passes * (warps * 32 + ceil_div(rows * min(rs, 32), 32) * 2)
+    lsu = t_stage + t_rows + t_local + t_wstage + t_product + t_sout
+    issue = passes * warps * hd * (64 + 20) + warps * (6 * hd) + t_stage + t_local
+    regs = 64 + 4 + 16 + 20                                   # a, b accumulators, 4 x, a weight pair, indices
+    smem = 4 * (rows * (hd + 1) + max(32 * 65, rows * 33)) + 8 * rows
+    chain = H200.lat_hbm + 4 * H200.barrier + passes * chunks * (H200.lat_l2 + 2 * H200.barrier) + 2 * hd * H200.lat_shared // 8
+    hbm = 2 * n * heads * (hd * es + rs * 4 + hd * 4)
+    l2 = hbm + wgs * 2 * rs * hd * 4                           # every workgroup reads the weights through L2
+    terms = [("product from shared memory: 20 scalar loads (128 B each) per 64 FMAs per input column", "lsu", t_product),
+             ("product FMA issue", "issue", passes * warps * hd * 64 / 4),
+             ("staging, in-place row transform, local rows out (coalesced)", "lsu", t_stage + t_rows + t_local),
+             ("weights staged per workgroup (%d MB through L2)" % (wgs * 2 * rs * hd * 4 / 1e6), "l2", wgs * 2 * rs * hd * 4)]
+    return Kernel("feature map, tiled (q and k)", wgs, rows, regs, smem, lsu, issue, chain, hbm, l2,
+                  flop=2 * n * heads * 4 * hd * rs, terms=terms)
+
+
 def output_tile_plan(hd, vd, rs, bs, causal=True, local_exact=True, shared=32768, invocations=1024):
     """planGenericOutput's choice for the register-tiled output (lib/forward/polysketch_plan.cpp):
     rows, column groups, vec4 columns per invocation, Z rows, keys and width columns per step."""
@@ -1129,6 +1161,16 @@ def print_output_tiled():
         meas = measured.get((n, hd))
         print(f"| {n // 1024}k h{hd} | {k.note} | {k.regs} -> {d['k']} ({d['why']}) | {d['limit']} | {fmt_ms(t)} "
               f"| {k.flop / 2 / m.fp32_rate() / t:.0%} | {fmt_ms(old)}{'; ' + meas if meas else ''} |")
+    print()
+    print("The feature map as rewritten (q and k; same shapes):\n")
+    print("| shape | registers -> WGs/SM | limiting unit | predicted H200 ms | before (model; measured) |")
+    print("| --- | --- | --- | --- | --- |")
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128)):
+        k = features_tiled(n, 16, hd, 32, 4, rows=64 if hd <= 64 else 32)
+        t, d = run(k, m)
+        old = run(features_generic(n, 16, hd, 32, 4), m)[0]
+        print(f"| {n // 1024}k h{hd} | {k.regs} -> {d['k']} ({d['why']}) | {d['limit']} | {fmt_ms(t)} | {fmt_ms(old)}"
+              f"{'; 1.65' if (n, hd) == (32768, 64) else ''} |")
     print()
     k = output_tiled(32768, 16, 64, 64, 32, 256, 4)
     print("Its terms at 32k h64 (each alone on the whole GPU):\n")

@@ -1,10 +1,11 @@
 #version 450
 // Polysketch feature map, first half: the sketch S(x) of every row of q or k (docs/MATH.md sections 3-5).
-// One invocation owns one row: it loads the row, applies the optional LayerNorm and the score
-// scale, and evaluates the sketch with the row in registers while every invocation of the
-// workgroup reads the same weight row at a time (a broadcast). The self-tensoring phi = psi(S)
-// is not materialized here: the block-state and output kernels expand psi on the fly
-// (self_tensor.glsl), because psi has r(r+1)/2 entries per row against r for S.
+// A workgroup owns ROWS consecutive rows (ROWS invocations). The tile of rows is staged in shared
+// memory with coalesced loads (consecutive invocations read consecutive floats of a row), each
+// invocation then applies the optional LayerNorm and the score scale to one row in place, and the
+// local rows are written back coalesced. The self-tensoring phi = psi(S) is not materialized
+// here: the block-state and output kernels expand psi on the fly (self_tensor.glsl), because psi
+// has r(r+1)/2 entries per row against r for S.
 //
 //   SKETCH_RANDOM, LEVELS = 0:  S(x) = x                                     (degree 2)
 //                  LEVELS = 1:  S(x) = c (x @ G1_0a) * (x @ G1_0b)           (degree 4)
@@ -13,6 +14,13 @@
 //   SKETCH_LEARNED:             f_b = FF_b1(FF_b0(x)), FF(y) = gelu(LN(y) @ D1) @ D2,
 //                               S(x) = sqrt(r) tanh(f_1 * f_2 / sqrt(r))     (degree 4)
 //
+// LEVELS = 1 (the p = 4 random sketch) runs as a small product from shared memory: invocation
+// (r4, cg) owns 4 rows and the columns cg, cg + 4, ... of a 32-column pass, for both factors (64
+// accumulators); the weights of the pass are staged W_CHUNK input columns at a time, so that each
+// weight read from shared memory feeds 4 rows and each x read 16 columns. S is written through a
+// shared tile, coalesced. The other sketches keep one row per invocation in registers (x read
+// from the staged tile), the weights read as uniform vec4s.
+//
 // Outputs (float32 whatever the storage type, rows in [batch][head][token] order):
 //   sketch_out: S(x) rows of SKETCH floats, x = LN_qk(row) * scale;
 //   local_out (when FLAG_WRITE_LOCAL): the rows the exact local part uses, HEAD_DIM floats:
@@ -20,8 +28,10 @@
 // Weights: matrices are stored transposed (one output column per contiguous row) so the inner
 // product over the input walks memory contiguously; offsets (in floats) arrive as push constants.
 //
-// Loop bounds: per invocation at most 2 r (random) or 4 * 8r (learned) iterations of loops that
-// are not unrolled; see the llvmpipe loop limit in docs/ARCHITECTURE.md.
+// Loop bounds: per invocation at most ceil(r / 32) (ceil(h / W_CHUNK) + 2) steps of W_CHUNK
+// (LEVELS = 1), 2 r (other random sketches) or 4 * 8r (learned) iterations of loops that are not
+// unrolled, plus the staging loops (ceil(h / ...) each); see the llvmpipe loop limit in
+// docs/ARCHITECTURE.md.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -101,43 +111,121 @@ const float LN_EPS = 1e-5;
         }                                                                                    \
     }
 
+const uint XS = HEAD_DIM + 1u;  // staged row stride: odd, so one row per invocation reads conflict-free
+const uint CW = 32u;           // LEVELS = 1: sketch columns per pass (8 per invocation, interleaved by 4)
+const uint GS = 2u * CW + 1u;  // a staged weight row: CW columns of each factor, padded
+const uint SS = CW + 1u;       // a staged S row
+const uint GT_FLOATS = W_CHUNK * GS > ROWS * SS ? W_CHUNK * GS : ROWS * SS;
+shared float xs[ROWS * XS];
+shared float gt[GT_FLOATS];
+shared vec2 row_stats[ROWS];
+
+// Mean and 1 / sqrt(variance + eps) of staged row `row` (population variance, as LAYER_NORM).
+vec2 staged_row_stats(uint row) {
+    float mean = 0.0;
+    for (uint d = 0u; d < HEAD_DIM; ++d) mean += xs[row * XS + d];
+    mean /= float(HEAD_DIM);
+    float var = 0.0;
+    for (uint d = 0u; d < HEAD_DIM; ++d) var += (xs[row * XS + d] - mean) * (xs[row * XS + d] - mean);
+    return vec2(mean, inversesqrt(var / float(HEAD_DIM) + LN_EPS));
+}
+
 void main() {
-    const uint row = gl_WorkGroupID.x * ROWS + gl_LocalInvocationID.x;
-    if (row >= params.n) return;  // no barriers in this kernel
+    const uint lid = gl_LocalInvocationID.x;
+    const uint row0 = gl_WorkGroupID.x * ROWS;
+    const uint row = row0 + lid;
+    const uint rows_here = min(ROWS, params.n - min(params.n, row0));
     const uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
-    const uint out_row = (batch * params.heads + head) * params.n + row;
+    const uint out_row0 = (batch * params.heads + head) * params.n + row0;
+    const uint out_row = out_row0 + lid;
 
-    float raw[HEAD_DIM];
-    const uint x_base = tensor_row(params.x_strides, batch, head, row);
-    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) raw[d] = LOAD_ELEM(x_data[x_base + d]);
-
-    float x[HEAD_DIM];
-    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) x[d] = raw[d];
-    if ((params.flags & FLAG_QK_LN) != 0u) LAYER_NORM(x, HEAD_DIM, params.ln_scale, params.ln_bias);
-    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) x[d] *= params.scale;
-
-    if ((params.flags & FLAG_WRITE_LOCAL) != 0u) {
-        const uint l_base = out_row * HEAD_DIM;
-        if ((params.flags & FLAG_LOCAL_LN) != 0u) {
-            LAYER_NORM(raw, HEAD_DIM, params.local_ln_scale, params.local_ln_bias);
-            [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) local_out[l_base + d] = raw[d] * params.scale;
-        } else {
-            [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) local_out[l_base + d] = x[d];
+    // The tile's rows, coalesced (zeros past n).
+    for (uint i = lid; i < ROWS * HEAD_DIM; i += ROWS) {
+        const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
+        xs[r * XS + d] = r < rows_here ? LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + r) + d]) : 0.0;
+    }
+    barrier();
+    if ((params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) {
+        row_stats[lid] = staged_row_stats(lid);
+        barrier();
+        for (uint i = lid; i < rows_here * HEAD_DIM; i += ROWS) {
+            const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
+            const vec2 st = row_stats[r];
+            local_out[out_row0 * HEAD_DIM + i] =
+                ((xs[r * XS + d] - st.x) * st.y * W(params.local_ln_scale + d) + W(params.local_ln_bias + d)) * params.scale;
+        }
+        barrier();
+    }
+    // The invocation's row in place: x = LN_qk(row) * scale.
+    {
+        const vec2 st = (params.flags & FLAG_QK_LN) != 0u ? staged_row_stats(lid) : vec2(0.0, 1.0);
+        for (uint d = 0u; d < HEAD_DIM; ++d) {
+            const float v = xs[lid * XS + d];
+            xs[lid * XS + d] = ((params.flags & FLAG_QK_LN) != 0u ? (v - st.x) * st.y * W(params.ln_scale + d) + W(params.ln_bias + d) : v) *
+                               params.scale;
         }
     }
+    barrier();
+    if ((params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == FLAG_WRITE_LOCAL) {
+        for (uint i = lid; i < rows_here * HEAD_DIM; i += ROWS) local_out[out_row0 * HEAD_DIM + i] = xs[(i / HEAD_DIM) * XS + i % HEAD_DIM];
+    }
+
+#if defined(SKETCH_RANDOM)
+    if (LEVELS == 0u) {
+        for (uint i = lid; i < rows_here * HEAD_DIM; i += ROWS) sketch_out[out_row0 * SKETCH + i] = xs[(i / HEAD_DIM) * XS + i % HEAD_DIM];
+        return;
+    }
+    if (LEVELS == 1u) {
+        const uint r4 = lid / 4u, cg = lid % 4u;
+        for (uint c0 = 0u; c0 < SKETCH; c0 += CW) {
+            float a[4][8], b[4][8];  // [row 4 r4 + e][column c0 + cg + 4 m]
+            [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                [[unroll]] for (uint m = 0u; m < 8u; ++m) {
+                    a[e][m] = 0.0;
+                    b[e][m] = 0.0;
+                }
+            for (uint d0 = 0u; d0 < HEAD_DIM; d0 += W_CHUNK) {
+                barrier();
+                // gt[d][g CW + cc] = G_g[column c0 + cc][input d0 + d] (zero past r or h); consecutive invocations, consecutive d.
+                for (uint i = lid; i < 2u * CW * W_CHUNK; i += ROWS) {
+                    const uint d = i % W_CHUNK, gc = i / W_CHUNK;  // gc = g CW + cc
+                    const uint g = gc / CW, cc = gc % CW;
+                    gt[d * GS + gc] = c0 + cc < SKETCH && d0 + d < HEAD_DIM ? W(params.w[g] + (c0 + cc) * HEAD_DIM + d0 + d) : 0.0;
+                }
+                barrier();
+                for (uint d = 0u; d < W_CHUNK; ++d) {
+                    const uint dx = min(d0 + d, HEAD_DIM - 1u);  // past h the weights are zero
+                    float xv[4];
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e) xv[e] = xs[(4u * r4 + e) * XS + dx];
+                    [[unroll]] for (uint m = 0u; m < 8u; ++m) {
+                        const float wa = gt[d * GS + cg + 4u * m], wb = gt[d * GS + CW + cg + 4u * m];
+                        [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+                            a[e][m] += xv[e] * wa;
+                            b[e][m] += xv[e] * wb;
+                        }
+                    }
+                }
+            }
+            barrier();
+            [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                [[unroll]] for (uint m = 0u; m < 8u; ++m) gt[(4u * r4 + e) * SS + cg + 4u * m] = params.node_scale * a[e][m] * b[e][m];
+            barrier();
+            const uint cols = min(CW, SKETCH - c0);
+            for (uint i = lid; i < rows_here * cols; i += ROWS) {
+                const uint r = i / cols, cc = i % cols;
+                sketch_out[(out_row0 + r) * SKETCH + c0 + cc] = gt[r * SS + cc];
+            }
+        }
+        return;
+    }
+#endif
+    if (row >= params.n) return;  // no barriers past this point
+    float x[HEAD_DIM];
+    [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) x[d] = xs[lid * XS + d];
 
     const uint s_base = out_row * SKETCH;
 #if defined(SKETCH_RANDOM)
-    if (LEVELS == 0u) {
-        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) sketch_out[s_base + d] = x[d];
-    } else if (LEVELS == 1u) {
-        [[dont_unroll]] for (uint c = 0u; c < SKETCH; ++c) {
-            float a, b;
-            DOT_ROW(x, HEAD_DIM, params.w[0] + c * HEAD_DIM, a);
-            DOT_ROW(x, HEAD_DIM, params.w[1] + c * HEAD_DIM, b);
-            sketch_out[s_base + c] = params.node_scale * a * b;
-        }
-    } else {
+    {  // LEVELS == 2
         const uint n_base = out_row * 2u * SKETCH;
         [[dont_unroll]] for (uint c = 0u; c < SKETCH; ++c) {
             float a, b, e, f;

@@ -511,6 +511,18 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
     spec.SKETCH = in.R;
     spec.LEVELS = sketch.levels;
     spec.HIDDEN = sketch.hidden;
+    // The kernel stages its rows in shared memory (ROWS x (h + 1) floats), beside the weight chunk
+    // of the p = 4 product or its S tile (W_CHUNK x 65 or ROWS x 33 floats) and the rows' LayerNorm
+    // statistics: ROWS a multiple of 4 (4 rows per invocation in the product), halved until it fits.
+    spec.W_CHUNK = 32;
+    auto featureBytes = [&](uint32_t rows, uint32_t chunk) {
+        return 4 * (rows * (c.headDim + 1) + std::max(chunk * 65, rows * 33)) + 8 * rows;
+    };
+    spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 4 * 4);
+    while (spec.ROWS > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 2 / 4 * 4);
+    while (spec.W_CHUNK > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.W_CHUNK /= 2;
+    if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
+    stage.rows = spec.ROWS;
     stage.kernel = KernelChoice::make<KernelId::SketchFeatures>(
         sketch.learned ? "learned" : "random", in.type, spec,
         (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")

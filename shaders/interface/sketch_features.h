@@ -7,11 +7,12 @@
 
 // sketch_features.comp
 #define PSK_SKETCH_FEATURES_SPEC(X) \
-    X(0, uint, ROWS, 64) /* rows per workgroup = invocations */ \
+    X(0, uint, ROWS, 64) /* rows per workgroup = invocations, a multiple of 4 */ \
     X(1, uint, HEAD_DIM, 64) /* h */ \
     X(2, uint, SKETCH, 32) /* length of S(x): r, or h for degree 2 */ \
     X(3, uint, LEVELS, 1) /* random sketch: log2(p / 2) */ \
-    X(4, uint, HIDDEN, 256) /* learned sketch: 8r */
+    X(4, uint, HIDDEN, 256) /* learned sketch: 8r */ \
+    X(5, uint, W_CHUNK, 32) /* p = 4 random sketch: weight input columns staged per step */
 
 // sketch_features_team.comp
 #define PSK_SKETCH_FEATURES_TEAM_SPEC(X) \
