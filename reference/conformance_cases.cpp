@@ -1,11 +1,19 @@
 #include "reference/conformance_cases.hpp"
 
+#include <cstdio>
 #include <sstream>
 
 namespace psk::conformance {
 
 const char* storageName(PskDataType type) {
     return type == PSK_DATA_TYPE_FLOAT32 ? "f32" : type == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16";
+}
+
+void printError(const std::string& check, PskDataType type, const std::string& implementations, const std::string& name, double error,
+                double threshold) {
+    std::printf("[ error ] %s %s %s %s: %.3e (threshold %.1e)\n", check.c_str(), storageName(type),
+                implementations.empty() ? "-" : implementations.c_str(), name.c_str(), error, threshold);
+    std::fflush(stdout);
 }
 
 // ---- Softmax and exact polynomial --------------------------------------------------------------
@@ -354,6 +362,37 @@ std::vector<PolysketchCase> polysketchGpuTilesSweep() {
         c.localExact = false;
         add(c);
     }
+    return cases;
+}
+
+std::vector<PolysketchCase> polysketchLongSweep() {
+    std::vector<PolysketchCase> cases;
+    auto add = [&](PskDataType type, uint32_t h, uint32_t dv, uint32_t r, bool causal, bool localExact) -> PolysketchCase& {
+        PolysketchCase c;
+        c.type = type;
+        c.h = h;
+        c.dv = dv;
+        c.r = r;
+        c.b = 256;
+        c.n = 32 * 256 + 77;
+        c.Hq = 1;
+        c.Hkv = 1;
+        c.causal = causal;
+        c.localExact = localExact;
+        cases.push_back(c);
+        return cases.back();
+    };
+    // The library's default configuration (p = 4, r = 32, b = 256) at h = dv = 128: the lane-team
+    // kernels' largest shape on a CPU driver, and the generic kernels'.
+    add(PSK_DATA_TYPE_FLOAT32, 128, 128, 32, true, true);
+    // dv = 256, past the lane-team kernels (dv <= 128): generic kernels, h = 128 and 256.
+    add(PSK_DATA_TYPE_FLOAT32, 256, 256, 16, true, false);
+    add(PSK_DATA_TYPE_FLOAT32, 128, 256, 16, false, false);  // full: the block-state reduction
+    // 16-bit storage: the cooperative block states (emulated on lavapipe) over 33 blocks at dv =
+    // 256; with h = 128, dv = 64 the cooperative output and the lane-team kernels too.
+    add(PSK_DATA_TYPE_FLOAT16, 128, 256, 16, true, true);
+    add(PSK_DATA_TYPE_BFLOAT16, 256, 256, 16, true, false);
+    add(PSK_DATA_TYPE_FLOAT16, 128, 64, 16, true, true);
     return cases;
 }
 

@@ -48,6 +48,17 @@ inline double threshold(PskDataType type, Family family) {
 const char* storageName(PskDataType type);
 
 /**
+ * Prints one checked error as every test that holds a kernel to these thresholds does, so that the
+ * worst error per storage type, kind and kernel path can be collected from a test log
+ * (docs/RELIABILITY.md, "Conformance thresholds"):
+ *   [ error ] <check> <storage> <implementations> <case>: 1.234e-06 (threshold 2.0e-05)
+ * `check` names what was compared ("polysketch", "quadratic", "decode-ref", ...), `implementations`
+ * the kernels that ran ("team+generic", "cooperative+generic", ...; "-" when unknown).
+ */
+void printError(const std::string& check, PskDataType type, const std::string& implementations, const std::string& name, double error,
+                double threshold);
+
+/**
  * The seed of a case's inputs: FNV-1a (64-bit) of its name (offset basis 0xcbf29ce484222325,
  * prime 0x100000001b3, over the name's bytes). The tests and psk conformance both derive their
  * seeds here (q, k, v from seed + 1, + 2, + 3 through std::mt19937_64, a random sketch from the
@@ -117,6 +128,14 @@ std::vector<PolysketchCase> polysketchSweep16();
  *  32, b = 32 and 64, n around the block, causal / full, local exact, random and learned sketches,
  *  p = 2 and 8, grouped-query heads, BNHD. */
 std::vector<PolysketchCase> polysketchGpuTilesSweep();
+/** Many blocks at the default block size: b = 256 and n = 32 b + 77 = 8269 (33 blocks, the last
+ *  one partial; more blocks than the block scan's few-block column path and the sweep's 6), head
+ *  dims h = 128 and 256, value dims 64, 128 and 256, r = 16 and the default 32, causal (sketched
+ *  and local exact) and full, float32, float16 and bfloat16 storage. B = 1 and one head: on a CPU
+ *  driver each kernel path of a case costs seconds (the emulated cooperative ones up to ten),
+ *  the float64 reference O(n (r^2 dv + b (h + dv))) under one. conformance_long_test runs each
+ *  case on the kernel paths that take it. */
+std::vector<PolysketchCase> polysketchLongSweep();
 /** A few small cases (psk conformance --quick): n = 1, below a block, a block and a row, causal,
  *  full, local exact, degree 8, learned and file sketches, LayerNorms, reference scaling,
  *  grouped-query heads, BNHD, custom strides, every storage type. */

@@ -4,7 +4,7 @@
 // outside float16 (65504). The kernels scale their operands by powers of two per block / chunk.
 // This runs n >= 64k through the emulated backend (PSK_COOPMAT_EMULATION, so it runs on lavapipe)
 // and checks that no output is inf or NaN and that the output matches the float64 reference with
-// the float16 threshold of the conformance suite.
+// the float16 threshold of the conformance suite. Seeds: caseSeed of the case's name, as everywhere.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "reference/storage_types.hpp"
 #include "sketch/sketch_weights.hpp"
 #include "support/host_forward.hpp"
+#include "support/kernel_paths.hpp"
 #include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
@@ -25,28 +26,16 @@ namespace {
 
 using psk::test::ContextTest;
 
-/** Sets PSK_COOPMAT_EMULATION=1 for its lifetime (attention objects read it at creation). */
-class EmulationOn {
-public:
-    EmulationOn() {
-        if (const char* old = std::getenv(kName)) saved_ = old, had_ = true;
-        setenv(kName, "1", 1);
-    }
-    ~EmulationOn() {
-        if (had_) setenv(kName, saved_.c_str(), 1);
-        else unsetenv(kName);
-    }
-
-private:
-    static constexpr const char* kName = "PSK_COOPMAT_EMULATION";
-    std::string saved_;
-    bool had_ = false;
-};
-
 struct RangeCase {
     uint32_t degree, r, n;
     bool localExact;
 };
+
+/** e.g. "p4_r32_n65573_localexact": the test's name, and (with a prefix) its seed's. */
+std::string rangeCaseName(const RangeCase& c) {
+    return "p" + std::to_string(c.degree) + "_r" + std::to_string(c.r) + "_n" + std::to_string(c.n) +
+           (c.localExact ? "_localexact" : "_sketchedlocal");
+}
 
 class CoopMatRange : public ContextTest, public ::testing::WithParamInterface<RangeCase> {};
 
@@ -54,7 +43,8 @@ TEST_P(CoopMatRange, LayerNormedInputsAtLongNStayFiniteAndAccurate) {
     const RangeCase rc = GetParam();
     const uint32_t h = 64, dv = 64, b = 256;
     const PskDataType type = PSK_DATA_TYPE_FLOAT16;
-    const uint64_t seed = 1234 + rc.degree * 7 + rc.r;
+    const std::string caseName = "coopmat_range_layernormed_" + rangeCaseName(rc);
+    const uint64_t seed = psk::conformance::caseSeed(caseName);
     // Inputs with an offset and spread per dimension (LayerNorm removes both): what a model's
     // activations look like, and LayerNorm'd rows have norm sqrt(h) = 8.
     std::vector<float> q = psk::test::randomNormal(size_t(rc.n) * h, seed + 1), k = psk::test::randomNormal(size_t(rc.n) * h, seed + 2);
@@ -86,13 +76,14 @@ TEST_P(CoopMatRange, LayerNormedInputsAtLongNStayFiniteAndAccurate) {
     info.qkNormFile = normFile.path().c_str();
 
     std::vector<float> got;
+    std::string plan;
     {
-        EmulationOn emulation;
+        const psk::test::KernelPathScope emulation(psk::test::KernelPath::Emulated);
         PskAttention attn = nullptr;
         ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
         size_t size = 0;
         ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
-        std::string plan(size, '\0');
+        plan.assign(size, '\0');
         ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
         EXPECT_NE(plan.find("block_states_coopmat.emu_f16.f16"), std::string::npos) << plan;
         psk::test::HostForward forward;
@@ -121,28 +112,35 @@ TEST_P(CoopMatRange, LayerNormedInputsAtLongNStayFiniteAndAccurate) {
     const psk::ref::Shape shape{1, 1, 1, int(rc.n), int(h), int(dv)};
     std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
     psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
-    EXPECT_LE(psk::test::relativeMaxError(got, want), psk::test::outputThreshold(type, 2e-4));
+    const double err = psk::test::relativeMaxError(got, want);
+    const double limit = psk::conformance::threshold(type, psk::conformance::Family::Polysketch);
+    RecordProperty("relative_max_error", psk::ref::formatError(err));
+    psk::conformance::printError("polysketch", type, psk::test::planImplementations(plan), caseName, err, limit);
+    EXPECT_LE(err, limit);
 }
 
 INSTANTIATE_TEST_SUITE_P(Long, CoopMatRange,
                          ::testing::Values(RangeCase{4, 32, 65536 + 37, true}, RangeCase{8, 16, 65536 + 37, false}),
-                         [](const ::testing::TestParamInfo<RangeCase>& i) {
-                             return "p" + std::to_string(i.param.degree) + "_r" + std::to_string(i.param.r) + "_n" +
-                                    std::to_string(i.param.n) + (i.param.localExact ? "_localexact" : "_sketchedlocal");
-                         });
+                         [](const ::testing::TestParamInfo<RangeCase>& i) { return rangeCaseName(i.param); });
 
 // The baselines' cooperative kernel (attention_tiled_coopmat.comp): with s = 1 and q, k of spread
 // 2 (h = 64) the scores s q.k have a spread of 16, so the degree-8 weights reach 1e12 and more and
 // the softmax weights span e^-100 .. 1; the kernel scales each row's weights per key tile by a
 // power of two (and q, k, v by theirs) before rounding them to float16. Finite and within the
 // conformance suite's float16 threshold against the float64 reference, causal and full, GQA.
+/** e.g. "softmax_causal", "poly8_full": the test's name, and (with a prefix) its seed's. */
+std::string baselineRangeName(PskAttentionKind kind, bool causal) {
+    return std::string(kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "poly8") + (causal ? "_causal" : "_full");
+}
+
 class CoopMatBaselineRange : public ContextTest, public ::testing::WithParamInterface<std::tuple<PskAttentionKind, bool>> {};
 
 TEST_P(CoopMatBaselineRange, LargeScoresStayFiniteAndAccurate) {
     const auto [kind, causal] = GetParam();
     const uint32_t h = 64, dv = 40, n = 211, Hq = 2, Hkv = 1;
     const PskDataType type = PSK_DATA_TYPE_FLOAT16;
-    const uint64_t seed = 77 + uint64_t(kind) * 3 + causal;
+    const std::string caseName = "coopmat_range_large_scores_" + baselineRangeName(kind, causal);
+    const uint64_t seed = psk::conformance::caseSeed(caseName);
     std::vector<float> q = psk::test::randomNormal(size_t(Hq) * n * h, seed + 1), k = psk::test::randomNormal(size_t(Hkv) * n * h, seed + 2);
     for (float& x : q) x *= 2.0f;
     for (float& x : k) x *= 2.0f;
@@ -161,13 +159,14 @@ TEST_P(CoopMatBaselineRange, LargeScoresStayFiniteAndAccurate) {
     info.valueDim = dv;
     info.dataType = type;
     std::vector<float> got;
+    std::string plan;
     {
-        EmulationOn emulation;
+        const psk::test::KernelPathScope emulation(psk::test::KernelPath::Emulated);
         PskAttention attn = nullptr;
         ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
         size_t size = 0;
         ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
-        std::string plan(size, '\0');
+        plan.assign(size, '\0');
         ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
         EXPECT_NE(plan.find("attention_tiled_coopmat.emu_f16_"), std::string::npos) << plan;
         psk::test::HostForward forward;
@@ -192,16 +191,17 @@ TEST_P(CoopMatBaselineRange, LargeScoresStayFiniteAndAccurate) {
     else
         psk::ref::polynomialAttention(shape, qd, kd, vd, 1.0, 8, causal, want);
     const double err = psk::test::relativeMaxError(got, want);
+    const double limit = psk::conformance::threshold(type, psk::conformance::Family::Quadratic);
     RecordProperty("relative_max_error", psk::ref::formatError(err));
-    EXPECT_LE(err, psk::conformance::threshold(type, psk::conformance::Family::Quadratic));
+    psk::conformance::printError("quadratic", type, psk::test::planImplementations(plan), caseName, err, limit);
+    EXPECT_LE(err, limit);
 }
 
 INSTANTIATE_TEST_SUITE_P(Baselines, CoopMatBaselineRange,
                          ::testing::Combine(::testing::Values(PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL),
                                             ::testing::Bool()),
                          [](const ::testing::TestParamInfo<std::tuple<PskAttentionKind, bool>>& i) {
-                             return std::string(std::get<0>(i.param) == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "poly8") +
-                                    (std::get<1>(i.param) ? "_causal" : "_full");
+                             return baselineRangeName(std::get<0>(i.param), std::get<1>(i.param));
                          });
 
 }  // namespace

@@ -4,8 +4,11 @@
 // forward; bad inputs get their specific code.
 //
 // Metric: relativeMaxError = max |decoded - want| / max |want| over all rows of a sequence.
-// Against the library's own forward (float32 both sides, different summation order): 1e-5.
-// Against the float64 reference: 2e-4, the threshold of the float32 conformance tests.
+// Against the library's own forward (float32 both sides, different summation order):
+// kDecodeVsForward. Against the float64 reference: kPolysketchFloat32, the threshold of the
+// float32 polysketch conformance tests (reference/conformance_cases.hpp, also for the softmax KV
+// cache, as in psk conformance). The polysketch configurations are decodeSweep's, seeded as psk
+// conformance seeds them (caseSeed of the case's name).
 #include <polysketch/polysketch_vulkan.h>
 
 #include <gtest/gtest.h>
@@ -21,9 +24,11 @@
 #include "util/error.hpp"
 #include "util/float16.hpp"
 #include "vk/memory.hpp"
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "sketch/sketch_weights.hpp"
 #include "support/host_arrays.hpp"
+#include "support/kernel_paths.hpp"
 #include "reference/sketch_fixtures.hpp"
 #include "support/test_context.hpp"
 
@@ -184,57 +189,101 @@ struct Driver {
         return out;
     }
 
+    /** Sequence s's rows from the library's forward over the tokens it consumed (token-major). */
+    std::vector<double> forwardRows(size_t s) const {
+        const Config& c = a.c;
+        const Sequence& sq = seqs[s];
+        const uint32_t n = sq.tokens;
+        const std::vector<float> q = toBhnd(sq.q, n, c.Hq, c.h), k = toBhnd(sq.k, n, c.Hkv, c.h), v = toBhnd(sq.v, n, c.Hkv, c.dv);
+        std::vector<float> out(size_t(n) * c.Hq * c.dv, NAN);
+        PskForwardHostInfo f{};
+        f.seqLen = n;
+        setHostArrays(f, q, k, v, &out);
+        EXPECT_EQ(pskAttentionForwardHost(a.handle, &f), PSK_SUCCESS);
+        const std::vector<float> forward = fromBhnd(out, n, c.Hq, c.dv);
+        return std::vector<double>(forward.begin(), forward.end());
+    }
+
+    /** Sequence s's rows from the float64 reference over the tokens it consumed (token-major). */
+    std::vector<double> referenceRows(size_t s) const {
+        const Config& c = a.c;
+        const Sequence& sq = seqs[s];
+        const uint32_t n = sq.tokens;
+        const std::vector<float> q = toBhnd(sq.q, n, c.Hq, c.h), k = toBhnd(sq.k, n, c.Hkv, c.h), v = toBhnd(sq.v, n, c.Hkv, c.dv);
+        psk::ref::Shape shape;
+        shape.Hq = int(c.Hq);
+        shape.Hkv = int(c.Hkv);
+        shape.n = int(n);
+        shape.h = int(c.h);
+        shape.dv = int(c.dv);
+        std::vector<double> want;
+        const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()), v64(v.begin(), v.end());
+        if (c.kind == PSK_ATTENTION_KIND_SOFTMAX)
+            psk::ref::softmaxAttention(shape, q64, k64, v64, 1.0 / std::sqrt(double(c.h)), true, want);
+        else
+            psk::ref::polysketchAttention(shape, q64, k64, v64, a.ref, want);
+        std::vector<double> want64(want.size());  // BHND -> token-major, exact doubles
+        for (uint32_t tk = 0; tk < n; ++tk)
+            for (uint32_t hd = 0; hd < c.Hq; ++hd)
+                for (uint32_t e = 0; e < c.dv; ++e)
+                    want64[(size_t(tk) * c.Hq + hd) * c.dv + e] = want[(size_t(hd) * n + tk) * c.dv + e];
+        return want64;
+    }
+
+    /** Checks sequence s's rows against the library forward and the float64 reference `want` (as
+     *  referenceRows gives it), and prints both errors under `label`. */
+    void checkSequence(size_t s, const std::vector<double>& want, const std::string& label) const {
+        const Sequence& sq = seqs[s];
+        const double eForward = relativeMaxError(sq.out, forwardRows(s));
+        EXPECT_LE(eForward, psk::conformance::kDecodeVsForward) << "sequence " << s << " of " << sq.tokens << " tokens vs the library forward";
+        const double eRef = relativeMaxError(sq.out, want);
+        EXPECT_LE(eRef, psk::conformance::kPolysketchFloat32) << "sequence " << s << " of " << sq.tokens << " tokens vs the float64 reference";
+        const std::string name = label + "_seq" + std::to_string(s) + "_n" + std::to_string(sq.tokens);
+        psk::conformance::printError("decode-fwd", a.c.type, "-", name, eForward, psk::conformance::kDecodeVsForward);
+        psk::conformance::printError("decode-ref", a.c.type, "-", name, eRef, psk::conformance::kPolysketchFloat32);
+    }
+
     /** Checks every row of every sequence against the library forward and the float64 reference. */
     void check() const {
-        const Config& c = a.c;
-        for (size_t s = 0; s < seqs.size(); ++s) {
-            const Sequence& sq = seqs[s];
-            const uint32_t n = sq.tokens;
-            if (!n) continue;
-            const std::vector<float> q = toBhnd(sq.q, n, c.Hq, c.h), k = toBhnd(sq.k, n, c.Hkv, c.h), v = toBhnd(sq.v, n, c.Hkv, c.dv);
-            std::vector<float> out(size_t(n) * c.Hq * c.dv, NAN);
-            PskForwardHostInfo f{};
-            f.seqLen = n;
-            setHostArrays(f, q, k, v, &out);
-            ASSERT_EQ(pskAttentionForwardHost(a.handle, &f), PSK_SUCCESS);
-            const std::vector<float> forward = fromBhnd(out, n, c.Hq, c.dv);
-            const std::vector<double> forward64(forward.begin(), forward.end());
-            const double eForward = relativeMaxError(sq.out, forward64);
-            EXPECT_LE(eForward, 1e-5) << "sequence " << s << " of " << n << " tokens vs the library forward";
-
-            psk::ref::Shape shape;
-            shape.Hq = int(c.Hq);
-            shape.Hkv = int(c.Hkv);
-            shape.n = int(n);
-            shape.h = int(c.h);
-            shape.dv = int(c.dv);
-            std::vector<double> want;
-            const std::vector<double> q64(q.begin(), q.end()), k64(k.begin(), k.end()), v64(v.begin(), v.end());
-            if (c.kind == PSK_ATTENTION_KIND_SOFTMAX)
-                psk::ref::softmaxAttention(shape, q64, k64, v64, 1.0 / std::sqrt(double(c.h)), true, want);
-            else
-                psk::ref::polysketchAttention(shape, q64, k64, v64, a.ref, want);
-            std::vector<double> want64(want.size());  // BHND -> token-major, exact doubles
-            for (uint32_t tk = 0; tk < n; ++tk)
-                for (uint32_t hd = 0; hd < c.Hq; ++hd)
-                    for (uint32_t e = 0; e < c.dv; ++e)
-                        want64[(size_t(tk) * c.Hq + hd) * c.dv + e] = want[(size_t(hd) * n + tk) * c.dv + e];
-            const double eRef = relativeMaxError(sq.out, want64);
-            EXPECT_LE(eRef, 2e-4) << "sequence " << s << " of " << n << " tokens vs the float64 reference";
-            std::printf("[ decode ] sequence %zu, %u tokens: error vs forward %.2e, vs reference %.2e\n", s, n, eForward, eRef);
-        }
+        const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+        const std::string label = std::string(test->test_suite_name()) + "." + test->name();
+        for (size_t s = 0; s < seqs.size(); ++s)
+            if (seqs[s].tokens) checkSequence(s, referenceRows(s), label);
     }
 };
 
 // ---- polysketch: decoded rows equal the forward's ----
 
-class DecodeMatchesForward : public ContextTest, public ::testing::WithParamInterface<Config> {};
+/** The test's configuration of a conformance decode case, seeded with caseSeed of its name (the
+ *  sketch from the seed, the learned sketch from seed + 4, the tokens from seed + 1001 on: as
+ *  psk conformance runs it). */
+Config configOf(const psk::conformance::DecodeCase& dc) {
+    Config c;
+    c.kind = dc.kind;
+    c.learned = dc.learned;
+    c.localExact = dc.localExact;
+    c.degree = dc.degree;
+    c.r = dc.r;
+    c.b = dc.b;
+    c.h = dc.h;
+    c.dv = dc.dv;
+    c.Hq = dc.Hq;
+    c.Hkv = dc.Hkv;
+    c.seed = psk::conformance::caseSeed(psk::conformance::name(dc));
+    return c;
+}
+
+class DecodeMatchesForward : public ContextTest, public ::testing::WithParamInterface<psk::conformance::DecodeCase> {};
 
 TEST_P(DecodeMatchesForward, PromptThenStepsAcrossBlocks) {
-    const auto a = makeAttention(ctx, GetParam());
+    const psk::conformance::DecodeCase& dc = GetParam();
+    ASSERT_EQ(dc.prompts, (std::vector<uint32_t>{21, 32}));
+    ASSERT_EQ(dc.steps, 37u);
+    const auto a = makeAttention(ctx, configOf(dc));
     ASSERT_TRUE(a);
     Driver d(*a, 2);
     ASSERT_TRUE(d.state);
+    d.rng = a->c.seed + 1000;
     d.prefill(0, 21);  // one block and a part (b = 16)
     d.prefill(1, 32);  // exactly two blocks
     for (int t = 0; t < 37; ++t) d.step();  // 58 and 69 tokens: three more block boundaries each
@@ -250,22 +299,85 @@ TEST_P(DecodeMatchesForward, PromptThenStepsAcrossBlocks) {
     d.check();
 }
 
-std::string configName(const ::testing::TestParamInfo<Config>& info) {
-    const Config& c = info.param;
+std::vector<psk::conformance::DecodeCase> polysketchDecodeCases() {
+    std::vector<psk::conformance::DecodeCase> cases;
+    for (const psk::conformance::DecodeCase& c : psk::conformance::decodeSweep())
+        if (c.kind == PSK_ATTENTION_KIND_POLYSKETCH) cases.push_back(c);
+    return cases;
+}
+
+std::string configName(const ::testing::TestParamInfo<psk::conformance::DecodeCase>& info) {
+    const psk::conformance::DecodeCase& c = info.param;
     return std::string(c.learned ? "learned" : "random") + "_p" + std::to_string(c.degree) + (c.localExact ? "_localexact" : "_sketched") +
            (c.dv != 16 ? "_dv" + std::to_string(c.dv) : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeMatchesForward,
-                         ::testing::Values(Config{PSK_ATTENTION_KIND_POLYSKETCH, false, false, 4},
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 4},
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, true, false, 4},
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, true, true, 4},
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 8},
-                                           // dv not a multiple of 4: decode_fold's scalar path
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, true, 4, 8, 16, 16, 13},
-                                           Config{PSK_ATTENTION_KIND_POLYSKETCH, false, false, 4, 8, 16, 16, 13}),
-                         configName);
+// decodeSweep's polysketch configurations: random and learned sketches, sketched and local exact,
+// p = 4 and 8, dv = 13 (not a multiple of 4: decode_fold's scalar path).
+INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeMatchesForward, ::testing::ValuesIn(polysketchDecodeCases()), configName);
+
+// ---- many blocks at the default block size ----
+
+struct LongDecodeCase {
+    const char* name;
+    uint32_t h, dv, r;
+    bool localExact;
+};
+
+std::string attentionPlan(PskAttention attn) {
+    size_t size = 0;
+    if (pskGetAttentionPlan(attn, nullptr, &size) != PSK_SUCCESS) return {};
+    std::string plan(size, '\0');
+    if (pskGetAttentionPlan(attn, plan.data(), &size) != PSK_SUCCESS) return {};
+    return plan;
+}
+
+class LongDecode : public ContextTest, public ::testing::WithParamInterface<LongDecodeCase> {};
+
+// A prompt of 33 blocks less 5 rows at b = 256 (8443 tokens), then 12 steps across the 33rd block
+// boundary, two query heads on one key/value head: every row against the float64 reference
+// (computed once) and against the library's forward, on each kernel path that runs kernels of
+// its own for the shape (the prompt's forward and the forward of the check take the path's
+// kernels). The decode sweep above stops at b = 16, h = 16 and 69 tokens.
+TEST_P(LongDecode, PromptOfManyBlocksThenStepsOnEveryPath) {
+    const LongDecodeCase& lc = GetParam();
+    Config c;
+    c.localExact = lc.localExact;
+    c.r = lc.r;
+    c.b = 256;
+    c.h = lc.h;
+    c.dv = lc.dv;
+    c.Hq = 2;
+    c.Hkv = 1;
+    c.seed = psk::conformance::caseSeed(std::string("decode_long_") + lc.name);
+    const uint32_t prompt = 33 * 256 - 5, steps = 12;
+    std::vector<double> want;  // every path consumes the same tokens
+    for (psk::test::KernelPath path : {psk::test::KernelPath::Default, psk::test::KernelPath::Generic}) {
+        SCOPED_TRACE(psk::test::kernelPathName(path));
+        const psk::test::KernelPathScope scope(path);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        const std::string plan = attentionPlan(a->handle);
+        const bool team = plan.find(" (team)") != std::string::npos;
+        if (path == psk::test::KernelPath::Default && !team) continue;  // no lane-team kernel takes the shape: generic below
+        EXPECT_EQ(team, path == psk::test::KernelPath::Default) << plan;
+        Driver d(*a, 1);
+        ASSERT_TRUE(d.state);
+        d.rng = c.seed + 1000;
+        d.prefill(0, prompt);
+        for (uint32_t t = 0; t < steps; ++t) d.step();
+        uint64_t position = 0;
+        EXPECT_EQ(pskGetDecodePosition(d.state, 0, &position), PSK_SUCCESS);
+        EXPECT_EQ(position, uint64_t(prompt + steps));
+        if (want.empty()) want = d.referenceRows(0);
+        d.checkSequence(0, want, std::string("decode_long_") + lc.name + "@" + psk::test::kernelPathName(path));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Polysketch, LongDecode,
+                         ::testing::Values(LongDecodeCase{"p4_r32_b256_localexact_h128_dv128", 128, 128, 32, true},
+                                           LongDecodeCase{"p4_r16_b256_sketched_h256_dv256", 256, 256, 16, false}),
+                         [](const ::testing::TestParamInfo<LongDecodeCase>& info) { return std::string(info.param.name); });
 
 // ---- constant memory ----
 
@@ -756,7 +868,7 @@ TEST_F(ContextTest, PrefillWithoutOutputGivesTheSameState) {
 // A state-only polysketch prefill too long for one forward call (64k tokens at b = 256, r = 32,
 // dv = 64, 4 heads on lavapipe) runs the forward over chunks of whole blocks and adds their sums;
 // PSK_DECODE_PREFILL_CHUNK forces chunks of 16 tokens here. The state then continues as the
-// single-call prefill's does (same sums in another order: 1e-5).
+// single-call prefill's does (same sums in another order: kDecodeVsForward).
 TEST_F(ContextTest, ChunkedStateOnlyPrefillContinuesLikeOneCall) {
     for (int which = 0; which < 2; ++which) {
         SCOPED_TRACE(kKindNames[which]);
@@ -773,7 +885,7 @@ TEST_F(ContextTest, ChunkedStateOnlyPrefillContinuesLikeOneCall) {
         for (int t = 0; t < 20; ++t) {
             const auto in = x.stepInputs();
             const std::vector<float> want = x.step(in[0], in[1], in[2]), got = y.step(in[0], in[1], in[2]);
-            EXPECT_LE(relativeMaxError(got, std::vector<double>(want.begin(), want.end())), 1e-5) << "step " << t;
+            EXPECT_LE(relativeMaxError(got, std::vector<double>(want.begin(), want.end())), psk::conformance::kDecodeVsForward) << "step " << t;
         }
         x.check();
     }
@@ -814,7 +926,10 @@ TEST_F(ContextTest, SoftmaxPrefillWithoutOutputRunsNoForward) {
         for (uint32_t e = 0; e < c.dv; ++e) want[e] += w * sq.v[size_t(j) * c.dv + e];
     }
     for (double& w : want) w /= sum;
-    EXPECT_LE(relativeMaxError(out, want), 2e-4);
+    const double error = relativeMaxError(out, want);
+    EXPECT_LE(error, psk::conformance::kPolysketchFloat32);
+    psk::conformance::printError("decode-ref", PSK_DATA_TYPE_FLOAT32, "-", "decode_softmax_state_only_prefill_n4096", error,
+                                 psk::conformance::kPolysketchFloat32);
     // A prefill with output rows does run it (so the check above can fail).
     d.prefill(0, 64, true);
     EXPECT_GT(allocator.bytesInUse(), before);
@@ -1126,12 +1241,15 @@ TEST_P(Decode16MatchesForward, PrefillStepsAndChunkedForwards) {
     const PskDataType type = GetParam().type;
     Config c = kindConfig(GetParam().kind);
     c.type = type;
+    const std::string label = std::string("decode16_") + (c.kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : c.localExact ? "localexact" : "sketched") +
+                              "_" + psk::conformance::storageName(type);
+    c.seed = psk::conformance::caseSeed(label);
     const auto a = makeAttention(ctx, c);
     ASSERT_TRUE(a);
     const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
     const uint32_t B = 2, N = 56, prompt = 21, capacity = softmax ? 64 : 0;
-    const double threshold = type == PSK_DATA_TYPE_FLOAT16 ? 2e-3 : 1.2e-2;  // the 16-bit output thresholds
-    const Tokens16 q(B, c.Hq, N, c.h, 11, type), k(B, c.Hkv, N, c.h, 12, type), v(B, c.Hkv, N, c.dv, 13, type);
+    const double threshold = psk::conformance::outputThreshold(type, 0.0);  // the 16-bit output thresholds
+    const Tokens16 q(B, c.Hq, N, c.h, c.seed + 1, type), k(B, c.Hkv, N, c.h, c.seed + 2, type), v(B, c.Hkv, N, c.dv, c.seed + 3, type);
 
     std::vector<uint16_t> whole(size_t(B) * c.Hq * N * c.dv);
     ASSERT_EQ(forward16(a->handle, nullptr, B, N, q.x, k.x, v.x, whole), PSK_SUCCESS);
@@ -1206,8 +1324,9 @@ TEST_P(Decode16MatchesForward, PrefillStepsAndChunkedForwards) {
         psk::ref::polysketchAttention(shape, q64, k64, v64, a->ref, ref);
     const double eRef = relativeMaxError(std::vector<float>(rows1.begin(), rows1.begin() + ref.size()), ref);
     EXPECT_LE(eRef, threshold) << "decoded rows vs the float64 reference";
-    std::printf("[ decode16 ] %s %s: prefill+steps %.2e, chunked forwards+steps %.2e vs the 16-bit forward; %.2e vs float64\n",
-                type == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16", kKindNames[GetParam().kind], e1, e2, eRef);
+    psk::conformance::printError("decode16-fwd", type, "-", label + "_prefill_steps", e1, threshold);
+    psk::conformance::printError("decode16-fwd", type, "-", label + "_chunked_forwards_steps", e2, threshold);
+    psk::conformance::printError("decode16-ref", type, "-", label, eRef, threshold);
 
     // 3. The blob (float32 data) restores into a fresh state, which continues bit for bit.
     const std::vector<uint8_t> blob = serialize(s1);
@@ -1216,7 +1335,7 @@ TEST_P(Decode16MatchesForward, PrefillStepsAndChunkedForwards) {
     ASSERT_TRUE(s3);
     ASSERT_EQ(pskRestoreDecodeState(s3, blob.data(), blob.size()), PSK_SUCCESS);
     EXPECT_EQ(serialize(s3), blob);
-    const Tokens16 q2(B, c.Hq, 1, c.h, 21, type), k2(B, c.Hkv, 1, c.h, 22, type), v2(B, c.Hkv, 1, c.dv, 23, type);
+    const Tokens16 q2(B, c.Hq, 1, c.h, c.seed + 11, type), k2(B, c.Hkv, 1, c.h, c.seed + 12, type), v2(B, c.Hkv, 1, c.dv, c.seed + 13, type);
     std::vector<uint16_t> o1(size_t(B) * c.Hq * c.dv), o3(o1.size());
     ASSERT_EQ(step16(s1, q2.x, k2.x, v2.x, o1), PSK_SUCCESS);
     ASSERT_EQ(step16(s3, q2.x, k2.x, v2.x, o3), PSK_SUCCESS);

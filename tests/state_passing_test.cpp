@@ -6,7 +6,9 @@
 // equal the host form; every error must leave the state as it was.
 //
 // Metric: relativeMaxError = max |chunked - whole| / max |whole| over all rows of a sequence, both
-// float32 from the library (the same terms summed in another order): 1e-5.
+// float32 from the library (the same terms summed in another order): kDecodeVsForward (1e-5). The
+// many-block case is also held to the float64 reference with the conformance threshold
+// (reference/conformance_cases.hpp).
 #include <polysketch/polysketch_vulkan.h>
 #include "kernels/kernel_pipeline.hpp"
 
@@ -26,9 +28,14 @@
 #include "forward/block_scan.hpp"  // internals: the scan's initial prefix on its own
 #include "vk/context.hpp"
 #include "vk/memory.hpp"
+#include "reference/conformance_cases.hpp"
+#include "reference/reference.hpp"
+#include "reference/sketch_fixtures.hpp"
+#include "sketch/sketch_weights.hpp"
 #include "support/app_vulkan.hpp"
 #include "support/handles.hpp"
 #include "support/host_arrays.hpp"
+#include "support/kernel_paths.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -37,7 +44,7 @@ using psk::test::ContextTest;
 using psk::test::relativeMaxError;
 using psk::test::setHostArrays;
 
-constexpr double kTolerance = 1e-5;
+constexpr double kTolerance = psk::conformance::kDecodeVsForward;
 
 struct Spec {
     PskAttentionKind kind = PSK_ATTENTION_KIND_POLYSKETCH;
@@ -50,7 +57,7 @@ struct Spec {
 using Attention = psk::test::Attention;
 using State = psk::test::DecodeState;
 
-Attention makeAttention(PskContext ctx, const Spec& s) {
+Attention makeAttention(PskContext ctx, const Spec& s, uint64_t sketchSeed = 7) {
     PskAttentionCreateInfo info{};
     info.kind = s.kind;
     info.flags = (s.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (s.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
@@ -64,7 +71,7 @@ Attention makeAttention(PskContext ctx, const Spec& s) {
     if (s.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
         info.sketchSize = s.r;
         info.blockSize = s.b;
-        info.seed = 7;
+        info.seed = sketchSeed;
     }
     PskAttention a = nullptr;
     EXPECT_EQ(pskCreateAttention(ctx, &info, &a), PSK_SUCCESS);
@@ -307,7 +314,7 @@ TEST_P(ChunksEqualWhole, RowsAndFinalState) {
     }
     const double e = worstError(x, chunked, whole);
     EXPECT_LE(e, kTolerance);
-    std::printf("[ state ] %s: chunks vs one forward %.2e\n", c.name, e);
+    psk::conformance::printError("state-fwd", PSK_DATA_TYPE_FLOAT32, "-", std::string("chunks_") + c.name, e, kTolerance);
 
     // The final state is the whole sequence's: a prefill of the whole prompt followed by the same
     // steps as after the chunks gives the same rows (within rounding).
@@ -345,6 +352,68 @@ const ChunkCase kChunkCases[] = {
 
 INSTANTIATE_TEST_SUITE_P(Polysketch, ChunksEqualWhole, ::testing::ValuesIn(kChunkCases),
                          [](const ::testing::TestParamInfo<ChunkCase>& info) { return std::string(info.param.name); });
+
+// Many blocks at the default block size: 8269 tokens (33 blocks at b = 256, the last partial) in
+// chunks that start and end inside blocks, span many blocks, and end on a block boundary, with the
+// library's default configuration (p = 4, r = 32, b = 256) at h = dv = 128, local exact, two query
+// heads on one key/value head. The rows equal one forward over all tokens (kTolerance) and the
+// float64 reference (the float32 polysketch conformance threshold), on the default (lane-team)
+// and the generic kernels; the reference is computed once. The cases above stop at 3 blocks of 16.
+TEST_F(ContextTest, ManyBlockChunksMatchOneForwardAndTheReferenceOnEveryPath) {
+    Spec s = local();
+    s.r = 32;
+    s.b = 256;
+    s.h = 128;
+    s.dv = 128;
+    s.Hq = 2;
+    s.Hkv = 1;
+    const std::string caseName = "state_passing_long_p4_r32_b256_localexact_h128_dv128_Hq2_Hkv1_n8269";
+    const uint64_t seed = psk::conformance::caseSeed(caseName);
+    const std::vector<uint32_t> chunks{77, 2483, 1536, 4173};  // 77, 2560 (inside block 10), 4096 (a boundary), 8269
+    const uint32_t N = std::accumulate(chunks.begin(), chunks.end(), 0u);
+    const Tokens x(s, 1, N, seed + 1);
+
+    psk::ref::PolysketchConfig config;
+    config.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(seed, s.degree, s.h, s.r)));
+    config.degree = int(s.degree);
+    config.scale = 1.0f / std::sqrt(float(s.h));
+    config.causal = true;
+    config.localExact = true;
+    config.blockSize = int(s.b);
+    std::vector<double> want;
+    psk::ref::polysketchAttention({1, int(s.Hq), int(s.Hkv), int(N), int(s.h), int(s.dv)}, std::vector<double>(x.q.begin(), x.q.end()),
+                                  std::vector<double>(x.k.begin(), x.k.end()), std::vector<double>(x.v.begin(), x.v.end()), config, want);
+    const double threshold = psk::conformance::kPolysketchFloat32;
+
+    for (psk::test::KernelPath path : {psk::test::KernelPath::Default, psk::test::KernelPath::Generic}) {
+        SCOPED_TRACE(psk::test::kernelPathName(path));
+        const psk::test::KernelPathScope scope(path);
+        const Attention a = makeAttention(ctx, s, seed);
+        ASSERT_TRUE(a);
+        size_t planSize = 0;
+        ASSERT_EQ(pskGetAttentionPlan(a.get(), nullptr, &planSize), PSK_SUCCESS);
+        std::string plan(planSize, '\0');
+        ASSERT_EQ(pskGetAttentionPlan(a.get(), plan.data(), &planSize), PSK_SUCCESS);
+        EXPECT_EQ(plan.find(" (team)") != std::string::npos, path == psk::test::KernelPath::Default) << plan;
+        const std::vector<float> whole = wholeForward(a.get(), x);
+        const State state = makeState(a.get(), 1);
+        std::vector<float> chunked;
+        uint32_t t0 = 0;
+        for (uint32_t n : chunks) {
+            ASSERT_EQ(forward(a.get(), x, 0, 1, t0, n, state.get(), 0, chunked), PSK_SUCCESS) << "chunk at " << t0;
+            t0 += n;
+        }
+        EXPECT_EQ(position(state.get(), 0), N);
+        const double eWhole = worstError(x, chunked, whole), eRef = relativeMaxError(chunked, want), eWholeRef = relativeMaxError(whole, want);
+        EXPECT_LE(eWhole, kTolerance) << "chunks vs one forward";
+        EXPECT_LE(eRef, threshold) << "chunks vs the float64 reference";
+        EXPECT_LE(eWholeRef, threshold) << "one forward vs the float64 reference";
+        const std::string label = caseName + "@" + psk::test::kernelPathName(path), kernels = psk::test::planImplementations(plan);
+        psk::conformance::printError("state-fwd", PSK_DATA_TYPE_FLOAT32, kernels, label, eWhole, kTolerance);
+        psk::conformance::printError("state-ref", PSK_DATA_TYPE_FLOAT32, kernels, label, eRef, threshold);
+        psk::conformance::printError("polysketch", PSK_DATA_TYPE_FLOAT32, kernels, label + "_whole", eWholeRef, threshold);
+    }
+}
 
 TEST_F(ContextTest, WithoutTheStateTheRowsDiffer) {
     // The control: the same chunks without a state are fresh sequences, far from the whole forward.
@@ -403,7 +472,8 @@ TEST_F(ContextTest, ForwardThenStepsEqualWhole) {
         for (uint32_t t = 21; t < 48; ++t) step(state.get(), x, t, got);
         const double e = worstError(x, got, whole);
         EXPECT_LE(e, kTolerance);
-        std::printf("[ state ] forward then steps: %.2e\n", e);
+        psk::conformance::printError("state-fwd", PSK_DATA_TYPE_FLOAT32, "-", localExact ? "forward_then_steps_localexact" : "forward_then_steps_sketched",
+                                     e, kTolerance);
     }
 }
 
@@ -435,7 +505,8 @@ TEST_F(ContextTest, StepsThenForwardEqualWhole) {
         for (uint32_t t = 48; t < 56; ++t) step(state.get(), x, t, got);
         const double e = worstError(x, got, whole);
         EXPECT_LE(e, kTolerance);
-        std::printf("[ state ] steps and forwards: %.2e\n", e);
+        psk::conformance::printError("state-fwd", PSK_DATA_TYPE_FLOAT32, "-", localExact ? "steps_and_forwards_localexact" : "steps_and_forwards_sketched",
+                                     e, kTolerance);
     }
 }
 
