@@ -712,8 +712,10 @@ def read_measurements():
 # to be written so that the units overlap) + latency + launches; "no overlap" adds the unit times.
 
 class Plan:
-    def __init__(self, name, tc, fp32, hbm, l2, latency_s=0.0, launches=1, wgs=None, mufu=0.0, note="", overlap_latency=False):
+    def __init__(self, name, tc, fp32, hbm, l2, latency_s=0.0, launches=1, wgs=None, mufu=0.0, note="", overlap_latency=False,
+                 lsu_s=0.0):
         self.name, self.tc, self.fp32, self.hbm, self.l2 = name, tc, fp32, hbm, l2
+        self.lsu_s = lsu_s  # the shared/L1 data path's time (the H100 and H200 have the same SMs and clock)
         self.latency_s, self.launches, self.wgs, self.mufu, self.note = latency_s, launches, wgs, mufu, note
         self.overlap_latency = overlap_latency  # the bytes move during the latency chain (decode)
 
@@ -723,10 +725,11 @@ def plan_time(p, m):
     if p.wgs and p.wgs < 8 * m.sms:     # whole waves of one workgroup per SM each (the big tiles fill an SM's tensor units)
         imbalance = math.ceil(p.wgs / m.sms) / (p.wgs / m.sms)
     parts = {"tensor": p.tc / m.tc_rate() * imbalance, "FP32": p.fp32 / m.fp32_rate() * imbalance,
-             "MUFU": p.mufu / (m.mufu_per_clk * m.sms * m.clock), "HBM": p.hbm / m.hbm_bw, "L2": p.l2 / m.l2_bw}
+             "MUFU": p.mufu / (m.mufu_per_clk * m.sms * m.clock), "HBM": p.hbm / m.hbm_bw, "L2": p.l2 / m.l2_bw,
+             "LSU": p.lsu_s * imbalance}
     limit = max(parts, key=parts.get)
     launch = p.launches * m.launch
-    serial = parts["tensor"] + parts["FP32"] + parts["MUFU"] + max(parts["HBM"], parts["L2"])
+    serial = parts["tensor"] + parts["FP32"] + parts["MUFU"] + parts["LSU"] + max(parts["HBM"], parts["L2"])
     if p.overlap_latency:
         best = max(parts[limit], p.latency_s)
         limit = "latency chain" if p.latency_s >= parts[limit] else limit
@@ -963,20 +966,77 @@ def print_softmax_decode():
         print(f"| {ctx // 1024}k | {p2.l2 / 1e6:.1f} | {p2.hbm / 1e6:.1f} | {lim} + 1 launch | {fmt_us(t2)} us | {fmt_us(s2)} us "
               f"| {fmt_us(t1)} us | {p2.note} |")
     print()
+def fa2_tiles(hd, vd, shared=49152):
+    """planAttentionFlashCoopMat on the H100/H200 (16x16x16, NVIDIA's 48 KiB): the first (row groups,
+    key tile) of its GPU table whose shared memory fits (attentionFlashCoopMatSharedBytes)."""
+    hp, nc = ceil_div(hd, 16) * 16, ceil_div(vd, 16) * 16
+    for sgm, kt in ((8, 64), (4, 64), (4, 32), (2, 64), (2, 32), (2, 16), (1, 32), (1, 16)):
+        tile_m = sgm * 16
+        ops = max(tile_m * (hp + 8), tile_m * (kt + 8)) + kt * (hp + 8) + kt * (nc + 8)
+        smem = 2 * ops + 4 * (tile_m * (kt + 4) + sgm * 32)
+        if smem <= shared:
+            return sgm, kt, smem
+    raise ValueError("no tiling")
 
 
 def fa2_softmax(n, heads, hd, vd):
-    """(e) FlashAttention-2 on cooperative matrices: 128-row query tiles (8 warps), 64-key tiles
-    staged in shared memory (float16), scores and P V on tensor cores, online softmax in registers
-    (FP32 + MUFU exp), at 60% of the Vulkan peak."""
-    rt, kt = 128, 64
-    tiles = sum(ceil_div(min(n, rt * (w + 1)), kt) for w in range(ceil_div(n, rt))) * heads
-    scores = tiles * rt * kt
-    tc = scores * 2 * (hd + vd)
+    """(e) shaders/attention_flash_coopmat.comp as built (written before any GPU run), causal, f16:
+    query tiles of SG_M x 16 rows (one subgroup per 16 rows, 32 lanes), key tiles of KT keys staged
+    in shared memory from registers loaded during the previous tile, Q as A operands in registers,
+    S = Q K^T and O += P V on tensor cores with O in accumulators, the online softmax by 2 lanes per
+    row from the subgroup's score scratch. Per (workgroup, key tile), as the source does it:
+      LSU (the SM's 128 B/cycle shared/L1 data path): K and V written to shared memory element by
+      element (KT (hp + nc) 2-byte stores, one warp instruction per 32); the B operands (K^T:
+      ST x KSTEPS, V: PSTEPS x NT) and the P operand (PSTEPS) loaded per subgroup, 512 B each; the
+      scores stored (ST x 1 KiB) and read back by the row lanes (16 KT x 4 B) per subgroup; P stored
+      element by element (16 KT 2-byte stores per subgroup); the next tile's K and V through L1.
+      Tensor: TILE_M KT (hp + nc) 2 FLOP (score tiles and P V steps wholly past a subgroup's last
+      row skipped: on the diagonal tile about half of them).
+      FP32 ~8 lane operations per score (scale, mask, max, subtract, exp2 argument, sum, convert,
+      store), MUFU one exp2 per score; the rare rescale of O is left out.
+    The units overlap across the resident workgroups (4 per SM at h = 64: 45.5 KiB each): the time
+    is the busiest unit's, at the Vulkan tensor rate times 0.6 (Machine.tc_eff)."""
+    sgm, kt, smem = fa2_tiles(hd, vd)
+    rt = sgm * 16
+    hp, nc = ceil_div(hd, 16) * 16, ceil_div(vd, 16) * 16
+    st, ksteps, psteps, nt = kt // 16, hp // 16, kt // 16, nc // 16
+    # (workgroup, key tile) pairs, causal: tiles up to each query tile's last row
+    pairs = sum(ceil_div(min(n, rt * (w + 1)), kt) for w in range(ceil_div(n, rt))) * heads
+    diag = ceil_div(n, rt) * heads * ceil_div(rt, kt)          # pairs on the diagonal (about half skipped there)
+    lsu_pair = (kt * (hp + nc) / 32                              # K, V element stores to shared memory
+                + sgm * (st * ksteps + psteps * nt + psteps) * 4  # B and A operand loads, 512 B = 4 cycles each
+                + sgm * (st * 8 + 16 * kt * 4 / 128)             # scores out (1 KiB per tile) and back to the row lanes
+                + sgm * 16 * kt / 32                             # P element stores
+                + kt * (hd + vd) * 2 / 128)                      # the next tile's K, V through L1
+    eff_pairs = pairs - diag / 2
+    tc = eff_pairs * rt * kt * (hp + nc) * 2
+    scores = eff_pairs * rt * kt
     hbm = n * heads * (2 * hd + 2 * vd) * 2
-    l2 = hbm + tiles * kt * (hd + vd) * 2
-    return Plan("(e) FA2-style softmax", tc, scores * 5, hbm, l2, mufu=scores, wgs=ceil_div(n, rt) * heads,
-                note="%.2f TFLOP incl. diagonal tiles" % (tc / 1e12))
+    l2 = hbm + pairs * kt * (hd + vd) * 2
+    m = H200
+    lsu_s = pairs * lsu_pair / m.sms / m.clock
+    return Plan("(e) FA2-style softmax (attention_flash_coopmat)", tc, scores * 8, hbm, l2, mufu=scores, wgs=ceil_div(n, rt) * heads,
+                lsu_s=lsu_s, note="%dx%d tiles, %d B shared, %.0f LSU cycles per (workgroup, key tile); %.2f TFLOP"
+                % (rt, kt, smem, lsu_pair, tc / 1e12))
+
+
+def print_fa2_table():
+    print("### (e) attention_flash_coopmat as built: predictions before any GPU run (B = 1, H = 16, causal, f16)\n")
+    print("| h | n | tiles | tensor ms | LSU ms | FP32 ms | MUFU ms | limit | predicted H200 | H200 no overlap | predicted H100 | today's kernel (H200, measured) | SDPA (H200, measured) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    today = {4096: 3.54, 16384: 46.8, 32768: 180.0, 65536: 701.0, 131072: 2763.0}
+    sdpa = {4096: 0.105, 16384: 1.22, 32768: 4.57, 65536: 19.7, 131072: 79.1}
+    for hd in (64, 128):
+        for n in (4096, 16384, 32768, 65536, 131072):
+            p = fa2_softmax(n, 16, hd, hd)
+            t2, s2, lim, parts = plan_time(p, H200)
+            t1 = plan_time(p, H100)[0]
+            sgm, kt, _ = fa2_tiles(hd, hd)
+            meas = f"{today[n]:g} ms" if hd == 64 else ""
+            ref = f"{sdpa[n]:g} ms" if hd == 64 else ""
+            print(f"| {hd} | {n // 1024}k | {sgm * 16}x{kt} | {fmt_ms(parts['tensor'])} | {fmt_ms(parts['LSU'])} | {fmt_ms(parts['FP32'])} "
+                  f"| {fmt_ms(parts['MUFU'])} | {lim} | {fmt_ms(t2)} | {fmt_ms(s2)} | {fmt_ms(t1)} | {meas} | {ref} |")
+    print()
 
 
 # ============================================================== printing
@@ -1332,6 +1392,7 @@ def main():
     print_coop_states()
     print_decode_split()
     print_softmax_decode()
+    print_fa2_table()
     print_sensitivity(vals)
 
 

@@ -227,7 +227,7 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
                     EXPECT_NE(plan.find("sketch_features_coopmat." + operand + "_random" + storage), std::string::npos) << plan;
                 } else {
                     const char* k = kind == PSK_ATTENTION_KIND_SOFTMAX ? "_softmax" : "_polynomial";
-                    EXPECT_NE(plan.find("attention_tiled_coopmat." + operand + k + storage), std::string::npos) << plan;
+                    EXPECT_NE(plan.find("attention_flash_coopmat." + operand + k + storage), std::string::npos) << plan;
                     EXPECT_EQ(plan.find("attention_tiled."), std::string::npos) << plan;
                 }
             } else {

@@ -123,11 +123,12 @@ INSTANTIATE_TEST_SUITE_P(Long, CoopMatRange,
                          ::testing::Values(RangeCase{4, 32, 65536 + 37, true}, RangeCase{8, 16, 65536 + 37, false}),
                          [](const ::testing::TestParamInfo<RangeCase>& i) { return rangeCaseName(i.param); });
 
-// The baselines' cooperative kernel (attention_tiled_coopmat.comp): with s = 1 and q, k of spread
-// 2 (h = 64) the scores s q.k have a spread of 16, so the degree-8 weights reach 1e12 and more and
-// the softmax weights span e^-100 .. 1; the kernel scales each row's weights per key tile by a
-// power of two (and q, k, v by theirs) before rounding them to float16. Finite and within the
-// conformance suite's float16 threshold against the float64 reference, causal and full, GQA.
+// The baselines' cooperative kernel for float16 data (attention_flash_coopmat.comp): with s = 1 and
+// q, k of spread 2 (h = 64) the scores s q.k have a spread of 16, so the degree-8 weights reach
+// 1e12 and more and the softmax weights span e^-100 .. 1; the kernel takes each row's weights
+// relative to a reference it moves (rescaling the row's sums) before they reach float16's range.
+// Finite and within the conformance suite's float16 threshold against the float64 reference,
+// causal and full, GQA.
 /** e.g. "softmax_causal", "poly8_full": the test's name, and (with a prefix) its seed's. */
 std::string baselineRangeName(PskAttentionKind kind, bool causal) {
     return std::string(kind == PSK_ATTENTION_KIND_SOFTMAX ? "softmax" : "poly8") + (causal ? "_causal" : "_full");
@@ -168,7 +169,7 @@ TEST_P(CoopMatBaselineRange, LargeScoresStayFiniteAndAccurate) {
         ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &size), PSK_SUCCESS);
         plan.assign(size, '\0');
         ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
-        EXPECT_NE(plan.find("attention_tiled_coopmat.emu_f16_"), std::string::npos) << plan;
+        EXPECT_NE(plan.find("attention_flash_coopmat.emu_f16_"), std::string::npos) << plan;
         psk::test::HostForward forward;
         forward.layout = {1, n, PSK_LAYOUT_BHND, 0};
         forward.type = type;

@@ -492,10 +492,6 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
                         EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << what;
                         continue;
                     }
-                    ASSERT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiledCoopMat) << what;
-                    EXPECT_EQ(plan.kernel.variant.rfind(std::string("attention_tiled_coopmat.") + (khr ? "khr_f16_" : "nv_f16_"), 0), 0u)
-                        << what;
-                    psk::kernel::AttentionTiledCoopMatSpec spec;
                     const psk::kernel::SpecConstants& k = plan.kernel.constants;
                     auto get = [&](const char* name) {
                         for (size_t i = 0; i < k.names.size(); ++i)
@@ -503,6 +499,32 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
                         ADD_FAILURE() << name;
                         return 0u;
                     };
+                    // float16 data (and bfloat16 data where the backend has bfloat16 operands): the
+                    // FlashAttention-2 kernel, its operands as stored; bfloat16 data on float16
+                    // operands: attention_tiled_coopmat, which scales them into float16's range.
+                    const bool bf16Operands = plan.kernel.variant.find("_bf16_") != std::string::npos;
+                    if (type == PSK_DATA_TYPE_FLOAT16 || bf16Operands) {
+                        ASSERT_EQ(plan.kernel.kernel, psk::KernelId::AttentionFlashCoopMat) << what;
+                        EXPECT_EQ(plan.kernel.variant.rfind(std::string("attention_flash_coopmat.") + (khr ? "khr_" : "nv_f16_"), 0), 0u)
+                            << what;
+                        psk::kernel::AttentionFlashCoopMatSpec spec;
+                        spec.THREADS = get("THREADS"), spec.HEAD_DIM = get("HEAD_DIM"), spec.VALUE_DIM = get("VALUE_DIM");
+                        spec.KEY_TILE = get("KEY_TILE"), spec.CM_M = get("CM_M"), spec.CM_N = get("CM_N"), spec.CM_K = get("CM_K");
+                        spec.SG_M = get("SG_M");
+                        EXPECT_LE(psk::attentionFlashCoopMatSharedBytes(spec, false), 49152u) << what;
+                        EXPECT_EQ(spec.THREADS, spec.SG_M * 32) << what;
+                        EXPECT_EQ(spec.KEY_TILE % spec.CM_N, 0u) << what;
+                        EXPECT_EQ(spec.KEY_TILE % spec.CM_K, 0u) << what;
+                        // 64 query rows up to h = 64 and 128 within 48 KiB; 16 or more at h = 256.
+                        EXPECT_GE(plan.rows, h <= 128 ? 64u : 16u) << what;
+                        EXPECT_EQ(plan.rows, spec.SG_M * spec.CM_M) << what;
+                        EXPECT_EQ(plan.keysPerDispatch, 8192u) << what;  // no loop budget on a GPU
+                        continue;
+                    }
+                    ASSERT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiledCoopMat) << what;
+                    EXPECT_EQ(plan.kernel.variant.rfind(std::string("attention_tiled_coopmat.") + (khr ? "khr_f16_" : "nv_f16_"), 0), 0u)
+                        << what;
+                    psk::kernel::AttentionTiledCoopMatSpec spec;
                     spec.THREADS = get("THREADS"), spec.HEAD_DIM = get("HEAD_DIM"), spec.VALUE_DIM = get("VALUE_DIM");
                     spec.KEY_TILE = get("KEY_TILE"), spec.CM_M = get("CM_M"), spec.CM_N = get("CM_N"), spec.CM_K = get("CM_K");
                     spec.SG_M = get("SG_M"), spec.SG_N = get("SG_N"), spec.WN = get("WN"), spec.WIDTH_CHUNK = get("WIDTH_CHUNK");

@@ -166,7 +166,7 @@ const char* variantOf(const char* stage) {
     if (s == "features") return "sketch_features_coopmat.emu_";
     if (s == "states") return "block_states_coopmat.emu_";
     if (s == "output") return "polysketch_output_coopmat.emu_";
-    return "attention_tiled_coopmat.emu_";
+    return "attention_flash_coopmat.emu_";  // 16-bit data: the FlashAttention-2 kernel
 }
 
 PskAttentionKind kindOf(const char* stage) {

@@ -107,6 +107,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
     switch (id) {
         case KernelId::AttentionTiled: return SpecConstants::of(AttentionTiledSpec{});
         case KernelId::AttentionTiledCoopMat: return SpecConstants::of(AttentionTiledCoopMatSpec{});
+        case KernelId::AttentionFlashCoopMat: return SpecConstants::of(AttentionFlashCoopMatSpec{});
         case KernelId::SketchFeatures: return SpecConstants::of(SketchFeaturesSpec{});
         case KernelId::SketchFeaturesTeam: return SpecConstants::of(SketchFeaturesTeamSpec{});
         case KernelId::SketchFeaturesCoopMat: return SpecConstants::of(SketchFeaturesCoopMatSpec{});

@@ -81,7 +81,7 @@ TEST_P(CoopEmulationRounding, SoftmaxWeightsAreSixteenBitOperands) {
         PskAttention attn = nullptr;
         ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
         const std::string plan = planOf(attn);
-        ASSERT_NE(plan.find("attention_tiled_coopmat.emu_"), std::string::npos) << plan;
+        ASSERT_NE(plan.find("attention_flash_coopmat.emu_"), std::string::npos) << plan;
         psk::test::HostForward forward;
         forward.layout = {1, n, PSK_LAYOUT_BHND, 0};
         forward.type = type;

@@ -51,6 +51,7 @@ uint32_t stageOf(KernelId id) {
         case KernelId::BlockStatesCoopMat: return kCoopStates;
         case KernelId::PolysketchOutputCoopMat: return kCoopOutput;
         case KernelId::AttentionTiledCoopMat: return kCoopBaselines;
+        case KernelId::AttentionFlashCoopMat: return kCoopBaselines;
         default: return 0;
     }
 }

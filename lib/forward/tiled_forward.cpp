@@ -5,7 +5,10 @@
 #include "kernels/coop_variants.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <iterator>
 #include <optional>
+#include <string_view>
 
 #include "forward/polysketch_plan.hpp"
 #include "util/error.hpp"
@@ -52,9 +55,61 @@ uint32_t attentionTiledCoopMatEmulatedIterationsPerDispatch(const kernel::Attent
     return ceilDiv(tileM * (2 * s.VALUE_DIM + 2 * s.HEAD_DIM), threads);
 }
 
+uint32_t attentionFlashCoopMatSharedBytes(const kernel::AttentionFlashCoopMatSpec& s, bool emulated) {
+    // Mirrors the shader's pools: operand rows padded by 8 elements (Q, or the subgroups' P tiles,
+    // then K and V), 4-byte operands when emulated; the float32 score scratch per subgroup, a float
+    // per invocation for the row reductions, and the emulation's exchange region (cm_scratch).
+    const uint32_t tileM = s.SG_M * s.CM_M, pad = 8;
+    const uint32_t hp = ceilDiv(s.HEAD_DIM, s.CM_K) * s.CM_K, nc = ceilDiv(s.VALUE_DIM, s.CM_N) * s.CM_N;
+    const uint32_t operands = std::max(tileM * (hp + pad), tileM * (s.KEY_TILE + pad)) + s.KEY_TILE * (hp + pad) + s.KEY_TILE * (nc + pad);
+    const uint32_t exchange = emulated ? s.SG_M * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;
+    const uint32_t floats = tileM * (s.KEY_TILE + 4) + s.THREADS + exchange;
+    return (emulated ? 4 : 2) * operands + 4 * floats;
+}
+
 namespace {
 
-// Loop iterations per invocation the emulated cooperative kernel may take on a CPU driver: half of
+/** The emulated backend's per-lane loop iterations of one matrix operation (coopmat.glsl). */
+struct EmulatedLoopCosts {
+    uint32_t loadA, loadB, product, tile;
+    EmulatedLoopCosts(uint32_t m, uint32_t n, uint32_t k, uint32_t lanes)
+        : loadA(ceilDiv(m * k, lanes)), loadB(ceilDiv(k * n, lanes)), product(ceilDiv(m * k + k * n + m * n, lanes)),
+          tile(ceilDiv(m * n, lanes)) {}
+};
+
+}  // namespace
+
+uint32_t attentionFlashCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionFlashCoopMatSpec& s) {
+    // Per invocation and key tile, every loop of the emulated variant (the shader's TILE_LOOPs are
+    // loops there): the key-tile loop; K and V staged and fetched in chunks of 8; the scores (tile
+    // and width loops, the emulation's loads and products), stored; a row's keys read and weighed
+    // (rows per lane x keys per lane, twice); the rescale of O counted as if it ran on every tile;
+    // P V (key steps x value tiles).
+    const uint32_t lanes = std::max<uint32_t>(1, s.THREADS / s.SG_M);
+    const EmulatedLoopCosts c(s.CM_M, s.CM_N, s.CM_K, lanes);
+    const uint32_t ksteps = ceilDiv(s.HEAD_DIM, s.CM_K), st = s.KEY_TILE / s.CM_N, psteps = s.KEY_TILE / s.CM_K;
+    const uint32_t nt = ceilDiv(s.VALUE_DIM, s.CM_N);
+    const uint32_t lanesPerRow = lanes >= s.CM_M ? lanes / s.CM_M : 1, rowsPerLane = ceilDiv(s.CM_M, lanes / lanesPerRow);
+    const uint32_t chunks = ceilDiv(s.KEY_TILE * ksteps * s.CM_K / 8, s.THREADS) + ceilDiv(s.KEY_TILE * nt * s.CM_N / 8, s.THREADS);
+    const uint32_t scores = st + st * ksteps * (1 + c.loadB + c.product) + st * (1 + c.tile);
+    const uint32_t rows = rowsPerLane * 2 * (s.KEY_TILE / lanesPerRow);
+    const uint32_t rescale = nt * (1 + 2 * c.tile + rowsPerLane * s.CM_N / lanesPerRow);
+    const uint32_t weighted = psteps * (1 + c.loadA + nt * (1 + c.loadB + c.product));
+    return 1 + 2 * chunks + scores + rows + rescale + weighted;
+}
+
+uint32_t attentionFlashCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionFlashCoopMatSpec& s) {
+    // Once per dispatch: the shared-memory poisoning, Q staged, Q's operands, the state in, the output out.
+    const EmulatedLoopCosts c(s.CM_M, s.CM_N, s.CM_K, std::max<uint32_t>(1, s.THREADS / s.SG_M));
+    const uint32_t tileM = s.SG_M * s.CM_M, hp = ceilDiv(s.HEAD_DIM, s.CM_K) * s.CM_K, nt = ceilDiv(s.VALUE_DIM, s.CM_N);
+    const uint32_t poison = ceilDiv(attentionFlashCoopMatSharedBytes(s, true) / 4, s.THREADS);
+    const uint32_t perTile = 1 + c.tile + s.CM_M * s.CM_N / std::max<uint32_t>(1, s.THREADS / s.SG_M);  // state in or output out
+    return poison + ceilDiv(tileM * hp / 8, s.THREADS) + hp / s.CM_K * c.loadA + 2 * nt * perTile;
+}
+
+namespace {
+
+// Loop iterations per invocation the emulated cooperative kernels may take on a CPU driver: half of
 // llvmpipe's 65535 (the count is an estimate), as polysketch_plan.cpp's budget.
 constexpr uint32_t kEmulatedLoopBudget = 32768;
 
@@ -103,6 +158,64 @@ bool planAttentionTiledCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
 
 }  // namespace
 
+namespace {
+
+/**
+ * Tiling of attention_flash_coopmat.comp: (row groups SG_M of CM_M query rows, keys per step), the
+ * first entry of its table whose shared memory fits. The GPU table prefers query tiles of 128 and
+ * 64 rows with 64 keys (K and V staged once for more rows, fewer barriers per key), then shorter
+ * key tiles and fewer rows for large head dims (h = 128 with 48 KiB: 64 x 32; h = 256: 32 x 16).
+ * The emulated backend's own table (PSK_COOPMAT_EMULATION=1) is one row group and 32 or 16 keys:
+ * its products cost per element and llvmpipe counts every loop iteration. PSK_COOPMAT_EMULATION=
+ * gpu-tiles runs the GPU table within lavapipe's 32 KiB at 4-byte operands (several row groups
+ * where the head dims allow it, e.g. 32 x 16 at h = 64). False if nothing fits.
+ */
+bool planAttentionFlashCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t maxInvocations, bool emulated,
+                               bool smallTiles, const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionFlashCoopMatSpec& spec) {
+    struct Tiling {
+        uint32_t rowGroups, keyTile;
+    };
+    static constexpr Tiling kGpuTable[] = {{8, 64}, {4, 64}, {4, 32}, {2, 64}, {2, 32}, {2, 16}, {1, 32}, {1, 16}};
+    static constexpr Tiling kEmulatedTable[] = {{1, 32}, {1, 16}};
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = c.valueDim;
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    spec.CM_M = m;
+    spec.CM_N = n;
+    spec.CM_K = k;
+    // The per-row steps split a row over subgroupSize / CM_M lanes (their keys and columns strided).
+    const uint32_t lanesPerRow = subgroupSize >= m ? subgroupSize / m : 1;
+    if (n % lanesPerRow != 0 || (subgroupSize < m && m % subgroupSize != 0)) return false;
+    const Tiling* table = smallTiles ? kEmulatedTable : kGpuTable;
+    const size_t count = smallTiles ? std::size(kEmulatedTable) : std::size(kGpuTable);
+    for (size_t i = 0; i < count; ++i) {
+        const Tiling t = table[i];
+        if (t.keyTile % n != 0 || t.keyTile % k != 0 || t.keyTile % lanesPerRow != 0) continue;
+        spec.SG_M = t.rowGroups;
+        spec.KEY_TILE = t.keyTile;
+        spec.THREADS = t.rowGroups * subgroupSize;
+        if (spec.THREADS > maxInvocations) continue;
+        if (attentionFlashCoopMatSharedBytes(spec, emulated) <= sharedBytes) return true;
+    }
+    return false;
+}
+
+/**
+ * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
+ * attention_flash_coopmat where the operand type is the storage type) or tiled
+ * (attention_tiled_coopmat always: the kernel before the FlashAttention-2 one, kept for comparison
+ * and for bfloat16 storage on float16-only backends). Throws on any other value.
+ */
+bool flashBaselineRequested() {
+    const char* v = std::getenv("PSK_COOPMAT_BASELINE");
+    if (v == nullptr || *v == '\0' || std::string_view(v) == "flash") return true;
+    if (std::string_view(v) == "tiled") return false;
+    fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_COOPMAT_BASELINE='", v, "': use flash or tiled");
+}
+
+}  // namespace
+
 TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps) {
     TiledAttentionPlan plan;
     const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
@@ -128,12 +241,56 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             whyNotCoop = cat("; not the cooperative kernel: ", coop.reason);
         else if (!variant)
             whyNotCoop = "; not the emulated cooperative kernel: it needs a fixed subgroup size of 4 or more";
+        const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
+        // The FlashAttention-2 kernel (attention_flash_coopmat.comp) takes q, k and v as operands
+        // exactly as stored, so it needs the operand type to be the storage type: float16 data, or
+        // bfloat16 data where the backend has bfloat16 operands (KHR with GL_EXT_bfloat16, the
+        // emulation). bfloat16 data on a float16-only backend (NV, KHR without bfloat16) needs the
+        // range scaling of attention_tiled_coopmat.comp.
+        std::string whyNotFlash;
+        const bool operandIsStorage =
+            variant && (variant->operand == CoopOperand::F16 ? type == PSK_DATA_TYPE_FLOAT16 : type == PSK_DATA_TYPE_BFLOAT16);
+        if (variant && operandIsStorage && flashBaselineRequested()) {
+            kernel::AttentionFlashCoopMatSpec spec;
+            // Hardware: the device's shared memory (48 KiB on NVIDIA's Vulkan driver); emulated, 32 KiB.
+            const uint32_t shared = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, emulate ? 32768 : UINT32_MAX);
+            if (findCoopVariant(KernelId::AttentionFlashCoopMat, *variant, kind, type) == nullptr) {
+                whyNotFlash = cat("; not the FlashAttention-2 kernel: this build has no ",
+                                  coopVariantName(KernelId::AttentionFlashCoopMat, *variant, kind, type));
+            } else if (!planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
+                                                  emulation == CoopMatEmulation::SmallTiles, c, shared, spec)) {
+                whyNotFlash = "; not the FlashAttention-2 kernel: no tiling fits this device's shared memory";
+            } else {
+                std::string detail;
+                if (emulate && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+                    // llvmpipe ends every loop of an invocation after 65535 iterations in all: the
+                    // key chunks (one dispatch each, the state carried between them) bound the key tiles.
+                    const uint32_t perTile = attentionFlashCoopMatEmulatedIterationsPerKeyTile(spec);
+                    const uint32_t fixed = attentionFlashCoopMatEmulatedIterationsPerDispatch(spec);
+                    const uint32_t tiles = std::max<uint32_t>(1, (kEmulatedLoopBudget - std::min(fixed, kEmulatedLoopBudget / 2)) / perTile);
+                    plan.keysPerDispatch = std::min<uint32_t>(plan.keysPerDispatch, tiles * spec.KEY_TILE);
+                    detail = cat("; about ", perTile, " loop iterations per invocation and key tile: ", plan.keysPerDispatch,
+                                 " keys per dispatch");
+                }
+                plan.rows = spec.SG_M * spec.CM_M;
+                plan.kernel = coopKernelChoice<KernelId::AttentionFlashCoopMat>(
+                    *variant, kind, type, spec,
+                    cat(emulate ? coopMatEmulationLabel() : cat("cooperative kernel: ", coop.reason),
+                        "; FlashAttention-2 style: operands as stored, float32 scores and sums", detail));
+                plan.kernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+                plan.faultInjected = (switches.faultStages & kCoopBaselines) != 0;
+                return plan;
+            }
+        } else if (variant && !operandIsStorage) {
+            whyNotFlash = "; not the FlashAttention-2 kernel: bfloat16 data on float16 operands";
+        } else if (variant) {
+            whyNotFlash = "; PSK_COOPMAT_BASELINE=tiled";
+        }
         if (variant && findCoopVariant(KernelId::AttentionTiledCoopMat, *variant, kind, type) == nullptr) {
             whyNotCoop = cat("; not the cooperative kernel: this build has no ", coopVariantName(KernelId::AttentionTiledCoopMat, *variant, kind, type));
             variant.reset();
         }
         kernel::AttentionTiledCoopMatSpec spec;
-        const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
         // Hardware: the device's shared memory up to 48 KiB (the usual compute limit); emulated, 32 KiB
         // as the polysketch stages.
         const uint32_t shared = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, emulate ? 32768 : 49152);
@@ -158,9 +315,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             plan.rows = spec.SG_M * spec.CM_M;
             plan.kernel = coopKernelChoice<KernelId::AttentionTiledCoopMat>(
                 *variant, kind, type, spec,
-                emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums",
-                              detail)
-                        : cat("cooperative kernel: ", coop.reason));
+                emulate ? cat(coopMatEmulationLabel(), ": float16/bfloat16 operands, float32 sums", whyNotFlash, detail)
+                        : cat("cooperative kernel: ", coop.reason, whyNotFlash));
             plan.kernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
             plan.faultInjected = (switches.faultStages & kCoopBaselines) != 0;
             return plan;
@@ -220,12 +376,22 @@ void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, co
     const uint32_t groupsX = (t.geometry.tokens + plan.rows - 1) / plan.rows;
     if (groupsX > plan.maxGroupsX)
         fail(PSK_ERROR_TOO_LARGE, "seqLen ", t.geometry.tokens, " needs ", groupsX, " workgroups; the device allows ", plan.maxGroupsX);
+    // The FlashAttention-2 kernel reads rows 16 bytes at a time where every row starts on a 16-byte
+    // boundary: h and dv multiples of 8 elements, every stride too, the bindings 16-byte aligned.
+    uint32_t rowFlags = 0;
+    if (plan.kernel.kernel == KernelId::AttentionFlashCoopMat && c.headDim % 8 == 0 && c.valueDim % 8 == 0) {
+        bool aligned = true;
+        for (const TensorGeometry* g : {&t.geometry.q, &t.geometry.k, &t.geometry.v})
+            aligned = aligned && g->strides.batch % 8 == 0 && g->strides.head % 8 == 0 && g->strides.token % 8 == 0;
+        for (const BufferRange* r : {&t.q, &t.k, &t.v}) aligned = aligned && r->offset % 16 == 0;
+        if (aligned) rowFlags = kernel::FLAG_ALIGNED_ROWS;
+    }
     const uint32_t chunks = tiledKeyChunks(plan, t.geometry.tokens);
     for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
         const bool last = chunk + 1 == chunks;
         push.key_begin = chunk * plan.keysPerDispatch;
         push.key_limit = last ? t.geometry.tokens : push.key_begin + plan.keysPerDispatch;
-        push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | (last ? 0 : kernel::FLAG_STORE_STATE);
+        push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | (last ? 0 : kernel::FLAG_STORE_STATE) | rowFlags;
         kernel::AttentionTiledBindings b;
         b.Q = t.q;
         b.K = t.k;

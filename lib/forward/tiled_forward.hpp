@@ -1,6 +1,8 @@
 // Softmax and exact polynomial attention (the quadratic baselines): attention_tiled.comp (FP32) or,
 // for 16-bit storage where the device has cooperative matrices (or PSK_COOPMAT_EMULATION is set),
-// attention_tiled_coopmat.comp; one dispatch per chunk of keys.
+// attention_flash_coopmat.comp (FlashAttention-2 style, where the operand type is the storage type)
+// or attention_tiled_coopmat.comp (bfloat16 data on float16-only backends, PSK_COOPMAT_BASELINE=tiled);
+// one dispatch per chunk of keys.
 #pragma once
 
 #include "forward/forward_kind.hpp"
@@ -10,7 +12,7 @@ namespace psk {
 
 /** Tiling of attention_tiled.comp or attention_tiled_coopmat.comp (the kernel's constants) and the dispatch limits. */
 struct TiledAttentionPlan {
-    KernelChoice kernel;    // AttentionTiled or AttentionTiledCoopMat
+    KernelChoice kernel;    // AttentionTiled, AttentionFlashCoopMat or AttentionTiledCoopMat
     uint32_t rows = 64;     // query rows per workgroup
     uint32_t maxGroupsX = 65535;
     // Keys one dispatch covers; longer sequences chain dispatches through a per-row state. Bounds
@@ -27,6 +29,13 @@ uint32_t attentionTiledCoopMatSharedBytes(const kernel::AttentionTiledCoopMatSpe
 uint32_t attentionTiledCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionTiledCoopMatSpec& spec, uint32_t subgroupSize);
 /** ... and once per dispatch (row state in, query maxima, output or state out). */
 uint32_t attentionTiledCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionTiledCoopMatSpec& spec, uint32_t subgroupSize);
+
+/** Shared-memory bytes of attention_flash_coopmat.comp with these constants (4-byte operands when emulated). */
+uint32_t attentionFlashCoopMatSharedBytes(const kernel::AttentionFlashCoopMatSpec& spec, bool emulated);
+/** Loop iterations per invocation and key tile of its emulated backend (llvmpipe's budget). */
+uint32_t attentionFlashCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionFlashCoopMatSpec& spec);
+/** ... and once per dispatch (shared memory poisoned, Q staged, row state in, output or state out). */
+uint32_t attentionFlashCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionFlashCoopMatSpec& spec);
 
 /** Number of key chunks (dispatches) for a sequence of `tokens`. */
 uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);

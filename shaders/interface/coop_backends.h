@@ -18,6 +18,7 @@
 // "<backend>_<value>"; "" for none)
 #define PSK_COOP_KERNELS(X) \
     X(AttentionTiledCoopMat, attention_tiled_coopmat, "softmax=KIND_SOFTMAX polynomial=KIND_POLYNOMIAL") \
+    X(AttentionFlashCoopMat, attention_flash_coopmat, "softmax=KIND_SOFTMAX polynomial=KIND_POLYNOMIAL") \
     X(SketchFeaturesCoopMat, sketch_features_coopmat, "random=SKETCH_RANDOM learned=SKETCH_LEARNED") \
     X(BlockStatesCoopMat, block_states_coopmat, "") \
     X(PolysketchOutputCoopMat, polysketch_output_coopmat, "")
