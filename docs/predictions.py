@@ -385,6 +385,48 @@ def features_tiled(n, heads, hd, rs, es, rows=64):
                   flop=2 * n * heads * 4 * hd * rs, terms=terms)
 
 
+def states_tiled(n, heads, hd, vd, rs, bs, es):
+    """shaders/block_states.comp as rewritten (prediction, before any GPU run): 128 invocations (4 warps,
+    32 feature groups x 4 column groups), a 128-feature x tile_c tile; per step of KEY_TILE keys the
+    tile's S(k) rows and value columns are staged with coalesced loads, each invocation expands its
+    feature for every key from the staged rows (its pair read once, before the key loop: no
+    dependent global load), then 4 x 16 accumulators take 5 vec4 shared loads per 68 FMAs."""
+    m = H200
+    F = rs * (rs + 1) // 2
+    stride = (vd + 1 + 3) // 4 * 4
+    threads, tile_f, fpt = 128, 128, 4
+    cpt = min(16, (ceil_div(vd, 4) + 3) // 4 * 4)
+    tile_c = 4 * cpt
+    kt = min(32, floor_pow2(16384 // ((tile_f + tile_c + rs) * 4)))
+    tiles_f, tiles_c = ceil_div(F, tile_f), ceil_div(vd, tile_c)
+    t = ceil_div(n, bs)
+    wgs = tiles_f * tiles_c * t * heads
+    warps = threads // 32
+    key_tiles = ceil_div(bs, kt)
+    stage = ceil_div(kt * rs, 32) * 2 + ceil_div(kt * tile_c, 32) * 2      # coalesced loads + shared stores
+    expand = warps * kt * 3                                                 # 2 scalar loads + 1 store per key
+    acc = warps * kt * (cpt // 4 * vec4_load(2) + fpt // 4 * vec4_load(1))
+    st_lines = 0
+    for kk in range(fpt):
+        for mm in range(cpt):
+            st_lines += lines_touched([((4 * (lid // 4) + kk) * stride + (lid % 4) * cpt + mm) * 4 for lid in range(32)])
+    lsu = key_tiles * (stage + expand + acc) + warps * st_lines
+    issue = key_tiles * (warps * kt * (fpt * (cpt + 1) + 9) + warps * kt * 4 + stage) + warps * fpt * cpt * 3
+    regs = fpt * cpt + fpt + cpt + 4 + 2 + 20
+    smem = kt * (tile_f + tile_c + rs) * 4
+    chain = key_tiles * (m.lat_l2 + 3 * m.barrier + m.lat_shared * 2) + m.lat_hbm
+    hbm = n * heads * (rs * 4 + vd * es) + t * heads * F * stride * 4
+    l2 = tiles_f * tiles_c * n * heads * rs * 4 + tiles_f * n * heads * vd * es + wgs * warps * fpt * cpt * 32 * SECTOR
+    k_res = workgroups_per_sm(m, threads, regs, smem)[0]
+    terms = [("accumulation: 5 vec4 shared loads per 68 FMAs", "lsu", key_tiles * acc),
+             ("accumulation FMA issue", "issue", key_tiles * warps * kt * fpt * (cpt + 1) / m.issue_per_clk),
+             ("psi from the staged S(k) rows (2 loads + 1 store per key and feature) and the staging", "lsu", key_tiles * (stage + expand)),
+             ("%d feature tiles of 128 (last %d used)" % (tiles_f, F - tile_f * (tiles_f - 1)), "note", 0),
+             ("%d registers, 4-warp workgroups: %d resident per SM" % (regs, k_res), "note", 0)]
+    return Kernel("block states, tiled", wgs, threads, regs, smem, lsu, issue, chain, hbm, l2,
+                  flop=2 * n * heads * F * (vd + 1), terms=terms)
+
+
 def output_tile_plan(hd, vd, rs, bs, causal=True, local_exact=True, shared=32768, invocations=1024):
     """planGenericOutput's choice for the register-tiled output (lib/forward/polysketch_plan.cpp):
     rows, column groups, vec4 columns per invocation, Z rows, keys and width columns per step."""
@@ -1232,6 +1274,20 @@ def print_output_tiled():
         print(f"| {n // 1024}k h{hd} | {k.regs} -> {d['k']} ({d['why']}) | {d['limit']} | {fmt_ms(t)} | {fmt_ms(old)}"
               f"{'; 1.65' if (n, hd) == (32768, 64) else ''} |")
     print()
+    print("The block states as rewritten (same shapes):\n")
+    print("| shape | registers -> WGs/SM | limiting unit | predicted H200 ms | before (model; measured) |")
+    print("| --- | --- | --- | --- | --- |")
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128)):
+        k = states_tiled(n, 16, hd, hd, 32, 256, 4)
+        t, d = run(k, m)
+        old = run(states_generic(n, 16, hd, hd, 32, 256, 4), m)[0]
+        print(f"| {n // 1024}k h{hd} | {k.regs} -> {d['k']} ({d['why']}) | {d['limit']} | {fmt_ms(t)} | {fmt_ms(old)}"
+              f"{'; 3.81' if (n, hd) == (32768, 64) else ''} |")
+    print()
+    tot = [run(features_tiled(32768, 16, 64, 32, 4), m)[0], run(states_tiled(32768, 16, 64, 64, 32, 256, 4), m)[0],
+           run(scan(32768, 16, 64, 32, 256), m)[0], run(output_tiled(32768, 16, 64, 64, 32, 256, 4), m)[0]]
+    print("The generic float32 forward at 32k h64 with the three rewritten kernels: %s ms (features %s, states %s, scan %s, "
+          "output %s; measured before 8.95; target <= 2.5)\n" % (fmt_ms(sum(tot)), *(fmt_ms(x) for x in tot)))
     k = output_tiled(32768, 16, 64, 64, 32, 256, 4)
     print("Its terms at 32k h64 (each alone on the whole GPU):\n")
     print("| term | unit | alone, ms |")

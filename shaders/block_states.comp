@@ -3,13 +3,15 @@
 // every (batch, key/value head), a (features) x (VALUE_DIM + 1) float32 matrix per block.
 //
 // A workgroup computes one TILE_F x TILE_C tile of one H_l. Per step of KEY_TILE keys it stages
-// in shared memory the expanded features phi(S(k_j))_f = coef_f S_a S_b of the tile (each
-// invocation expands its own features from the pair table, self_tensor.glsl) and the tile's value
-// columns, both as vec4s; each invocation then accumulates FEATS_PER_THREAD x COLS_PER_THREAD
-// (consecutive features, consecutive columns) entries, reading 4 operands per load (on llvmpipe a
-// load costs about the same whatever its width). The ones column (the normalizer, column
-// VALUE_DIM) is the plain feature sum, kept by the invocations of column group 0 in the first
-// column tile. Keys past the end of a short last block simply do not exist; nothing is padded.
+// in shared memory the tile's S(k) rows and value columns with coalesced loads (consecutive
+// invocations, consecutive floats), then expands the features phi(S(k_j))_f = coef_f S_a S_b of
+// the tile from the staged rows (each invocation its own features, their pairs read from the pair
+// table once, before the key loop: self_tensor.glsl), so the key loop has no dependent global
+// load; each invocation then accumulates FEATS_PER_THREAD x COLS_PER_THREAD (consecutive
+// features, consecutive columns) entries, reading 4 operands per load. The ones column (the
+// normalizer, column VALUE_DIM) is the plain feature sum, kept by the invocations of column group
+// 0 in the first column tile. Keys past the end of a short last block simply do not exist;
+// nothing is padded.
 //
 // Layouts: sketch rows [batch * kv_heads + head][n][SKETCH]; states
 // [batch * kv_heads + head][block][feature][Z_STRIDE] (VALUE_DIM values, the normalizer, zero
@@ -41,6 +43,7 @@ const uint TILE_F4 = TILE_F / 4u, TILE_C4 = TILE_C / 4u, FPT4 = FEATS_PER_THREAD
 // fetches four operands: on llvmpipe every load costs about the same whatever its width).
 shared vec4 phi_tile[KEY_TILE * TILE_F4];
 shared vec4 v_tile[KEY_TILE * TILE_C4];
+shared float sk_tile[KEY_TILE * SKETCH];  // the tile's S(k) rows
 
 void main() {
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
@@ -51,8 +54,16 @@ void main() {
     const uint cg = lid % COL_GROUPS, fg = lid / COL_GROUPS;
     const uint c0 = ctile * TILE_C;
 
-    // Staging: invocation lid expands features lid, lid + THREADS, ... of the tile for every key.
+    // Expansion: invocation lid expands features lid, lid + THREADS, ... of the tile for every key;
+    // their pairs (zero coefficient past F) once, here.
     const uint feats_mine = (TILE_F + THREADS - 1u) / THREADS;
+    uint pair_of[(TILE_F + THREADS - 1u) / THREADS];
+    float coef_of[(TILE_F + THREADS - 1u) / THREADS];
+    [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {
+        const uint f = ftile * TILE_F + q * THREADS + lid;
+        pair_of[q] = f < params.features ? pairs[f] : 0u;
+        coef_of[q] = f < params.features ? pair_coefficient(pair_of[q]) : 0.0;
+    }
 
     float acc[FEATS_PER_THREAD][COLS_PER_THREAD];
     float ones[FEATS_PER_THREAD];
@@ -69,24 +80,21 @@ void main() {
     for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
         const uint tile_len = min(KEY_TILE, key_end - tile_start);
         barrier();  // the previous tile is no longer being read
-        [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {
-            const uint fl = q * THREADS + lid;
-            const uint f = ftile * TILE_F + fl;
-            if (fl < TILE_F) {
-                const uint entry = f < params.features ? pairs[f] : 0u;
-                const uint a = pair_first(entry), b = pair_second(entry);
-                const float coef = f < params.features ? pair_coefficient(entry) : 0.0;
-                [[dont_unroll]] for (uint j = 0u; j < tile_len; ++j) {
-                    const uint r = sk_base + (tile_start + j) * SKETCH;
-                    phi_tile[j * TILE_F4 + fl / 4u][fl % 4u] = coef * k_sketch[r + a] * k_sketch[r + b];
-                }
-            }
-        }
+        for (uint i = lid; i < tile_len * SKETCH; i += THREADS) sk_tile[i] = k_sketch[sk_base + tile_start * SKETCH + i];
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
             const uint j = i / TILE_C, c = c0 + i % TILE_C;
             if (j < tile_len)
                 v_tile[i / 4u][i % 4u] = c < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c]) : 0.0;
+        }
+        barrier();
+        [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {
+            const uint fl = q * THREADS + lid;
+            if (fl < TILE_F) {
+                const uint a = pair_first(pair_of[q]), b = pair_second(pair_of[q]);
+                for (uint j = 0u; j < tile_len; ++j)
+                    phi_tile[j * TILE_F4 + fl / 4u][fl % 4u] = coef_of[q] * sk_tile[j * SKETCH + a] * sk_tile[j * SKETCH + b];
+            }
         }
         barrier();
         for (uint j = 0u; j < tile_len; ++j) {

@@ -629,8 +629,8 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         stage.tileC = std::max<uint32_t>(dv, 1);  // every value column in one workgroup
         return stage;
     }
-    // featGroups x colGroups invocations; each holds featsPerThread features x up to 16 value
-    // columns. Keys staged so that they fit in 16 KiB.
+    // featGroups x colGroups invocations (128: 4 warps); each holds featsPerThread features x up to
+    // 16 value columns. Keys staged so that they fit in 16 KiB.
     kernel::BlockStatesSpec spec;
     spec.FEAT_GROUPS = tiles.statesFeatureGroups;
     spec.FEATS_PER_THREAD = tiles.statesFeaturesPerThread;
@@ -641,9 +641,11 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     spec.VALUE_DIM = dv;
     stage.tileF = spec.FEAT_GROUPS * spec.FEATS_PER_THREAD;
     stage.tileC = spec.COL_GROUPS * spec.COLS_PER_THREAD;
+    // Per staged key: its expanded features, its value columns and its S(k) row.
     const uint32_t budget = std::min<uint32_t>(shared, tiles.statesSharedBytes);
-    spec.KEY_TILE = std::max<uint32_t>(1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / ((stage.tileF + stage.tileC) * 4))));
-    if (spec.KEY_TILE * (stage.tileF + stage.tileC) * 4 > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
+    const uint32_t keyBytes = (stage.tileF + stage.tileC + R) * 4;
+    spec.KEY_TILE = std::max<uint32_t>(1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / keyBytes)));
+    if (spec.KEY_TILE * keyBytes > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     spec.Z_STRIDE = in.stateStride;
     stage.kernel = KernelChoice::make<KernelId::BlockStates>(
         "", in.type, spec,

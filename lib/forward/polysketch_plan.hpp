@@ -28,7 +28,7 @@ namespace psk {
 /** Tile sizes of the generic (GPU) kernels; the team kernels' are fixed by kTeamWorkgroupRows. */
 struct PolysketchTiles {
     uint32_t featureRows = 64;         // feature map: rows per workgroup (one per invocation)
-    uint32_t statesFeatureGroups = 16;  // block states: invocations along features ...
+    uint32_t statesFeatureGroups = 32;  // block states: invocations along features (4 warps with 4 column groups) ...
     uint32_t statesFeaturesPerThread = 4;
     uint32_t statesColumnGroups = 4;   // ... and along value columns
     uint32_t statesMaxColumnsPerThread = 16;

@@ -7,14 +7,14 @@
 
 // block_states.comp
 #define PSK_BLOCK_STATES_SPEC(X) \
-    X(0, uint, THREADS, 64) /* FEAT_GROUPS * COL_GROUPS */ \
+    X(0, uint, THREADS, 128) /* FEAT_GROUPS * COL_GROUPS */ \
     X(1, uint, SKETCH, 32) /* length of S(k) */ \
     X(2, uint, VALUE_DIM, 64) /* dv */ \
-    X(3, uint, FEAT_GROUPS, 16) \
+    X(3, uint, FEAT_GROUPS, 32) \
     X(4, uint, FEATS_PER_THREAD, 4) /* a multiple of 4 */ \
     X(5, uint, COL_GROUPS, 4) \
     X(6, uint, COLS_PER_THREAD, 16) /* a multiple of 4 */ \
-    X(7, uint, KEY_TILE, 32) \
+    X(7, uint, KEY_TILE, 16) \
     X(8, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */
 
 // block_states_team.comp
