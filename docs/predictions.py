@@ -192,8 +192,9 @@ def term_time(kern, m, cycles_per_wg, unit="lsu"):
     return kern.wgs / m.sms * cycles_per_wg / k / m.clock
 
 
-# ============================================================== today's kernels (commit f3fdf3d; the
-# generic shaders are unchanged at HEAD). Shape arguments: n tokens, heads, head dim hd, value dim vd,
+# ============================================================== the kernels the H200 run measured (commit
+# f3fdf3d; the generic feature map, block states and output were rewritten since: features_tiled,
+# states_tiled, output_tiled model those, before any GPU run). Shape arguments: n tokens, heads, head dim hd, value dim vd,
 # sketch size rs (F = rs (rs + 1) / 2 features), block size bs, storage element size es (4 f32, 2 f16).
 
 def features_generic(n, heads, hd, rs, es):
