@@ -234,6 +234,12 @@ TEST(TuningTableSelection, ChoosesByDeviceAndDriver) {
     }
 }
 
+// The committed example of the format (tuning/example.tuning) is a valid table.
+TEST(TuningTableSelection, ExampleTableParses) {
+    const psk::TuningTable t = psk::loadTuningTable(std::string(PSK_SOURCE_DIR) + "/tuning/example.tuning");
+    EXPECT_EQ(t.entries.size(), 2u);
+}
+
 // Every table built into the library parses (a broken one would fail every context on its device).
 TEST(TuningTableSelection, BuiltInTablesParse) {
     for (const psk::EmbeddedTuningTable& e : psk::embeddedTuningTables()) {

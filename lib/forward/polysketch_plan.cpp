@@ -496,13 +496,15 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
     stage.rows = std::min<uint32_t>(kPolysketchTiles.featureRows, in.invocations);
     // One row per invocation and nothing shared: any workgroup size the device allows.
     std::string tuned;
-    if (const TuningEntry* e = tuningEntry(in, TuningParameter::FeaturesRows)) {
+    const TuningEntry* rowsEntry = tuningEntry(in, TuningParameter::FeaturesRows);
+    if (rowsEntry) {
         const uint32_t most = std::min(in.invocations, in.caps.limits().maxComputeWorkGroupSize[0]);
-        if (e->value > most) {
-            tuned = ignoredNote(in, *e, cat("more rows than the ", most, " invocations a workgroup may have here"));
+        if (rowsEntry->value > most) {
+            tuned = ignoredNote(in, *rowsEntry, cat("more rows than the ", most, " invocations a workgroup may have here"));
+            rowsEntry = nullptr;
         } else {
-            stage.rows = e->value;
-            tuned = tunedNote(in, *e);
+            stage.rows = rowsEntry->value;
+            tuned = tunedNote(in, *rowsEntry);
         }
     }
     kernel::SketchFeaturesSpec spec;
@@ -523,6 +525,8 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
     while (spec.W_CHUNK > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.W_CHUNK /= 2;
     if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
     stage.rows = spec.ROWS;
+    // The tiling may round the rows (to what the kernel's staging takes): the reason says so.
+    if (rowsEntry && spec.ROWS != rowsEntry->value) tuned += cat(", adjusted to ", spec.ROWS, " rows (what the kernel takes here)");
     stage.kernel = KernelChoice::make<KernelId::SketchFeatures>(
         sketch.learned ? "learned" : "random", in.type, spec,
         (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")

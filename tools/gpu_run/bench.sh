@@ -443,3 +443,35 @@ do_stages() {
     return "$rc"
 }
 
+# psk tune (docs/PERFORMANCE.md, "Tuning"): the planner's tunable tile choices timed for the headline
+# shapes (PSK_GPU_TUNE_SHAPES, f16, H heads, p = 4, b = 256, local exact, causal) within
+# PSK_GPU_TUNE_BUDGET seconds (45; 15 with --quick; less where the step's limit is shorter). The
+# table (tune/tuning.tuning) and the plan it gives at h = 64 go into the results; to build it into
+# the library, commit it as tuning/devices/<device>.tuning. The bench after it keeps the library's
+# defaults (no table is applied there).
+do_tune() {
+    local shapes budget rc
+    shapes=${PSK_GPU_TUNE_SHAPES:-$( ((quick)) && echo 1000:h64 || echo 32k:h64,128k:h64,32k:h128)}
+    budget=${PSK_GPU_TUNE_BUDGET:-$( ((quick)) && echo 15 || echo 45)}
+    # Room for the context, the model's runs of the last class and the plan: 25 s of the step's limit.
+    local room=$((step_end - SECONDS - 25))
+    ((budget > room)) && budget=$room
+    ((budget < 5)) && budget=5
+    mkdir -p "$work/tune"
+    local table="$work/tune/tuning.tuning"
+    tmo "$((budget + 20))" "$PSK" tune --shapes "$shapes" --heads "$heads" --dtype f16 --budget-s "$budget" --out "$table" \
+        >"$work/tune/tune.txt" 2>&1
+    rc=$?
+    cat "$work/tune/tune.txt"
+    if [[ -f "$table" ]]; then
+        PSK_TUNING_TABLE="$table" tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" --kv-heads "$heads" \
+            >"$work/tune/plan-tuned.txt" 2>&1
+        local entries
+        entries=$(grep -cv '^\(#\|psk-tuning\|device\|$\)' "$table")
+        say "$( ((rc == 0)) && echo OK || echo FAIL) tune ($shapes, budget ${budget} s): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300); $entries entries in tune/tuning.tuning; applied to the h = 64 plan: $(grep -c 'from tuning table' "$work/tune/plan-tuned.txt") kernel(s)"
+    else
+        say "FAIL tune ($shapes): no table written (exit $rc): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300)"
+        ((rc == 0)) && rc=1
+    fi
+    return "$rc"
+}

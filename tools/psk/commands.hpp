@@ -6,3 +6,4 @@ int runDemo(int argc, char** argv);
 int runRun(int argc, char** argv);
 int runBench(int argc, char** argv);
 int runConformance(int argc, char** argv);
+int runTune(int argc, char** argv);
