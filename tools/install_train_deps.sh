@@ -7,7 +7,8 @@
 # linked against the CUDA runtime libraries that come as separate PyPI packages (nvidia-*). PyPI
 # has no CPU-only Linux wheel (that one lives on download.pytorch.org, not reachable here), and
 # `import torch` fails without the nvidia-* packages even on a machine with no GPU, so this is the
-# plain `pip install torch` with all of its dependencies (a few GB on disk). Training runs on the CPU.
+# plain `pip install torch` with all of its dependencies (a few GB on disk). The same venv trains on a
+# GPU: train.py and sweep.py use CUDA when torch sees a device (this is the CUDA build), else the CPU.
 #
 # The KJV text for the byte-level LM comes from the Debian package bible-kjv-text, which holds it
 # compressed in its own format (/usr/lib/bible.data); its reader, /usr/bin/bible from the package
