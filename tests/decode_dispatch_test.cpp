@@ -11,10 +11,10 @@
 // The slices are forced small (PSK_DECODE_STEP_SLICES, PSK_DECODE_SOFTMAX_SLICE) so that on small
 // shapes every slot has several workgroups, partial last slices included; one case uses the
 // slices the heuristic picks for an H200 on a model-sized shape.
-// Metric: relativeMaxError over all rows of a sequence; float32: 1e-5 against the library's forward
-// (float32 both sides, different summation order), 2e-4 against the float64 reference; 16-bit:
-// the 16-bit output thresholds, 2e-3 (float16) and 1.2e-2 (bfloat16), against both (the
-// thresholds of decode_test).
+// Metric: relativeMaxError over all rows of a sequence, with the thresholds of
+// reference/conformance_cases.hpp (as decode_test): float32 kDecodeVsForward against the library's
+// forward (float32 both sides, different summation order), kPolysketchFloat32 against the float64
+// reference; 16-bit: the 16-bit output thresholds (kFloat16, kBFloat16) against both.
 #include <polysketch/polysketch.h>
 
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@
 
 #include "decode/decode_state.hpp"  // internals: what a step recorded
 #include "decode/decode_step_plan.hpp"
+#include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/sketch_fixtures.hpp"
 #include "sketch/sketch_weights.hpp"
@@ -252,8 +253,8 @@ struct Rig {
 
     /** Every row of every sequence against the library's forward and the float64 reference. */
     void check() {
-        const double toForward = c.type == PSK_DATA_TYPE_FLOAT32 ? 1e-5 : c.type == PSK_DATA_TYPE_FLOAT16 ? 2e-3 : 1.2e-2;
-        const double toReference = c.type == PSK_DATA_TYPE_FLOAT32 ? 2e-4 : toForward;
+        const double toForward = psk::conformance::outputThreshold(c.type, psk::conformance::kDecodeVsForward);
+        const double toReference = psk::conformance::threshold(c.type, psk::conformance::Family::Polysketch);
         for (uint32_t s = 0; s < c.B; ++s) {
             const uint32_t n = uint32_t(q[s].size() / (size_t(c.Hq) * c.h));
             const std::vector<float> qb = bhnd(q[s], n, c.Hq, c.h, true), kb = bhnd(k[s], n, c.Hkv, c.h, true),

@@ -313,7 +313,7 @@ std::string configName(const ::testing::TestParamInfo<psk::conformance::DecodeCa
 }
 
 // decodeSweep's polysketch configurations: random and learned sketches, sketched and local exact,
-// p = 4 and 8, dv = 13 (not a multiple of 4: decode_fold's scalar path).
+// p = 4 and 8, dv = 13 (not a multiple of 4: the step's scalar column path).
 INSTANTIATE_TEST_SUITE_P(Polysketch, DecodeMatchesForward, ::testing::ValuesIn(polysketchDecodeCases()), configName);
 
 // ---- many blocks at the default block size ----

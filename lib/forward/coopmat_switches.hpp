@@ -18,6 +18,9 @@
 //   PSK_COOPMAT_STATES_WALK    auto (default) | on | off: whether the cooperative block states may
 //                              walk the blocks and write the prefix themselves (no scan pass;
 //                              PolysketchPlan::statesWalkKernel); auto leaves it to the plan
+//   PSK_COOPMAT_BASELINE       flash (default) | tiled: the cooperative softmax / exact polynomial
+//                              kernel for 16-bit storage (attention_flash_coopmat, or the older
+//                              attention_tiled_coopmat; read by forward/tiled_forward.cpp)
 //   PSK_COOPMAT_FAULT          tests only: a comma list of stages whose cooperative kernel is made
 //                              wrong (its result overwritten with infinities after it runs), to
 //                              show that the self-test catches a broken kernel
