@@ -93,7 +93,8 @@ def parse_args(argv=None):
     p.add_argument("--phase", choices=("sweep", "final", "all"), default="all")
     p.add_argument("--force", action="store_true", help="rerun runs whose json exists")
     p.add_argument("--report-only", action="store_true", help="only rebuild summary.csv and summary.md")
-    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p.add_argument("--dry-run", action="store_true", help="print the commands of the runs not done yet, run nothing (the seeds' runs "
+                        "appear once their model's sweep is done: they need its best rate)")
     return p.parse_args(argv)
 
 
