@@ -23,9 +23,11 @@
 #include <vector>
 
 #include "support/test_context.hpp"
+#include "support/scoped_env.hpp"
 
 namespace {
 
+using psk::test::ScopedEnv;
 using psk::test::ContextTest;
 using psk::test::MessageLog;
 using psk::test::sharedLog;
@@ -154,33 +156,6 @@ TEST(CreateContextMisuse, NullOutHandleReportsThroughCallback) {
     EXPECT_EQ(pskCreateContext(&info, nullptr), PSK_ERROR_INVALID_ARGUMENT);
     expectOneError(log, PSK_ERROR_INVALID_ARGUMENT, "pContext");
 }
-
-void setEnv(const char* name, const char* value) {
-#if defined(_WIN32)
-    _putenv_s(name, value ? value : "");
-#else
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-#endif
-}
-
-/** Sets an environment variable for the scope, restoring the previous value. */
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        const char* old = std::getenv(name);
-        hadOld_ = old != nullptr;
-        if (old) old_ = old;
-        setEnv(name, value);
-    }
-    ~ScopedEnv() { setEnv(name_.c_str(), hadOld_ ? old_.c_str() : nullptr); }
-
-private:
-    std::string name_, old_;
-    bool hadOld_ = false;
-};
 
 /** A create info that must fail: the valid one changed by `mutate`, PSK_DEVICE set when deviceEnv is. */
 struct ContextCase {

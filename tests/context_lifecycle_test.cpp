@@ -43,11 +43,13 @@
 
 #include "support/handles.hpp"
 #include "support/test_context.hpp"
+#include "support/scoped_env.hpp"
 #include "vk/context.hpp"
 #include "vk/memory.hpp"
 
 namespace {
 
+using psk::test::ScopedEnv;
 using psk::test::Attention;
 using psk::test::Context;
 
@@ -100,37 +102,6 @@ PskContextCreateFlags validationFlags() {
     const char* require = std::getenv("PSK_REQUIRE_VALIDATION");
     return require && std::string(require) == "1" ? PSK_CONTEXT_REQUIRE_VALIDATION_BIT : PSK_CONTEXT_ENABLE_VALIDATION_BIT;
 }
-
-/** Sets (value non-null) or removes an environment variable; only while no other thread runs. */
-void setEnv(const char* name, const char* value) {
-#if defined(_WIN32)
-    _putenv_s(name, value ? value : "");
-#else
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
-#endif
-}
-
-/** An environment variable set or removed for the scope, then restored. */
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) {
-            had_ = true;
-            old_ = old;
-        }
-        setEnv(name, value);
-    }
-    ~ScopedEnv() { setEnv(name_.c_str(), had_ ? old_.c_str() : nullptr); }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
-
-private:
-    std::string name_, old_;
-    bool had_ = false;
-};
 
 /** PSK_VALIDATION=1 turns the layer on for every context: off while the no-validation loops run. */
 struct WithoutValidationEnv {

@@ -15,8 +15,11 @@
 #include "forward/tiled_forward.hpp"
 #include "forward/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
+#include "support/scoped_env.hpp"
 
 namespace {
+
+using psk::test::ScopedEnv;
 
 using psk::CoopMatCapabilities;
 using psk::CoopMatComponent;
@@ -405,27 +408,6 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, KeepsBothListsAndTheFeatures) {
     caps.properties.deviceType = VK_PHYSICAL_DEVICE_TYPE_CPU;
     EXPECT_TRUE(psk::coopMatCapabilities(caps).cpuDevice);
 }
-
-/** Sets an environment variable for one scope. */
-struct ScopedEnv {
-    std::string name, old;
-    bool had;
-    ScopedEnv(const char* n, const char* value) : name(n) {
-        const char* v = std::getenv(n);
-        had = v != nullptr;
-        if (had) old = v;
-        if (value)
-            setenv(n, value, 1);
-        else
-            unsetenv(n);
-    }
-    ~ScopedEnv() {
-        if (had)
-            setenv(name.c_str(), old.c_str(), 1);
-        else
-            unsetenv(name.c_str());
-    }
-};
 
 TEST(CoopMatCapabilitiesFromDeviceCaps, SelectForDeviceFollowsTheBuildAndTheSwitch) {
     const psk::DeviceCaps caps = nvidiaDeviceCaps();

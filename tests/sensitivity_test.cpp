@@ -19,27 +19,13 @@
 #include "reference/storage_types.hpp"
 #include "support/host_forward.hpp"
 #include "support/test_context.hpp"
+#include "support/scoped_env.hpp"
 
 namespace {
 
+using psk::test::ScopedEnv;
+
 using psk::test::ContextTest;
-
-/** Sets an environment variable for its lifetime (attention objects read the switches at creation). */
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* old = std::getenv(name)) saved_ = old, had_ = true;
-        setenv(name, value, 1);
-    }
-    ~ScopedEnv() {
-        if (had_) setenv(name_.c_str(), saved_.c_str(), 1);
-        else unsetenv(name_.c_str());
-    }
-
-private:
-    std::string name_, saved_;
-    bool had_ = false;
-};
 
 std::string planOf(PskAttention attn) {
     size_t size = 0;

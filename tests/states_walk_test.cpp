@@ -13,28 +13,11 @@
 
 #include "support/host_forward.hpp"
 #include "support/test_context.hpp"
+#include "support/scoped_env.hpp"
 
 namespace {
 
-/** Sets an environment variable for a scope (the switches are read when an attention is created). */
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        const char* old = std::getenv(name);
-        hadOld_ = old != nullptr;
-        if (old) old_ = old;
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
-        else unsetenv(name_.c_str());
-    }
-
-private:
-    std::string name_, old_;
-    bool hadOld_ = false;
-};
+using psk::test::ScopedEnv;
 
 PskAttentionCreateInfo polysketchInfo(bool causal, PskDataType type) {
     PskAttentionCreateInfo info{};

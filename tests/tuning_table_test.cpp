@@ -23,9 +23,12 @@
 #include "sketch/philox.hpp"
 #include "support/host_forward.hpp"
 #include "support/test_context.hpp"
+#include "support/scoped_env.hpp"
 #include "util/error.hpp"
 
 namespace {
+
+using psk::test::ScopedEnv;
 
 using psk::TuningParameter;
 
@@ -251,26 +254,6 @@ TEST(TuningTableSelection, BuiltInTablesParse) {
 }
 
 // ---- On the device ------------------------------------------------------------------------------
-
-/** Sets an environment variable for a scope (the planner's switches are read when an attention is created). */
-class ScopedEnv {
-public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        const char* old = std::getenv(name);
-        hadOld_ = old != nullptr;
-        if (old) old_ = old;
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (hadOld_) setenv(name_.c_str(), old_.c_str(), 1);
-        else unsetenv(name_.c_str());
-    }
-
-private:
-    std::string name_, old_;
-    bool hadOld_ = false;
-};
 
 struct Shape {
     uint32_t Hq = 2, Hkv = 1, n = 77, h = 16, dv = 24, r = 16, b = 32;

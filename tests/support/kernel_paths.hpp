@@ -5,13 +5,12 @@
 // with a prefix (generic_kernels., coopmat_emulated., ...) do the same per process.
 #pragma once
 
-#include <cstdlib>
-#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
+
+#include "support/scoped_env.hpp"
 
 namespace psk::test {
 
@@ -35,27 +34,12 @@ inline const char* kernelPathName(KernelPath path) {
 /** Sets the environment of one kernel path for its lifetime and restores the previous values. */
 class KernelPathScope {
 public:
-    explicit KernelPathScope(KernelPath path) {
-        set("PSK_DISABLE_TEAM_KERNELS", path == KernelPath::Generic ? "1" : nullptr);
-        set("PSK_COOPMAT_EMULATION", path == KernelPath::Emulated ? "1" : path == KernelPath::GpuTiles ? "gpu-tiles" : nullptr);
-    }
-    ~KernelPathScope() {
-        for (const auto& [name, old] : saved_) {
-            if (old) setenv(name.c_str(), old->c_str(), 1);
-            else unsetenv(name.c_str());
-        }
-    }
-    KernelPathScope(const KernelPathScope&) = delete;
-    KernelPathScope& operator=(const KernelPathScope&) = delete;
+    explicit KernelPathScope(KernelPath path)
+        : team_("PSK_DISABLE_TEAM_KERNELS", path == KernelPath::Generic ? "1" : nullptr),
+          emulation_("PSK_COOPMAT_EMULATION", path == KernelPath::Emulated ? "1" : path == KernelPath::GpuTiles ? "gpu-tiles" : nullptr) {}
 
 private:
-    void set(const char* name, const char* value) {
-        const char* old = std::getenv(name);
-        saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
-        if (value) setenv(name, value, 1);
-        else unsetenv(name);
-    }
-    std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+    ScopedEnv team_, emulation_;
 };
 
 /** The kernel lines of a plan (pskGetAttentionPlan) without their reasons and without the comment
