@@ -1,4 +1,4 @@
-// Small helpers shared by psk run and psk bench: names of kinds and storage types, number parsing,
+// Small helpers shared by the psk commands: names of kinds and storage types, number parsing, UTC time,
 // and a message sink that keeps the library's last ERROR message for the one-line report.
 #pragma once
 
@@ -9,11 +9,22 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <vector>
 
 namespace psk::cli {
+
+/** The current UTC time as ISO 8601, e.g. "2026-11-27T00:45:00Z" (the records' timestamps). */
+inline std::string utcNow() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return text;
+}
 
 /** A bad command line: the one-line message psk prints before exiting with status 2. */
 struct UsageError {

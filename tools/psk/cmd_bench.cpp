@@ -146,6 +146,7 @@ struct BenchOptions {
 };
 
 using psk::cli::UsageError;
+using psk::cli::utcNow;
 
 std::vector<uint32_t> uintList(const std::string& opt, const std::string& s, uint32_t lo, uint32_t hi) {
     std::vector<uint32_t> out;
@@ -1240,15 +1241,6 @@ void printDecodeRow(const Result& r) {
                     r.gpu.minMs, r.gpu.maxMs, static_cast<unsigned long long>(r.stateBytes), r.prefillWallMs * 1e-3);
     }
     std::fflush(stdout);
-}
-
-std::string utcNow() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
 }
 
 }  // namespace

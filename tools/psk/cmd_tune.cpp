@@ -45,6 +45,7 @@ namespace {
 using psk::TuningParameter;
 using psk::cli::MessageSink;
 using psk::cli::UsageError;
+using psk::cli::utcNow;
 
 void tuneUsage(FILE* out) {
     std::fprintf(out,
@@ -447,13 +448,6 @@ std::vector<psk::TuningEntry> entriesOf(const ClassSearch& c, TuningParameter ex
         entries.push_back(e);
     }
     return entries;
-}
-
-std::string utcNow() {
-    const std::time_t t = std::time(nullptr);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-    return text;
 }
 
 }  // namespace
