@@ -11,8 +11,9 @@
 #                                       important first: setup, psk info (+ the kernel plan),
 #                                       psk conformance --full (JSON), the fixture comparisons (1
 #                                       and 16 heads), the bisect matrix (below), the GPU test
-#                                       binaries, and the bench (device-resident, f16 and f32,
-#                                       n = 4k..128k, h = 64, the SM clock logged); each step's
+#                                       binaries, psk tune, the bench (device-resident, f16 and
+#                                       f32, n = 4k..128k, h = 64, the SM clock logged) and the
+#                                       stage proxies (the walking block states on / off); each step's
 #                                       time is capped and cut to what is left
 #   tools/gpu_run.sh check  [options]   setup, psk conformance --full (--quick with --quick), psk
 #                                       info, psk demo f32/f16, the fixture comparisons, the
@@ -458,7 +459,11 @@ phase_gpu() {
     else
         say "SKIP tune: ${tune_limit} s left before the bench's share"
     fi
-    step bench $((deadline - SECONDS)) do_bench
+    # The bench keeps the last 45 s for the stage proxies (the walking block states on / off).
+    local bench_limit=$((deadline - SECONDS - 45))
+    ((bench_limit < 60)) && bench_limit=$((deadline - SECONDS))
+    step bench "$bench_limit" do_bench
+    ((deadline - SECONDS >= 20)) && step stages $((deadline - SECONDS)) do_stages
 }
 phase_check() {
     step conformance 150 do_conformance
@@ -477,7 +482,11 @@ phase_bench() {
     step stages 90 do_stages
 }
 phase_peer() {
-    step torch 200 do_torch
+    # torch takes at most 200 s and leaves the decode and tinylm steps at least 70 s.
+    local torch_limit=$((deadline - SECONDS - 70))
+    ((torch_limit > 200)) && torch_limit=200
+    ((torch_limit < 30)) && torch_limit=30
+    step torch "$torch_limit" do_torch
     step decode 120 do_decode
     step tinylm 200 do_tinylm
 }

@@ -22,6 +22,8 @@ Writes into --out (default samples/tinylm/train/results/<preset>): runs/<run>.js
 results json: command, commit, seed, loss and validation log) and runs/<run>.log (its output);
 summary.csv (one row per run) and summary.md (the tables). A run whose json exists is not run again
 (--force reruns), so an interrupted grid resumes; --report-only rebuilds the summary from the jsons.
+--jobs N runs N at once (each model's seeds start once its sweep is complete); --deadline-s S stops
+the runs still going after S seconds (they leave no json, so the next call starts them again).
 """
 import argparse
 import csv
@@ -93,6 +95,9 @@ def parse_args(argv=None):
     p.add_argument("--phase", choices=("sweep", "final", "all"), default="all")
     p.add_argument("--force", action="store_true", help="rerun runs whose json exists")
     p.add_argument("--report-only", action="store_true", help="only rebuild summary.csv and summary.md")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once (a GPU runs several small models side by side)")
+    p.add_argument("--deadline-s", type=float, default=0,
+                   help="seconds from the start: runs still going then are stopped and leave no json (0: none)")
     p.add_argument("--dry-run", action="store_true", help="print the commands of the runs not done yet, run nothing (the seeds' runs "
                         "appear once their model's sweep is done: they need its best rate)")
     return p.parse_args(argv)
@@ -128,20 +133,22 @@ def train_args(g, task, spec, lr, seed, device, threads):
             + g["task_args"][task] + g["model_args"])
 
 
-def run_one(a, g, out, task, spec, lr, seed):
+def start_one(a, g, out, task, spec, lr, seed):
+    """Starts one run (train.py in a process of its own); returns (name, path, process, start) or None."""
     name = run_name(task, spec, lr, seed)
     path = os.path.join(out, "runs", name + ".json")
-    if os.path.exists(path) and not a.force:
-        with open(path) as f:
-            return json.load(f)
     cmd = [sys.executable, TRAIN] + train_args(g, task, spec, lr, seed, a.device, a.threads) + ["--json", path]
     print(("would run: " if a.dry_run else "run: ") + " ".join(cmd[1:]), flush=True)
     if a.dry_run:
         return None
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    t0 = time.time()
-    with open(os.path.join(out, "runs", name + ".log"), "w") as log:
-        rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+    log = open(os.path.join(out, "runs", name + ".log"), "w")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    return name, path, proc, time.time()
+
+
+def finish_one(out, name, path, rc, t0):
     if rc != 0:
         raise SystemExit(f"{name}: train.py exited {rc}; see {os.path.join(out, 'runs', name + '.log')}")
     with open(path) as f:
@@ -300,25 +307,57 @@ def main(argv=None):
                                 results[(task, spec, lr, seed)] = json.load(f)
 
     load_existing()  # runs done before (resume; --phase final; --report-only)
-    # One model at a time (its sweep, then its seeds), so that an interrupted grid leaves whole models.
-    for task in g["tasks"]:
-        for spec in g["models"]:
-            for lr in g["lrs"]:  # the sweep: every learning rate with the first seed
-                if not a.report_only and a.phase in ("sweep", "all"):
-                    r = run_one(a, g, out, task, spec, lr, g["seeds"][0])
-                    if r:
-                        results[(task, spec, lr, g["seeds"][0])] = r
-            swept = [(sweep_key(results[(task, spec, lr, g["seeds"][0])]), -lr, lr) for lr in g["lrs"]
-                     if (task, spec, lr, g["seeds"][0]) in results]
-            if len(swept) < len(g["lrs"]):
-                continue  # no choice from an incomplete sweep
-            best[(task, spec)] = max(swept)[2]
-            if a.report_only or a.phase == "sweep":
-                continue
-            for seed in g["seeds"][1:]:  # the finals: the best learning rate with the other seeds
-                r = run_one(a, g, out, task, spec, best[(task, spec)], seed)
-                if r:
-                    results[(task, spec, best[(task, spec)], seed)] = r
+    start = time.time()
+    running = {}  # key -> (name, path, process, start)
+    stopped = []
+
+    def pending():
+        """The runs that can start now, in grid order: each model's sweep, then (once its sweep is
+        complete) its seeds at the best learning rate."""
+        todo = []
+        for task in g["tasks"]:
+            for spec in g["models"]:
+                sweep = [(task, spec, lr, g["seeds"][0]) for lr in g["lrs"]]
+                if a.phase in ("sweep", "all"):
+                    todo += [k for k in sweep if k not in results]
+                swept = [(sweep_key(results[k]), -k[2], k[2]) for k in sweep if k in results]
+                if len(swept) < len(g["lrs"]):
+                    continue  # no choice from an incomplete sweep
+                best[(task, spec)] = max(swept)[2]
+                if a.phase in ("final", "all"):
+                    todo += [k for k in ((task, spec, best[(task, spec)], seed) for seed in g["seeds"][1:])
+                             if k not in results]
+        return [k for k in todo if k not in running]
+
+    if a.report_only:
+        pending()  # the best learning rates
+    elif a.dry_run:
+        for key in pending():
+            start_one(a, g, out, *key)
+    else:
+        while True:
+            if a.deadline_s and time.time() - start > a.deadline_s:
+                for key, (name, path, proc, _) in running.items():
+                    proc.terminate()
+                    proc.wait()
+                    if os.path.exists(path):
+                        os.remove(path)
+                    stopped.append(name)
+                running.clear()
+                break
+            for key, (name, path, proc, t0) in list(running.items()):
+                if proc.poll() is not None:
+                    del running[key]
+                    results[key] = finish_one(out, name, path, proc.returncode, t0)
+            todo = pending()
+            while todo and len(running) < max(1, a.jobs):
+                key = todo.pop(0)
+                running[key] = start_one(a, g, out, *key)
+            if not running:
+                break
+            time.sleep(0.5)
+        if stopped:
+            print(f"stopped at the {a.deadline_s:g} s deadline (no json kept): {', '.join(stopped)}", flush=True)
     if not a.dry_run and results:
         print(report(g, out, results, best))
 

@@ -185,14 +185,15 @@ def bits_per_byte(net, task, limit=None, batch=16):
 
 def source_commit():
     """The commit of the tree that trains ("<hash>", or "<hash>+dirty" when the training code, train.py,
-    model.py or tasks.py, differs from it), or None outside a git checkout."""
+    model.py or tasks.py, differs from it); outside a git checkout (a copy of the tree on a GPU
+    machine) PSK_SOURCE_COMMIT when set, else None."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=HERE, capture_output=True, text=True,
                               check=True).stdout.strip()
         dirty = subprocess.run(["git", "diff", "--name-only", "HEAD", "--", "train.py", "model.py", "tasks.py"], cwd=HERE,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return None
+        return os.environ.get("PSK_SOURCE_COMMIT") or None
     return head + ("+dirty" if dirty else "")
 
 
