@@ -202,6 +202,9 @@ TEST_F(ContextTest, PolysketchWorkspaceIsLinearInN) {
 // without it the CI device (no cooperative matrices) must not, so neither run passes by running
 // the other's kernels.
 TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
+    PskDeviceInfo device{};
+    ASSERT_EQ(pskGetDeviceInfo(ctx, &device), PSK_SUCCESS);
+    const bool deviceHasCoopMat = device.cooperativeMatrixKHR || device.cooperativeMatrixNV;
     // Polysketch (block states and output) and the baselines (softmax, exact polynomial: one kernel).
     for (PskAttentionKind kind : {PSK_ATTENTION_KIND_POLYSKETCH, PSK_ATTENTION_KIND_SOFTMAX, PSK_ATTENTION_KIND_POLYNOMIAL}) {
         for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16, PSK_DATA_TYPE_FLOAT32}) {
@@ -230,8 +233,11 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
                     EXPECT_NE(plan.find("attention_flash_coopmat." + operand + k + storage), std::string::npos) << plan;
                     EXPECT_EQ(plan.find("attention_tiled."), std::string::npos) << plan;
                 }
-            } else {
+            } else if (type == PSK_DATA_TYPE_FLOAT32 || !deviceHasCoopMat) {
                 EXPECT_FALSE(coop) << plan;  // float32 storage keeps float32 operands; lavapipe has no cooperative matrices
+            } else {
+                // A GPU with cooperative matrices: the hardware variants, never the emulated ones.
+                EXPECT_EQ(plan.find("_coopmat.emu_"), std::string::npos) << plan;
             }
         }
     }

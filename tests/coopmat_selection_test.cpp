@@ -433,17 +433,46 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, SelectForDeviceFollowsTheBuildAndTheSwit
         EXPECT_NE(s.float16.reason.find("PSK_DISABLE_COOPMAT"), std::string::npos) << s.float16.reason;
     }
     {
-        // An app's device: the Vulkan memory model is not known to be enabled there.
+        // An app's device that enabled the cooperative-matrix capability enabled what the
+        // requirements name with it (the Vulkan memory model): the same kernels as the library's
+        // own device. Without the capability: the scalar kernels.
         ScopedEnv env("PSK_DISABLE_COOPMAT", nullptr);
-        const psk::DeviceCaps app =
-            psk::restrictDeviceCaps(caps, PSK_DEVICE_CAPABILITY_ALL & ~uint32_t(PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) &
-                                              ~uint32_t(PSK_DEVICE_CAPABILITY_INT64_BIT) &
-                                              ~uint32_t(PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT),
-                                    "test");
-        EXPECT_FALSE(app.vulkanMemoryModel);
+        const uint32_t common = PSK_DEVICE_CAPABILITY_ALL & ~uint32_t(PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT) &
+                                ~uint32_t(PSK_DEVICE_CAPABILITY_INT64_BIT) & ~uint32_t(PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT);
+        const psk::DeviceCaps app = psk::restrictDeviceCaps(caps, common, "test");
+        EXPECT_EQ(app.vulkanMemoryModel, caps.vulkanMemoryModel);
         EXPECT_TRUE(app.coopMatPropertiesNV.empty());  // KHR is the one the requirements name
-        EXPECT_EQ(psk::selectCoopMatForDevice(app).float16.path, CoopMatPath::Scalar);
+        EXPECT_EQ(psk::selectCoopMatForDevice(app).float16.path, psk::selectCoopMatForDevice(caps).float16.path);
+        const psk::DeviceCaps plain =
+            psk::restrictDeviceCaps(caps, common & ~uint32_t(PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT), "test");
+        EXPECT_FALSE(plain.vulkanMemoryModel);
+        EXPECT_EQ(psk::selectCoopMatForDevice(plain).float16.path, CoopMatPath::Scalar);
     }
+}
+
+// What an app must enable for the cooperative kernels: the extension and its feature, the Vulkan
+// memory model they are compiled under (its extension before 1.2), nothing of it without the bit.
+TEST(CoopMatCapabilitiesFromDeviceCaps, RequirementsNameTheMemoryModelWithCooperativeMatrices) {
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    caps.properties.apiVersion = VK_API_VERSION_1_3;
+    ASSERT_TRUE(caps.vulkanMemoryModel);
+    auto names = [](const PskVulkanDeviceRequirements& r) {
+        std::string all;
+        for (uint32_t i = 0; i < r.extensionCount; ++i) all += std::string(r.extensionNames[i]) + " ";
+        return all;
+    };
+    PskVulkanDeviceRequirements r{};
+    psk::fillDeviceRequirements(caps, VK_API_VERSION_1_3, PSK_DEVICE_CAPABILITY_ALL, &r);
+    EXPECT_TRUE(r.supportedCapabilities & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT);
+    EXPECT_TRUE(r.cooperativeMatrixKHR || r.cooperativeMatrixNV);
+    EXPECT_EQ(r.vulkanMemoryModel, VK_TRUE);
+    EXPECT_EQ(r.vulkanMemoryModelDeviceScope, caps.vulkanMemoryModelDeviceScope ? VK_TRUE : VK_FALSE);
+    EXPECT_EQ(names(r).find(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME), std::string::npos) << names(r);  // core in 1.2
+    psk::fillDeviceRequirements(caps, VK_API_VERSION_1_1, PSK_DEVICE_CAPABILITY_ALL, &r);
+    EXPECT_NE(names(r).find(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME), std::string::npos) << names(r);
+    psk::fillDeviceRequirements(caps, VK_API_VERSION_1_3, PSK_DEVICE_CAPABILITY_ALL & ~uint32_t(PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT), &r);
+    EXPECT_EQ(r.vulkanMemoryModel, VK_FALSE);
+    EXPECT_EQ(r.cooperativeMatrixKHR | r.cooperativeMatrixNV | r.shaderBFloat16Type, VK_FALSE);
 }
 
 // The baselines' plan (lib/forward/tiled_forward.cpp) on an NVIDIA GPU: the cooperative kernel for

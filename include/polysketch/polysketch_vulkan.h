@@ -48,7 +48,9 @@ typedef enum PskDeviceCapabilityFlagBits {
     PSK_DEVICE_CAPABILITY_SUBGROUP_SIZE_CONTROL_BIT = 0x4,
     /** VK_KHR_push_descriptor. Without it pskCmdAttentionForward allocates descriptor sets (see there). */
     PSK_DEVICE_CAPABILITY_PUSH_DESCRIPTORS_BIT = 0x8,
-    /** cooperativeMatrix of VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix. */
+    /** cooperativeMatrix of VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix, with what the
+     *  cooperative kernels are compiled under: vulkanMemoryModel (core 1.2; VK_KHR_vulkan_memory_model
+     *  before) and, where the device has it, VK_KHR_shader_bfloat16 for bfloat16 operands. */
     PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT = 0x10,
     /** shaderInt64 (VkPhysicalDeviceFeatures): the kernels for CPU drivers (lavapipe) load 8 floats
      *  at a time as 64-bit vectors; without it they use the generic kernels, several times slower there. */
@@ -74,6 +76,15 @@ typedef struct PskVulkanDeviceRequirements {
     /** A queue family with VK_QUEUE_COMPUTE_BIT (a compute-only one when present), or ~0u. */
     uint32_t computeQueueFamily;
     VkBool32 shaderInt64;              /**< VkPhysicalDeviceFeatures (VkDeviceCreateInfo::pEnabledFeatures or VkPhysicalDeviceFeatures2) */
+    /** With PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT: VkPhysicalDeviceVulkanMemoryModelFeatures
+     *  (or VkPhysicalDeviceVulkan12Features), which the cooperative-matrix kernels are compiled under.
+     *  An app that names that capability in PskExternalVulkan::enabledCapabilities enables these too. */
+    VkBool32 vulkanMemoryModel;
+    VkBool32 vulkanMemoryModelDeviceScope;
+    /** With PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT, where the device has VK_KHR_shader_bfloat16
+     *  (then in extensionNames): VkPhysicalDeviceShaderBfloat16FeaturesKHR, for bfloat16 operands. */
+    VkBool32 shaderBFloat16Type;
+    VkBool32 shaderBFloat16CooperativeMatrix;
 } PskVulkanDeviceRequirements;
 
 /**

@@ -322,11 +322,13 @@ DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* wha
         caps.cooperativeMatrixNV = false;  // the requirements name the KHR extension when both exist
         caps.coopMatPropertiesNV.clear();
     }
-    // PskVulkanDeviceRequirements has no field for the Vulkan memory model nor for
-    // VK_KHR_shader_bfloat16, so an app's device is not known to enable them: cooperative-matrix
-    // kernels (compiled under the Vulkan memory model) stay off there.
-    caps.vulkanMemoryModel = caps.vulkanMemoryModelDeviceScope = false;
-    caps.shaderBFloat16Type = caps.shaderBFloat16CooperativeMatrix = false;
+    // The cooperative-matrix capability includes what the requirements name with it (the Vulkan
+    // memory model the kernels are compiled under; VK_KHR_shader_bfloat16 where the device has it):
+    // an app that enabled the capability enabled those (fillDeviceRequirements).
+    if (!(enabled & PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT)) {
+        caps.vulkanMemoryModel = caps.vulkanMemoryModelDeviceScope = false;
+        caps.shaderBFloat16Type = caps.shaderBFloat16CooperativeMatrix = false;
+    }
     // Subgroup sizes outside [min, max] of the control extension are not requestable without it.
     if (!caps.subgroupSizeControl) {
         caps.minSubgroupSize = caps.maxSubgroupSize = caps.subgroupSize;
@@ -362,6 +364,18 @@ void fillDeviceRequirements(const DeviceCaps& caps, uint32_t apiVersion, uint32_
         } else {
             out->cooperativeMatrixNV = VK_TRUE;
             add(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        }
+        // The cooperative kernels are compiled under the Vulkan memory model (without it they stay
+        // off, coopmat_selection.cpp); bfloat16 operands need VK_KHR_shader_bfloat16.
+        if (caps.vulkanMemoryModel) {
+            out->vulkanMemoryModel = VK_TRUE;
+            out->vulkanMemoryModelDeviceScope = caps.vulkanMemoryModelDeviceScope ? VK_TRUE : VK_FALSE;
+            if (version < VK_API_VERSION_1_2) add(VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
+        }
+        if (caps.cooperativeMatrixKHR && caps.shaderBFloat16Type) {
+            out->shaderBFloat16Type = VK_TRUE;
+            out->shaderBFloat16CooperativeMatrix = caps.shaderBFloat16CooperativeMatrix ? VK_TRUE : VK_FALSE;
+            add(VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
         }
     }
 }

@@ -13,10 +13,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "support/test_context.hpp"
+#include "vk/vulkan_functions.hpp"  // feature structs newer than the installed Vulkan headers
 
 namespace psk::test {
 
@@ -103,7 +105,29 @@ struct AppVulkan {
         subgroup.subgroupSizeControl = req.subgroupSizeControl;
         subgroup.computeFullSubgroups = req.computeFullSubgroups;
         storage16.pNext = &float16;
-        if (req.subgroupSizeControl) float16.pNext = &subgroup;
+        void** tail = &float16.pNext;
+        if (req.subgroupSizeControl) {
+            *tail = &subgroup;
+            tail = &subgroup.pNext;
+        }
+        // Cooperative matrices with the Vulkan memory model (a GPU's; lavapipe has neither).
+        VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopKHR{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
+        VkPhysicalDeviceCooperativeMatrixFeaturesNV coopNV{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+        VkPhysicalDeviceVulkanMemoryModelFeatures memoryModel{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
+        VkPhysicalDeviceShaderBfloat16FeaturesKHR bfloat16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+        coopKHR.cooperativeMatrix = coopNV.cooperativeMatrix = VK_TRUE;
+        memoryModel.vulkanMemoryModel = VK_TRUE;
+        memoryModel.vulkanMemoryModelDeviceScope = req.vulkanMemoryModelDeviceScope;
+        bfloat16.shaderBFloat16Type = VK_TRUE;
+        bfloat16.shaderBFloat16CooperativeMatrix = req.shaderBFloat16CooperativeMatrix;
+        for (auto [wantedHere, node] : {std::pair<bool, VkBaseOutStructure*>{req.cooperativeMatrixKHR == VK_TRUE, reinterpret_cast<VkBaseOutStructure*>(&coopKHR)},
+                                        {req.cooperativeMatrixNV == VK_TRUE, reinterpret_cast<VkBaseOutStructure*>(&coopNV)},
+                                        {req.vulkanMemoryModel == VK_TRUE, reinterpret_cast<VkBaseOutStructure*>(&memoryModel)},
+                                        {req.shaderBFloat16Type == VK_TRUE, reinterpret_cast<VkBaseOutStructure*>(&bfloat16)}}) {
+            if (!wantedHere) continue;
+            *tail = node;
+            tail = reinterpret_cast<void**>(&node->pNext);
+        }
         const float priority = 1.0f;
         VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
         qi.queueFamilyIndex = family;

@@ -30,6 +30,7 @@
 #include "cli_util.hpp"
 #include "commands.hpp"
 #include "reference/storage_types.hpp"
+#include "vk/vulkan_functions.hpp"  // the feature structs of extensions newer than the installed Vulkan headers
 #include "sketch/sketch_weights.hpp"
 #include "reference/sketch_fixtures.hpp"
 
@@ -452,6 +453,7 @@ std::string planSummary(PskAttention attn) {
         if (end == std::string::npos) end = text.size();
         const std::string line = text.substr(start, end - start);
         start = end + 1;
+        if (line.empty() || line[0] == '#') continue;  // the plan's comments (switches, self-test verdicts)
         const size_t open = line.find(" ("), close = line.find(')', open == std::string::npos ? 0 : open);
         if (open == std::string::npos || close == std::string::npos) continue;
         std::string impl = line.substr(open + 2, close - open - 2);
@@ -764,12 +766,10 @@ public:
         }
         if (!physical_) return std::string("no Vulkan device named \"") + want.name + "\" in psk's own instance";
         vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+        // Everything the library can use, cooperative matrices (and the Vulkan memory model they
+        // are compiled under) included: the device a model runtime would create.
         PskVulkanDeviceRequirements req{};
-        // Everything but cooperative matrices: the library keeps its cooperative-matrix kernels off
-        // on an app's device (PskVulkanDeviceRequirements cannot ask for the Vulkan memory model
-        // they are compiled under), so enabling the extension would change nothing.
-        PskResult pr = pskGetVulkanDeviceRequirements(gipa_, instance_, apiVersion_, physical_,
-                                                      PSK_DEVICE_CAPABILITY_ALL & ~PSK_DEVICE_CAPABILITY_COOPERATIVE_MATRIX_BIT, &req);
+        PskResult pr = pskGetVulkanDeviceRequirements(gipa_, instance_, apiVersion_, physical_, PSK_DEVICE_CAPABILITY_ALL, &req);
         if (pr != PSK_SUCCESS) return "pskGetVulkanDeviceRequirements: " + sink.describe(pr);
         family_ = req.computeQueueFamily;
         uint32_t familyCount = 0;
@@ -798,6 +798,32 @@ public:
             subgroup.computeFullSubgroups = req.computeFullSubgroups;
             *tail = &subgroup;
             tail = &subgroup.pNext;
+        }
+        auto coopKHR = vkStruct<VkPhysicalDeviceCooperativeMatrixFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR);
+        auto coopNV = vkStruct<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
+        auto memoryModel = vkStruct<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
+        auto bfloat16 = vkStruct<VkPhysicalDeviceShaderBfloat16FeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR);
+        if (req.cooperativeMatrixKHR) {
+            coopKHR.cooperativeMatrix = VK_TRUE;
+            *tail = &coopKHR;
+            tail = &coopKHR.pNext;
+        }
+        if (req.cooperativeMatrixNV) {
+            coopNV.cooperativeMatrix = VK_TRUE;
+            *tail = &coopNV;
+            tail = &coopNV.pNext;
+        }
+        if (req.vulkanMemoryModel) {
+            memoryModel.vulkanMemoryModel = VK_TRUE;
+            memoryModel.vulkanMemoryModelDeviceScope = req.vulkanMemoryModelDeviceScope;
+            *tail = &memoryModel;
+            tail = &memoryModel.pNext;
+        }
+        if (req.shaderBFloat16Type) {
+            bfloat16.shaderBFloat16Type = VK_TRUE;
+            bfloat16.shaderBFloat16CooperativeMatrix = req.shaderBFloat16CooperativeMatrix;
+            *tail = &bfloat16;
+            tail = &bfloat16.pNext;
         }
         const float priority = 1.0f;
         auto qi = vkStruct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
