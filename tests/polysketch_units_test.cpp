@@ -25,6 +25,8 @@
 #include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/sketch_fixtures.hpp"
+#include "reference/storage_types.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -36,6 +38,7 @@ struct Shape {
     uint32_t degree = 4, r = 16, b = 32, h = 32, dv = 32, B = 1, Hq = 2, Hkv = 1, n = 70;
     bool causal = true, localExact = false, learned = false, referenceScaling = false, qkNorm = false, localNorm = false;
     uint32_t variant = 0;  // distinguishes otherwise equal setups (their seeds derive from the name)
+    PskDataType dataType = PSK_DATA_TYPE_FLOAT32;  // 16-bit: q, k, v rounded first (the reference sees the rounded values)
 };
 
 std::string name(const Shape& s) {
@@ -44,6 +47,8 @@ std::string name(const Shape& s) {
       << s.n << (s.causal ? "_causal" : "_full") << (s.localExact ? "_localexact" : "") << (s.referenceScaling ? "_refscale" : "")
       << (s.qkNorm ? "_ln" : "") << (s.localNorm ? "_localln" : "") << "_Hq" << s.Hq << "_Hkv" << s.Hkv << "_B" << s.B;
     if (s.variant) o << "_v" << s.variant;
+    if (s.dataType == PSK_DATA_TYPE_FLOAT16) o << "_f16";
+    if (s.dataType == PSK_DATA_TYPE_BFLOAT16) o << "_bf16";
     return o.str();
 }
 
@@ -66,6 +71,7 @@ struct Run {
     psk::ref::LayerNormParams qkNorm, localNorm;
     int features = 0;
     uint32_t stateStride = 0;  // floats per state row (dv + 1 padded to 4)
+    std::string plan;          // pskGetAttentionPlan's text
 
     std::vector<float> region(const psk::PolysketchWorkspace::Region& r) const {
         return std::vector<float>(workspace.begin() + r.offset / 4, workspace.begin() + (r.offset + r.size) / 4);
@@ -79,6 +85,15 @@ struct Run {
     }
 };
 
+std::string planText(PskAttention attn) {
+    size_t size = 0;
+    if (pskGetAttentionPlan(attn, nullptr, &size) != PSK_SUCCESS) return {};
+    std::string text(size, '\0');
+    pskGetAttentionPlan(attn, text.data(), &size);
+    text.resize(std::strlen(text.c_str()));
+    return text;
+}
+
 std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
     auto run = std::make_unique<Run>();
     run->s = s;
@@ -87,6 +102,7 @@ std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
     run->k = psk::test::randomNormal(size_t(s.B) * s.Hkv * s.n * s.h, seed + 2);
     run->v = psk::test::randomNormal(size_t(s.B) * s.Hkv * s.n * s.dv, seed + 3);
     run->out.assign(size_t(s.B) * s.Hq * s.n * s.dv, 0.0f);
+    for (std::vector<float>* x : {&run->q, &run->k, &run->v}) *x = psk::storage::quantize(*x, s.dataType);
 
     PskAttentionCreateInfo info{};
     info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
@@ -101,6 +117,7 @@ std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
     info.sketchSize = s.r;
     info.blockSize = s.b;
     info.seed = seed;
+    info.dataType = s.dataType;
     psk::test::TempFile sketchFile("psk_units_sketch"), normFile("psk_units_norm");
     if (s.learned) {
         const psk::LearnedSketchWeights w = psk::test::randomLearnedSketch(s.h, s.r, seed + 4);
@@ -133,20 +150,25 @@ std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
     PskAttention attn = nullptr;
     EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
     if (!attn) return nullptr;
+    run->plan = planText(attn);
+    const std::vector<uint8_t> q = psk::storage::encode(run->q, s.dataType), k = psk::storage::encode(run->k, s.dataType),
+                               v = psk::storage::encode(run->v, s.dataType);
+    std::vector<uint8_t> out(run->out.size() * psk::storage::elementBytes(s.dataType));
     PskForwardHostInfo fwd{};
     fwd.batchSize = s.B;
     fwd.seqLen = s.n;
-    fwd.q = run->q.data();
-    fwd.k = run->k.data();
-    fwd.v = run->v.data();
-    fwd.out = run->out.data();
-    fwd.qBytes = run->q.size() * 4;
-    fwd.kBytes = run->k.size() * 4;
-    fwd.vBytes = run->v.size() * 4;
-    fwd.outBytes = run->out.size() * 4;
+    fwd.q = q.data();
+    fwd.k = k.data();
+    fwd.v = v.data();
+    fwd.out = out.data();
+    fwd.qBytes = q.size();
+    fwd.kBytes = k.size();
+    fwd.vBytes = v.size();
+    fwd.outBytes = out.size();
     PskForwardStats stats{};
     fwd.stats = &stats;
     EXPECT_EQ(pskAttentionForwardHost(attn, &fwd), PSK_SUCCESS);
+    run->out = psk::storage::decode(out, s.dataType);
     const psk::ForwardGeometry g =
         psk::makeForwardGeometry(attn->config(), ctx->caps(), s.B, s.n, nullptr, nullptr, nullptr, nullptr);
     run->layout = attn->polysketch()->workspace(g);
@@ -247,6 +269,104 @@ std::vector<Shape> featureCases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, FeatureMap, ::testing::ValuesIn(featureCases()),
                          [](const ::testing::TestParamInfo<Shape>& i) { return name(i.param); });
+
+// ---- the feature map in 16-bit storage, on the raw kernel the device plans (no self-test) ----
+//
+// The S rows alone (float32 in the workspace) against the float64 sketch of the rounded inputs, on
+// whatever kernel the plan takes with PSK_COOPMAT_SELFTEST=0: on a GPU with cooperative matrices
+// the cooperative feature map itself (the self-test would hide a wrong kernel behind the generic
+// one), on lavapipe the generic or lane-team kernel, and through the emulated backend with its own
+// and the GPU's tiling. Threshold 1e-4 of the largest |S|: the cooperative kernel's hi + lo
+// operands keep ~22 bits (the FP32 kernels stay near 1e-6). A failure prints where the wrong
+// entries sit (row within the workgroup's tile, column, side), what a GPU run needs to place the
+// fault (docs/RELIABILITY.md, "second run").
+
+struct FeatureCase16 {
+    Shape s;
+    const char* path;  // "device", "emulated" (small tiles) or "gpu-tiles" (emulated, the GPU's tiling)
+};
+
+class FeatureMap16 : public ContextTest, public ::testing::WithParamInterface<FeatureCase16> {};
+
+TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
+    const FeatureCase16 c = GetParam();
+    const std::string path = c.path;
+    psk::test::ScopedEnv selfTest("PSK_COOPMAT_SELFTEST", "0");
+    psk::test::ScopedEnv backend("PSK_COOPMAT_BACKEND", path == "device" ? nullptr : "emulated");
+    psk::test::ScopedEnv emulation("PSK_COOPMAT_EMULATION", path == "device" ? nullptr : path == "gpu-tiles" ? "gpu-tiles" : "1");
+    const Shape& s = c.s;
+    const auto run = runForward(ctx, s);
+    ASSERT_TRUE(run);
+    std::string featureKernel;
+    for (size_t at = 0; at < run->plan.size();) {
+        size_t end = run->plan.find('\n', at);
+        if (end == std::string::npos) end = run->plan.size();
+        const std::string line = run->plan.substr(at, end - at);
+        if (line.rfind("sketch_features", 0) == 0) featureKernel = line.substr(0, line.find(':'));
+        at = end + 1;
+    }
+    if (path != "device")
+        EXPECT_NE(featureKernel.find("_coopmat.emu_"), std::string::npos) << "the emulated cooperative feature map did not run:\n" << run->plan;
+    const std::vector<uint32_t> heads = {s.Hq, s.Hkv};
+    const psk::PolysketchWorkspace::Region* regions[] = {&run->layout.qSketch, &run->layout.kSketch};
+    for (int side = 0; side < 2; ++side) {
+        std::vector<double> want;
+        for (uint32_t b = 0; b < s.B; ++b)
+            for (uint32_t hd = 0; hd < heads[side]; ++hd) {
+                const std::vector<double> x = run->prepared(side == 0 ? run->q : run->k, heads[side], b, hd, side == 0, run->config.qkNorm);
+                for (uint32_t i = 0; i < s.n; ++i) {
+                    const std::vector<double> sk = run->config.sketch(&x[size_t(i) * s.h]);
+                    want.insert(want.end(), sk.begin(), sk.end());
+                }
+            }
+        const std::vector<float> got = run->region(*regions[side]);
+        ASSERT_EQ(got.size(), want.size());
+        const double error = relativeMaxError(got, want);
+        if (error <= 1e-4) continue;
+        // Where the wrong entries are: rows within a tile of 64 and columns, counted.
+        double maxWant = 0.0;
+        for (double w : want) maxWant = std::max(maxWant, std::fabs(w));
+        const uint32_t r = uint32_t(got.size() / (size_t(s.B) * heads[side] * s.n));
+        std::vector<uint32_t> byRow(64, 0), byColumn(r, 0);
+        std::ostringstream first;
+        size_t bad = 0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            if (std::isfinite(got[i]) && std::fabs(got[i] - want[i]) <= 1e-4 * maxWant) continue;
+            const size_t row = i / r % s.n, column = i % r;
+            ++byRow[row % 64];
+            ++byColumn[column];
+            if (bad++ < 6) first << " [row " << row << ", column " << column << "] " << got[i] << " (want " << want[i] << ")";
+        }
+        std::ostringstream rows, columns;
+        for (uint32_t i = 0; i < 64; ++i)
+            if (byRow[i]) rows << " " << i << ":" << byRow[i];
+        for (uint32_t i = 0; i < r; ++i)
+            if (byColumn[i]) columns << " " << i << ":" << byColumn[i];
+        ADD_FAILURE() << (side == 0 ? "q" : "k") << " sketch rows: error " << error << " (limit 1e-4) with " << featureKernel << "; " << bad
+                      << " of " << got.size() << " entries wrong;" << first.str() << "\n  wrong entries by row modulo 64:" << rows.str()
+                      << "\n  by column:" << columns.str();
+    }
+}
+
+std::vector<FeatureCase16> featureCases16() {
+    std::vector<FeatureCase16> cases;
+    for (const char* path : {"device", "emulated", "gpu-tiles"}) {
+        Shape s;
+        s.dataType = PSK_DATA_TYPE_FLOAT16;
+        s.r = 32;
+        s.n = 150;  // three workgroups of 64 rows (the GPU's tiles), the last partial
+        cases.push_back({s, path});
+        s.learned = true;
+        s.r = 16;
+        s.qkNorm = true;
+        cases.push_back({s, path});
+    }
+    return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, FeatureMap16, ::testing::ValuesIn(featureCases16()), [](const ::testing::TestParamInfo<FeatureCase16>& i) {
+    return name(i.param.s) + "_" + (std::string(i.param.path) == "gpu-tiles" ? "gputiles" : i.param.path);
+});
 
 // ---- block states, their Blelloch prefix (causal) and their sum (full) ----
 
