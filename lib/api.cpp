@@ -12,6 +12,7 @@
 #include "forward/coopmat_switches.hpp"
 #include "forward/polysketch_forward.hpp"
 #include "forward/tiled_forward.hpp"
+#include "kernels/kernel_pipeline.hpp"
 #include "vk/context.hpp"
 #include "decode/decode_state.hpp"
 #include "util/error.hpp"
@@ -282,6 +283,12 @@ PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize)
         if (!switches.empty()) plan += "# cooperative switches: " + switches + "\n";
         for (const psk::CoopSelfTestVerdict& v : psk::coopSelfTestVerdicts(attention->context()->caps()))
             plan += "# self-test: " + v.kernel + ": " + (v.passed ? "passed" : "FAILED, disabled on this device") + " (" + v.detail + ")\n";
+        // The compiler's statistics of each kernel's pipeline (registers, spills, ...), where the
+        // context captures them (PSK_PIPELINE_STATISTICS=1, vk/pipelines.hpp): which kernel spills.
+        for (const psk::KernelChoice& k : attention->forward().kernels()) {
+            const std::string stats = psk::kernelStatistics(attention->context()->pipelines(), k);
+            if (!stats.empty()) plan += "# stats: " + k.variant + " " + stats + "\n";
+        }
         const size_t needed = plan.size() + 1;
         if (!text) {
             *pSize = needed;

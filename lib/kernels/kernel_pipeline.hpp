@@ -3,6 +3,8 @@
 // which knows SPIR-V and constants, not the kernel table).
 #pragma once
 
+#include <string>
+
 #include "kernels/kernel_dispatch.hpp"
 #include "kernels/kernel_table.hpp"
 #include "kernels/shader_registry.hpp"
@@ -16,6 +18,15 @@ inline KernelPipeline kernelPipeline(Pipelines& pipelines, const KernelChoice& c
     const ShaderCode* code = findShader(choice.variant);
     if (!code) fail(PSK_ERROR_UNSUPPORTED, "shader variant ", choice.variant, " is not built into this library");
     return {pipelines.get(*code, choice.constants.values, choice.requiredSubgroupSize), choice.kernel};
+}
+
+/**
+ * The compiler's statistics of the choice's pipeline (Pipelines::statistics): empty when not
+ * captured or when the pipeline was not created (a lookup: it compiles nothing).
+ */
+inline std::string kernelStatistics(const Pipelines& pipelines, const KernelChoice& choice) {
+    const ShaderCode* code = findShader(choice.variant);
+    return code ? pipelines.statistics(*code, choice.constants.values, choice.requiredSubgroupSize) : std::string();
 }
 
 }  // namespace psk

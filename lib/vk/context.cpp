@@ -37,6 +37,8 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
         if (!vk_.vkGetDeviceQueue) fail(PSK_ERROR_VULKAN, "vkGetDeviceProcAddr returned no vkGetDeviceQueue");
         if (!external_) vk_.vkGetDeviceQueue(device_, caps_.computeQueueFamily, 0, &queue_);
         if (!vk_.vkCmdPushDescriptorSetKHR) caps_.pushDescriptors = false;
+        if (!vk_.vkGetPipelineExecutablePropertiesKHR || !vk_.vkGetPipelineExecutableStatisticsKHR)
+            caps_.pipelineExecutableInfo = false;
         VkPhysicalDeviceMemoryProperties memProps{};
         vki().vkGetPhysicalDeviceMemoryProperties(physicalDevice_, &memProps);
         // A smaller cap than the device's makes every allocation (and so the workspace's split) obey it.
@@ -81,6 +83,13 @@ void PskContext_T::createOwnDevice(const PskContextCreateInfo& info) {
     caps_ = queryDeviceCaps(instance_->vk(), physicalDevice_, instance_->apiVersion());
     if (caps_.computeQueueFamily == ~0u)
         fail(PSK_ERROR_NO_DEVICE, "device \"", caps_.properties.deviceName, "\" has no compute queue");
+    // The compiler's statistics per pipeline (the plan's "# stats:" lines) only when asked for:
+    // capturing them makes every pipeline creation slower, and most runs never read them.
+    const char* statistics = std::getenv("PSK_PIPELINE_STATISTICS");
+    if (caps_.pipelineExecutableInfo && statistics && std::strcmp(statistics, "1") == 0)
+        caps_.deviceExtensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+    else
+        caps_.pipelineExecutableInfo = false;
 
     const float priority = 1.0f;
     VkDeviceQueueCreateInfo queueInfo{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

@@ -83,6 +83,7 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     const bool hasCoopKHR = hasExtension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
     const bool hasMemoryModelExt = v12 || hasExtension(exts, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
     const bool hasBFloat16Ext = hasExtension(exts, VK_KHR_SHADER_BFLOAT16_EXTENSION_NAME);
+    const bool hasExecutableExt = hasExtension(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 
     // Properties.
     VkPhysicalDeviceProperties2 props2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
@@ -162,6 +163,12 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
         *tail = &bfloat16;
         tail = &bfloat16.pNext;
     }
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executableInfo{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (hasExecutableExt) {
+        *tail = &executableInfo;
+        tail = &executableInfo.pNext;
+    }
     vki.vkGetPhysicalDeviceFeatures2(pd, &features2);
     caps.storageBuffer16BitAccess = storage16.storageBuffer16BitAccess == VK_TRUE;
     caps.shaderInt64 = features2.features.shaderInt64 == VK_TRUE;
@@ -176,6 +183,8 @@ DeviceCaps queryDeviceCaps(const InstanceFunctions& vki, VkPhysicalDevice pd, ui
     caps.vulkanMemoryModelDeviceScope = caps.vulkanMemoryModel && memoryModel.vulkanMemoryModelDeviceScope == VK_TRUE;
     caps.shaderBFloat16Type = caps.cooperativeMatrixKHR && hasBFloat16Ext && bfloat16.shaderBFloat16Type == VK_TRUE;
     caps.shaderBFloat16CooperativeMatrix = caps.shaderBFloat16Type && bfloat16.shaderBFloat16CooperativeMatrix == VK_TRUE;
+    // Supported only: not in deviceExtensions below, the context adds it when asked (device_caps.hpp).
+    caps.pipelineExecutableInfo = hasExecutableExt && executableInfo.pipelineExecutableInfo == VK_TRUE;
 
     // Cooperative-matrix configurations: every enumerated entry of each extension.
     if (caps.cooperativeMatrixNV) {
@@ -290,6 +299,11 @@ DeviceFeatureChain::DeviceFeatureChain(const DeviceCaps& caps) {
         *tail = &bfloat16;
         tail = &bfloat16.pNext;
     }
+    if (caps.pipelineExecutableInfo) {
+        executableInfo.pipelineExecutableInfo = VK_TRUE;
+        *tail = &executableInfo;
+        tail = &executableInfo.pNext;
+    }
 }
 
 uint32_t supportedCapabilities(const DeviceCaps& caps) {
@@ -334,7 +348,8 @@ DeviceCaps restrictDeviceCaps(DeviceCaps caps, uint32_t enabled, const char* wha
         caps.minSubgroupSize = caps.maxSubgroupSize = caps.subgroupSize;
         caps.requiredSubgroupSizeStages = 0;
     }
-    caps.deviceExtensions.clear();  // the app created the device
+    caps.pipelineExecutableInfo = false;  // not a capability an app enables for the library
+    caps.deviceExtensions.clear();        // the app created the device
     return caps;
 }
 

@@ -67,6 +67,12 @@ struct DeviceCaps {
     // and as cooperative-matrix operands.
     bool shaderBFloat16Type = false;
     bool shaderBFloat16CooperativeMatrix = false;
+    // VK_KHR_pipeline_executable_properties' pipelineExecutableInfo: the compiler's statistics of
+    // each pipeline (registers, spills, memory; the plan's "# stats:" lines). Opt-in, unlike the
+    // features above: queryDeviceCaps reports it as supported without enabling it, and a context
+    // keeps it on its own device only when PSK_PIPELINE_STATISTICS=1 (capturing statistics costs
+    // pipeline-creation time); an app's device never has it (restrictDeviceCaps).
+    bool pipelineExecutableInfo = false;
     // Every enumerated cooperative-matrix configuration of each extension (empty without it).
     std::vector<CoopMatEntry> coopMatPropertiesNV;
     std::vector<CoopMatEntry> coopMatPropertiesKHR;
@@ -114,6 +120,8 @@ struct DeviceFeatureChain {
     VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopMatKHR{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
     VkPhysicalDeviceVulkanMemoryModelFeatures memoryModel{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES};
     VkPhysicalDeviceShaderBfloat16FeaturesKHR bfloat16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR};
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executableInfo{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
 
     explicit DeviceFeatureChain(const DeviceCaps& caps);
     DeviceFeatureChain(const DeviceFeatureChain&) = delete;

@@ -1,5 +1,7 @@
 #include "vk/pipelines.hpp"
 
+#include <cinttypes>
+#include <cstdio>
 #include <unordered_map>
 
 #include "util/error.hpp"
@@ -16,7 +18,55 @@ constexpr uint32_t kModeLocalSize = 17, kModeLocalSizeId = 38;
 
 bool isPowerOfTwo(uint32_t v) { return v && (v & (v - 1)) == 0; }
 
+/** One statistic's value as text: true / false, an integer, or a float with 4 significant digits. */
+std::string statisticValue(const VkPipelineExecutableStatisticKHR& s) {
+    char text[32];
+    switch (s.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+            return s.value.b32 ? "true" : "false";
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+            std::snprintf(text, sizeof(text), "%" PRId64, s.value.i64);
+            return text;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+            std::snprintf(text, sizeof(text), "%" PRIu64, s.value.u64);
+            return text;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
+            std::snprintf(text, sizeof(text), "%.4g", s.value.f64);
+            return text;
+        default:
+            return "?";
+    }
+}
+
+/** An array of `count` structs of type `sType`, as the two-call enumerations want them. */
+template <typename T>
+std::vector<T> blankStructs(uint32_t count, VkStructureType sType) {
+    T blank{};
+    blank.sType = sType;
+    return std::vector<T>(count, blank);
+}
+
 }  // namespace
+
+std::string formatPipelineStatistics(const std::vector<ExecutableStatistics>& executables, size_t maxChars) {
+    std::string text;
+    for (const ExecutableStatistics& e : executables) {
+        if (e.statistics.empty()) continue;
+        if (!text.empty()) text += "; ";
+        // A compute pipeline has one executable on most drivers; where it has several (a driver's
+        // internal stages), each is named so that its numbers are not taken for another's.
+        if (executables.size() > 1) text += e.name + ": ";
+        for (size_t j = 0; j < e.statistics.size(); ++j) {
+            if (j) text += ", ";
+            text += std::string(e.statistics[j].name) + " = " + statisticValue(e.statistics[j]);
+        }
+    }
+    // One line of the plan: no line breaks from a driver's names, and a bounded length.
+    for (char& c : text)
+        if (c == '\n' || c == '\r') c = ' ';
+    if (text.size() > maxChars) text = maxChars > 3 ? text.substr(0, maxChars - 3) + "..." : text.substr(0, maxChars);
+    return text;
+}
 
 WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint32_t>& specConstants) {
     const uint32_t* w = code.code;
@@ -76,7 +126,9 @@ Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCap
       maxSubgroupSize_(caps.maxSubgroupSize),
       maxWorkgroupSubgroups_(caps.maxComputeWorkgroupSubgroups),
       sizeControl_(caps.subgroupSizeControl && (caps.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT)),
-      fullSubgroups_(caps.subgroupSizeControl && caps.computeFullSubgroups) {
+      fullSubgroups_(caps.subgroupSizeControl && caps.computeFullSubgroups),
+      captureStatistics_(caps.pipelineExecutableInfo && vk.vkGetPipelineExecutablePropertiesKHR &&
+                         vk.vkGetPipelineExecutableStatisticsKHR) {
     VkDescriptorSetLayoutBinding bindings[kMaxBindings];
     for (uint32_t i = 0; i < kMaxBindings; ++i) {
         bindings[i] = VkDescriptorSetLayoutBinding{};
@@ -105,7 +157,7 @@ Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCap
 }
 
 Pipelines::~Pipelines() {
-    for (auto& entry : cache_) vk_.vkDestroyPipeline(device_, entry.second, vk_.callbacks);
+    for (auto& entry : cache_) vk_.vkDestroyPipeline(device_, entry.second.pipeline, vk_.callbacks);
     vk_.vkDestroyPipelineLayout(device_, layout_, vk_.callbacks);
     vk_.vkDestroyDescriptorSetLayout(device_, setLayout_, vk_.callbacks);
 }
@@ -140,7 +192,7 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
     Key key{code, specConstants, required};
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
+    if (it != cache_.end()) return it->second.pipeline;
 
     VkShaderModuleCreateInfo moduleInfo{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     moduleInfo.codeSize = code->bytes;
@@ -178,12 +230,49 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
             info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
     }
     info.layout = layout_;
+    if (captureStatistics_) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     VkPipeline pipeline = VK_NULL_HANDLE;
     const VkResult r = vk_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, vk_.callbacks, &pipeline);
     vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
     checkVk(r, "vkCreateComputePipelines");
-    cache_.emplace(std::move(key), pipeline);
+    Entry entry{pipeline, captureStatistics_ ? readStatistics(pipeline) : std::string()};
+    cache_.emplace(std::move(key), std::move(entry));
     return pipeline;
+}
+
+std::string Pipelines::readStatistics(VkPipeline pipeline) const {
+    // Diagnostics only: a query that fails leaves the text empty rather than failing the pipeline.
+    VkPipelineInfoKHR pipelineInfo{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+    pipelineInfo.pipeline = pipeline;
+    uint32_t count = 0;
+    if (vk_.vkGetPipelineExecutablePropertiesKHR(device_, &pipelineInfo, &count, nullptr) != VK_SUCCESS || count == 0)
+        return {};
+    auto properties = blankStructs<VkPipelineExecutablePropertiesKHR>(count, VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR);
+    const VkResult listed = vk_.vkGetPipelineExecutablePropertiesKHR(device_, &pipelineInfo, &count, properties.data());
+    if (listed != VK_SUCCESS && listed != VK_INCOMPLETE) return {};
+    std::vector<ExecutableStatistics> executables(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        executables[i].name = properties[i].name;
+        VkPipelineExecutableInfoKHR executableInfo{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+        executableInfo.pipeline = pipeline;
+        executableInfo.executableIndex = i;
+        uint32_t statCount = 0;
+        if (vk_.vkGetPipelineExecutableStatisticsKHR(device_, &executableInfo, &statCount, nullptr) != VK_SUCCESS || statCount == 0)
+            continue;
+        auto stats = blankStructs<VkPipelineExecutableStatisticKHR>(statCount, VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR);
+        const VkResult r = vk_.vkGetPipelineExecutableStatisticsKHR(device_, &executableInfo, &statCount, stats.data());
+        if (r != VK_SUCCESS && r != VK_INCOMPLETE) continue;
+        stats.resize(statCount);
+        executables[i].statistics = std::move(stats);
+    }
+    return formatPipelineStatistics(executables, kMaxStatisticsChars);
+}
+
+std::string Pipelines::statistics(const ShaderCode& code, const std::vector<uint32_t>& specConstants,
+                                  uint32_t requiredSubgroupSize) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto it = cache_.find(Key{&code, specConstants, requiredSubgroupSize});
+    return it == cache_.end() ? std::string() : it->second.statistics;
 }
 
 }  // namespace psk

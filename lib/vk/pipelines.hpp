@@ -29,6 +29,20 @@ struct WorkgroupSize {
  */
 WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint32_t>& specConstants);
 
+/** One executable of a pipeline (VK_KHR_pipeline_executable_properties) and its statistics. */
+struct ExecutableStatistics {
+    std::string name;
+    std::vector<VkPipelineExecutableStatisticKHR> statistics;
+};
+
+/**
+ * The statistics of a pipeline's executables as one line of at most `maxChars` characters:
+ * "Name = value, ..." (BOOL32 true / false, INT64 and UINT64 in full, FLOAT64 with 4 significant
+ * digits), each executable after its name and "; " where there are several, line breaks in a
+ * driver's names made spaces, and "..." at the end of a line cut short. Empty without statistics.
+ */
+std::string formatPipelineStatistics(const std::vector<ExecutableStatistics>& executables, size_t maxChars);
+
 class Pipelines {
 public:
     static constexpr uint32_t kMaxBindings = 8;
@@ -52,6 +66,20 @@ public:
     VkPipeline get(const ShaderCode& code, const std::vector<uint32_t>& specConstants, uint32_t requiredSubgroupSize);
 
     /**
+     * The compiler's statistics of the pipeline get() made for these arguments, one line as
+     * "Name = value, ..." (VK_KHR_pipeline_executable_properties: registers, spills, memory,
+     * instructions, whatever the driver reports; several executables each after their name), at
+     * most kMaxStatisticsChars. Empty when the device does not capture them
+     * (DeviceCaps::pipelineExecutableInfo, PSK_PIPELINE_STATISTICS=1), the driver reported none,
+     * or no such pipeline was created: a lookup, it creates nothing. Thread-safe.
+     */
+    std::string statistics(const ShaderCode& code, const std::vector<uint32_t>& specConstants,
+                           uint32_t requiredSubgroupSize) const;
+    static constexpr size_t kMaxStatisticsChars = 300;
+    /** True when pipelines are created with their statistics captured. */
+    bool capturesStatistics() const { return captureStatistics_; }
+
+    /**
      * True when a kernel that assumes subgroups of `size` lanes can run here: `size` is the
      * device's subgroup size (the default of every pipeline), or the size can be pinned (subgroup
      * size control for compute, `size` a power of two in [minSubgroupSize, maxSubgroupSize]).
@@ -73,6 +101,7 @@ private:
     // Subgroup size control as enabled on the device (device_caps.hpp).
     uint32_t subgroupSize_, minSubgroupSize_, maxSubgroupSize_, maxWorkgroupSubgroups_;
     bool sizeControl_, fullSubgroups_;
+    bool captureStatistics_;  // DeviceCaps::pipelineExecutableInfo, enabled on the device
     VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
     /** A pipeline is its SPIR-V variant, its specialization constants (by constant_id) and its
@@ -88,8 +117,15 @@ private:
     struct KeyHash {
         size_t operator()(const Key& k) const;
     };
+    /** A cached pipeline and its statistics text (empty unless captured). */
+    struct Entry {
+        VkPipeline pipeline = VK_NULL_HANDLE;
+        std::string statistics;
+    };
+    /** The statistics text of `pipeline`, read right after its creation. */
+    std::string readStatistics(VkPipeline pipeline) const;
     mutable std::mutex mutex_;
-    std::unordered_map<Key, VkPipeline, KeyHash> cache_;
+    std::unordered_map<Key, Entry, KeyHash> cache_;
 };
 
 }  // namespace psk

@@ -146,7 +146,9 @@ typedef struct VkPhysicalDeviceShaderBfloat16FeaturesKHR {
     X(vkDestroyFence)                   \
     X(vkWaitForFences)                  \
     X(vkResetFences)                    \
-    X(vkQueueSubmit)
+    X(vkQueueSubmit)                    \
+    X(vkGetPipelineExecutablePropertiesKHR) \
+    X(vkGetPipelineExecutableStatisticsKHR)
 
 namespace psk {
 
