@@ -61,14 +61,20 @@ do_info() {
     coop=$(sed -n 's/^ *cooperative matrix: *//p' <<<"$dev" | head -1)
     : >"$work/plan.txt"
     local h r
+    # PSK_PIPELINE_STATISTICS=1: the compiler's registers / spills per kernel as '# stats:' lines,
+    # where the driver reports them (docs/ARCHITECTURE.md).
+    local dt
     for h in ${head_dims//,/ }; do
         for r in ${sketches//,/ }; do
-            echo "--- polysketch f16 causal local-exact p=4 r=$r b=256 h=$h H=$heads" >>"$work/plan.txt"
-            tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 --causal --local-exact --degree 4 --sketch-size "$r" \
-                --block-size 256 --head-dim "$h" --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+            for dt in f16 f32; do
+                echo "--- polysketch $dt causal local-exact p=4 r=$r b=256 h=$h H=$heads" >>"$work/plan.txt"
+                PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype "$dt" --causal --local-exact --degree 4 \
+                    --sketch-size "$r" --block-size 256 --head-dim "$h" --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+            done
         done
         echo "--- softmax f16 causal h=$h H=$heads" >>"$work/plan.txt"
-        tmo 20 "$PSK" info --plan --kind softmax --dtype f16 --causal --head-dim "$h" --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+        PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind softmax --dtype f16 --causal --head-dim "$h" --heads "$heads" \
+            >>"$work/plan.txt" 2>&1 || rc=1
     done
     cat "$work/plan.txt"
     local kinds
@@ -77,7 +83,7 @@ do_info() {
         say "FAIL info: psk info --plan failed (plan.txt); driver $driver, cooperative matrix: $coop"
         return 1
     fi
-    say "OK info: driver $driver; cooperative matrix: $coop; kernels planned: $kinds (plan.txt)"
+    say "OK info: driver $driver; cooperative matrix: $coop; kernels planned: $kinds; $(grep -c '^# stats:' "$work/plan.txt") pipelines with compiler statistics (plan.txt)"
 }
 
 do_demo() {
