@@ -262,6 +262,8 @@ void main() {
     }
     if (lid == 0u) {
         ws[params.work + params.batch + slot] = 0u;  // ready for the next step
+        // Once per step: the count a state of replayable steps reads back for its positions.
+        if (slot == 0u) atomicAdd(ws[params.steps], 1u);
         if (LOCAL_EXACT) {
             // The sequence's last slot advances its row count (the block restarts when complete).
             const uint seq_counter = params.work + params.batch + slots + seq;

@@ -64,12 +64,15 @@ void main() {
     const uint seq = slot / params.kv_heads;
     const uint q_row0 = seq * params.q_heads + (slot % params.kv_heads) * HEAD_RATIO;
     const uint before = ws[params.work + seq];
-    const uint len = before + 1u;
+    // A full cache (only a replayed step can find one: the host checks the others) takes no new
+    // row: the step attends to the stored keys, and the token is counted as refused.
+    const bool full = before >= params.capacity;
+    const uint len = full ? before : before + 1u;
     const uint start = group * params.slice;
     const uint count = start < len ? min(params.slice, len - start) : 0u;
     const uint cache_slot = slot - params.cache_slot_base;
     const uint k_base = cache_slot * params.k_slot_stride, v_base = cache_slot * params.v_slot_stride;
-    const bool owns_token = before >= start && before < start + params.slice;
+    const bool owns_token = !full && before >= start && before < start + params.slice;
 
     for (uint i = lid; i < HEAD_RATIO * HEAD_DIM; i += WG) qs[i] = LOAD_ELEM(q_data[q_row0 * HEAD_DIM + i]) * params.scale;
     if (owns_token) {  // uniform in the workgroup
@@ -217,6 +220,7 @@ void main() {
         if (atomicAdd(ws[seq_counter], 1u) == params.kv_heads - 1u) {
             ws[params.work + seq] = len;
             ws[seq_counter] = 0u;
+            if (full) atomicAdd(ws[params.dropped], 1u);
         }
     }
 }

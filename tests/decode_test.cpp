@@ -123,10 +123,11 @@ struct Driver {
     std::vector<Sequence> seqs;
     uint64_t rng = 1000;
 
-    Driver(const Attention& attention, uint32_t B, uint32_t capacity = 0) : a(attention), seqs(B) {
+    Driver(const Attention& attention, uint32_t B, uint32_t capacity = 0, PskDecodeStateFlags flags = 0) : a(attention), seqs(B) {
         PskDecodeStateCreateInfo info{};
         info.batchSize = B;
         info.capacity = capacity;
+        info.flags = flags;
         EXPECT_EQ(pskCreateDecodeState(a.handle, &info, &state), PSK_SUCCESS);
     }
     ~Driver() { pskDestroyDecodeState(state); }
@@ -1009,10 +1010,11 @@ struct CmdRig {
                            VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, usage);
     }
     VkDeviceSize aligned(VkDeviceSize bytes) const { return (bytes + align - 1) / align * align; }
-    void begin() {
+    /** oneTime false: a command buffer to be submitted again and again (replayed). */
+    void begin(bool oneTime = true) {
         EXPECT_EQ(vk.vkResetCommandPool(device, pool, 0), VK_SUCCESS);
         VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-        info.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+        info.flags = oneTime ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
         EXPECT_EQ(vk.vkBeginCommandBuffer(cmd, &info), VK_SUCCESS);
     }
     /** Ends with a barrier to the host, submits, waits. */
@@ -1023,6 +1025,19 @@ struct CmdRig {
         vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                                 VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
         EXPECT_EQ(vk.vkEndCommandBuffer(cmd), VK_SUCCESS);
+        resubmit();
+    }
+    /** Ends the command buffer (with the barrier to the host) without submitting it. */
+    void end() {
+        VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+        barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+        vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+        EXPECT_EQ(vk.vkEndCommandBuffer(cmd), VK_SUCCESS);
+    }
+    /** Submits the ended command buffer (again) and waits. */
+    void resubmit() {
         EXPECT_EQ(vk.vkResetFences(device, 1, &fence), VK_SUCCESS);
         ctx->submitAndWait(cmd, fence);
     }
@@ -1111,6 +1126,90 @@ TEST_F(ContextTest, CmdStepMatchesHostStep) {
         EXPECT_EQ(serialize(host.state), serialize(app.state));
         EXPECT_EQ(pskResetDecodeCommandDescriptors(app.state), PSK_SUCCESS);
         host.check();
+    }
+}
+
+// A state of replayable steps (PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT): one step recorded once,
+// its command buffer submitted for every token (new q, k, v written into the same buffers between
+// submissions), equals a state stepped by the host: polysketch bit for bit (its step never depended
+// on the positions), softmax within float32 rounding (its recorded step is split over the whole
+// cache, the host's over the keys there are). The positions advance on the device and are read
+// back by the next call; a host step, a serialization and a reset after the replays see them.
+// Softmax: replays past the capacity store nothing and the next call reports it, once.
+TEST_F(ContextTest, ReplayedStepMatchesHostSteps) {
+    for (int which = 0; which < 3; ++which) {
+        SCOPED_TRACE(kKindNames[which]);
+        const Config c = kindConfig(which);
+        const auto a = makeAttention(ctx, c);
+        ASSERT_TRUE(a);
+        const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
+        const uint32_t capacity = softmax ? 64 : 0;
+        {
+            PskDecodeStateCreateInfo bad{};
+            bad.capacity = capacity;
+            bad.flags = 0x2;  // not a PskDecodeStateFlagBits
+            PskDecodeState none = nullptr;
+            EXPECT_EQ(pskCreateDecodeState(a->handle, &bad, &none), PSK_ERROR_INVALID_ARGUMENT);
+            EXPECT_EQ(none, nullptr);
+            psk::test::sharedLog().clear();
+        }
+        Driver host(*a, 2, capacity), app(*a, 2, capacity, PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT);
+        host.prefill(0, 13);  // different positions; b = 16: the replays cross block boundaries
+        host.prefill(1, 30);
+        app.prefill(0, 13, false);
+        app.prefill(1, 30, false);
+        auto same = [&](const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+            if (softmax)
+                EXPECT_LE(relativeMaxError(got, std::vector<double>(want.begin(), want.end())), 1e-5) << what;
+            else
+                EXPECT_EQ(got, want) << what;
+        };
+        CmdRig rig(ctx);
+        CmdTensors tensors(rig, c, 2, 1);
+        rig.begin(false);
+        const PskCmdDecodeStepInfo info = tensors.info(0);
+        ASSERT_EQ(pskCmdDecodeStep(app.state, rig.cmd, &info), PSK_SUCCESS);
+        rig.end();
+        const uint32_t replays = 20;
+        for (uint32_t t = 0; t < replays; ++t) {
+            const auto in = host.stepInputs();
+            const std::vector<float> want = host.step(in[0], in[1], in[2]);
+            tensors.write(0, in);
+            rig.resubmit();
+            same(tensors.out(0), want, "replay " + std::to_string(t));
+        }
+        // The positions, read back from the device; then the states agree, and a host step on
+        // each continues them alike.
+        uint64_t pos[2] = {0, 0};
+        EXPECT_EQ(pskGetDecodePosition(app.state, 0, &pos[0]), PSK_SUCCESS);
+        EXPECT_EQ(pskGetDecodePosition(app.state, 1, &pos[1]), PSK_SUCCESS);
+        EXPECT_EQ(pos[0], 13u + replays);
+        EXPECT_EQ(pos[1], 30u + replays);
+        if (!softmax) EXPECT_EQ(serialize(host.state), serialize(app.state));
+        const auto in = host.stepInputs();
+        const std::vector<float> want = host.step(in[0], in[1], in[2]);
+        std::vector<float> got(want.size(), NAN);
+        PskDecodeStepInfo step{};
+        setHostArrays(step, in[0], in[1], in[2], &got);
+        EXPECT_EQ(pskDecodeStepHost(app.state, &step), PSK_SUCCESS);
+        same(got, want, "host step after the replays");
+        EXPECT_EQ(pskGetDecodePosition(app.state, 1, &pos[1]), PSK_SUCCESS);
+        EXPECT_EQ(pos[1], 31u + replays);
+        EXPECT_EQ(serialize(host.state).size(), serialize(app.state).size());
+        host.check();
+        if (!softmax) continue;
+        // Sequence 1 is at 51 of 64: 13 more replays fill it, the 14th finds it full.
+        for (uint32_t t = 0; t < 14; ++t) rig.resubmit();
+        EXPECT_EQ(pskGetDecodePosition(app.state, 0, &pos[0]), PSK_ERROR_BUFFER_TOO_SMALL) << "reported once";
+        EXPECT_NE(psk::test::sharedLog().errors.size(), 0u);
+        psk::test::sharedLog().clear();
+        EXPECT_EQ(pskGetDecodePosition(app.state, 1, &pos[1]), PSK_SUCCESS);
+        EXPECT_EQ(pos[1], 64u) << "the positions stay at the capacity";
+        EXPECT_EQ(pskGetDecodePosition(app.state, 0, &pos[0]), PSK_SUCCESS);
+        EXPECT_EQ(pos[0], 13u + replays + 1 + 14);
+        EXPECT_EQ(pskResetDecodeSequence(app.state, 1), PSK_SUCCESS);
+        EXPECT_EQ(pskGetDecodePosition(app.state, 1, &pos[1]), PSK_SUCCESS);
+        EXPECT_EQ(pos[1], 0u);
     }
 }
 

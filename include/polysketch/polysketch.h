@@ -702,6 +702,22 @@ PSK_API PskResult pskGetAttentionInfo(PskAttention attention, PskAttentionInfo* 
  * with PskContext above.)
  */
 
+typedef enum PskDecodeStateFlagBits {
+    /**
+     * Steps recorded by pskCmdDecodeStep do not depend on the positions, so a command buffer
+     * holding them may be submitted again and again (the Vulkan counterpart of replaying a CUDA
+     * graph): each execution is one more step of every sequence, the positions advancing on the
+     * device. Every call on the state that needs the positions (pskGetDecodePosition, prefill,
+     * steps, forwards, reset, serialize, restore) reads them back from the device (a copy and a
+     * wait), so every execution must have completed before it. A softmax step is then split over
+     * the whole capacity rather than the current length (slower at short contexts), and a step
+     * that finds a sequence's cache full stores nothing and the next call on the state fails with
+     * PSK_ERROR_BUFFER_TOO_SMALL (once; the positions stay at the capacity).
+     */
+    PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT = 0x1
+} PskDecodeStateFlagBits;
+typedef uint32_t PskDecodeStateFlags;
+
 typedef struct PskDecodeStateCreateInfo {
     uint32_t batchSize; /**< B, the number of sequences; 0 means 1 */
     /**
@@ -709,6 +725,7 @@ typedef struct PskDecodeStateCreateInfo {
      * POLYSKETCH: must be 0 (the state does not grow).
      */
     uint32_t capacity;
+    PskDecodeStateFlags flags; /**< PskDecodeStateFlagBits; 0: steps recorded for their positions */
 } PskDecodeStateCreateInfo;
 
 /** Creates a decode state with every sequence at position 0 (nothing consumed). */

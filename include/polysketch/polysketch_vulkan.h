@@ -286,7 +286,11 @@ typedef struct PskCmdDecodeStepInfo {
  * Positions advance when the call returns (pskGetDecodePosition then counts the recorded step),
  * and what is recorded depends on them, so every recorded step must execute exactly once, in the
  * order of recording, on one queue (several may be recorded into one command buffer or into
- * several submitted in that order). Before any other call on the state (pskDecodeStepHost,
+ * several submitted in that order). A state created with PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT
+ * records steps that do not depend on the positions instead: the command buffer may be submitted
+ * any number of times, one execution at a time on one queue, each execution one step, and the
+ * positions do not advance at recording (the state reads them back from the device when a later
+ * call needs them). Before any other call on the state (pskDecodeStepHost,
  * prefill, reset, serialize, restore, destroy) every recorded step must have completed: those
  * calls submit to the context's queue and wait for their own work only.
  *
@@ -312,7 +316,8 @@ typedef struct PskCmdDecodeStepInfo {
  *
  * No NaN checks (the data is on the device). Errors, with nothing recorded and the positions
  * unchanged: INVALID_ARGUMENT (NULL state, command buffer, info or buffer; strides given; a
- * misaligned offset), BUFFER_TOO_SMALL (a tensor's size; softmax: a sequence's cache is full).
+ * misaligned offset), BUFFER_TOO_SMALL (a tensor's size; softmax: a sequence's cache is full, not
+ * checked for replayable steps: see PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT).
  */
 PSK_API PskResult pskCmdDecodeStep(PskDecodeState state, VkCommandBuffer commandBuffer, const PskCmdDecodeStepInfo* info);
 

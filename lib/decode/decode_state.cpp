@@ -41,6 +41,9 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
     if (!polysketch && c.kind != PSK_ATTENTION_KIND_SOFTMAX)
         fail(PSK_ERROR_UNSUPPORTED, "incremental decoding supports POLYSKETCH and SOFTMAX attention, not POLYNOMIAL");
     if (!c.causal) fail(PSK_ERROR_UNSUPPORTED, "incremental decoding needs a CAUSAL attention");
+    if (info.flags & ~uint32_t(PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT))
+        fail(PSK_ERROR_INVALID_ARGUMENT, "flags 0x", std::hex, info.flags, std::dec, " has unknown bits (PskDecodeStateFlagBits)");
+    replayable_ = (info.flags & PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT) != 0;
     shape_.batch = info.batchSize ? info.batchSize : 1;
     shape_.Hq = c.numQueryHeads;
     shape_.Hkv = c.numKeyValueHeads;
@@ -84,7 +87,20 @@ uint64_t PskDecodeState_T::stateBytes() const { return uint64_t(shape_.batch) * 
 uint64_t PskDecodeState_T::position(uint32_t sequence) const {
     if (sequence >= shape_.batch)
         fail(PSK_ERROR_INVALID_ARGUMENT, "sequence ", sequence, " is out of range (batchSize ", shape_.batch, ")");
+    syncPositions();
     return positions_[sequence];
+}
+
+void PskDecodeState_T::syncPositions() const {
+    // A recorded step may have been submitted any number of times since the last call, without
+    // the library seeing it: with replayable steps every call that needs the positions reads them.
+    if (!replayable_) return;
+    uint64_t dropped = 0;
+    positions_ = decoder_->devicePositions(positions_, &dropped);
+    if (dropped)
+        fail(PSK_ERROR_BUFFER_TOO_SMALL, "replayed steps found a full KV cache (capacity ", decoder_->capacity(), " tokens) ", dropped,
+             " time(s): those tokens were not stored and their steps attended to the stored keys only; the positions stay at the "
+             "capacity");
 }
 
 void PskDecodeState_T::checkPromptInputs(const PskDecodePrefillInfo& info, uint32_t count) const {
@@ -107,6 +123,7 @@ void PskDecodeState_T::checkPromptInputs(const PskDecodePrefillInfo& info, uint3
 }
 
 void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
+    syncPositions();
     const uint32_t count = info.batchSize ? info.batchSize : 1;
     if (uint64_t(info.firstSequence) + count > shape_.batch)
         fail(PSK_ERROR_INVALID_ARGUMENT, "sequences ", info.firstSequence, " to ", uint64_t(info.firstSequence) + count - 1,
@@ -122,6 +139,7 @@ void PskDecodeState_T::prefill(const PskDecodePrefillInfo& info) {
 }
 
 uint64_t PskDecodeState_T::checkForward(PskAttention attention, uint32_t batchSize, uint32_t seqLen, uint32_t first) const {
+    syncPositions();
     const AttentionConfig& c = attention->config();
     if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH && c.kind != PSK_ATTENTION_KIND_SOFTMAX)
         fail(PSK_ERROR_UNSUPPORTED, "a forward with a decode state needs POLYSKETCH or SOFTMAX attention, not POLYNOMIAL");
@@ -206,6 +224,7 @@ void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
             fail(PSK_ERROR_BUFFER_TOO_SMALL, arrays[i].name, " holds ", arrays[i].given, " bytes; the shape needs ", needed[i]);
     const PskDataType type = attention_->config().dataType;
     for (int i = 0; i < 3; ++i) checkFiniteElements(arrays[i].name, arrays[i].pointer, needed[i] / elementBytes(type), type);
+    syncPositions();
     checkRoomForStep();
 
     std::memcpy(qIn_.mapped(), info.q, needed[0]);
@@ -216,13 +235,13 @@ void PskDecodeState_T::step(const PskDecodeStepInfo& info) {
     double gpuMs = 0;
     submitter_->run(
         [&](Recorder& rec) {
-            decoder_->recordStep(rec, t, positions_);
+            decoder_->recordStep(rec, t, positions_);  // executed once, now: its own positions
             lastStep_ = {rec.dispatchCount(), rec.copyCount(), rec.fillCount(), rec.barrierCount(), 1};
         },
         info.stats ? &gpuMs : nullptr);
 
     std::memcpy(info.out, out_.mapped(), needed[3]);
-    for (uint64_t& p : positions_) ++p;
+    advancePositions();
     if (info.stats) {
         info.stats->gpuMilliseconds = gpuMs;
         info.stats->workspaceBytes = decoder_->stepScratchBytes();
@@ -250,7 +269,9 @@ void PskDecodeState_T::cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecode
         if (tensors[i].t.size < needed[i])
             fail(PSK_ERROR_BUFFER_TOO_SMALL, "info->", tensors[i].name, ".size is ", tensors[i].t.size, " bytes; the shape needs ",
                  needed[i]);
-    checkRoomForStep();
+    // A replayable step is recorded for no position in particular: its room is checked on the
+    // device (softmax) and reported by the next call (syncPositions).
+    if (!replayable_) checkRoomForStep();
 
     const DeviceFunctions& vk = context()->vk();
     if (!context()->pipelines().usesPushDescriptors() && !commandDescriptors_)
@@ -268,9 +289,19 @@ void PskDecodeState_T::cmdStep(VkCommandBuffer commandBuffer, const PskCmdDecode
                         {info.k.buffer, info.k.offset, needed[1]},
                         {info.v.buffer, info.v.offset, needed[2]},
                         {info.out.buffer, info.out.offset, needed[3]}};
-    decoder_->recordStep(rec, t, positions_);
+    // Replayable: recorded as if every sequence were at its last position (a softmax step's
+    // slices cover the whole cache; the keys it reads come from the device's counts).
+    const uint32_t capacity = decoder_->capacity();
+    decoder_->recordStep(rec, t, replayable_ ? std::vector<uint64_t>(shape_.batch, capacity ? capacity - 1 : 0) : positions_);
     lastStep_ = {rec.dispatchCount(), rec.copyCount(), rec.fillCount(), rec.barrierCount(), 0};
-    for (uint64_t& p : positions_) ++p;
+    advancePositions();
+}
+
+void PskDecodeState_T::advancePositions() {
+    // Replayable: the device counts the steps it executes (the step kernels keep the counts);
+    // the next call that needs the positions reads them (syncPositions).
+    if (!replayable_)
+        for (uint64_t& p : positions_) ++p;
 }
 
 void PskDecodeState_T::resetCommandDescriptors() {
@@ -280,6 +311,7 @@ void PskDecodeState_T::resetCommandDescriptors() {
 void PskDecodeState_T::reset(uint32_t sequence) {
     if (sequence >= shape_.batch)
         fail(PSK_ERROR_INVALID_ARGUMENT, "sequence ", sequence, " is out of range (batchSize ", shape_.batch, ")");
+    syncPositions();
     decoder_->reset(sequence);
     positions_[sequence] = 0;
 }
@@ -307,6 +339,7 @@ void PskDecodeState_T::transferBlobData(const std::vector<uint64_t>& positions, 
 }
 
 size_t PskDecodeState_T::serializedSize() const {
+    syncPositions();
     return decodeBlobPrefixBytes(shape_.batch) + blobDataBytes(positions_) + kDecodeBlobTrailerBytes;
 }
 
@@ -331,6 +364,7 @@ void PskDecodeState_T::serialize(void* data, size_t* size) {
 void PskDecodeState_T::restore(const void* data, size_t size) {
     // Everything is checked before the state is touched: the header, the checksum and the
     // positions (readDecodeBlobPrefix), the size the positions imply, and the data's values.
+    syncPositions();  // the device's count of replayed steps starts again from zero
     const uint8_t* in = static_cast<const uint8_t*>(data);
     const DecodeBlobPrefix prefix = readDecodeBlobPrefix(in, size, blobHeader());
     const uint64_t bytes = blobDataBytes(prefix.positions);

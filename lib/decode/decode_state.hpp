@@ -70,9 +70,20 @@ private:
     /** Copies the blob's data at `positions` from the state into `host` (toHost) or back. */
     void transferBlobData(const std::vector<uint64_t>& positions, const psk::Buffer& host, bool toHost);
 
+    /**
+     * Replayable steps (PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT): the device may be ahead of
+     * positions_ by steps the app replayed, so every call that needs the positions reads them back
+     * (the decoder's devicePositions; a copy and a wait). Fails (BUFFER_TOO_SMALL) once when
+     * replayed softmax steps found a full cache.
+     */
+    void syncPositions() const;
+    /** After a step is recorded: the positions advance (or, replayable, the device is ahead). */
+    void advancePositions();
+
     PskAttention attention_;
     psk::DecodeShape shape_;
-    std::vector<uint64_t> positions_;
+    mutable std::vector<uint64_t> positions_;
+    bool replayable_ = false;
 
     // The submissions of host calls; the decoder submits through it too, so it outlives decoder_.
     std::unique_ptr<psk::Submitter> submitter_;

@@ -56,6 +56,14 @@ public:
      * and several recorded steps may be pending at once.
      */
     virtual void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) = 0;
+    /**
+     * Replayable steps (PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT): the positions after the steps the
+     * device executed since the last call, from the host's `positions` before them (polysketch:
+     * the device's count of steps, then set back to zero; softmax: its key counts), with
+     * *dropped the tokens a full cache refused since (softmax; then set back to zero). Submits and
+     * waits.
+     */
+    virtual std::vector<uint64_t> devicePositions(const std::vector<uint64_t>& positions, uint64_t* dropped) = 0;
     /** Empties one sequence's state (the state resets its position). */
     virtual void reset(uint32_t sequence) = 0;
     /**

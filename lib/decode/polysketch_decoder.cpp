@@ -114,7 +114,9 @@ PolysketchDecoder::PolysketchDecoder(PskAttention_T& attention, Submitter& submi
     const ForwardGeometry g1 = makeForwardGeometry(c, caps, batch_, 1, nullptr, nullptr, nullptr, nullptr);
     if (learned_) featureRows_ = region(forward_.workspace(g1).states.offset);
     workWord_ = cursor / 4;
-    const uint64_t words = workWord_ + 2 * uint64_t(batch_) + slots + slots * slices_.groupsPerSlot() * stepShape.headRatio * (dv_ + 1);
+    // The last word counts the steps executed (the state of a replayable decode reads it back).
+    const uint64_t words = workWord_ + 2 * uint64_t(batch_) + slots + slots * slices_.groupsPerSlot() * stepShape.headRatio * (dv_ + 1) + 1;
+    stepsWord_ = words - 1;
     checkBindingRange("step state (the unfinished block and the step's scratch)", words);
     stepState_ = deviceBuffer(words * 4);
     scratchBytes_ = words * 4 - stateEnd;
@@ -274,6 +276,7 @@ void PolysketchDecoder::recordStep(Recorder& rec, const StepTensors& t, const st
     push.block_sum = uint32_t(blockH_.offset / 4);
     push.block_k = uint32_t(blockK_.offset / 4);
     push.block_v = uint32_t(blockV_.offset / 4);
+    push.steps = uint32_t(stepsWord_);
     if (learned_) {
         const ForwardGeometry g1 = makeForwardGeometry(c, context().caps(), batch_, 1, nullptr, nullptr, nullptr, nullptr);
         const PolysketchWorkspace ws = forward_.workspace(g1);
@@ -314,6 +317,22 @@ void PolysketchDecoder::recordRowCounts(Recorder& rec, uint32_t first, const std
         rec.fill({stepState_.handle(), (workWord_ + first + i) * 4, bytes}, bytes, uint32_t(positions[i] % b_));
         i = j;
     }
+}
+
+std::vector<uint64_t> PolysketchDecoder::devicePositions(const std::vector<uint64_t>& positions, uint64_t* dropped) {
+    // Every step advances every sequence by one: the host's positions plus the steps executed.
+    Buffer host = hostBuffer(4, MemoryUsage::HostReadback);
+    const BufferRange word{stepState_.handle(), stepsWord_ * 4, 4};
+    submitter_.run([&](Recorder& rec) {
+        rec.copy(word, {host.handle(), 0, 4}, 4);
+        rec.fill(word, 4, 0);  // after the copy: the recorder orders the two (hazard tracking)
+    });
+    uint32_t steps = 0;
+    std::memcpy(&steps, host.mapped(), 4);
+    std::vector<uint64_t> out = positions;
+    for (uint64_t& p : out) p += steps;
+    *dropped = 0;
+    return out;
 }
 
 void PolysketchDecoder::restorePositions(const std::vector<uint64_t>& positions) {

@@ -45,6 +45,7 @@ public:
     void recordStep(Recorder& rec, const StepTensors& t, const std::vector<uint64_t>& positions) override;
     void reset(uint32_t sequence) override;
     void restorePositions(const std::vector<uint64_t>& positions) override;
+    std::vector<uint64_t> devicePositions(const std::vector<uint64_t>& positions, uint64_t* dropped) override;
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
     void checkForward(uint64_t position, uint32_t n) const override;
@@ -84,6 +85,7 @@ private:
     Buffer stepState_;
     BufferRange blockH_, blockK_, blockV_, featureRows_;
     VkDeviceSize workWord_ = 0;
+    VkDeviceSize stepsWord_ = 0;  // the count of executed steps (devicePositions)
     VkDeviceSize scratchBytes_ = 0;  // the feature rows and the step's words
     DecodeStepSlices slices_;
     KernelPipeline step_;

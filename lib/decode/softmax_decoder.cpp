@@ -64,7 +64,9 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     if (sharedFloats * 4 > limits.maxComputeSharedMemorySize)
         fail(PSK_ERROR_TOO_LARGE, "a softmax decode step needs ", sharedFloats * 4, " bytes of shared memory, more than the device's ",
              limits.maxComputeSharedMemorySize);
-    const uint64_t words = 2 * uint64_t(batch_) + slots + slots * groupStride * ratio * (dv_ + 2);
+    // The last word counts the tokens a full cache refused (only a replayable step can meet one).
+    const uint64_t words = 2 * uint64_t(batch_) + slots + slots * groupStride * ratio * (dv_ + 2) + 1;
+    droppedWord_ = words - 1;
     checkBindingRange("softmax step workspace", words);
     work_ = deviceBuffer(words * 4);
 
@@ -132,6 +134,8 @@ void SoftmaxDecoder::recordStep(Recorder& rec, const StepTensors& t, const std::
     push.v_slot_stride = uint32_t(vSlot_);
     push.work = 0;
     push.group_stride = groupStride_;
+    push.capacity = capacity_;
+    push.dropped = uint32_t(droppedWord_);
     kernel::DecodeSoftmaxBindings b;
     b.WORKSPACE = BufferRange{work_.handle(), 0, work_.size()};
     b.Q_ROWS = t.q;
@@ -167,6 +171,24 @@ void SoftmaxDecoder::recordKeyCounts(Recorder& rec, uint32_t first, const std::v
 
 void SoftmaxDecoder::reset(uint32_t sequence) {
     submitter_.run([&](Recorder& rec) { recordKeyCounts(rec, sequence, {0}); });
+}
+
+std::vector<uint64_t> SoftmaxDecoder::devicePositions(const std::vector<uint64_t>& positions, uint64_t* dropped) {
+    // The key counts are the positions; the refused tokens' word goes back to zero.
+    const VkDeviceSize countBytes = VkDeviceSize(batch_) * 4;
+    Buffer host = hostBuffer(countBytes + 4, MemoryUsage::HostReadback);
+    const BufferRange counts{work_.handle(), 0, countBytes}, refused{work_.handle(), droppedWord_ * 4, 4};
+    submitter_.run([&](Recorder& rec) {
+        rec.copy(counts, {host.handle(), 0, countBytes}, countBytes);
+        rec.copy(refused, {host.handle(), countBytes, 4}, 4);
+        rec.fill(refused, 4, 0);
+    });
+    std::vector<uint32_t> words(batch_ + 1);
+    std::memcpy(words.data(), host.mapped(), countBytes + 4);
+    std::vector<uint64_t> out(positions.size());
+    for (size_t s = 0; s < out.size(); ++s) out[s] = words[s];
+    *dropped = words[batch_];
+    return out;
 }
 
 void SoftmaxDecoder::restorePositions(const std::vector<uint64_t>& positions) {

@@ -21,6 +21,7 @@ public:
     /** The sequence's key count on the device back to 0 (the cache needs no clearing: the count bounds what is read). */
     void reset(uint32_t sequence) override;
     void restorePositions(const std::vector<uint64_t>& positions) override;
+    std::vector<uint64_t> devicePositions(const std::vector<uint64_t>& positions, uint64_t* dropped) override;
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
     /** Position 0 only (a fresh sequence); the cache must hold the n tokens. */
@@ -36,6 +37,7 @@ private:
     void recordKeyCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const;
 
     uint32_t capacity_ = 0;
+    VkDeviceSize droppedWord_ = 0;  // the count of tokens a full cache refused (devicePositions)
     // Caches [B Hkv][capacity][h | dv], slots kSlot_ / vSlot_ floats apart (capacity h, capacity dv,
     // rounded up to the storage offset alignment).
     Buffer kCache_, vCache_;

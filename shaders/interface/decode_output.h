@@ -56,6 +56,7 @@ PSK_PUSH_BEGIN(DecodeOutputPush)
     uint flags;           //   DECODE_FLAG_*
     uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;  // offsets (floats) into the packed sketch
     uint w[6];            //   G1_0a, G1_0b, G1_1a, G1_1b, G2_0a, G2_0b (transposed, SKETCH x in), as PackedSketch
+    uint steps;           // word of binding 0 counting the executed steps (slot 0's last workgroup adds one)
 PSK_PUSH_END
 
 #endif

@@ -37,6 +37,8 @@ PSK_PUSH_BEGIN(DecodeSoftmaxPush)
     uint cache_slot_base; // cache is bound)
     uint work;            // word offset of the workspace in binding 0 (decode_softmax.comp)
     uint group_stride;    // partial sums per slot: the most groups of any step
+    uint capacity;        // keys a slot's cache holds: a step that finds it full stores nothing
+    uint dropped;         // word of binding 0 counting such steps' tokens (per sequence)
 PSK_PUSH_END
 
 #endif
