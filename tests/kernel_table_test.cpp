@@ -117,6 +117,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::BlockScan: return SpecConstants::of(BlockScanSpec{});
         case KernelId::BlockReduce: return SpecConstants::of(BlockReduceSpec{});
         case KernelId::PolysketchOutput: return SpecConstants::of(PolysketchOutputSpec{});
+        case KernelId::PolysketchOutputRows: return SpecConstants::of(PolysketchOutputRowsSpec{});
         case KernelId::PolysketchOutputTeam: return SpecConstants::of(PolysketchOutputTeamSpec{});
         case KernelId::PolysketchOutputCoopMat: return SpecConstants::of(PolysketchOutputCoopMatSpec{});
         case KernelId::SelfTensor: return SpecConstants::of(NoSpec{});

@@ -48,6 +48,8 @@ constexpr KernelInfo kKernels[] = {
      "BlockColumnsPush", "sum of every block (full attention)"},
     {KernelId::PolysketchOutput, "polysketch_output", "polysketch_output.comp", KernelImpl::Generic, "storage",
      "PolysketchOutputSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
+    {KernelId::PolysketchOutputRows, "polysketch_output_rows", "polysketch_output_rows.comp", KernelImpl::Generic, "storage",
+     "PolysketchOutputRowsSpec", "PolysketchOutputPush", "output, one query row per invocation: phi(q)^T Z + local part, normalized"},
     {KernelId::PolysketchOutputTeam, "polysketch_output_team", "polysketch_output_team.comp", KernelImpl::Team, "storage",
      "PolysketchOutputTeamSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
     {KernelId::PolysketchOutputCoopMat, "polysketch_output_coopmat", "polysketch_output_coopmat.comp", KernelImpl::Cooperative,

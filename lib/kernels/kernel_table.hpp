@@ -33,6 +33,7 @@ enum class KernelId : uint8_t {
     BlockScan,             // exclusive prefix over blocks (causal)
     BlockReduce,           // sum over blocks (full)
     PolysketchOutput,      // phi(q)^T Z + local part, normalized
+    PolysketchOutputRows,  //   one query row per invocation (GPUs at h, dv <= 64)
     PolysketchOutputTeam,  //   lane-team variant
     PolysketchOutputCoopMat,  //   cooperative-matrix variant
     SelfTensor,            // materialized psi(S) rows (tests and tools only)
@@ -66,6 +67,7 @@ enum class KernelId : uint8_t {
     X(BlockScan, BlockScanSpec, BlockColumnsPush, BlockScanBindings)                                  \
     X(BlockReduce, BlockReduceSpec, BlockColumnsPush, BlockReduceBindings)                            \
     X(PolysketchOutput, PolysketchOutputSpec, PolysketchOutputPush, PolysketchOutputBindings)         \
+    X(PolysketchOutputRows, PolysketchOutputRowsSpec, PolysketchOutputPush, PolysketchOutputBindings) \
     X(PolysketchOutputTeam, PolysketchOutputTeamSpec, PolysketchOutputPush, PolysketchOutputBindings) \
     X(PolysketchOutputCoopMat, PolysketchOutputCoopMatSpec, PolysketchOutputPush, PolysketchOutputBindings) \
     X(SelfTensor, NoSpec, SelfTensorPush, SelfTensorBindings)                                         \

@@ -23,6 +23,21 @@
     X(13, uint, WIDTH_CHUNK, 32) /* key-width columns of q and k staged per step of the scores, a multiple of 4 */ \
     X(14, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */
 
+// polysketch_output_rows.comp (the row kernel: one query row per invocation)
+#define PSK_POLYSKETCH_OUTPUT_ROWS_SPEC(X) \
+    X(0, uint, ROWS, 64) /* invocations; a workgroup owns ROWS * RPI query rows */ \
+    X(1, uint, SKETCH, 32) /* length of S(q) */ \
+    X(2, uint, HEAD_DIM, 64) /* h (local exact rows) */ \
+    X(3, uint, VALUE_DIM, 64) /* dv */ \
+    X(4, uint, FEAT_TILE, 16) /* Z rows staged per step (<= ROWS) */ \
+    X(5, uint, KEY_TILE, 32) /* local keys staged per step */ \
+    X(6, uint, DEGREE, 4) /* local exact weights (q.k)^DEGREE */ \
+    X(7, bool, CAUSAL, true) \
+    X(8, bool, LOCAL_EXACT, false) \
+    X(9, uint, SMEM_FLOATS, 2048) /* max(FEAT_TILE ZS4, KEY_TILE (KW4 + VD4)) vec4s, in floats */ \
+    X(10, uint, RPI, 1) /* query rows per invocation (register tile) */ \
+    X(11, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */
+
 // polysketch_output_team.comp
 #define PSK_POLYSKETCH_OUTPUT_TEAM_SPEC(X) \
     X(0, uint, SKETCH, 32) /* R, a multiple of 4 */ \
