@@ -93,6 +93,9 @@ struct Model {
     PskAttention* attention;
     PskDecodeState* states;
     uint32_t position;      /* tokens the current sequence has consumed */
+    VkCommandBuffer stepCmd; /* a decode step recorded once, submitted for every token (modelStep) */
+    int stepRecorded;        /* stepCmd holds a step of the current buffers, table and states */
+    uint32_t ropePosWord;   /* while recording the replayed step: the tokens word with the position; else ~0u */
     uint32_t stateCapacity; /* softmax: the KV cache's tokens; 0: no states yet */
     /* Activations for up to rowsCap tokens. */
     uint32_t rowsCap, logitRowsCap, tablePositions;
@@ -585,7 +588,9 @@ static int submitAndWait(Model* m, StError* err) {
             ++gpu->profileCalls[gpu->queryLabels[q]];
         }
     }
-    /* Without push descriptors the recorded calls allocated descriptor sets: free them (no-ops otherwise). */
+    /* Without push descriptors the recorded calls allocated descriptor sets: free them (no-ops otherwise);
+     * the replayed step's sets go with them, so it is recorded again. */
+    m->stepRecorded = 0;
     if (m->attention)
         for (l = 0; l < m->c.nLayers; ++l) {
             if (m->attention[l]) pskResetCommandDescriptors(m->attention[l]);
@@ -738,7 +743,7 @@ static int recMatmul(Model* m, const Buf* a, uint32_t aOff, uint32_t lda, uint32
 }
 
 static int recRope(Model* m, uint32_t n, uint32_t pos0, StError* err) {
-    uint32_t push[8], gx, gy;
+    uint32_t push[9], gx, gy;
     const uint32_t half = m->c.headDim / 2;
     push[0] = n;
     push[1] = m->c.nHeads;
@@ -748,8 +753,9 @@ static int recRope(Model* m, uint32_t n, uint32_t pos0, StError* err) {
     push[5] = m->ld;
     push[6] = m->seg;
     push[7] = m->tablePositions * half;
+    push[8] = m->ropePosWord;
     fold((n * m->c.nHeads * half + 63) / 64, &gx, &gy);
-    return dispatch(m->gpu, PIPE_ROPE, &m->qkv, &m->table, NULL, push, sizeof push, gx, gy, err);
+    return dispatch(m->gpu, PIPE_ROPE, &m->qkv, &m->table, &m->tokens, push, sizeof push, gx, gy, err);
 }
 
 /* LN1, the qkv projection, RoPE (and, polynomial, the app's q/k LayerNorm) for n tokens at pos0. */
@@ -930,10 +936,12 @@ static int reserve(Model* m, uint32_t rows, uint32_t logitRows, uint32_t positio
     const uint64_t range = gpu->props.limits.maxStorageBufferRange;
     int rc;
     /* The RoPE table grows by half at least, so a long generation does not rebuild it per token. */
-    if (positions > m->tablePositions &&
-        (rc = buildTable(m, positions > m->tablePositions + m->tablePositions / 2 ? positions : m->tablePositions + m->tablePositions / 2,
-                         err)))
-        return rc;
+    if (positions > m->tablePositions) {
+        m->stepRecorded = 0; /* the recorded step binds the old table */
+        if ((rc = buildTable(m, positions > m->tablePositions + m->tablePositions / 2 ? positions : m->tablePositions + m->tablePositions / 2,
+                             err)))
+            return rc;
+    }
     if (rows > m->rowsCap) {
         uint32_t l;
         uint64_t ws = 0;
@@ -957,6 +965,7 @@ static int reserve(Model* m, uint32_t rows, uint32_t logitRows, uint32_t positio
         destroyBuf(gpu, &m->workspace);
         destroyBuf(gpu, &m->tokens);
         forgetDescriptorSets(gpu);
+        m->stepRecorded = 0;
         m->rowsCap = 0;
         if ((rc = createBuf(gpu, (VkDeviceSize)rows * D * 4, storage, 0, &m->x, err)) ||
             (rc = createBuf(gpu, (VkDeviceSize)rows * D * 4, storage, 0, &m->a, err)) ||
@@ -964,7 +973,8 @@ static int reserve(Model* m, uint32_t rows, uint32_t logitRows, uint32_t positio
             (rc = createBuf(gpu, (VkDeviceSize)rows * D * 4, storage, 0, &m->o, err)) ||
             (rc = createBuf(gpu, (VkDeviceSize)rows * 4 * D * 4, storage, 0, &m->hid, err)) ||
             (rc = createBuf(gpu, ws ? ws : 16, storage, 0, &m->workspace, err)) ||
-            (rc = createBuf(gpu, (VkDeviceSize)rows * 4, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 1, &m->tokens, err)))
+            /* + 1 word: the position a replayed step's RoPE reads (modelStep) */
+            (rc = createBuf(gpu, (VkDeviceSize)(rows + 1) * 4, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 1, &m->tokens, err)))
             return rc;
         m->workspaceBytes = ws;
         m->rowsCap = rows;
@@ -978,6 +988,7 @@ static int reserve(Model* m, uint32_t rows, uint32_t logitRows, uint32_t positio
         destroyBuf(gpu, &m->logits);
         destroyBuf(gpu, &m->readback);
         forgetDescriptorSets(gpu);
+        m->stepRecorded = 0;
         m->logitRowsCap = 0;
         if ((rc = createBuf(gpu, (VkDeviceSize)lr * V * 4, storage, 0, &m->logits, err)) ||
             (rc = createBuf(gpu, rb, VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1, &m->readback, err)))
@@ -1032,21 +1043,81 @@ static int resetStates(Model* m, uint32_t capacity, StError* err) {
     memset(&info, 0, sizeof info);
     info.batchSize = 1;
     info.capacity = m->c.attention == ATTENTION_SOFTMAX ? capacity : 0;
+    /* Steps recorded once and submitted for every token (modelStep): positions on the device. */
+    info.flags = PSK_DECODE_STATE_REPLAYABLE_STEPS_BIT;
+    m->stepRecorded = 0;
     for (l = 0; l < m->c.nLayers; ++l) PSK_TRY(m->gpu, pskCreateDecodeState(m->attention[l], &info, &m->states[l]));
     m->stateCapacity = capacity ? capacity : 1;
     m->position = 0;
     return 0;
 }
 
+/* The token's commands (embedding, every layer's projections, RoPE, decode step and MLP, the
+ * logits and their readback) recorded once into m->stepCmd and submitted for every token: the host
+ * writes the token and its position into the mapped tokens buffer, nothing is recorded, no
+ * descriptor is written (the decode states were created with replayable steps). Recorded again
+ * when a buffer, the RoPE table or the states change. TINYLM_PROFILE records every token instead
+ * (its timestamps are per recording), and so does TINYLM_RECORD_EACH_STEP=1 (the comparison). */
+static int recordStep(Model* m, StError* err) {
+    Gpu* gpu = m->gpu;
+    VkCommandBuffer oneTime = gpu->cmd;
+    VkCommandBufferBeginInfo begin;
+    uint32_t l;
+    int rc = 0;
+    if (!m->stepCmd) {
+        VkCommandBufferAllocateInfo cbi;
+        memset(&cbi, 0, sizeof cbi);
+        cbi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+        cbi.commandPool = gpu->pool;
+        cbi.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+        cbi.commandBufferCount = 1;
+        VK_TRY(vkAllocateCommandBuffers(gpu->device, &cbi, &m->stepCmd));
+    }
+    /* The recorded decode steps of the states' earlier recording are gone with it. */
+    for (l = 0; l < m->c.nLayers; ++l) PSK_TRY(gpu, pskResetDecodeCommandDescriptors(m->states[l]));
+    VK_TRY(vkResetCommandBuffer(m->stepCmd, 0));
+    memset(&begin, 0, sizeof begin);
+    begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    VK_TRY(vkBeginCommandBuffer(m->stepCmd, &begin));
+    gpu->cmd = m->stepCmd; /* the rec* helpers record into gpu->cmd */
+    m->ropePosWord = m->rowsCap;
+    rc = recEmbed(m, 1, err);
+    for (l = 0; l < m->c.nLayers && !rc; ++l)
+        if ((rc = recPreAttention(m, l, 1, 0, err)) || (rc = recStepAttention(m, l, err)) || (rc = recPostAttention(m, l, 1, err)))
+            break;
+    if (!rc) rc = recLogits(m, 0, 1, err);
+    m->ropePosWord = ~0u;
+    gpu->cmd = oneTime;
+    if (rc) return rc;
+    VK_TRY(vkEndCommandBuffer(m->stepCmd));
+    m->stepRecorded = 1;
+    return 0;
+}
+
 int modelStep(Model* m, uint32_t token, float* logits, StError* err) {
+    Gpu* gpu = m->gpu;
     uint32_t l;
     int rc;
     if (!m->stateCapacity) return fail(err, "modelStep before modelPrefill");
     if (m->c.attention == ATTENTION_SOFTMAX && m->position >= m->stateCapacity)
         return fail(err, "the softmax KV cache is full (%u tokens)", m->stateCapacity);
-    if ((rc = reserve(m, 1, 1, m->position + 1, err)) || (rc = setTokens(m, &token, 1, err)) ||
-        (rc = beginCommands(m->gpu, err)) || (rc = recEmbed(m, 1, err)))
-        return rc;
+    if ((rc = reserve(m, 1, 1, m->position + 1, err)) || (rc = setTokens(m, &token, 1, err))) return rc;
+    if (!gpu->queries && !(getenv("TINYLM_RECORD_EACH_STEP") && strcmp(getenv("TINYLM_RECORD_EACH_STEP"), "1") == 0)) {
+        VkSubmitInfo submit;
+        ((uint32_t*)m->tokens.mapped)[m->rowsCap] = m->position;
+        if (!m->stepRecorded && (rc = recordStep(m, err))) return rc;
+        memset(&submit, 0, sizeof submit);
+        submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+        submit.commandBufferCount = 1;
+        submit.pCommandBuffers = &m->stepCmd;
+        VK_TRY(vkQueueSubmit(gpu->queue, 1, &submit, gpu->fence));
+        VK_TRY(vkWaitForFences(gpu->device, 1, &gpu->fence, VK_TRUE, UINT64_MAX));
+        VK_TRY(vkResetFences(gpu->device, 1, &gpu->fence));
+        memcpy(logits, m->readback.mapped, (size_t)m->c.vocab * 4);
+        ++m->position;
+        return 0;
+    }
+    if ((rc = beginCommands(gpu, err)) || (rc = recEmbed(m, 1, err))) return rc;
     for (l = 0; l < m->c.nLayers; ++l)
         if ((rc = recPreAttention(m, l, 1, m->position, err)) || (rc = recStepAttention(m, l, err)) ||
             (rc = recPostAttention(m, l, 1, err)))
@@ -1273,6 +1344,7 @@ int modelLoad(Gpu* gpu, const char* path, Model** out, StError* err) {
         stClose(&f);
         return fail(err, "out of memory");
     }
+    m->ropePosWord = ~0u;
     *out = m;
     m->gpu = gpu;
     m->path = (char*)malloc(strlen(path) + 1);
@@ -1363,6 +1435,7 @@ void modelDestroy(Model* m) {
     destroyBuf(gpu, &m->readback);
     destroyBuf(gpu, &m->table);
     forgetDescriptorSets(gpu);
+    if (m->stepCmd) vkFreeCommandBuffers(gpu->device, gpu->pool, 1, &m->stepCmd);
     free(m->states);
     free(m->attention);
     free(m->layers);

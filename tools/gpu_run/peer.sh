@@ -121,6 +121,14 @@ do_tinylm() {
         cat "$work/tinylm/$m.txt"
         line+="$m: $(awk -F'|' '/^\| [0-9]/ { printf "L=%d %.2f ms/token, ", $2, $5 }' "$work/tinylm/$m.txt"); "
     done
+    # The same polysketch model recording every token's command buffer (the replayed step's comparison).
+    local model="$repo/samples/tinylm/models/bytes_polysketch.safetensors"
+    if [[ -f "$model" ]]; then
+        TINYLM_RECORD_EACH_STEP=1 tmo 150 "$bin_dir/bin/tinylm" bench "$model" --context "$ctx" --tokens "$tokens" \
+            --json "$work/tinylm/bytes_polysketch_recorded.json" >"$work/tinylm/bytes_polysketch_recorded.txt" 2>&1 || rc=$?
+        cat "$work/tinylm/bytes_polysketch_recorded.txt"
+        line+="bytes_polysketch recorded per token: $(awk -F'|' '/^\| [0-9]/ { printf "L=%d %.2f ms/token, ", $2, $5 }' "$work/tinylm/bytes_polysketch_recorded.txt"); "
+    fi
     say "$( ((rc == 0)) && echo OK || echo FAIL) tinylm bench: $line$( ((rc == 124)) && echo ' [time limit]')"
     return "$rc"
 }

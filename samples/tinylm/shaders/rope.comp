@@ -2,10 +2,13 @@
 // Rotary positions on q and k inside the qkv rows, in place ("rotate half": c pairs with c + h/2):
 //   y[c] = x[c] cos - x[c + h/2] sin,  y[c + h/2] = x[c] sin + x[c + h/2] cos,
 // cos and sin of theta_c = pos * base^(-2c/h) from the host's table (float64, rounded to float32).
+// The first token's position: pos0, plus (posWord != ~0) the word posWord of `tokens`, which the host
+// writes before each submission of a step recorded once and replayed (model.c, modelStep).
 layout(local_size_x = 64) in;
 
 layout(std430, set = 0, binding = 0) buffer QKV { float qkv[]; };
 layout(std430, set = 0, binding = 1) readonly buffer Table { float table[]; };
+layout(std430, set = 0, binding = 2) readonly buffer Tokens { uint tokens[]; };
 
 layout(push_constant) uniform Push {
     uint n;        // tokens
@@ -16,6 +19,7 @@ layout(push_constant) uniform Push {
     uint ld;       // qkv row stride (elements)
     uint kOff;     // k's segment offset within a row (q is at 0)
     uint sinOff;   // the sin table's offset in `table` (cos at 0); both [positions, h/2]
+    uint posWord;  // ~0u, or the word of `tokens` holding the position added to pos0
 } p;
 
 void main() {
@@ -24,7 +28,8 @@ void main() {
     const uint c = idx % p.halfDim;
     const uint j = (idx / p.halfDim) % p.heads;
     const uint t = idx / (p.halfDim * p.heads);
-    const uint at = (p.pos0 + t) * p.halfDim + c;
+    const uint pos0 = p.pos0 + (p.posWord != 0xFFFFFFFFu ? tokens[p.posWord] : 0u);
+    const uint at = (pos0 + t) * p.halfDim + c;
     const float cs = table[at], sn = table[p.sinOff + at];
     const uint base = p.off + t * p.ld + j * 2u * p.halfDim + c;
     for (uint s = 0u; s < 2u; ++s) {
