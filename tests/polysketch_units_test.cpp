@@ -284,6 +284,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, FeatureMap, ::testing::ValuesIn(featureCases()),
 struct FeatureCase16 {
     Shape s;
     const char* path;  // "device", "emulated" (small tiles) or "gpu-tiles" (emulated, the GPU's tiling)
+    int tile = -1;     // >= 0: the GPU tile list's entry (kFeatureCoopMatTiles) through a tuning table
 };
 
 class FeatureMap16 : public ContextTest, public ::testing::WithParamInterface<FeatureCase16> {};
@@ -294,9 +295,21 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
     psk::test::ScopedEnv selfTest("PSK_COOPMAT_SELFTEST", "0");
     psk::test::ScopedEnv backend("PSK_COOPMAT_BACKEND", path == "device" ? nullptr : "emulated");
     psk::test::ScopedEnv emulation("PSK_COOPMAT_EMULATION", path == "device" ? nullptr : path == "gpu-tiles" ? "gpu-tiles" : "1");
+    // One entry of the GPU's tile list at a time (a tuning table that applies to any device): which
+    // tilings a device gets wrong, in one run.
+    psk::test::TempFile table("psk_units_tile");
+    if (c.tile >= 0) {
+        std::FILE* f = std::fopen(table.path().c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fprintf(f, "psk-tuning 1\ndevice any\nfeatures.tile %d\n", c.tile);
+        std::fclose(f);
+    }
+    psk::test::ScopedEnv tuning("PSK_TUNING_TABLE", c.tile >= 0 ? table.path().c_str() : nullptr);
     const Shape& s = c.s;
     const auto run = runForward(ctx, s);
     ASSERT_TRUE(run);
+    if (c.tile >= 0 && run->plan.find("features.tile=" + std::to_string(c.tile) + " from") == std::string::npos)
+        GTEST_SKIP() << "tile " << c.tile << " does not run here (no cooperative feature map, or it does not fit):\n" << run->plan;
     std::string featureKernel;
     for (size_t at = 0; at < run->plan.size();) {
         size_t end = run->plan.find('\n', at);
@@ -361,11 +374,23 @@ std::vector<FeatureCase16> featureCases16() {
         s.qkNorm = true;
         cases.push_back({s, path});
     }
+    // Each GPU tiling alone (kFeatureCoopMatTiles: 4 x 2, 2 x 2, 2 x 2 with 32 columns, 1 x 2
+    // subgroups), on the device and emulated with the GPU's tiling.
+    for (const char* path : {"device", "gpu-tiles"})
+        for (int tile = 0; tile < 4; ++tile) {
+            Shape s;
+            s.dataType = PSK_DATA_TYPE_FLOAT16;
+            s.r = 32;
+            s.n = 150;
+            s.variant = 10 + uint32_t(tile);
+            cases.push_back({s, path, tile});
+        }
     return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FeatureMap16, ::testing::ValuesIn(featureCases16()), [](const ::testing::TestParamInfo<FeatureCase16>& i) {
-    return name(i.param.s) + "_" + (std::string(i.param.path) == "gpu-tiles" ? "gputiles" : i.param.path);
+    return name(i.param.s) + "_" + (std::string(i.param.path) == "gpu-tiles" ? "gputiles" : i.param.path) +
+           (i.param.tile >= 0 ? "_tile" + std::to_string(i.param.tile) : "");
 });
 
 // ---- block states, their Blelloch prefix (causal) and their sum (full) ----
