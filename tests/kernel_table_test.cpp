@@ -126,6 +126,8 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::CopyRows:
         case KernelId::CopyRowsConvert: return SpecConstants::of(CopyRowsSpec{});
         case KernelId::CoopMatStrictCheck: return SpecConstants::of(CoopMatStrictCheckSpec{});
+        case KernelId::MicroBarrier: return SpecConstants::of(MicroBarrierSpec{});
+        case KernelId::MicroChase: return SpecConstants::of(NoSpec{});
         default: return {};
     }
 }

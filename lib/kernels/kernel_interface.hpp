@@ -35,6 +35,7 @@ using uint = std::uint32_t;
 #include "interface/coopmat_strict_check.h"
 #include "interface/decode_output.h"
 #include "interface/decode_softmax.h"
+#include "interface/micro.h"
 #include "interface/polysketch_output.h"
 #include "interface/polysketch_output_coopmat.h"
 #include "interface/self_tensor.h"
@@ -98,6 +99,8 @@ PSK_BINDINGS_STRUCT(SelfTensorBindings, SelfTensorPush, PSK_SELF_TENSOR_BINDINGS
 PSK_BINDINGS_STRUCT(CopyRowsBindings, CopyRowsPush, PSK_COPY_ROWS_BINDINGS)
 PSK_BINDINGS_STRUCT(DecodeOutputBindings, DecodeOutputPush, PSK_DECODE_OUTPUT_BINDINGS)
 PSK_BINDINGS_STRUCT(DecodeSoftmaxBindings, DecodeSoftmaxPush, PSK_DECODE_SOFTMAX_BINDINGS)
+PSK_BINDINGS_STRUCT(MicroBarrierBindings, MicroPush, PSK_MICRO_BARRIER_BINDINGS)
+PSK_BINDINGS_STRUCT(MicroChaseBindings, MicroPush, PSK_MICRO_CHASE_BINDINGS)
 
 #undef PSK_BINDINGS_STRUCT
 #undef PSK_BINDING_RANGE
@@ -155,12 +158,13 @@ PSK_SPEC_STRUCT(DecodeOutputSpec, PSK_DECODE_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(DecodeSoftmaxSpec, PSK_DECODE_SOFTMAX_SPEC)
 PSK_SPEC_STRUCT(CopyRowsSpec, PSK_COPY_ROWS_SPEC)
 PSK_SPEC_STRUCT(CoopMatStrictCheckSpec, PSK_COOPMAT_STRICT_CHECK_SPEC)
+PSK_SPEC_STRUCT(MicroBarrierSpec, PSK_MICRO_BARRIER_SPEC)
 
 #undef PSK_SPEC_STRUCT
 #undef PSK_SPEC_ENTRY
 #undef PSK_SPEC_FIELD
 
-/** self_tensor.comp has no specialization constants. */
+/** self_tensor.comp and micro_chase.comp have no specialization constants. */
 struct NoSpec {};
 inline const std::vector<SpecField>& specFields(const NoSpec*) {
     static const std::vector<SpecField> none;
@@ -195,7 +199,8 @@ struct SpecConstants {
 static_assert(sizeof(AttentionTiledPush) <= 128 && sizeof(SketchFeaturesPush) <= 128 && sizeof(BlockStatesPush) <= 128 &&
                   sizeof(BlockColumnsPush) <= 128 &&
                   sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 &&
-                  sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128 && sizeof(CopyRowsPush) <= 128,
+                  sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128 && sizeof(CopyRowsPush) <= 128 &&
+                  sizeof(MicroPush) <= 128,
               "a push-constant block exceeds the 128 bytes of the pipeline layout");
 
 /** Strides as the kernels take them (makeForwardGeometry guarantees every used offset fits 32 bits). */

@@ -68,6 +68,10 @@ constexpr KernelInfo kKernels[] = {
      "CopyRowsSpec", "CopyRowsPush", "16-bit decoding: rows between the storage type and the float32 state"},
     {KernelId::CoopMatStrictCheck, "coopmat_strict_check", "coopmat_strict_check.comp", KernelImpl::Cooperative, "emu_f16 f32",
      "CoopMatStrictCheckSpec", "CoopMatStrictCheckPush", "tests: one emulated cooperative product with a rule violated on request"},
+    {KernelId::MicroBarrier, "micro_barrier", "micro_barrier.comp", KernelImpl::Generic, "f32", "MicroBarrierSpec",
+     "MicroPush", "psk micro: workgroup barrier rounds (shared load, barrier, shared store, barrier)"},
+    {KernelId::MicroChase, "micro_chase", "micro_chase.comp", KernelImpl::Generic, "f32", "NoSpec", "MicroPush",
+     "psk micro: dependent-load latency (one invocation chasing a random cycle of 128-byte lines)"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

@@ -42,6 +42,8 @@ enum class KernelId : uint8_t {
     CopyRows,              // strided row copies (forward calls with a decode state)
     CopyRowsConvert,       //   ... converting between the storage type and float32 (16-bit decoding)
     CoopMatStrictCheck,    // tests only: the emulated cooperative backend's rule checks
+    MicroBarrier,          // psk micro only: the workgroup barrier round
+    MicroChase,            // psk micro only: dependent-load latency (pointer chase)
     Count
 };
 
@@ -74,7 +76,9 @@ enum class KernelId : uint8_t {
     X(CopyRows, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)                                         \
     X(CopyRowsConvert, CopyRowsSpec, CopyRowsPush, CopyRowsBindings)                                   \
     X(DecodeOutput, DecodeOutputSpec, DecodeOutputPush, DecodeOutputBindings)                         \
-    X(DecodeSoftmax, DecodeSoftmaxSpec, DecodeSoftmaxPush, DecodeSoftmaxBindings)
+    X(DecodeSoftmax, DecodeSoftmaxSpec, DecodeSoftmaxPush, DecodeSoftmaxBindings)                     \
+    X(MicroBarrier, MicroBarrierSpec, MicroPush, MicroBarrierBindings)                                \
+    X(MicroChase, NoSpec, MicroPush, MicroChaseBindings)
 
 /** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
 template <KernelId Id>

@@ -7,3 +7,4 @@ int runRun(int argc, char** argv);
 int runBench(int argc, char** argv);
 int runConformance(int argc, char** argv);
 int runTune(int argc, char** argv);
+int runMicro(int argc, char** argv);

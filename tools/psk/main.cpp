@@ -22,6 +22,8 @@ void usage(FILE* out) {
                  "         with the test suite's cases and thresholds; exit status 1 on a failure\n"
                  "  tune   time the planner's tunable tile choices for a list of shapes on this\n"
                  "         device and write a tuning table that the library reads\n"
+                 "  micro  measure the barrier round and the L2 / HBM dependent-load latency on\n"
+                 "         the device (the performance model's machine constants)\n"
                  "\n"
                  "Run 'psk <command> --help' for a command's options.\n");
 }
@@ -40,6 +42,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "bench")) return runBench(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "conformance")) return runConformance(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "tune")) return runTune(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "micro")) return runMicro(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
         usage(stdout);
         return 0;

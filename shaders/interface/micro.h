@@ -1,0 +1,32 @@
+// Kernel interface of micro_barrier.comp and micro_chase.comp (see common.h): the micro-kernels of
+// `psk micro` (tools only; no forward or decode ever runs them), which measure two of the machine
+// constants docs/predictions.py assumes: the workgroup barrier round and the latency of a
+// dependent load that hits L2 or goes to HBM.
+#ifndef PSK_INTERFACE_MICRO_H
+#define PSK_INTERFACE_MICRO_H
+
+#include "common.h"
+
+// micro_barrier.comp
+#define PSK_MICRO_BARRIER_SPEC(X) \
+    X(0, uint, THREADS, 128) /* invocations per workgroup (local_size_x_id = 0) */
+
+// micro_barrier.comp
+#define PSK_MICRO_BARRIER_BINDINGS(X) \
+    X(0, RESULT, write) /* one uint per invocation: its value after the last round */
+
+// micro_chase.comp (one invocation; no specialization constants)
+#define PSK_MICRO_CHASE_BINDINGS(X) \
+    X(0, CHAIN, read) /* next[i]: element index of the next line, a single cycle over the lines */ \
+    X(1, RESULT, write) /* one uint: the index after the last step */
+
+// Both kernels' push constants (one block, as block_scan.h's two kernels share theirs).
+PSK_PUSH_BEGIN(MicroPush)
+    uint iterations;  // barrier: rounds (a neighbour's shared value loaded, barrier, own value stored,
+                      // barrier); chase: dependent loads i = chain[i]
+    uint seed;        // barrier: mixed into every invocation's start value (the host recomputes
+                      // workgroups' values to check them)
+    uint start;       // chase: element index of the first load
+PSK_PUSH_END
+
+#endif
