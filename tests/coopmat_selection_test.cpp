@@ -560,6 +560,47 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
     }
 }
 
+// A tuning table's baselines.tile entry picks the FlashAttention-2 kernel's tiling (on an NVIDIA
+// GPU's caps): applied where it fits, with the entry named in the reason; an entry past the
+// tiling table or one that does not fit is ignored, saying why; the plan names the tunable.
+TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTileFromATuningTable) {
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    caps.properties.limits.maxComputeSharedMemorySize = 49152;
+    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
+    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
+    ScopedEnv disable("PSK_DISABLE_COOPMAT", nullptr);
+    psk::AttentionConfig c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    c.causal = true;
+    c.headDim = c.valueDim = 64;
+    c.dataType = PSK_DATA_TYPE_FLOAT16;
+    const psk::TiledAttentionPlan model = psk::planTiledAttention(c, caps);
+    if (model.kernel.kernel != psk::KernelId::AttentionFlashCoopMat) GTEST_SKIP() << "this build has no FlashAttention-2 KHR/NV variant";
+    EXPECT_NE(model.kernel.reason.find("; tunable: baselines.tile="), std::string::npos) << model.kernel.reason;
+    auto spec = [](const psk::TiledAttentionPlan& p, const char* name) {
+        for (size_t i = 0; i < p.kernel.constants.names.size(); ++i)
+            if (std::string(p.kernel.constants.names[i]) == name) return p.kernel.constants.values[i];
+        return ~0u;
+    };
+    // Entry 5 of the GPU table: 2 row groups of 16 keys.
+    const psk::TuningTable table = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.tile 5 h=64 type=f16 causal=1\n", "test");
+    const psk::TiledAttentionPlan tuned = psk::planTiledAttention(c, caps, &table);
+    EXPECT_EQ(spec(tuned, "SG_M"), 2u) << tuned.kernel.describe();
+    EXPECT_EQ(spec(tuned, "KEY_TILE"), 16u) << tuned.kernel.describe();
+    EXPECT_EQ(tuned.rows, 2u * spec(tuned, "CM_M"));
+    EXPECT_NE(tuned.kernel.reason.find("baselines.tile=5 from tuning table test line 3"), std::string::npos) << tuned.kernel.reason;
+    // Another shape class is not matched; a polysketch entry is not read.
+    psk::AttentionConfig other = c;
+    other.headDim = other.valueDim = 128;
+    EXPECT_EQ(psk::planTiledAttention(other, caps, &table).kernel.reason.find("from tuning table"), std::string::npos);
+    const psk::TuningTable past = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.tile 9\n", "past");
+    const psk::TiledAttentionPlan ignored = psk::planTiledAttention(c, caps, &past);
+    EXPECT_EQ(spec(ignored, "SG_M"), spec(model, "SG_M"));
+    EXPECT_NE(ignored.kernel.reason.find("(baselines.tile 9) ignored: the tiling table has 8 entries"), std::string::npos)
+        << ignored.kernel.reason;
+}
+
 /** DeviceCaps of an AMD RDNA3 GPU (RADV: KHR only, 16x16x16, wave32 / wave64) or an Intel Arc
  *  (ANV: KHR only, 8x8x16, subgroups of 8 to 32), with the lists of amdLike() / intelLike(). */
 psk::DeviceCaps khrOnlyDeviceCaps(bool amd) {

@@ -168,10 +168,12 @@ namespace {
  * The emulated backend's own table (PSK_COOPMAT_EMULATION=1) is one row group and 32 or 16 keys:
  * its products cost per element and llvmpipe counts every loop iteration. PSK_COOPMAT_EMULATION=
  * gpu-tiles runs the GPU table within lavapipe's 32 KiB at 4-byte operands (several row groups
- * where the head dims allow it, e.g. 32 x 16 at h = 64). False if nothing fits.
+ * where the head dims allow it, e.g. 32 x 16 at h = 64). False if nothing fits. onlyTile >= 0 tries
+ * that entry of the table alone (a tuning table's baselines.tile); *chosen gets the entry's index.
  */
 bool planAttentionFlashCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t maxInvocations, bool emulated,
-                               bool smallTiles, const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionFlashCoopMatSpec& spec) {
+                               bool smallTiles, const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionFlashCoopMatSpec& spec,
+                               int onlyTile = -1, uint32_t* chosen = nullptr) {
     struct Tiling {
         uint32_t rowGroups, keyTile;
     };
@@ -190,16 +192,23 @@ bool planAttentionFlashCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     const Tiling* table = smallTiles ? kEmulatedTable : kGpuTable;
     const size_t count = smallTiles ? std::size(kEmulatedTable) : std::size(kGpuTable);
     for (size_t i = 0; i < count; ++i) {
+        if (onlyTile >= 0 && i != size_t(onlyTile)) continue;
         const Tiling t = table[i];
         if (t.keyTile % n != 0 || t.keyTile % k != 0 || t.keyTile % lanesPerRow != 0) continue;
         spec.SG_M = t.rowGroups;
         spec.KEY_TILE = t.keyTile;
         spec.THREADS = t.rowGroups * subgroupSize;
         if (spec.THREADS > maxInvocations) continue;
-        if (attentionFlashCoopMatSharedBytes(spec, emulated) <= sharedBytes) return true;
+        if (attentionFlashCoopMatSharedBytes(spec, emulated) <= sharedBytes) {
+            if (chosen) *chosen = uint32_t(i);
+            return true;
+        }
     }
     return false;
 }
+
+/** Entries of the FlashAttention-2 kernel's tiling table (planAttentionFlashCoopMat). */
+uint32_t attentionFlashCoopMatTilings(bool smallTiles) { return smallTiles ? 2u : 8u; }
 
 /**
  * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
@@ -216,7 +225,7 @@ bool flashBaselineRequested() {
 
 }  // namespace
 
-TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps) {
+TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps, const TuningTable* tuning) {
     TiledAttentionPlan plan;
     const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
     const char* kind = softmax ? "softmax" : "polynomial";
@@ -257,10 +266,33 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             if (findCoopVariant(KernelId::AttentionFlashCoopMat, *variant, kind, type) == nullptr) {
                 whyNotFlash = cat("; not the FlashAttention-2 kernel: this build has no ",
                                   coopVariantName(KernelId::AttentionFlashCoopMat, *variant, kind, type));
-            } else if (!planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
-                                                  emulation == CoopMatEmulation::SmallTiles, c, shared, spec)) {
+            } else if (uint32_t tile = 0; !planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations,
+                                                                    emulate, emulation == CoopMatEmulation::SmallTiles, c, shared, spec, -1, &tile)) {
                 whyNotFlash = "; not the FlashAttention-2 kernel: no tiling fits this device's shared memory";
             } else {
+                // A measured tiling instead of the table's first that fits (psk tune, baselines.tile).
+                std::string tuned;
+                TuningShape shape;
+                shape.headDim = c.headDim;
+                shape.valueDim = c.valueDim;
+                shape.degree = softmax ? 0 : c.degree;
+                shape.type = type;
+                shape.causal = c.causal;
+                if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesTile, shape) : nullptr) {
+                    const std::string entry = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.tile ", e->value, ")");
+                    kernel::AttentionFlashCoopMatSpec candidate = spec;
+                    if (e->value >= attentionFlashCoopMatTilings(emulation == CoopMatEmulation::SmallTiles)) {
+                        tuned = cat("; ", entry, " ignored: the tiling table has ", attentionFlashCoopMatTilings(emulation == CoopMatEmulation::SmallTiles),
+                                    " entries");
+                    } else if (!planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
+                                                          emulation == CoopMatEmulation::SmallTiles, c, shared, candidate, int(e->value))) {
+                        tuned = cat("; ", entry, " ignored: tiling ", e->value, " does not fit this device's shared memory or invocations, or its shape");
+                    } else {
+                        spec = candidate;
+                        tile = e->value;
+                        tuned = cat("; baselines.tile=", e->value, " from ", entry);
+                    }
+                }
                 std::string detail;
                 if (emulate && caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
                     // llvmpipe ends every loop of an invocation after 65535 iterations in all: the
@@ -276,7 +308,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                 plan.kernel = coopKernelChoice<KernelId::AttentionFlashCoopMat>(
                     *variant, kind, type, spec,
                     cat(emulate ? coopMatEmulationLabel() : cat("cooperative kernel: ", coop.reason),
-                        "; FlashAttention-2 style: operands as stored, float32 scores and sums", detail));
+                        "; FlashAttention-2 style: operands as stored, float32 scores and sums", detail, tuned, "; tunable: baselines.tile=", tile));
                 plan.kernel.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
                 plan.faultInjected = (switches.faultStages & kCoopBaselines) != 0;
                 return plan;
@@ -405,7 +437,7 @@ void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, co
 }
 
 TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)
-    : context_(context), config_(config), plan_(planTiledAttention(config, context->caps())) {
+    : context_(context), config_(config), plan_(planTiledAttention(config, context->caps(), context->tuningSelection().table.get())) {
     pipeline_ = kernelPipeline(context->pipelines(), plan_.kernel);
 }
 

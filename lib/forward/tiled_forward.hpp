@@ -6,6 +6,7 @@
 #pragma once
 
 #include "forward/forward_kind.hpp"
+#include "forward/tuning_table.hpp"
 #include "kernels/kernel_dispatch.hpp"
 
 namespace psk {
@@ -21,7 +22,8 @@ struct TiledAttentionPlan {
     bool faultInjected = false;  // PSK_COOPMAT_FAULT=baselines on the cooperative kernel (tests only)
 };
 
-TiledAttentionPlan planTiledAttention(const AttentionConfig& config, const DeviceCaps& caps);
+/** `tuning`: a per-device table whose baselines.tile entries pick the FlashAttention-2 kernel's tiling. */
+TiledAttentionPlan planTiledAttention(const AttentionConfig& config, const DeviceCaps& caps, const TuningTable* tuning = nullptr);
 
 /** Shared-memory bytes of attention_tiled_coopmat.comp with these constants (4-byte operands when emulated). */
 uint32_t attentionTiledCoopMatSharedBytes(const kernel::AttentionTiledCoopMatSpec& spec, bool emulated);

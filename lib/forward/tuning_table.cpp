@@ -22,6 +22,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"output.wn", 1, 64},
     {"features.tile", 0, 15},
     {"features.rows", 1, 1024},
+    {"baselines.tile", 0, 15},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.
@@ -237,12 +238,14 @@ TuningKey tuningKeyOf(const TuningShape& s) {
     TuningKey k;
     k.headDim = s.headDim;
     k.valueDim = s.valueDim;
-    k.sketchLength = s.sketchLength;
-    k.degree = s.degree;
     k.type = s.type;
     k.causal = s.causal;
-    k.localExact = s.localExact;
-    k.learned = s.learned;
+    if (s.degree) k.degree = s.degree;  // softmax has none
+    if (s.sketchLength) {                // the sketch's keys: polysketch only
+        k.sketchLength = s.sketchLength;
+        k.localExact = s.localExact;
+        k.learned = s.learned;
+    }
     return k;
 }
 

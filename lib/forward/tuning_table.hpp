@@ -42,6 +42,7 @@ enum class TuningParameter : uint32_t {
     OutputWn,             // output.wn: the cooperative output's column tiles per subgroup (WN)
     FeaturesTile,         // features.tile: index into the cooperative feature map's tile list
     FeaturesRows,         // features.rows: rows per workgroup of the generic feature map
+    BaselinesTile,        // baselines.tile: index into the FlashAttention-2 kernel's tiling table (softmax, polynomial)
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);

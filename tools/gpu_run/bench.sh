@@ -309,6 +309,24 @@ do_bench() {
     first_h=${hs%% *}
     t0=$SECONDS t0_unix=$(date +%s.%N)
     write_clocks_py
+    # psk micro (docs/MODEL.md): the barrier round and the L2 / HBM dependent-load latency that the
+    # model's Machine constants barrier, lat_l2 and lat_hbm assume; a few seconds, before the sweep.
+    mkdir -p "$work/bench"
+    local micro_rc=0
+    tmo 30 "$PSK" micro --json "$work/bench/micro.json" >"$work/bench/micro.txt" 2>&1 || micro_rc=$?
+    cat "$work/bench/micro.txt"
+    if ((micro_rc == 0)) && [[ -s "$work/bench/micro.json" ]]; then
+        say "OK micro: $(python3 - "$work/bench/micro.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+b = " ".join("%dx%d %.1f" % (r["threads"], r["workgroups_per_sm"], r["ns_per_barrier"]) for r in m["barrier"] if r["ns_per_barrier"] is not None)
+c = ", ".join("%s (%d MiB) %.1f" % (r["level"], r["bytes"] >> 20, r["ns_per_load"]) for r in m["chase"])
+print("ns per barrier (threads x workgroups/SM, %d SMs): %s; ns per dependent load: %s" % (m["multiprocessors"], b, c))
+PY
+)"
+    else
+        say "FAIL micro (exit $micro_rc): $(tail -1 "$work/bench/micro.txt" | cut -c 1-200)"
+    fi
     say "bench: B=1 H=$heads causal, n = $ns, h = $hs, kinds $bench_kinds (polysketch p=4 r=${sketches} b=256 local exact, $bench_dtypes; softmax f16); $runs runs after $warmup warm-up and >= ${warmup_ms} ms; $( ((resident)) && echo "device-resident calls, stage times from $host_runs host-form calls after" || echo "host-form calls"); SM clock $clock_note"
     # In order of value, so that a cut keeps the most wanted: polysketch and softmax at the first head
     # dim (softmax's two longest last), polysketch at the other head dims, then softmax there.
@@ -452,9 +470,11 @@ do_stages() {
 do_tune() {
     local shapes budget rc
     shapes=${PSK_GPU_TUNE_SHAPES:-$( ((quick)) && echo 1000:h64 || echo 32k:h64,128k:h64,32k:h128)}
-    budget=${PSK_GPU_TUNE_BUDGET:-$( ((quick)) && echo 15 || echo 45)}
-    # Room for the context, the model's runs of the last class and the plan: 25 s of the step's limit.
-    local room=$((step_end - SECONDS - 25))
+    budget=${PSK_GPU_TUNE_BUDGET:-$( ((quick)) && echo 15 || echo 35)}
+    # Room for the context, the model's runs of the last class and the plan: 25 s of the step's
+    # limit, and the softmax baseline's tiling after it (PSK_GPU_TUNE_SOFTMAX_BUDGET, 15 s).
+    local soft_budget=${PSK_GPU_TUNE_SOFTMAX_BUDGET:-$( ((quick)) && echo 5 || echo 15)}
+    local room=$((step_end - SECONDS - 25 - soft_budget - 10))
     ((budget > room)) && budget=$room
     ((budget < 5)) && budget=5
     mkdir -p "$work/tune"
@@ -472,6 +492,17 @@ do_tune() {
     else
         say "FAIL tune ($shapes): no table written (exit $rc): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300)"
         ((rc == 0)) && rc=1
+    fi
+    # The FlashAttention-2 softmax kernel's tiling (baselines.tile) at 32k h = 64.
+    local soft_shapes=${PSK_GPU_TUNE_SOFTMAX_SHAPES:-$( ((quick)) && echo 1000:h64 || echo 32k:h64)} src=0
+    if ((step_end - SECONDS > soft_budget + 10)); then
+        tmo "$((soft_budget + 15))" "$PSK" tune --kind softmax --shapes "$soft_shapes" --heads "$heads" --dtype f16 \
+            --budget-s "$soft_budget" --out "$work/tune/softmax.tuning" >"$work/tune/tune-softmax.txt" 2>&1 || src=$?
+        cat "$work/tune/tune-softmax.txt"
+        say "$( ((src == 0)) && echo OK || echo FAIL) tune softmax ($soft_shapes, budget ${soft_budget} s): $(tail -1 "$work/tune/tune-softmax.txt" | cut -c 1-300)"
+        ((src != 0 && rc == 0)) && rc=$src
+    else
+        say "SKIP tune softmax: no time left in the step"
     fi
     return "$rc"
 }

@@ -49,14 +49,16 @@ using psk::cli::utcNow;
 
 void tuneUsage(FILE* out) {
     std::fprintf(out,
-                 "usage: psk tune --shapes LIST --out FILE [--budget-s S] [--heads H] [--batch B]\n"
-                 "                [--dtype f16|bf16|f32] [--degree 4] [--block-size 256] [--no-local-exact]\n"
+                 "usage: psk tune --shapes LIST --out FILE [--kind polysketch|softmax|polynomial] [--budget-s S]\n"
+                 "                [--heads H] [--batch B] [--dtype f16|bf16|f32] [--degree 4] [--block-size 256] [--no-local-exact]\n"
                  "                [--full] [--runs N] [--warmup N] [--warmup-ms MS] [--min-gain F] [--device D]\n"
                  "\n"
-                 "Times the tunable choices of the polysketch planner (the plan's \"tunable:\" values) on\n"
+                 "Times the tunable choices of the planner (the plan's \"tunable:\" values: polysketch's stages,\n"
+                 "or the FlashAttention-2 baseline's tiling with --kind softmax or polynomial) on\n"
                  "this device, one parameter at a time around the model's choice, and writes a tuning table\n"
                  "(docs/PERFORMANCE.md, \"Tuning\") with one entry per choice that a measurement improved.\n"
                  "\n"
+                 "  --kind K            polysketch (default), softmax or polynomial (the 16-bit baselines)\n"
                  "  --shapes LIST       comma list of N[:hH][:rR][:dvD], N with an optional k (x 1024):\n"
                  "                      32k:h64,128k:h64,32k:h128 (h 64, r 32, dv = h by default)\n"
                  "  --out FILE          the table to write (also when nothing improved: then no entries)\n"
@@ -90,6 +92,7 @@ struct TuneOptions {
     uint32_t heads = 16, batch = 1, degree = 4, blockSize = 256;
     PskDataType dtype = PSK_DATA_TYPE_FLOAT16;
     bool localExact = true, causal = true;
+    PskAttentionKind kind = PSK_ATTENTION_KIND_POLYSKETCH;
     uint32_t runs = 5, warmup = 2;
     double warmupMs = 200, minGain = 0.02;
 };
@@ -173,6 +176,12 @@ TuneOptions parseOptions(int argc, char** argv, bool* help) {
         } else if (a == "--dtype") {
             const std::string v = args.value();
             if (!psk::cli::parseDataType(v, &o.dtype)) throw UsageError{"--dtype: '" + v + "' is none of f32, f16, bf16"};
+        } else if (a == "--kind") {
+            const std::string v = args.value();
+            if (v == "polysketch") o.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+            else if (v == "softmax") o.kind = PSK_ATTENTION_KIND_SOFTMAX;
+            else if (v == "polynomial") o.kind = PSK_ATTENTION_KIND_POLYNOMIAL;
+            else throw UsageError{"--kind: '" + v + "' is none of polysketch, softmax, polynomial"};
         } else if (a == "--degree") {
             o.degree = uint(2, 8);
         } else if (a == "--block-size") {
@@ -222,18 +231,31 @@ psk::TuningShape shapeClass(const TuneOptions& o, const Shape& s) {
     psk::TuningShape t;
     t.headDim = s.headDim;
     t.valueDim = s.valueDim;
-    t.sketchLength = s.sketch;
-    t.degree = o.degree;
     t.type = o.dtype;
     t.causal = o.causal;
-    t.localExact = o.localExact;
-    t.learned = false;
+    if (o.kind == PSK_ATTENTION_KIND_POLYSKETCH) {
+        t.sketchLength = s.sketch;
+        t.degree = o.degree;
+        t.localExact = o.localExact;
+        t.learned = false;
+    } else if (o.kind == PSK_ATTENTION_KIND_POLYNOMIAL) {
+        t.degree = o.degree;  // the baselines' classes: no sketch (tiled_forward.cpp keys them so)
+    }
     return t;
 }
 
 PskAttentionCreateInfo attentionInfo(const TuneOptions& o, const Shape& s) {
     PskAttentionCreateInfo ai{};
-    ai.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    ai.kind = o.kind;
+    if (o.kind != PSK_ATTENTION_KIND_POLYSKETCH) {
+        ai.flags = o.causal ? PSK_ATTENTION_CAUSAL_BIT : 0;
+        if (o.kind == PSK_ATTENTION_KIND_POLYNOMIAL) ai.degree = o.degree;
+        ai.numQueryHeads = ai.numKeyValueHeads = o.heads;
+        ai.headDim = s.headDim;
+        ai.valueDim = s.valueDim;
+        ai.dataType = o.dtype;
+        return ai;
+    }
     ai.flags = (o.causal ? PSK_ATTENTION_CAUSAL_BIT : 0) | (o.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
     ai.degree = o.degree;
     ai.numQueryHeads = o.heads;
@@ -336,6 +358,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::OutputWn: all = {1, 2, 3, 4, 5, 6, 8}; break;
         case TuningParameter::FeaturesTile: all = {0, 1, 2, 3}; break;
         case TuningParameter::FeaturesRows: all = {16, 32, 64, 128, 256}; break;
+        case TuningParameter::BaselinesTile: all = {0, 1, 2, 3, 4, 5, 6, 7}; break;
         default: break;
     }
     all.erase(std::remove(all.begin(), all.end(), model), all.end());
@@ -503,7 +526,8 @@ int runTune(int argc, char** argv) {
         it->members.push_back(i);
     }
 
-    const double threshold = psk::conformance::threshold(o.dtype, psk::conformance::Family::Polysketch);
+    const double threshold = psk::conformance::threshold(
+        o.dtype, o.kind == PSK_ATTENTION_KIND_POLYSKETCH ? psk::conformance::Family::Polysketch : psk::conformance::Family::Quadratic);
     bool failed = false, budgetOut = false;
     uint32_t timed = 0, rejected = 0, notTried = 0;
     double lastCandidateMs = 0;  // what the last candidate cost: one that would not end inside the budget is not started
