@@ -971,14 +971,16 @@ def print_coop_states():
           " the model's choice until `psk bench` with PSK_COOPMAT_STATES_WALK=on and off measures both.\n")
 
 
-def softmax_split_step(ctx, heads, hd, vd, m):
+def softmax_split_step(ctx, heads, hd, vd, m, subgroup_max=True):
     """The softmax KV-cache decode step as built (lib/decode/softmax_decoder.cpp recordStep,
     decode_softmax.comp; f32 cache, B = 1, Hq = Hkv): one dispatch; per head, groups of 64
     invocations over slices of the keys (about 16 workgroups per SM in all, 64 to 1024 keys each),
     each walking its slice in tiles of 64 keys: a key row per invocation in chunks of 8 loads
-    issued together, a tree max (6 barriers), the tile's exponentials, the value rows in chunks of
-    8; the slot's last workgroup merges the partials (chunks of 8 loads). The cache is read once
-    per step: from L2 when it fits (35.7 MB at 4k), else from HBM (first touch per step)."""
+    issued together, the tile's max (subgroup_max: subgroupMax and one barrier, the variant a device
+    with subgroup arithmetic runs since the H200 run; else a tree, 6 barriers), the tile's
+    exponentials, the value rows in chunks of 8; the slot's last workgroup merges the partials
+    (chunks of 8 loads). The cache is read once per step: from L2 when it fits (35.7 MB at 4k), else
+    from HBM (first touch per step)."""
     splits = ceil_div(16 * m.sms, heads)
     slice_ = min(1024, max(64, ceil_div(ceil_div(ctx, splits), 64) * 64))
     groups = ceil_div(ctx, slice_)
@@ -986,8 +988,9 @@ def softmax_split_step(ctx, heads, hd, vd, m):
     in_l2 = cache <= 0.8 * m.l2_bytes
     lat = m.lat_l2 if in_l2 else m.lat_hbm
     tiles = ceil_div(slice_, 64)
-    tile = (hd // 8) * (lat + 8 * 2) + 6 * m.barrier + m.lat_shared + (64 // 8) * (lat + 8 * 2) + m.barrier
-    combine = 3 * m.lat_l2 + 6 * m.barrier + ceil_div(groups, 8) * (m.lat_l2 + 8 * 4) + m.lat_l2
+    max_cost = (m.barrier + 2 * m.lat_shared + 20) if subgroup_max else 6 * m.barrier
+    tile = (hd // 8) * (lat + 8 * 2) + max_cost + m.lat_shared + (64 // 8) * (lat + 8 * 2) + m.barrier
+    combine = 3 * m.lat_l2 + max_cost + ceil_div(groups, 8) * (m.lat_l2 + 8 * 4) + m.lat_l2
     chain = m.lat_l2 + m.barrier + tiles * tile + combine
     partials = heads * groups * (vd + 2) * 4 * 2
     fp32 = ctx * heads * (hd + vd + 4)

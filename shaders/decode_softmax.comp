@@ -23,11 +23,19 @@
 // the last workgroup's memoryBarrierBuffer, then the partials.
 // Layouts: q [B Hq][HEAD_DIM], k [B Hkv][HEAD_DIM], v [B Hkv][dv], out [B Hq][dv] in the storage
 // type; caches [B Hkv][capacity][HEAD_DIM | dv] float32 (slot strides k_slot_stride, v_slot_stride).
+// The maxima (a tile's, then the groups'): SUBGROUP_REDUCE, subgroupMax per subgroup and one barrier
+// for the subgroups' values (where the device has subgroup arithmetic); else a tree in shared
+// memory, log2 WG barriers. On llvmpipe a barrier is a coroutine switch and on a GPU a round
+// trip through the workgroup: the tree was 6 of the 8 barriers of a tile.
 // Loops per invocation: per tile of WG keys HEAD_DIM / CHUNK (scores), log2 WG (the max), WG / CHUNK
 // (values), the slice at most 1024 / HEAD_RATIO keys (the host's cap); the combine's
 // groups / CHUNK: inside llvmpipe's loop limit (docs/ARCHITECTURE.md).
 
 #extension GL_EXT_control_flow_attributes : require
+#if defined(SUBGROUP_REDUCE)
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 
 #include "storage.glsl"
 
@@ -113,14 +121,28 @@ void main() {
             }
             [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = s[g];
         }
+        float m_new[HEAD_RATIO];
+#if defined(SUBGROUP_REDUCE)
+        // The tile's max per head: each invocation's own score (it wrote it), per subgroup, then
+        // the subgroups' maxima.
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+            const float sub = subgroupMax(lid < n ? tile[g * WG + lid] : EMPTY);
+            if (subgroupElect()) reduce[g * WG + gl_SubgroupID] = sub;
+        }
+        barrier();
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+            m_new[g] = m_run[g];
+            for (uint s = 0u; s < gl_NumSubgroups; ++s) m_new[g] = max(m_new[g], reduce[g * WG + s]);
+        }
+#else
         [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = lid < n ? tile[g * WG + lid] : EMPTY;
         barrier();
         for (uint stride = WG / 2u; stride > 0u; stride >>= 1u) {  // the tile's max per head, a tree (WG is a power of two)
             if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
             barrier();
         }
-        float m_new[HEAD_RATIO];
         [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) m_new[g] = max(m_run[g], reduce[g * WG]);
+#endif
         if (lid < n) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = exp(tile[g * WG + lid] - m_new[g]);
         barrier();
         // Rescale the running sums, then add the tile's keys in order.
@@ -174,6 +196,20 @@ void main() {
     // The slot's partials in group order (fixed, whatever order the workgroups finished in):
     // the groups' max per head (each invocation over every WG-th group, then a tree), then the
     // sums, CHUNK groups' loads at a time.
+    float bigs[HEAD_RATIO];
+#if defined(SUBGROUP_REDUCE)
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        float mx = EMPTY;
+        for (uint s = lid; s < params.groups; s += WG) mx = max(mx, uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * P_STRIDE]));
+        mx = subgroupMax(mx);
+        if (subgroupElect()) reduce[g * WG + gl_SubgroupID] = mx;
+    }
+    barrier();
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        bigs[g] = EMPTY;
+        for (uint s = 0u; s < gl_NumSubgroups; ++s) bigs[g] = max(bigs[g], reduce[g * WG + s]);
+    }
+#else
     [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
         float mx = EMPTY;
         for (uint s = lid; s < params.groups; s += WG) mx = max(mx, uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * P_STRIDE]));
@@ -184,8 +220,10 @@ void main() {
         if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
         barrier();
     }
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) bigs[g] = reduce[g * WG];
+#endif
     [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
-        const float big = reduce[g * WG];
+        const float big = bigs[g];
         float l = 0.0, o[COLS];
         [[unroll]] for (uint c = 0u; c < COLS; ++c) o[c] = 0.0;
         [[dont_unroll]] for (uint s0 = 0u; s0 < params.groups; s0 += CHUNK) {

@@ -56,6 +56,7 @@ struct Case {
     const char* softmaxSlice = nullptr;
     bool splitCache = false;
     uint32_t prompt = 5;  // the split test's first prompt (sequence s: prompt + 7 s tokens)
+    float qGain = 1.0f;   // q rows times this: softmax scores of hundreds, where a wrong running max overflows e^x
 };
 
 /** A softmax case: B sequences, Hq / Hkv heads, head dims h and dv, keys per workgroup. */
@@ -80,6 +81,10 @@ Case softmaxCase(const char* name, uint32_t h, uint32_t dv, uint32_t Hq, uint32_
 
 Case longPrompt(Case c, uint32_t prompt) {
     c.prompt = prompt;
+    return c;
+}
+Case largeScores(Case c, float gain) {
+    c.qGain = gain;
     return c;
 }
 Case withType(Case c, PskDataType type, const char* name) {
@@ -197,8 +202,8 @@ struct Rig {
     bool sixteenBit() const { return c.type != PSK_DATA_TYPE_FLOAT32; }
 
     /** Random normal values, representable in the storage type (what the library and the reference both see). */
-    std::vector<float> randomRows(size_t count) {
-        std::vector<float> x = psk::test::randomNormal(count, ++rng);
+    std::vector<float> randomRows(size_t count, float gain = 1.0f) {
+        std::vector<float> x = psk::test::randomNormal(count, ++rng, gain);
         return sixteenBit() ? decode16(encode16(x, c.type), c.type) : x;
     }
 
@@ -220,7 +225,7 @@ struct Rig {
     }
 
     void prefill(uint32_t s, uint32_t n) {
-        q[s] = randomRows(size_t(n) * c.Hq * c.h);
+        q[s] = randomRows(size_t(n) * c.Hq * c.h, c.qGain);
         k[s] = randomRows(size_t(n) * c.Hkv * c.h);
         v[s] = randomRows(size_t(n) * c.Hkv * c.dv);
         const std::vector<float> qb = bhnd(q[s], n, c.Hq, c.h, true), kb = bhnd(k[s], n, c.Hkv, c.h, true),
@@ -235,7 +240,7 @@ struct Rig {
 
     /** One step of every sequence. */
     void step() {
-        const std::vector<float> sq = randomRows(size_t(c.B) * c.Hq * c.h), sk = randomRows(size_t(c.B) * c.Hkv * c.h),
+        const std::vector<float> sq = randomRows(size_t(c.B) * c.Hq * c.h, c.qGain), sk = randomRows(size_t(c.B) * c.Hkv * c.h),
                                  sv = randomRows(size_t(c.B) * c.Hkv * c.dv);
         PskDecodeStepInfo info{};
         const std::vector<float> o = callWith(info, sq, sk, sv, size_t(c.B) * c.Hq * c.dv,
@@ -428,6 +433,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // slices of 2 keys: over 64 slices per sequence (the combine's max over more
                       // groups than invocations, its loads in several chunks)
                       longPrompt(softmaxCase("softmax_slice2_many_groups", 16, 16, 4, 2, 2, "2"), 150),
+                      // scores of a few hundred (q times 64): e^(s - m) overflows unless m is the
+                      // running maximum (a tile's, the slices' in the combine)
+                      largeScores(longPrompt(softmaxCase("softmax_large_scores", 16, 16, 4, 2, 2, "20"), 150), 64.0f),
                       h200Shape()),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 

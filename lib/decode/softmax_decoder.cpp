@@ -75,9 +75,19 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     spec.HEAD_DIM = h_;
     spec.VALUE_DIM = dv_;
     spec.HEAD_RATIO = ratio;
+    // The maxima by subgroup operations where the device has them in compute (one barrier for a
+    // tile's instead of log2 WG), else a tree in shared memory.
+    // PSK_DECODE_SOFTMAX_TREE=1 keeps the tree (its tests on devices that have subgroup arithmetic).
+    const char* tree = std::getenv("PSK_DECODE_SOFTMAX_TREE");
+    const bool subgroupReduce = (caps.subgroupOperations & (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)) ==
+                                    (VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                                !(tree && std::string(tree) == "1");
     step_ = kernelPipeline(context().pipelines(),
-                           KernelChoice::make<KernelId::DecodeSoftmax>("", attention.config().dataType, spec,
-                                              "softmax decoding: one dispatch over slices of the KV cache, combined by the last"));
+                           KernelChoice::make<KernelId::DecodeSoftmax>(subgroupReduce ? "subgroup" : "tree", attention.config().dataType, spec,
+                                              subgroupReduce ? "softmax decoding: one dispatch over slices of the KV cache, combined by the "
+                                                               "last; maxima by subgroup operations"
+                                                             : "softmax decoding: one dispatch over slices of the KV cache, combined by the "
+                                                               "last; maxima by a tree in shared memory (no subgroup arithmetic)"));
     // The caches need no clearing: the key counts bound what is read. Counts start at zero.
     submitter_.run([&](Recorder& rec) { rec.fill({work_.handle(), 0, work_.size()}, work_.size(), 0); });
 }

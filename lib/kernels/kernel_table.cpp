@@ -60,7 +60,7 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::DecodeOutput, "decode_output", "decode_output.comp", KernelImpl::Generic, "random|learned storage",
      "DecodeOutputSpec", "DecodeOutputPush",
      "decoding: a step, the token's sketch (random), the token into z and phi(q)^T z (+ exact local part)"},
-    {KernelId::DecodeSoftmax, "decode_softmax", "decode_softmax.comp", KernelImpl::Generic, "storage", "DecodeSoftmaxSpec",
+    {KernelId::DecodeSoftmax, "decode_softmax", "decode_softmax.comp", KernelImpl::Generic, "tree|subgroup storage", "DecodeSoftmaxSpec",
      "DecodeSoftmaxPush", "decoding baseline: a KV-cache step over key slices, combined by the last workgroup"},
     {KernelId::CopyRows, "copy_rows", "copy_rows.comp", KernelImpl::Generic, "storage", "CopyRowsSpec", "CopyRowsPush",
      "state passing: rows between strided tensors"},
