@@ -152,7 +152,10 @@ TuningEntry parseEntry(const std::vector<std::string>& words, const std::string&
         fail(PSK_ERROR_BAD_FILE, where, ": ", info.name, " takes ", info.min, " to ", info.max, ", not ", e.value);
     TuningKey& key = e.key;
     for (size_t i = 2; i < words.size(); ++i) {
-        const auto [k, v] = keyValue(words[i], where);
+        // Named copies, not a structured binding: clang before 16 cannot capture those in a lambda.
+        const auto kv = keyValue(words[i], where);
+        const auto& k = kv.first;
+        const auto& v = kv.second;
         auto once = [&](bool set) {
             if (set) fail(PSK_ERROR_BAD_FILE, where, ": key '", k, "' given twice");
         };
