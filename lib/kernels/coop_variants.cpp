@@ -74,7 +74,7 @@ std::string_view coopSubVariants(KernelId kernel) {
 
 const std::string& coopAxisList(KernelId kernel) {
     static const std::vector<std::string> lists = [] {
-        std::vector<std::string> out(size_t(KernelId::Count));
+        std::vector<std::string> out(static_cast<size_t>(KernelId::Count));  // not size_t(...): a declaration to clang
         for (const KernelRow& k : kKernels) {
             std::string& list = out[size_t(k.id)];
             for (const std::string& sub : subNames(k))
