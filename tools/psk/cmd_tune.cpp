@@ -376,13 +376,16 @@ struct Run {
     std::string error, plan;
     double medianMs = 0;
     std::vector<float> out;
+    double createMs = 0, callsMs = 0;  // wall time: the attention's creation (pipelines, self-test probes), the calls
 };
 
 Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput) {
     Run run;
     const PskAttentionCreateInfo ai = attentionInfo(o, s);
     PskAttention attn = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
     const PskResult cr = pskCreateAttention(ctx, &ai, &attn);
+    run.createMs = msSince(t0);
     if (cr != PSK_SUCCESS) {
         run.error = "pskCreateAttention: " + sink.describe(cr);
         return run;
@@ -420,6 +423,7 @@ Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Sha
         if (r != PSK_SUCCESS) run.error = "timed call: " + sink.describe(r);
         else samples.push_back(stats.gpuMilliseconds);
     }
+    run.callsMs = msSince(w0);
     pskDestroyAttention(attn);
     if (!run.error.empty()) return run;
     run.medianMs = psk::bench::summarize(samples).medianMs;
@@ -594,11 +598,13 @@ int runTune(int argc, char** argv) {
                 }
                 useTable(candidatePath);
                 const auto c0 = std::chrono::steady_clock::now();
-                double sum = 0;
+                double sum = 0, createMs = 0, callsMs = 0;
                 std::string verdict;
                 for (size_t j = 0; j < cls.members.size() && verdict.empty(); ++j) {
                     const Shape& s = o.shapes[cls.members[j]];
                     Run r = timeShape(ctx, sink, o, s, inputs[j], true);
+                    createMs += r.createMs;
+                    callsMs += r.callsMs;
                     std::string why;
                     if (!r.ok) {
                         verdict = "failed at " + shapeName(s) + ": " + r.error;
@@ -618,6 +624,8 @@ int runTune(int argc, char** argv) {
                     ++timed;
                     const bool better = sum < cls.bestMs * (1 - o.minGain);
                     line += fixed(sum) + " ms (best so far " + fixed(cls.bestMs) + ")" + (better ? ", kept" : "");
+                    // Where a candidate's seconds go (creation: pipelines and the self-test's probes).
+                    line += " [creation " + fixed(createMs / 1e3, 1) + " s, calls " + fixed(callsMs / 1e3, 1) + " s]";
                     if (better) {
                         cls.bestMs = sum;
                         cls.chosen[param] = value;
