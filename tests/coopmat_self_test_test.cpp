@@ -251,6 +251,39 @@ TEST(CoopSelfTestVerdicts, EmulatedKernelsAreNotTestedByDefault) {
     EXPECT_TRUE(psk::coopSelfTestVerdicts(psk::test::sharedContext()->caps()).empty());
 }
 
+// PSK_COOPMAT_SELFTEST=known (psk tune's candidates): a variant the process found wrong stays
+// disabled, whatever mode found it; nothing new is probed.
+TEST(CoopSelfTestVerdicts, KnownModeKeepsVerdictsAndProbesNothing) {
+    psk::clearCoopSelfTestVerdicts();
+    PskContext ctx = psk::test::sharedContext();
+    ASSERT_NE(ctx, nullptr);
+    size_t found = 0;
+    {
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "force"}, {"PSK_COOPMAT_FAULT", "features"}});
+        const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+        ASSERT_TRUE(o.created);
+        EXPECT_EQ(o.plan.find(variantOf("features")), std::string::npos) << o.plan;
+        found = psk::coopSelfTestVerdicts(ctx->caps()).size();
+        ASSERT_GT(found, 0u);
+    }
+    {
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "known"}, {"PSK_COOPMAT_FAULT", "features"}});
+        const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+        ASSERT_TRUE(o.created);
+        EXPECT_EQ(o.plan.find(variantOf("features")), std::string::npos) << "the verdict of the forced self-test holds:\n" << o.plan;
+        EXPECT_EQ(o.nonFinite, 0u);
+        EXPECT_EQ(psk::coopSelfTestVerdicts(ctx->caps()).size(), found) << "a probe ran";
+    }
+    psk::clearCoopSelfTestVerdicts();
+    {
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "known"}, {"PSK_COOPMAT_FAULT", "features"}});
+        const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+        ASSERT_TRUE(o.created);
+        EXPECT_NE(o.plan.find(variantOf("features")), std::string::npos) << "nothing known, nothing probed:\n" << o.plan;
+        EXPECT_TRUE(psk::coopSelfTestVerdicts(ctx->caps()).empty());
+    }
+}
+
 // ---- The switches ----
 
 TEST(CoopMatSwitches, ParsesEveryValueAndRefusesUnknownOnes) {
@@ -272,6 +305,8 @@ TEST(CoopMatSwitches, ParsesEveryValueAndRefusesUnknownOnes) {
     ASSERT_TRUE(psk::parseCoopMatSwitches("khr", "none", "force", "3", "", &s, &error));
     EXPECT_EQ(s.stages, 0u);
     EXPECT_EQ(s.selfTest, psk::CoopSelfTestMode::Always);
+    ASSERT_TRUE(psk::parseCoopMatSwitches(nullptr, nullptr, "known", nullptr, nullptr, &s, &error));
+    EXPECT_EQ(s.selfTest, psk::CoopSelfTestMode::Known);
     EXPECT_FALSE(psk::parseCoopMatSwitches("cuda", nullptr, nullptr, nullptr, nullptr, &s, &error));
     EXPECT_NE(error.find("PSK_COOPMAT_BACKEND=cuda"), std::string::npos) << error;
     EXPECT_FALSE(psk::parseCoopMatSwitches(nullptr, "features,scan", nullptr, nullptr, nullptr, &s, &error));

@@ -136,13 +136,16 @@ uint32_t coopSelfTest(PskContext_T* context, const PskAttentionCreateInfo& info,
     if (switches.selfTest == CoopSelfTestMode::Off || config.selfTestProbe) return 0;
     const DeviceCaps& caps = context->caps();
     const std::string device = deviceKey(caps);
-    // The switches shape the kernels (the fault injection above all): part of the key.
-    const std::string salt = describeCoopMatSwitches(switches);
+    // The switches shape the kernels (the fault injection above all): part of the key; the
+    // self-test's own mode does not, so a verdict holds whichever mode found it.
+    CoopMatSwitches shaping = switches;
+    shaping.selfTest = CoopSelfTestMode::Hardware;
+    const std::string salt = describeCoopMatSwitches(shaping);
     uint32_t off = 0;
     for (const KernelChoice& k : kernels) {
         const uint32_t stage = stageOf(k.kernel);
         if (!stage || !(config.coopStages & stage) || (off & stage)) continue;
-        if (emulatedVariant(k.variant) && switches.selfTest != CoopSelfTestMode::Always) continue;
+        if (emulatedVariant(k.variant) && switches.selfTest == CoopSelfTestMode::Hardware) continue;
         const std::string variantKey = device + "|" + salt + "|" + k.variant;
         const std::string fullKey = variantKey + "|" + k.constants.describe();
         {
@@ -154,6 +157,7 @@ uint32_t coopSelfTest(PskContext_T* context, const PskAttentionCreateInfo& info,
             }
             if (c.passed.count(fullKey)) continue;
         }
+        if (switches.selfTest == CoopSelfTestMode::Known) continue;  // no probe: the caller checks (psk tune)
         // Both probes, then the comparison. A probe that cannot run (out of memory, a device
         // lost) decides nothing: the error reaches the caller, whose attention fails as it would.
         const ProbeShape shape = probeShape(config);

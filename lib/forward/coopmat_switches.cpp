@@ -81,8 +81,9 @@ bool parseCoopMatSwitches(const char* backend, const char* stages, const char* s
         if (t == "1" || t == "on") s.selfTest = CoopSelfTestMode::Hardware;
         else if (t == "0" || t == "off") s.selfTest = CoopSelfTestMode::Off;
         else if (t == "force") s.selfTest = CoopSelfTestMode::Always;
+        else if (t == "known") s.selfTest = CoopSelfTestMode::Known;
         else {
-            *error = "PSK_COOPMAT_SELFTEST=" + t + ": expected 1, 0 or force";
+            *error = "PSK_COOPMAT_SELFTEST=" + t + ": expected 1, 0, force or known";
             return false;
         }
     }
@@ -182,6 +183,7 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.stages != kCoopAllStages) add("stages " + stageList(s.stages));
     if (s.selfTest == CoopSelfTestMode::Off) add("self-test off");
     if (s.selfTest == CoopSelfTestMode::Always) add("self-test forced");
+    if (s.selfTest == CoopSelfTestMode::Known) add("self-test: earlier verdicts only");
     if (s.featureTerms != 3) add("feature-map products " + std::to_string(s.featureTerms));
     if (s.statesWalk == StatesWalkRequest::On) add("states walk on");
     if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");

@@ -52,7 +52,12 @@ enum CoopStageBit : uint32_t {
 const char* coopStageName(uint32_t bit);
 
 enum class CoopBackendRequest { Auto, KHR, NV, Emulated, Off };
-enum class CoopSelfTestMode { Off, Hardware, Always };
+/**
+ * Hardware: probe each cooperative kernel a GPU driver compiled (the default); Always: the
+ * emulated ones too; Known: probe nothing new, but keep a variant the process already found wrong
+ * disabled (psk tune, whose candidates it checks itself); Off: nothing.
+ */
+enum class CoopSelfTestMode { Off, Hardware, Always, Known };
 enum class StatesWalkRequest { Auto, On, Off };
 
 struct CoopMatSwitches {
