@@ -1442,6 +1442,89 @@ def print_sensitivity(vals):
     print()
 
 
+# ============================================================== held against the second run
+SECOND_RUN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs", "2026-11-27-h200-1b3b19a")
+# What the second H200 run measured (docs/PERFORMANCE.md, "second GPU run"), checked against its
+# summaries where they are in the tree: (key, value, unit).
+SECOND_MEASURED = [
+    ("features_tiled f32 32k", 0.823, "ms"), ("states_tiled f32 32k", 2.502, "ms"), ("output_tiled f32 32k", 20.663, "ms"),
+    ("coop states per block + scan f16 32k", 2.209, "ms"), ("coop walk f16 32k H16", 3.606, "ms"), ("coop walk f16 32k H64", 10.671, "ms"),
+    ("fa2 softmax 4k", 0.554, "ms"), ("fa2 softmax 8k", 1.829, "ms"), ("fa2 softmax 32k", 27.337, "ms"), ("fa2 softmax 128k", 428.461, "ms"),
+    ("decode r32", 30.6, "us"), ("decode r64", 64.0, "us"),
+]
+
+
+def read_second_run():
+    """SECOND_MEASURED, each replaced by the summaries' value where the files say it. (dict, notes)"""
+    vals = {k: v for k, v, _ in SECOND_MEASURED}
+    notes, found = [], {}
+    def text(name):
+        path = os.path.join(SECOND_RUN_DIR, name)
+        return open(path).read() if os.path.exists(path) else None
+    gpu, peer = text("gpu_run-gpu.summary"), text("gpu_run-peer.summary")
+    if gpu:
+        m_ = re.search(r"^\s+64\s+32768\s+32\s+f32\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", gpu, re.M)
+        if m_:
+            found["features_tiled f32 32k"], found["states_tiled f32 32k"], found["output_tiled f32 32k"] = (
+                float(m_.group(1)), float(m_.group(2)), float(m_.group(4)))
+        m_ = re.search(r"^\s+64\s+32768\s+32\s+f16\s+[\d.]+\s+([\d.]+)\s+([\d.]+)", gpu, re.M)
+        if m_:
+            found["coop states per block + scan f16 32k"] = round(float(m_.group(1)) + float(m_.group(2)), 3)
+        m_ = re.search(r"H=16 walk on: r=32 [\d.]+ ms.*?states ([\d.]+)", gpu)
+        if m_:
+            found["coop walk f16 32k H16"] = float(m_.group(1))
+        m_ = re.search(r"H=64 walk on: r=32 [\d.]+ ms.*?states ([\d.]+)", gpu)
+        if m_:
+            found["coop walk f16 32k H64"] = float(m_.group(1))
+        for m_ in re.finditer(r"OK bench softmax-h64-n(\d+) H=16: softmax [\d.]+ ms.*?\(host form ([\d.]+)\)", gpu):
+            found[f"fa2 softmax {int(m_.group(1)) // 1024}k"] = float(m_.group(2))
+    if peer:
+        m_ = re.search(r"polysketch r=32 L=4096: ([\d.]+) us/step.*?polysketch r=64 L=4096: ([\d.]+) us/step", peer)
+        if m_:
+            found["decode r32"], found["decode r64"] = float(m_.group(1)), float(m_.group(2))
+    for key, v in found.items():
+        if key in vals and abs(vals[key] - v) > 1e-9:
+            notes.append(f"{key}: listed {vals[key]}, file says {v} (the file's value is used)")
+            vals[key] = v
+    missing = [k for k in vals if k not in found]
+    if missing:
+        notes.append("not found in " + SECOND_RUN_DIR + ", listed value used: " + ", ".join(missing))
+    return vals, notes
+
+
+def second_run_predictions(m):
+    """The model's predictions of SECOND_MEASURED (ms, or us for the decode steps)."""
+    out = {}
+    out["features_tiled f32 32k"] = run(features_tiled(32768, 16, 64, 32, 4), m)[0] * 1e3
+    out["states_tiled f32 32k"] = run(states_tiled(32768, 16, 64, 64, 32, 256, 4), m)[0] * 1e3
+    out["output_tiled f32 32k"] = run(output_tiled(32768, 16, 64, 64, 32, 256, 4), m)[0] * 1e3
+    out["coop states per block + scan f16 32k"] = sum(run(k, m)[0] for k in coop_states_as_built(32768, 16, 64, 32, 256, False, m)) * 1e3
+    out["coop walk f16 32k H16"] = sum(run(k, m)[0] for k in coop_states_as_built(32768, 16, 64, 32, 256, True, m)) * 1e3
+    out["coop walk f16 32k H64"] = sum(run(k, m)[0] for k in coop_states_as_built(32768, 64, 64, 32, 256, True, m)) * 1e3
+    for n in (4096, 8192, 32768, 131072):
+        out[f"fa2 softmax {n // 1024}k"] = plan_time(fa2_softmax(n, 16, 64, 64), m)[0] * 1e3
+    for rs_ in (32, 64):
+        out[f"decode r{rs_}"] = plan_time(decode_split_step(16, 64, 64, rs_, 256, 128, m, True), m)[0] * 1e6
+    return out
+
+
+def print_vs_second_run():
+    vals, notes = read_second_run()
+    pred = second_run_predictions(H200)
+    print("### The model next to the second H200 run (library 1b3b19a; docs/MODEL.md, \"Held against the second H200 run\")\n")
+    print("| kernel (32k, H = 16, h = 64 unless said) | predicted | measured | measured / predicted |")
+    print("| --- | --- | --- | --- |")
+    within = 0
+    for key, _, unit in SECOND_MEASURED:
+        ratio = vals[key] / pred[key]
+        within += 0.7 <= 1 / ratio <= 1.3
+        print(f"| {key} | {pred[key]:.3g} {unit} | {vals[key]:.4g} {unit} | {ratio:.1f}x |")
+    print(f"\n{within} of {len(SECOND_MEASURED)} within 30%.")
+    for note in notes:
+        print("-", note)
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1454,6 +1537,7 @@ def main():
     print_softmax_decode()
     print_fa2_table()
     print_sensitivity(vals)
+    print_vs_second_run()
 
 
 
