@@ -66,6 +66,31 @@ shared float tile[HEAD_RATIO * WG];      // the tile's scores, then their expone
 shared float reduce[HEAD_RATIO * WG];    // the tile's max per head (a tree), then the groups' max
 shared bool last_shared;
 
+// v[g] becomes the workgroup's largest v[g], for every query head g and in every invocation
+// (through `reduce`; the caller puts a barrier before its next write of `reduce`).
+void workgroup_max(inout float v[HEAD_RATIO]) {
+#if defined(SUBGROUP_REDUCE)
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        const float sub = subgroupMax(v[g]);
+        if (subgroupElect()) reduce[g * WG + gl_SubgroupID] = sub;
+    }
+    barrier();
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
+        v[g] = EMPTY;
+        for (uint s = 0u; s < gl_NumSubgroups; ++s) v[g] = max(v[g], reduce[g * WG + s]);
+    }
+#else
+    const uint lid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = v[g];
+    barrier();
+    for (uint stride = WG / 2u; stride > 0u; stride >>= 1u) {  // a tree (WG is a power of two)
+        if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
+        barrier();
+    }
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) v[g] = reduce[g * WG];
+#endif
+}
+
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint group = gl_WorkGroupID.x, slot = params.slot_base + gl_WorkGroupID.y;
@@ -121,28 +146,11 @@ void main() {
             }
             [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = s[g];
         }
+        // The tile's max per head: each invocation's own scores (it wrote them), then the workgroup's.
         float m_new[HEAD_RATIO];
-#if defined(SUBGROUP_REDUCE)
-        // The tile's max per head: each invocation's own score (it wrote it), per subgroup, then
-        // the subgroups' maxima.
-        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
-            const float sub = subgroupMax(lid < n ? tile[g * WG + lid] : EMPTY);
-            if (subgroupElect()) reduce[g * WG + gl_SubgroupID] = sub;
-        }
-        barrier();
-        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
-            m_new[g] = m_run[g];
-            for (uint s = 0u; s < gl_NumSubgroups; ++s) m_new[g] = max(m_new[g], reduce[g * WG + s]);
-        }
-#else
-        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = lid < n ? tile[g * WG + lid] : EMPTY;
-        barrier();
-        for (uint stride = WG / 2u; stride > 0u; stride >>= 1u) {  // the tile's max per head, a tree (WG is a power of two)
-            if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
-            barrier();
-        }
-        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) m_new[g] = max(m_run[g], reduce[g * WG]);
-#endif
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) m_new[g] = lid < n ? tile[g * WG + lid] : EMPTY;
+        workgroup_max(m_new);
+        [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) m_new[g] = max(m_run[g], m_new[g]);
         if (lid < n) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = exp(tile[g * WG + lid] - m_new[g]);
         barrier();
         // Rescale the running sums, then add the tile's keys in order.
@@ -197,31 +205,11 @@ void main() {
     // the groups' max per head (each invocation over every WG-th group, then a tree), then the
     // sums, CHUNK groups' loads at a time.
     float bigs[HEAD_RATIO];
-#if defined(SUBGROUP_REDUCE)
-    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
-        float mx = EMPTY;
-        for (uint s = lid; s < params.groups; s += WG) mx = max(mx, uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * P_STRIDE]));
-        mx = subgroupMax(mx);
-        if (subgroupElect()) reduce[g * WG + gl_SubgroupID] = mx;
-    }
-    barrier();
     [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
         bigs[g] = EMPTY;
-        for (uint s = 0u; s < gl_NumSubgroups; ++s) bigs[g] = max(bigs[g], reduce[g * WG + s]);
+        for (uint s = lid; s < params.groups; s += WG) bigs[g] = max(bigs[g], uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * P_STRIDE]));
     }
-#else
-    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
-        float mx = EMPTY;
-        for (uint s = lid; s < params.groups; s += WG) mx = max(mx, uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * P_STRIDE]));
-        reduce[g * WG + lid] = mx;
-    }
-    barrier();
-    for (uint stride = WG / 2u; stride > 0u; stride >>= 1u) {
-        if (lid < stride) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) reduce[g * WG + lid] = max(reduce[g * WG + lid], reduce[g * WG + lid + stride]);
-        barrier();
-    }
-    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) bigs[g] = reduce[g * WG];
-#endif
+    workgroup_max(bigs);
     [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
         const float big = bigs[g];
         float l = 0.0, o[COLS];

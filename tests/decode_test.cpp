@@ -1019,12 +1019,7 @@ struct CmdRig {
     }
     /** Ends with a barrier to the host, submits, waits. */
     void submit() {
-        VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-        barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-        barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-        vk.vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
-        EXPECT_EQ(vk.vkEndCommandBuffer(cmd), VK_SUCCESS);
+        end();
         resubmit();
     }
     /** Ends the command buffer (with the barrier to the host) without submitting it. */

@@ -263,11 +263,16 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             kernel::AttentionFlashCoopMatSpec spec;
             // Hardware: the device's shared memory (48 KiB on NVIDIA's Vulkan driver); emulated, 32 KiB.
             const uint32_t shared = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, emulate ? 32768 : UINT32_MAX);
+            const bool smallTiles = emulation == CoopMatEmulation::SmallTiles;
+            // The first entry of the tiling table that fits (onlyTile < 0), or entry onlyTile alone.
+            auto planFlash = [&](kernel::AttentionFlashCoopMatSpec& s, int onlyTile, uint32_t* chosen) {
+                return planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
+                                                 smallTiles, c, shared, s, onlyTile, chosen);
+            };
             if (findCoopVariant(KernelId::AttentionFlashCoopMat, *variant, kind, type) == nullptr) {
                 whyNotFlash = cat("; not the FlashAttention-2 kernel: this build has no ",
                                   coopVariantName(KernelId::AttentionFlashCoopMat, *variant, kind, type));
-            } else if (uint32_t tile = 0; !planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations,
-                                                                    emulate, emulation == CoopMatEmulation::SmallTiles, c, shared, spec, -1, &tile)) {
+            } else if (uint32_t tile = 0; !planFlash(spec, -1, &tile)) {
                 whyNotFlash = "; not the FlashAttention-2 kernel: no tiling fits this device's shared memory";
             } else {
                 // A measured tiling instead of the table's first that fits (psk tune, baselines.tile).
@@ -281,11 +286,9 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                 if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesTile, shape) : nullptr) {
                     const std::string entry = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.tile ", e->value, ")");
                     kernel::AttentionFlashCoopMatSpec candidate = spec;
-                    if (e->value >= attentionFlashCoopMatTilings(emulation == CoopMatEmulation::SmallTiles)) {
-                        tuned = cat("; ", entry, " ignored: the tiling table has ", attentionFlashCoopMatTilings(emulation == CoopMatEmulation::SmallTiles),
-                                    " entries");
-                    } else if (!planAttentionFlashCoopMat(m, n, k, caps.subgroupSize, caps.limits().maxComputeWorkGroupInvocations, emulate,
-                                                          emulation == CoopMatEmulation::SmallTiles, c, shared, candidate, int(e->value))) {
+                    if (e->value >= attentionFlashCoopMatTilings(smallTiles)) {
+                        tuned = cat("; ", entry, " ignored: the tiling table has ", attentionFlashCoopMatTilings(smallTiles), " entries");
+                    } else if (!planFlash(candidate, int(e->value), nullptr)) {
                         tuned = cat("; ", entry, " ignored: tiling ", e->value, " does not fit this device's shared memory or invocations, or its shape");
                     } else {
                         spec = candidate;

@@ -565,19 +565,26 @@ static int beginCommands(Gpu* gpu, StError* err) {
 }
 
 /* Ends, submits and waits; then frees what the library allocated for the recorded calls. */
-static int submitAndWait(Model* m, StError* err) {
-    Gpu* gpu = m->gpu;
+/* Submits an ended command buffer and waits for it. No polysketch call runs meanwhile: the app
+ * may submit to the queue it shares with the context. */
+static int submitCommands(Gpu* gpu, VkCommandBuffer cmd, StError* err) {
     VkSubmitInfo submit;
-    uint32_t l;
-    VK_TRY(vkEndCommandBuffer(gpu->cmd));
     memset(&submit, 0, sizeof submit);
     submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
     submit.commandBufferCount = 1;
-    submit.pCommandBuffers = &gpu->cmd;
-    /* No polysketch call runs now: the app may submit to the queue it shares with the context. */
+    submit.pCommandBuffers = &cmd;
     VK_TRY(vkQueueSubmit(gpu->queue, 1, &submit, gpu->fence));
     VK_TRY(vkWaitForFences(gpu->device, 1, &gpu->fence, VK_TRUE, UINT64_MAX));
     VK_TRY(vkResetFences(gpu->device, 1, &gpu->fence));
+    return 0;
+}
+
+static int submitAndWait(Model* m, StError* err) {
+    Gpu* gpu = m->gpu;
+    uint32_t l;
+    int rc;
+    VK_TRY(vkEndCommandBuffer(gpu->cmd));
+    if ((rc = submitCommands(gpu, gpu->cmd, err))) return rc;
     if (gpu->queries && gpu->queryCount > 1) {
         uint64_t stamps[4096];
         uint32_t q;
@@ -1103,16 +1110,8 @@ int modelStep(Model* m, uint32_t token, float* logits, StError* err) {
         return fail(err, "the softmax KV cache is full (%u tokens)", m->stateCapacity);
     if ((rc = reserve(m, 1, 1, m->position + 1, err)) || (rc = setTokens(m, &token, 1, err))) return rc;
     if (!gpu->queries && !(getenv("TINYLM_RECORD_EACH_STEP") && strcmp(getenv("TINYLM_RECORD_EACH_STEP"), "1") == 0)) {
-        VkSubmitInfo submit;
         ((uint32_t*)m->tokens.mapped)[m->rowsCap] = m->position;
-        if (!m->stepRecorded && (rc = recordStep(m, err))) return rc;
-        memset(&submit, 0, sizeof submit);
-        submit.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
-        submit.commandBufferCount = 1;
-        submit.pCommandBuffers = &m->stepCmd;
-        VK_TRY(vkQueueSubmit(gpu->queue, 1, &submit, gpu->fence));
-        VK_TRY(vkWaitForFences(gpu->device, 1, &gpu->fence, VK_TRUE, UINT64_MAX));
-        VK_TRY(vkResetFences(gpu->device, 1, &gpu->fence));
+        if ((!m->stepRecorded && (rc = recordStep(m, err))) || (rc = submitCommands(gpu, m->stepCmd, err))) return rc;
         memcpy(logits, m->readback.mapped, (size_t)m->c.vocab * 4);
         ++m->position;
         return 0;

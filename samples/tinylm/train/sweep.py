@@ -314,20 +314,20 @@ def main(argv=None):
     def pending():
         """The runs that can start now, in grid order: each model's sweep, then (once its sweep is
         complete) its seeds at the best learning rate."""
-        todo = []
+        ready = []
         for task in g["tasks"]:
             for spec in g["models"]:
                 sweep = [(task, spec, lr, g["seeds"][0]) for lr in g["lrs"]]
                 if a.phase in ("sweep", "all"):
-                    todo += [k for k in sweep if k not in results]
+                    ready += [k for k in sweep if k not in results]
                 swept = [(sweep_key(results[k]), -k[2], k[2]) for k in sweep if k in results]
                 if len(swept) < len(g["lrs"]):
                     continue  # no choice from an incomplete sweep
                 best[(task, spec)] = max(swept)[2]
                 if a.phase in ("final", "all"):
-                    todo += [k for k in ((task, spec, best[(task, spec)], seed) for seed in g["seeds"][1:])
+                    ready += [k for k in ((task, spec, best[(task, spec)], seed) for seed in g["seeds"][1:])
                              if k not in results]
-        return [k for k in todo if k not in running]
+        return [k for k in ready if k not in running]
 
     if a.report_only:
         pending()  # the best learning rates
@@ -349,9 +349,9 @@ def main(argv=None):
                 if proc.poll() is not None:
                     del running[key]
                     results[key] = finish_one(out, name, path, proc.returncode, t0)
-            todo = pending()
-            while todo and len(running) < max(1, a.jobs):
-                key = todo.pop(0)
+            startable = pending()
+            while startable and len(running) < max(1, a.jobs):
+                key = startable.pop(0)
                 running[key] = start_one(a, g, out, *key)
             if not running:
                 break
