@@ -62,8 +62,10 @@
 # PSK_GPU_BISECT [every row; a comma list of row names picks some], PSK_GPU_BISECT_ROW_LIMIT [30 s;
 # 120 with --lavapipe],
 # PSK_GPU_FIXTURE_TOL [2e-3], PSK_GPU_FIXTURE_TOL32 [2e-4], PSK_GPU_TEST_LIMIT [60 / 40 s per test],
-# PSK_GPU_DECODE_CONTEXT [4k,32k,128k]. The library's switches (PSK_COOPMAT_BACKEND, _STAGES,
-# _SELFTEST, _FEATURE_TERMS; docs/GPU_RUN.md) pass through, except where the bisect sets them.
+# PSK_GPU_DECODE_CONTEXT [4k,32k,128k], PSK_GPU_SKIP [none; a comma list of step names
+# (conformance, bisect, tests, tune, ...) not to run: their time goes to the steps after them].
+# The library's switches (PSK_COOPMAT_BACKEND, _STAGES, _SELFTEST, _FEATURE_TERMS;
+# docs/GPU_RUN.md) pass through, except where the bisect sets them.
 set -uo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -214,6 +216,10 @@ pack() {
 step() {
     local name=$1 limit=$2 fn=$3 rc
     local left=$((deadline - SECONDS))
+    if [[ ",${PSK_GPU_SKIP:-}," == *",$name,"* ]]; then
+        say "SKIP $name: named in PSK_GPU_SKIP"
+        return 0
+    fi
     if ((left < 3)); then
         say "SKIP $name: the deadline (${deadline_s}s) has passed"
         failed_steps+=("$name(skipped)")
