@@ -253,6 +253,33 @@ TEST(TuningTableSelection, BuiltInTablesParse) {
     }
 }
 
+// The H200's built-in table (tuning/devices/nvidia-h200.tuning): the generic output for float16 at
+// h = dv = 64 (measured faster there), the FlashAttention-2 tiling 3 for the softmax baseline;
+// float32, bfloat16 and h = 128 keep the model's choices.
+TEST(TuningTableSelection, TheH200TableIsChosenForAnH200) {
+    const psk::TuningDeviceIdentity h200{0x10de, 0x2335, 0x9127c100, "NVIDIA H200"};
+    const psk::TuningSelection s = psk::selectTuningTable("", "test", h200, psk::embeddedTuningTables());
+    ASSERT_TRUE(s.table) << s.description;
+    EXPECT_EQ(s.table->source, "tuning/devices/nvidia-h200.tuning");
+    psk::TuningShape shape;
+    shape.headDim = shape.valueDim = 64;
+    shape.sketchLength = 32;
+    shape.degree = 4;
+    shape.type = PSK_DATA_TYPE_FLOAT16;
+    shape.causal = shape.localExact = true;
+    const psk::TuningEntry* e = s.table->find(psk::TuningParameter::OutputCooperative, shape);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->value, 0u);
+    e = s.table->find(psk::TuningParameter::BaselinesTile, shape);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->value, 3u);
+    shape.type = PSK_DATA_TYPE_BFLOAT16;
+    EXPECT_EQ(s.table->find(psk::TuningParameter::OutputCooperative, shape), nullptr);
+    shape.type = PSK_DATA_TYPE_FLOAT16;
+    shape.headDim = shape.valueDim = 128;
+    EXPECT_EQ(s.table->find(psk::TuningParameter::OutputCooperative, shape), nullptr);
+}
+
 // ---- On the device ------------------------------------------------------------------------------
 
 struct Shape {
@@ -392,6 +419,47 @@ TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
         EXPECT_NE(text.find("line 4 (output.key_tile 1024) ignored: needs "), std::string::npos) << text;
         EXPECT_NE(text.find("tunable: output.feat_chunk=32 output.key_tile=32 "), std::string::npos) << text;  // the model's
         EXPECT_NE(text.find("FEAT_CHUNK=32"), std::string::npos) << text;
+    }
+}
+
+// output.cooperative 0 turns the cooperative output the plan would take (emulated, float16) into
+// the generic one, named in its reason with the value psk tune would try back; 1 keeps it; the
+// output still matches the float64 reference.
+TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    const Shape s;
+    {
+        const std::string path = writeFile("output-off.tuning", "psk-tuning 1\ndevice any\noutput.cooperative 0 h=16 type=f16\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_EQ(o.plan.find("polysketch_output_coopmat"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("; not the cooperative output (the tuning table's choice); output.cooperative=0 from tuning table " + path +
+                              " line 3 (output.cooperative 0 h=16 type=f16); tunable: output.cooperative=0"),
+                  std::string::npos)
+            << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+    {
+        // The plan alone: 1 is the model's choice, applied and named; no cooperative output for
+        // float32, so there the entry is ignored with the reason.
+        const std::string path = writeFile("output-on.tuning", "psk-tuning 1\ndevice any\noutput.cooperative 1\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const psk::TuningSelection tuning = ctx->tuningSelection();
+        for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_FLOAT32}) {
+            const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, type, 1), ctx->caps());
+            const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+            const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.reason;
+            if (type == PSK_DATA_TYPE_FLOAT16) {
+                EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
+                EXPECT_NE(text.find(" output.cooperative=1; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
+            } else {
+                EXPECT_NE(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
+                EXPECT_NE(text.find("line 3 (output.cooperative 1) ignored: no cooperative output for this plan"), std::string::npos) << text;
+            }
+        }
     }
 }
 

@@ -839,7 +839,8 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
                                     coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + tuned +
                                         tunableNote({{TuningParameter::OutputFeatChunk, spec.FEAT_CHUNK},
                                                      {TuningParameter::OutputKeyTile, spec.KEY_TILE},
-                                                     {TuningParameter::OutputWn, spec.WN}}));
+                                                     {TuningParameter::OutputWn, spec.WN},
+                                                     {TuningParameter::OutputCooperative, 1}}));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
 }
@@ -851,7 +852,19 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
     const uint32_t R = in.R, dv = in.dv;
     OutputStagePlan generic = planGenericOutput(in);
     std::string whyNotCoop;
-    if (std::optional<OutputStagePlan> coop = planCoopOutput(in, whyNotCoop)) return *coop;
+    // output.cooperative 0 (a device's table: the generic kernel measured faster there) turns a
+    // cooperative output the plan could take into the generic one; 1 is the model's choice.
+    const TuningEntry* cooperative = tuningEntry(in, TuningParameter::OutputCooperative);
+    if (std::optional<OutputStagePlan> coop = planCoopOutput(in, whyNotCoop)) {
+        if (!cooperative || cooperative->value != 0) {
+            if (cooperative) coop->kernel.reason += tunedNote(in, *cooperative);
+            return *coop;
+        }
+        whyNotCoop = "; not the cooperative output (the tuning table's choice)" + tunedNote(in, *cooperative) +
+                     tunableNote({{TuningParameter::OutputCooperative, 0}});
+    } else if (cooperative && cooperative->value != 0) {
+        whyNotCoop += ignoredNote(in, *cooperative, "no cooperative output for this plan");
+    }
     if (!in.team.output) {
         // Two generic kernels: the row kernel ran 6.4x faster than the tile kernel on an NVIDIA
         // H200 at h = dv = 64 (3.25 against 20.66 ms at 32k, float32); the tile kernel is the

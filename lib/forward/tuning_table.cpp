@@ -23,6 +23,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"features.tile", 0, 15},
     {"features.rows", 1, 1024},
     {"baselines.tile", 0, 15},
+    {"output.cooperative", 0, 1},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

@@ -43,6 +43,7 @@ enum class TuningParameter : uint32_t {
     FeaturesTile,         // features.tile: index into the cooperative feature map's tile list
     FeaturesRows,         // features.rows: rows per workgroup of the generic feature map
     BaselinesTile,        // baselines.tile: index into the FlashAttention-2 kernel's tiling table (softmax, polynomial)
+    OutputCooperative,    // output.cooperative: 1 the cooperative output where the plan can take it, 0 the generic one
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);
