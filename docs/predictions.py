@@ -1525,6 +1525,76 @@ def print_vs_second_run():
     print()
 
 
+# ============================================================== held against the third H200 run (commit 3728c9d)
+# Measured in docs/runs/2026-11-27-h200-3728c9d/ (gpu_run-gpu.summary, plan.txt's "# stats:" lines,
+# psk micro in bench.log): the kernel times, the registers the driver gave each pipeline, and the
+# machine constants the model had assumed.
+THIRD_RUN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs", "2026-11-27-h200-3728c9d")
+# (key, measured, unit, measured registers per invocation or None)
+THIRD_MEASURED = [
+    ("generic row output f32 32k", 3.232, "ms", 255), ("features_tiled f32 32k", 0.824, "ms", 132),
+    ("states_tiled f32 32k", 2.507, "ms", 115), ("coop states per block + scan f16 32k", 2.208, "ms", 204),
+    ("coop walk f16 32k H16", 3.605, "ms", 204), ("coop walk f16 32k H64", 18.416, "ms", 204),
+    ("fa2 softmax 4k", 0.544, "ms", 207), ("fa2 softmax 32k", 27.320, "ms", 207), ("fa2 softmax 128k", 428.940, "ms", 207),
+    ("decode r32", 31.1, "us", None), ("decode r64", 64.6, "us", None),
+]
+# psk micro on the H200 (1980 MHz): a barrier 28.64 ns at 128 invocations, one workgroup per SM (26.6
+# at 64, 32.9 at 256; 38.5 with four of 256 per SM); a dependent load 146.4 ns in L2, 341.1 ns from HBM.
+THIRD_CONSTANTS = {"barrier": round(28.64e-9 * 1.98e9), "lat_l2": round(146.4e-9 * 1.98e9), "lat_hbm": round(341.1e-9 * 1.98e9)}
+
+
+def third_run_predictions(measured_constants, measured_regs):
+    """The model's times of THIRD_MEASURED (ms, or us for the decode steps): as written
+    (False, False), with psk micro's constants, and with the driver's register counts as well."""
+    saved = {k: getattr(H200, k) for k in THIRD_CONSTANTS}
+    if measured_constants:
+        for k, v in THIRD_CONSTANTS.items():
+            setattr(H200, k, v)
+    regs = {key: r for key, _, _, r in THIRD_MEASURED}
+    def timed(key, kernels):
+        total = 0.0
+        for i, kern in enumerate(kernels):
+            if measured_regs and i == 0 and regs[key]:
+                kern.regs = regs[key]
+            total += run(kern, H200)[0]
+        return total * 1e3
+    try:
+        out = {}
+        out["generic row output f32 32k"] = timed("generic row output f32 32k", [output_generic(32768, 16, 64, 64, 32, 256, 4)])
+        out["features_tiled f32 32k"] = timed("features_tiled f32 32k", [features_tiled(32768, 16, 64, 32, 4)])
+        out["states_tiled f32 32k"] = timed("states_tiled f32 32k", [states_tiled(32768, 16, 64, 64, 32, 256, 4)])
+        out["coop states per block + scan f16 32k"] = timed("coop states per block + scan f16 32k",
+                                                            coop_states_as_built(32768, 16, 64, 32, 256, False, H200))
+        out["coop walk f16 32k H16"] = timed("coop walk f16 32k H16", coop_states_as_built(32768, 16, 64, 32, 256, True, H200))
+        out["coop walk f16 32k H64"] = timed("coop walk f16 32k H64", coop_states_as_built(32768, 64, 64, 32, 256, True, H200))
+        for n in (4096, 32768, 131072):  # a Plan: no occupancy term, registers do not enter
+            out[f"fa2 softmax {n // 1024}k"] = plan_time(fa2_softmax(n, 16, 64, 64), H200)[0] * 1e3
+        for rs_ in (32, 64):
+            out[f"decode r{rs_}"] = plan_time(decode_split_step(16, 64, 64, rs_, 256, 128, H200, True), H200)[0] * 1e6
+    finally:
+        for k, v in saved.items():
+            setattr(H200, k, v)
+    return out
+
+
+def print_vs_third_run():
+    a = third_run_predictions(False, False)
+    b = third_run_predictions(True, False)
+    c = third_run_predictions(True, True)
+    print("### The model next to the third H200 run (library 3728c9d; docs/MODEL.md, \"Held against the third H200 run\")\n")
+    print("Columns: the model as written; with psk micro's barrier, L2 and HBM latencies (%s cycles);"
+          " with the driver's register counts as well.\n" % ", ".join(f"{k} {v}" for k, v in THIRD_CONSTANTS.items()))
+    print("| kernel (32k, H = 16, h = 64 unless said) | registers | as written | constants | + registers | measured | measured / last |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    within = 0
+    for key, meas, unit, regs in THIRD_MEASURED:
+        ratio = meas / c[key]
+        within += 0.7 <= 1 / ratio <= 1.3
+        print(f"| {key} | {regs or '-'} | {a[key]:.3g} {unit} | {b[key]:.3g} | {c[key]:.3g} | {meas:.4g} {unit} | {ratio:.1f}x |")
+    print(f"\n{within} of {len(THIRD_MEASURED)} within 30% (last column).")
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1538,6 +1608,7 @@ def main():
     print_fa2_table()
     print_sensitivity(vals)
     print_vs_second_run()
+    print_vs_third_run()
 
 
 
