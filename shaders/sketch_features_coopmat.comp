@@ -57,6 +57,12 @@
 // elements; the host estimates their sum (sketchFeaturesCoopMatEmulatedLoopIterations) and keeps
 // the generic kernel where it would exceed the budget.
 //
+// Diagnostics (DIAGNOSTIC, random sketch only; PSK_COOPMAT_FEATURE_DIAGNOSTIC): the S rows replaced
+// by an intermediate, each known to the host, so that a device that gets S wrong shows which step
+// does: 1 the A operand as staged (hi + lo, scaled back: x itself, zero past h); 2 the first
+// product with the staged weights replaced by the identity (x again, through the cooperative loads,
+// products and stores); 3 the first product with the real weights (x @ G1_0a, no node product).
+//
 // One source for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix and the emulated backend
 // (coopmat.glsl). The workgroup must consist of exactly SG_M * SG_N subgroups: the host sets
 // THREADS = SG_M * SG_N * subgroup size and pins the subgroup size where it can vary.
@@ -183,7 +189,7 @@ void gemm(uint a_off, uint a_lo, uint lda, uint k_len, uint w_off, uint w_k, uin
                 const uint c = k_fast ? i / K_CHUNK : i % N_CHUNK;
                 const uint k = k0 + kk;
                 float v = 0.0;
-                if (k < k_valid && c0 + c < c_valid) v = w_data[w_off + k * w_k + (c0 + c) * w_c];
+                if (k < k_valid && c0 + c < c_valid) v = DIAGNOSTIC == 2u ? (k == c0 + c ? 1.0 : 0.0) : w_data[w_off + k * w_k + (c0 + c) * w_c];
                 put_operand(OP_W + kk * LDW + c, W_LO, v);
             }
         }
@@ -322,6 +328,17 @@ void main() {
         }
     }
     const float back = 1.0 / x_scale;  // exact: a power of two
+    if (DIAGNOSTIC == 1u) {
+        barrier();
+        [[unroll]] for (uint it = 0u; it < (TILE_M * SKETCH + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            const uint r = i / SKETCH, c = i % SKETCH;
+            if (i < TILE_M * SKETCH && r < rows)
+                sketch_out[(out_row0 + r) * SKETCH + c] =
+                    c < HEAD_DIM ? (float(op_pool[OP_A + r * LDA + c]) + float(op_pool[OP_A + A_LO + r * LDA + c])) * back : 0.0;
+        }
+        return;
+    }
     [[dont_unroll]] for (uint c0 = 0u; c0 < SKETCH; c0 += N_CHUNK) {
         // G^T is packed r x h: column c's weights contiguous. x @ G1_0a into P0, x @ G1_0b into P1
         // (one gemm call site: llvmpipe compiles each inlined copy).
@@ -333,7 +350,8 @@ void main() {
             const uint i = it * THREADS + lid;
             const uint r = i / N_CHUNK, c = c0 + i % N_CHUNK;
             if (i < TILE_M * N_CHUNK && r < rows && c < SKETCH)
-                sketch_out[(out_row0 + r) * SKETCH + c] = params.node_scale * (f_pool[F_P0 + i] * back) * (f_pool[F_P1 + i] * back);
+                sketch_out[(out_row0 + r) * SKETCH + c] = DIAGNOSTIC >= 2u ? f_pool[F_P0 + i] * back
+                                                                           : params.node_scale * (f_pool[F_P0 + i] * back) * (f_pool[F_P1 + i] * back);
         }
     }
 #elif defined(SKETCH_LEARNED)

@@ -286,6 +286,23 @@ TEST(CoopSelfTestVerdicts, KnownModeKeepsVerdictsAndProbesNothing) {
 
 // ---- The switches ----
 
+TEST(CoopMatSwitches, FeatureDiagnosticValues) {
+    uint32_t d = 7;
+    std::string error;
+    ASSERT_TRUE(psk::parseFeatureDiagnostic(nullptr, &d, &error));
+    EXPECT_EQ(d, 0u);
+    const char* names[] = {"off", "rows", "identity", "product"};
+    for (uint32_t i = 0; i < 4; ++i) {
+        ASSERT_TRUE(psk::parseFeatureDiagnostic(names[i], &d, &error)) << names[i];
+        EXPECT_EQ(d, i);
+    }
+    EXPECT_FALSE(psk::parseFeatureDiagnostic("weights", &d, &error));
+    EXPECT_NE(error.find("PSK_COOPMAT_FEATURE_DIAGNOSTIC=weights: expected off, rows, identity or product"), std::string::npos) << error;
+    psk::CoopMatSwitches s;
+    s.featureDiagnostic = 3;
+    EXPECT_EQ(psk::describeCoopMatSwitches(s), "FEATURE-MAP DIAGNOSTIC 3 (the S rows are not S)");
+}
+
 TEST(CoopMatSwitches, ParsesEveryValueAndRefusesUnknownOnes) {
     psk::CoopMatSwitches s;
     std::string error;

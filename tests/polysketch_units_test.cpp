@@ -285,6 +285,9 @@ struct FeatureCase16 {
     Shape s;
     const char* path;  // "device", "emulated" (small tiles) or "gpu-tiles" (emulated, the GPU's tiling)
     int tile = -1;     // >= 0: the GPU tile list's entry (kFeatureCoopMatTiles) through a tuning table
+    // PSK_COOPMAT_FEATURE_DIAGNOSTIC (random sketch): the rows hold an intermediate instead of S,
+    // each checked against its own reference, so that a wrong S is placed at a step.
+    const char* diagnostic = nullptr;
 };
 
 class FeatureMap16 : public ContextTest, public ::testing::WithParamInterface<FeatureCase16> {};
@@ -305,9 +308,19 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
         std::fclose(f);
     }
     psk::test::ScopedEnv tuning("PSK_TUNING_TABLE", c.tile >= 0 ? table.path().c_str() : nullptr);
+    psk::test::ScopedEnv diagnostic("PSK_COOPMAT_FEATURE_DIAGNOSTIC", c.diagnostic);
+    const std::string diag = c.diagnostic ? c.diagnostic : "";
     const Shape& s = c.s;
     const auto run = runForward(ctx, s);
     ASSERT_TRUE(run);
+    if (!diag.empty() && run->plan.find("FEATURE-MAP DIAGNOSTIC") == std::string::npos)
+        ADD_FAILURE() << "the plan does not name the diagnostic:\n" << run->plan;
+    if (!diag.empty() && run->plan.find("sketch_features_coopmat") == std::string::npos)
+        GTEST_SKIP() << "no cooperative feature map here, so no diagnostic:\n" << run->plan;
+    // The first product's weights (diagnostic "product"): G1_0a of the case's seeded sketch, h x r.
+    const std::vector<float> ga = diag == "product" ? psk::generateRandomSketch(psk::conformance::caseSeed(name(s)), s.degree, s.h, s.r)
+                                                           .g.at(psk::randomSketchTensorName(1, 0, false))
+                                                     : std::vector<float>();
     if (c.tile >= 0 && run->plan.find("features.tile=" + std::to_string(c.tile) + " from") == std::string::npos)
         GTEST_SKIP() << "tile " << c.tile << " does not run here (no cooperative feature map, or it does not fit):\n" << run->plan;
     std::string featureKernel;
@@ -328,8 +341,21 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
             for (uint32_t hd = 0; hd < heads[side]; ++hd) {
                 const std::vector<double> x = run->prepared(side == 0 ? run->q : run->k, heads[side], b, hd, side == 0, run->config.qkNorm);
                 for (uint32_t i = 0; i < s.n; ++i) {
-                    const std::vector<double> sk = run->config.sketch(&x[size_t(i) * s.h]);
-                    want.insert(want.end(), sk.begin(), sk.end());
+                    const double* xi = &x[size_t(i) * s.h];
+                    if (diag.empty()) {
+                        const std::vector<double> sk = run->config.sketch(xi);
+                        want.insert(want.end(), sk.begin(), sk.end());
+                    } else {
+                        for (uint32_t col = 0; col < s.r; ++col) {
+                            double v = 0.0;
+                            if (diag == "product") {
+                                for (uint32_t d = 0; d < s.h; ++d) v += xi[d] * double(ga[size_t(d) * s.r + col]);
+                            } else if (col < s.h) {
+                                v = xi[col];  // "rows" and "identity": x itself, zero past h
+                            }
+                            want.push_back(v);
+                        }
+                    }
                 }
             }
         const std::vector<float> got = run->region(*regions[side]);
@@ -355,7 +381,7 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
             if (byRow[i]) rows << " " << i << ":" << byRow[i];
         for (uint32_t i = 0; i < r; ++i)
             if (byColumn[i]) columns << " " << i << ":" << byColumn[i];
-        ADD_FAILURE() << (side == 0 ? "q" : "k") << " sketch rows: error " << error << " (limit 1e-4) with " << featureKernel << "; " << bad
+        ADD_FAILURE() << (side == 0 ? "q" : "k") << (diag.empty() ? "" : " diagnostic " + diag) << " sketch rows: error " << error << " (limit 1e-4) with " << featureKernel << "; " << bad
                       << " of " << got.size() << " entries wrong;" << first.str() << "\n  wrong entries by row modulo 64:" << rows.str()
                       << "\n  by column:" << columns.str();
     }
@@ -385,12 +411,26 @@ std::vector<FeatureCase16> featureCases16() {
             s.variant = 10 + uint32_t(tile);
             cases.push_back({s, path, tile});
         }
+    // The random sketch's intermediates (rows, identity product, first product), on the device
+    // and emulated: where the device's S is wrong, the first of these that is wrong names the step.
+    for (const char* path : {"device", "emulated"})
+        for (const char* diagnostic : {"rows", "identity", "product"}) {
+            Shape s;
+            s.dataType = PSK_DATA_TYPE_FLOAT16;
+            s.r = 32;
+            s.n = 150;
+            s.variant = 20;
+            FeatureCase16 c{s, path};
+            c.diagnostic = diagnostic;
+            cases.push_back(c);
+        }
     return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, FeatureMap16, ::testing::ValuesIn(featureCases16()), [](const ::testing::TestParamInfo<FeatureCase16>& i) {
     return name(i.param.s) + "_" + (std::string(i.param.path) == "gpu-tiles" ? "gputiles" : i.param.path) +
-           (i.param.tile >= 0 ? "_tile" + std::to_string(i.param.tile) : "");
+           (i.param.tile >= 0 ? "_tile" + std::to_string(i.param.tile) : "") +
+           (i.param.diagnostic ? std::string("_diag_") + i.param.diagnostic : "");
 });
 
 // ---- block states, their Blelloch prefix (causal) and their sum (full) ----

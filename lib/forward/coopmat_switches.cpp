@@ -120,6 +120,21 @@ bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* err
     return true;
 }
 
+bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error) {
+    static const char* names[] = {"off", "rows", "identity", "product"};
+    if (empty(value)) {
+        *out = 0;
+        return true;
+    }
+    for (uint32_t i = 0; i < 4; ++i)
+        if (std::string(value) == names[i]) {
+            *out = i;
+            return true;
+        }
+    *error = "PSK_COOPMAT_FEATURE_DIAGNOSTIC=" + std::string(value) + ": expected off, rows, identity or product";
+    return false;
+}
+
 CoopMatSwitches coopMatSwitches() {
     CoopMatSwitches s;
     std::string error;
@@ -128,6 +143,8 @@ CoopMatSwitches coopMatSwitches() {
                               std::getenv("PSK_COOPMAT_FAULT"), &s, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseStatesWalk(std::getenv("PSK_COOPMAT_STATES_WALK"), &s.statesWalk, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseFeatureDiagnostic(std::getenv("PSK_COOPMAT_FEATURE_DIAGNOSTIC"), &s.featureDiagnostic, &error))
+        fail(PSK_ERROR_INVALID_ARGUMENT, error);
     // The older spellings: an explicit backend wins over them.
     if (s.backend == CoopBackendRequest::Auto) {
         const char* emulation = std::getenv("PSK_COOPMAT_EMULATION");
@@ -185,6 +202,7 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.selfTest == CoopSelfTestMode::Always) add("self-test forced");
     if (s.selfTest == CoopSelfTestMode::Known) add("self-test: earlier verdicts only");
     if (s.featureTerms != 3) add("feature-map products " + std::to_string(s.featureTerms));
+    if (s.featureDiagnostic) add("FEATURE-MAP DIAGNOSTIC " + std::to_string(s.featureDiagnostic) + " (the S rows are not S)");
     if (s.statesWalk == StatesWalkRequest::On) add("states walk on");
     if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");
     if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));

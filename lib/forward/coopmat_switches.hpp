@@ -67,7 +67,15 @@ struct CoopMatSwitches {
     uint32_t featureTerms = 3;
     uint32_t faultStages = 0;
     StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
+    /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product). */
+    uint32_t featureDiagnostic = 0;
 };
+
+/**
+ * PSK_COOPMAT_FEATURE_DIAGNOSTIC's value (null, empty or "off": 0; "rows" 1, "identity" 2,
+ * "product" 3: shaders/sketch_features_coopmat.comp, "Diagnostics"); false with `error` otherwise.
+ */
+bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error);
 
 /** PSK_COOPMAT_STATES_WALK's value (null or empty: auto); false with `error` when not understood. */
 bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* error);

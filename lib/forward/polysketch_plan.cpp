@@ -406,6 +406,7 @@ std::optional<FeatureStagePlan> planCoopFeatures(const PolysketchPlanInputs& in,
     if (!whyNot.empty()) return std::nullopt;
     kernel::SketchFeaturesCoopMatSpec spec;
     spec.PRODUCT_TERMS = coop.switches.featureTerms;
+    spec.DIAGNOSTIC = sketch.learned ? 0 : coop.switches.featureDiagnostic;  // the random sketch's intermediates only
     const char* sub = sketch.learned ? "learned" : "random";
     float maxWeight = 0.0f;
     for (float w : sketch.data) maxWeight = std::max(maxWeight, std::fabs(w));
