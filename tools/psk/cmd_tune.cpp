@@ -70,7 +70,7 @@ void tuneUsage(FILE* out) {
                  "  --full              non-causal attention (default: causal)\n"
                  "  --runs N            timed calls per candidate and shape (default 5)\n"
                  "  --warmup N          untimed calls before them (default 2), and at least\n"
-                 "  --warmup-ms MS      that long (default 200)\n"
+                 "  --warmup-ms MS      that long (default 1000: a GPU's clock drops while pipelines are made)\n"
                  "  --min-gain F        a candidate must beat the best time by this fraction (default 0.02;\n"
                  "                      a negative F keeps slower ones too: for tests of the table's path)\n"
                  "  --device D          the device (as PSK_DEVICE)\n"
@@ -94,7 +94,10 @@ struct TuneOptions {
     bool localExact = true, causal = true;
     PskAttentionKind kind = PSK_ATTENTION_KIND_POLYSKETCH;
     uint32_t runs = 5, warmup = 2;
-    double warmupMs = 200, minGain = 0.02;
+    // At least 1 s of warm-up per candidate and shape, as the bench: the H200's SM clock fell from
+    // 1980 to ~600 MHz within 2 s of idle (pipeline creation between candidates) and 200 ms did not
+    // bring psk tune's times to the bench's (47.2 against 27.3 ms for the same softmax call).
+    double warmupMs = 1000, minGain = 0.02;
 };
 
 uint32_t countWithK(const std::string& text, const std::string& what) {
