@@ -499,3 +499,37 @@ TEST(ContextCreation, OutOfFileDescriptorsIsNotNoDevice) {
 #endif  // __linux__
 
 }  // namespace
+
+// ---- Memory types ----
+
+namespace {
+VkPhysicalDeviceMemoryProperties memoryTypes(std::initializer_list<VkMemoryPropertyFlags> flags) {
+    VkPhysicalDeviceMemoryProperties p{};
+    for (VkMemoryPropertyFlags f : flags) p.memoryTypes[p.memoryTypeCount++].propertyFlags = f;
+    return p;
+}
+constexpr VkMemoryPropertyFlags kLocal = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+constexpr VkMemoryPropertyFlags kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+constexpr VkMemoryPropertyFlags kCached = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+}  // namespace
+
+// A discrete GPU's list (as NVIDIA's drivers give it: device-local, host memory, host cached, then
+// the BAR: device-local and host-visible): staging stays in host memory, readback in cached host
+// memory, and what kernels read straight from a mapping (HostWriteDeviceRead) goes to the BAR, or
+// to host memory once the BAR is full or where there is none. On unified memory (lavapipe: every
+// type both) each usage finds one.
+TEST(MemoryTypes, KernelReadInputsGoToDeviceLocalHostVisibleMemory) {
+    const auto gpu = memoryTypes({kLocal, kHost, kHost | kCached, kLocal | kHost});
+    EXPECT_EQ(psk::chooseMemoryType(gpu, ~0u, psk::MemoryUsage::DeviceLocal), 0u);
+    EXPECT_EQ(psk::chooseMemoryType(gpu, ~0u, psk::MemoryUsage::HostUpload), 1u);
+    EXPECT_EQ(psk::chooseMemoryType(gpu, ~0u, psk::MemoryUsage::HostReadback), 2u);
+    EXPECT_EQ(psk::chooseMemoryType(gpu, ~0u, psk::MemoryUsage::HostWriteDeviceRead), 3u);
+    EXPECT_EQ(psk::chooseMemoryType(gpu, ~0u, psk::MemoryUsage::HostWriteDeviceRead, true), 1u);
+    EXPECT_EQ(psk::chooseMemoryType(gpu, ~0u & ~(1u << 3), psk::MemoryUsage::HostWriteDeviceRead), 1u);  // the buffer may not live there
+    const auto noBar = memoryTypes({kLocal, kHost, kHost | kCached});
+    EXPECT_EQ(psk::chooseMemoryType(noBar, ~0u, psk::MemoryUsage::HostWriteDeviceRead), 1u);
+    const auto unified = memoryTypes({kLocal | kHost, kLocal | kHost | kCached});
+    EXPECT_EQ(psk::chooseMemoryType(unified, ~0u, psk::MemoryUsage::HostWriteDeviceRead), 0u);
+    EXPECT_EQ(psk::chooseMemoryType(unified, ~0u, psk::MemoryUsage::HostWriteDeviceRead, true), 0u);
+    EXPECT_EQ(psk::chooseMemoryType(memoryTypes({kLocal}), ~0u, psk::MemoryUsage::HostWriteDeviceRead), ~0u);
+}

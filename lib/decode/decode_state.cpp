@@ -72,9 +72,10 @@ PskDecodeState_T::PskDecodeState_T(PskAttention attention, const PskDecodeStateC
     uint64_t bytes[4];
     stepBytes(bytes);
     Allocator& allocator = context()->allocator();
-    qIn_ = decodeHostBuffer(allocator, bytes[0], MemoryUsage::HostUpload);
-    kIn_ = decodeHostBuffer(allocator, bytes[1], MemoryUsage::HostUpload);
-    vIn_ = decodeHostBuffer(allocator, bytes[2], MemoryUsage::HostUpload);
+    // The step's kernels read q, k and v from these directly: device-local where the host can map it.
+    qIn_ = decodeHostBuffer(allocator, bytes[0], MemoryUsage::HostWriteDeviceRead);
+    kIn_ = decodeHostBuffer(allocator, bytes[1], MemoryUsage::HostWriteDeviceRead);
+    vIn_ = decodeHostBuffer(allocator, bytes[2], MemoryUsage::HostWriteDeviceRead);
     out_ = decodeHostBuffer(allocator, bytes[3], MemoryUsage::HostReadback);
 }
 

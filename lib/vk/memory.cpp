@@ -54,35 +54,48 @@ Allocator::~Allocator() {
         if (b) freeMemory(vk_, device_, b->memory, b->size);  // unmapped implicitly
 }
 
-uint32_t Allocator::chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage) const {
+uint32_t chooseMemoryType(const VkPhysicalDeviceMemoryProperties& props, uint32_t allowedTypes, MemoryUsage usage,
+                          bool avoidDeviceLocal) {
+    const VkMemoryPropertyFlags hostCoherent = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     VkMemoryPropertyFlags required = 0, preferred = 0;
     switch (usage) {
         case MemoryUsage::DeviceLocal:
             required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
             break;
         case MemoryUsage::HostUpload:
-            required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            required = hostCoherent;
             break;
         case MemoryUsage::HostReadback:
-            required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            required = hostCoherent;
             preferred = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+            break;
+        case MemoryUsage::HostWriteDeviceRead:
+            required = hostCoherent;
+            preferred = avoidDeviceLocal ? 0 : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
             break;
     }
     uint32_t best = ~0u;
-    for (uint32_t i = 0; i < props_.memoryTypeCount; ++i) {
+    for (uint32_t i = 0; i < props.memoryTypeCount; ++i) {
         if (!(allowedTypes & (1u << i))) continue;
-        const VkMemoryPropertyFlags f = props_.memoryTypes[i].propertyFlags;
+        const VkMemoryPropertyFlags f = props.memoryTypes[i].propertyFlags;
         if ((f & required) != required) continue;
+        if (avoidDeviceLocal && (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) continue;
         if (best == ~0u) best = i;
         if ((f & preferred) == preferred && preferred) return i;
     }
     if (best == ~0u && usage == MemoryUsage::DeviceLocal) {
         // Some devices (a few CPU drivers) have no device-local type: any allowed type serves.
-        for (uint32_t i = 0; i < props_.memoryTypeCount; ++i)
+        for (uint32_t i = 0; i < props.memoryTypeCount; ++i)
             if (allowedTypes & (1u << i)) return i;
     }
-    if (best == ~0u) fail(PSK_ERROR_UNSUPPORTED, "no suitable Vulkan memory type");
+    if (best == ~0u && avoidDeviceLocal) return chooseMemoryType(props, allowedTypes, usage, false);  // unified memory: all of it
     return best;
+}
+
+uint32_t Allocator::chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage, bool avoidDeviceLocal) const {
+    const uint32_t type = psk::chooseMemoryType(props_, allowedTypes, usage, avoidDeviceLocal);
+    if (type == ~0u) fail(PSK_ERROR_UNSUPPORTED, "no suitable Vulkan memory type");
+    return type;
 }
 
 size_t Allocator::createBlock(uint32_t memoryType, VkDeviceSize size, bool dedicated) {
@@ -129,9 +142,13 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usag
     if (req.size > maxAllocationSize_)
         fail(PSK_ERROR_TOO_LARGE, "a buffer of ", req.size, " bytes exceeds the largest allocation (", maxAllocationSize_,
              " bytes: maxMemoryAllocationSize, or the context's smaller maxAllocationSize)");
-    const uint32_t type = chooseMemoryType(req.memoryTypeBits, usage);
+    uint32_t type = chooseMemoryType(req.memoryTypeBits, usage);
     const VkDeviceSize align = std::max<VkDeviceSize>(req.alignment, 1);
     std::lock_guard<std::mutex> lock(mutex_);
+    // HostWriteDeviceRead in device-local memory (a BAR heap, 256 MiB on many systems): small blocks,
+    // and host memory when the heap has no room.
+    const bool barPreferred = usage == MemoryUsage::HostWriteDeviceRead &&
+                              (props_.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) != 0;
 
     auto result = [&](size_t index, VkDeviceSize offset) {
         Allocation a;
@@ -145,7 +162,7 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usag
         return a;
     };
 
-    VkDeviceSize blockSize = std::min(kDefaultBlockSize, maxAllocationSize_);
+    VkDeviceSize blockSize = std::min(barPreferred ? kSmallBlockSize : kDefaultBlockSize, maxAllocationSize_);
     // Under a memory limit, blocks of at most an eighth of it leave room for dedicated allocations.
     if (memoryLimit_) blockSize = std::min(blockSize, std::max<VkDeviceSize>(memoryLimit_ / 8, VkDeviceSize(1) << 20));
     const bool dedicated = req.size > blockSize / 2;
@@ -156,7 +173,20 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usag
             if (carve(*blocks_[i], req.size, align, &offset)) return result(i, offset);
         }
     }
-    const size_t index = createBlock(type, dedicated ? req.size : blockSize, dedicated);
+    size_t index = 0;
+    try {
+        index = createBlock(type, dedicated ? req.size : blockSize, dedicated);
+    } catch (const Error& e) {
+        const uint32_t fallback = barPreferred ? chooseMemoryType(req.memoryTypeBits, usage, true) : type;
+        if (e.code() != PSK_ERROR_OUT_OF_DEVICE_MEMORY || fallback == type) throw;
+        type = fallback;
+        for (size_t i = 0; i < blocks_.size(); ++i) {
+            if (!blocks_[i] || blocks_[i]->dedicated || blocks_[i]->memoryType != type || dedicated) continue;
+            VkDeviceSize offset = 0;
+            if (carve(*blocks_[i], req.size, align, &offset)) return result(i, offset);
+        }
+        index = createBlock(type, dedicated ? req.size : blockSize, dedicated);
+    }
     Block& b = *blocks_[index];
     b.freeRanges.clear();
     if (req.size < b.size) b.freeRanges.emplace(req.size, b.size - req.size);

@@ -17,7 +17,20 @@ enum class MemoryUsage {
     DeviceLocal,   // kernels' tensors and workspace (mapped too when the device is unified)
     HostUpload,    // staging: host writes, device reads
     HostReadback,  // staging: device writes, host reads
+    // Host writes, kernels read it directly (a decode step's q, k, v rows): device-local and
+    // host-visible memory where the device has it (resizable BAR), so that every workgroup's read
+    // is a device-memory read rather than one across PCIe; host memory otherwise, or when that
+    // heap has no room.
+    HostWriteDeviceRead,
 };
+
+/**
+ * The memory type an allocation of `usage` gets among `allowedTypes` of `props`, or ~0u when none
+ * fits. Pure (the Allocator's choice; tests give it a GPU's type list). `avoidDeviceLocal`: the
+ * fallback of HostWriteDeviceRead once the device-local host-visible heap is full.
+ */
+uint32_t chooseMemoryType(const VkPhysicalDeviceMemoryProperties& props, uint32_t allowedTypes, MemoryUsage usage,
+                          bool avoidDeviceLocal = false);
 
 /**
  * VkDeviceMemory objects that every Allocator of the process has allocated and not freed yet, and
@@ -63,6 +76,8 @@ public:
     VkDeviceSize bytesAllocated() const;
 
     static constexpr VkDeviceSize kDefaultBlockSize = VkDeviceSize(64) << 20;
+    /** Blocks of HostWriteDeviceRead in device-local memory: a BAR heap may hold 256 MiB in all. */
+    static constexpr VkDeviceSize kSmallBlockSize = VkDeviceSize(4) << 20;
 
 private:
     struct Block {
@@ -75,7 +90,7 @@ private:
     };
 
     static bool carve(Block& block, VkDeviceSize size, VkDeviceSize align, VkDeviceSize* offset);
-    uint32_t chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage) const;
+    uint32_t chooseMemoryType(uint32_t allowedTypes, MemoryUsage usage, bool avoidDeviceLocal = false) const;
     size_t createBlock(uint32_t memoryType, VkDeviceSize size, bool dedicated);
 
     const DeviceFunctions& vk_;
