@@ -298,6 +298,16 @@ do_tests() {
     if ((!lavapipe)) && [[ -x "$TESTS/polysketch_units_test" ]]; then
         entries+=("{\"label\": \"polysketch_units_test.feature_map16\", \"bin\": \"$TESTS/polysketch_units_test\", \"env\": {\"GTEST_FILTER\": \"*FeatureMap16*_device*\"}}")
     fi
+    # Then the one-row float16 cases that fail on NVIDIA's products (6.8e-3 against 2e-3 at n = 1,
+    # non-causal; 8.8e-4 emulated): the cooperative states alone, the output alone, the NV backend
+    # (each case's "[ error ]" line is in the log whether it passes or not).
+    if ((!lavapipe)) && [[ -x "$TESTS/conformance_polysketch_test" ]]; then
+        local setting
+        for setting in "states PSK_COOPMAT_STAGES states" "output PSK_COOPMAT_STAGES output" "nv PSK_COOPMAT_BACKEND nv"; do
+            set -- $setting
+            entries+=("{\"label\": \"conformance_polysketch_test.n1_$1\", \"bin\": \"$TESTS/conformance_polysketch_test\", \"env\": {\"$2\": \"$3\", \"GTEST_FILTER\": \"Sweep16/*_n1_*\"}}")
+        done
+    fi
     for t in "${order[@]}"; do
         if ((!lavapipe)) && [[ $t == polysketch_units_test ]]; then
             [[ -x "$TESTS/$t" ]] && entries+=("{\"label\": \"$t\", \"bin\": \"$TESTS/$t\", \"env\": {\"GTEST_FILTER\": \"-*FeatureMap16*\"}}")
