@@ -13,10 +13,13 @@
 // model's choice. The table gets one entry per parameter that changed, the measured medians as
 // comments, and is parsed back before it is reported written.
 //
-// The timed calls are host-form calls (pskAttentionForwardHost) on the library's own device,
-// their GPU time from timestamps around the dispatches (PskForwardStats::gpuMilliseconds), after
-// warm-up calls. Not psk bench --resident's device-resident calls: on an app's device the library
-// keeps its cooperative-matrix kernels off, and those are most of what a table tunes on a GPU.
+// The timed calls are device-resident, as psk bench --resident's (resident_device.hpp): q, k and v
+// uploaded once per shape into psk's own device, one command buffer with pskCmdAttentionForward
+// between two timestamps submitted back to back, after at least --warmup calls and --warmup-ms;
+// the output is read back once per candidate for the comparison. Without that device (no Vulkan
+// loader of its own, --host-form) they are host-form calls (pskAttentionForwardHost) on the
+// library's own device, their GPU time from PskForwardStats::gpuMilliseconds: each such call also
+// moves q, k, v and the output across PCIe, ~1 GB at 128k tokens and 16 heads in float16.
 #include <polysketch/polysketch.h>
 
 #include <algorithm>
@@ -27,6 +30,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <new>
 #include <set>
 #include <string>
@@ -35,6 +39,7 @@
 #include "bench.hpp"
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "resident_device.hpp"
 #include "forward/tuning_table.hpp"
 #include "reference/conformance_cases.hpp"
 #include "reference/storage_types.hpp"
@@ -51,7 +56,7 @@ void tuneUsage(FILE* out) {
     std::fprintf(out,
                  "usage: psk tune --shapes LIST --out FILE [--kind polysketch|softmax|polynomial] [--budget-s S]\n"
                  "                [--heads H] [--batch B] [--dtype f16|bf16|f32] [--degree 4] [--block-size 256] [--no-local-exact]\n"
-                 "                [--full] [--runs N] [--warmup N] [--warmup-ms MS] [--min-gain F] [--device D]\n"
+                 "                [--full] [--runs N] [--warmup N] [--warmup-ms MS] [--min-gain F] [--host-form] [--device D]\n"
                  "\n"
                  "Times the tunable choices of the planner (the plan's \"tunable:\" values: polysketch's stages,\n"
                  "or the FlashAttention-2 baseline's tiling with --kind softmax or polynomial) on\n"
@@ -73,6 +78,8 @@ void tuneUsage(FILE* out) {
                  "  --warmup-ms MS      that long (default 1000: a GPU's clock drops while pipelines are made)\n"
                  "  --min-gain F        a candidate must beat the best time by this fraction (default 0.02;\n"
                  "                      a negative F keeps slower ones too: for tests of the table's path)\n"
+                 "  --host-form         time host-form calls (each moves q, k, v and the output across PCIe)\n"
+                 "                      instead of device-resident ones (the default)\n"
                  "  --device D          the device (as PSK_DEVICE)\n"
                  "\n"
                  "Each candidate's output is compared with the model's configuration's on the same inputs: one\n"
@@ -98,6 +105,7 @@ struct TuneOptions {
     // 1980 to ~600 MHz within 2 s of idle (pipeline creation between candidates) and 200 ms did not
     // bring psk tune's times to the bench's (47.2 against 27.3 ms for the same softmax call).
     double warmupMs = 1000, minGain = 0.02;
+    bool resident = true;  // --host-form: false
 };
 
 uint32_t countWithK(const std::string& text, const std::string& what) {
@@ -203,6 +211,8 @@ TuneOptions parseOptions(int argc, char** argv, bool* help) {
             o.warmupMs = real(0);
         } else if (a == "--min-gain") {
             o.minGain = real(-1e9);
+        } else if (a == "--host-form") {
+            o.resident = false;
         } else if (a == "--device") {
             o.device = args.value();
         } else {
@@ -436,6 +446,140 @@ Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Sha
     return run;
 }
 
+/**
+ * Device-resident timing: psk's own device (psk::bench::ResidentDevice) and, per shape of the class
+ * being tuned, q, k, v and the output in device buffers, uploaded once (drop() at the class's end).
+ */
+struct Resident {
+    psk::bench::ResidentDevice dev;
+    struct Shape {
+        psk::bench::ResidentDevice::Buffer q, k, v, out;
+    };
+    std::map<const Inputs*, Shape> shapes;
+
+    /** The shape's buffers, uploaded on first use; empty on success, else why not. */
+    std::string buffers(const Inputs& in, Shape** out) {
+        auto it = shapes.find(&in);
+        if (it != shapes.end()) {
+            *out = &it->second;
+            return {};
+        }
+        Shape b;
+        psk::bench::ResidentDevice::Buffer staging;
+        const std::vector<uint8_t>* host[3] = {&in.q, &in.k, &in.v};
+        psk::bench::ResidentDevice::Buffer* device[3] = {&b.q, &b.k, &b.v};
+        std::string error;
+        for (int i = 0; i < 3 && error.empty(); ++i) error = dev.create(*device[i], host[i]->size(), false);
+        if (error.empty()) error = dev.create(b.out, in.outBytes, false);
+        if (error.empty()) error = dev.create(staging, std::max({in.q.size(), in.k.size(), in.v.size()}), true);
+        for (int i = 0; i < 3 && error.empty(); ++i) {
+            std::memcpy(staging.mapped, host[i]->data(), host[i]->size());
+            error = dev.submitOnce([&](VkCommandBuffer cb) { dev.copy(cb, staging.buffer, device[i]->buffer, host[i]->size()); });
+        }
+        dev.destroy(staging);
+        if (!error.empty()) {
+            for (auto* x : {&b.q, &b.k, &b.v, &b.out}) dev.destroy(*x);
+            return error;
+        }
+        *out = &(shapes[&in] = b);
+        return {};
+    }
+
+    void drop() {
+        dev.waitIdle();
+        for (auto& [in, b] : shapes)
+            for (auto* x : {&b.q, &b.k, &b.v, &b.out}) dev.destroy(*x);
+        shapes.clear();
+    }
+    ~Resident() { drop(); }
+};
+
+/** timeShape's device-resident form: the same Run, from timestamps around pskCmdAttentionForward. */
+Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput) {
+    Run run;
+    psk::bench::ResidentDevice& dev = res.dev;
+    Resident::Shape* b = nullptr;
+    run.error = res.buffers(in, &b);
+    if (!run.error.empty()) return run;
+    const PskAttentionCreateInfo ai = attentionInfo(o, s);
+    PskAttention attn = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    const PskResult cr = pskCreateAttention(dev.context(), &ai, &attn);
+    run.createMs = msSince(t0);
+    if (cr != PSK_SUCCESS) {
+        run.error = "pskCreateAttention: " + sink.describe(cr);
+        return run;
+    }
+    run.plan = planText(attn);
+    PskWorkspaceLayoutInfo li{};
+    li.batchSize = o.batch;
+    li.seqLen = s.n;
+    uint32_t wsCount = 0;
+    std::vector<uint64_t> wsSizes;
+    PskResult r = pskGetWorkspaceLayout(attn, &li, &wsCount, nullptr);
+    if (r == PSK_SUCCESS) {
+        wsSizes.resize(wsCount);
+        r = pskGetWorkspaceLayout(attn, &li, &wsCount, wsSizes.data());
+    }
+    if (r != PSK_SUCCESS) run.error = "pskGetWorkspaceLayout: " + sink.describe(r);
+    std::vector<psk::bench::ResidentDevice::Buffer> ws(wsCount);
+    psk::bench::ResidentDevice::Buffer readback;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    for (uint32_t i = 0; i < wsCount && run.error.empty(); ++i) run.error = dev.create(ws[i], wsSizes[i], false);
+    if (run.error.empty()) run.error = dev.begin(cb);
+    if (run.error.empty()) {
+        dev.fullBarrier(cb);  // this run after the previous one
+        dev.timestamps(cb, true);
+        PskCmdForwardInfo fi{};
+        fi.batchSize = o.batch;
+        fi.seqLen = s.n;
+        fi.q = {b->q.buffer, 0, b->q.size, nullptr};
+        fi.k = {b->k.buffer, 0, b->k.size, nullptr};
+        fi.v = {b->v.buffer, 0, b->v.size, nullptr};
+        fi.out = {b->out.buffer, 0, b->out.size, nullptr};
+        std::vector<PskWorkspaceRange> ranges;
+        for (auto& w : ws) ranges.push_back({w.buffer, 0, w.size});
+        if (wsCount == 1) {
+            fi.workspace = ws[0].buffer;
+            fi.workspaceSize = ws[0].size;
+        } else if (wsCount > 1) {
+            fi.workspaceCount = wsCount;
+            fi.pWorkspaces = ranges.data();
+        }
+        r = pskCmdAttentionForward(attn, cb, &fi);
+        if (r != PSK_SUCCESS) run.error = "pskCmdAttentionForward: " + sink.describe(r);
+        dev.timestamps(cb, false);
+        if (!dev.end(cb) && run.error.empty()) run.error = "vkEndCommandBuffer failed";
+    }
+    std::vector<double> samples;
+    const auto w0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; run.error.empty() && (i < o.warmup || msSince(w0) < o.warmupMs); ++i) run.error = dev.submitWait(cb);
+    for (uint32_t i = 0; run.error.empty() && i < o.runs; ++i) {
+        run.error = dev.submitWait(cb);
+        const double ms = run.error.empty() ? dev.elapsedMs() : -1;
+        if (run.error.empty() && ms < 0) run.error = "vkGetQueryPoolResults failed";
+        if (run.error.empty()) samples.push_back(ms);
+    }
+    run.callsMs = msSince(w0);
+    if (run.error.empty() && keepOutput) {
+        run.error = dev.create(readback, in.outBytes, true);
+        if (run.error.empty()) run.error = dev.submitOnce([&](VkCommandBuffer c1) { dev.copy(c1, b->out.buffer, readback.buffer, in.outBytes); });
+        if (run.error.empty()) {
+            const uint8_t* p = static_cast<const uint8_t*>(readback.mapped);
+            run.out = psk::storage::decode(std::vector<uint8_t>(p, p + in.outBytes), o.dtype);
+        }
+    }
+    dev.waitIdle();
+    if (cb) dev.freeCommandBuffer(cb);
+    dev.destroy(readback);
+    for (auto& w : ws) dev.destroy(w);
+    pskDestroyAttention(attn);
+    if (!run.error.empty()) return run;
+    run.medianMs = psk::bench::summarize(samples).medianMs;
+    run.ok = true;
+    return run;
+}
+
 /** max |got - want| / max |want| (the conformance metric, against the model's output). */
 double relativeDifference(const std::vector<float>& got, const std::vector<float>& want) {
     if (got.size() != want.size()) return INFINITY;
@@ -517,6 +661,21 @@ int runTune(int argc, char** argv) {
     pskGetDeviceInfo(ctx, &dev);
     std::printf("psk tune on %s (%s, vendor 0x%x id 0x%x driver 0x%x), budget %.0f s\n", dev.name, dev.driverName, dev.vendorId, dev.deviceId,
                 dev.driverVersion, o.budgetS);
+    // Device-resident timing on psk's own device where it opens (the library's context above stays
+    // for host-form calls, and names the device).
+    std::unique_ptr<Resident> resident;
+    if (o.resident) {
+        resident = std::make_unique<Resident>();
+        const std::string why = resident->dev.open(dev, sink);
+        if (!why.empty()) {
+            std::printf("device-resident timing unavailable (%s): host-form calls\n", why.c_str());
+            resident.reset();
+        }
+    }
+    const std::string timing = resident ? "device-resident calls (pskCmdAttentionForward on buffers uploaded once)"
+                                        : "host-form calls (pskAttentionForwardHost)";
+    std::printf("timing: %s, the median of %u after %u warm-up calls and at least %.0f ms\n", timing.c_str(), o.runs, o.warmup,
+                o.warmupMs);
     const char* previousTable = std::getenv("PSK_TUNING_TABLE");
     const std::string restoreTable = previousTable ? previousTable : "";
     const std::string candidatePath = o.out + ".candidate";
@@ -562,7 +721,7 @@ int runTune(int argc, char** argv) {
                 usable = false;
                 break;
             }
-            Run r = timeShape(ctx, sink, o, s, inputs.back(), true);
+            Run r = resident ? timeShapeResident(*resident, sink, o, s, inputs.back(), true) : timeShape(ctx, sink, o, s, inputs.back(), true);
             if (!r.ok) {
                 std::printf("  %s: %s\n", shapeName(s).c_str(), r.error.c_str());
                 cls.general.push_back(shapeName(s) + ": the model's configuration failed: " + r.error);
@@ -611,7 +770,7 @@ int runTune(int argc, char** argv) {
                 std::string verdict;
                 for (size_t j = 0; j < cls.members.size() && verdict.empty(); ++j) {
                     const Shape& s = o.shapes[cls.members[j]];
-                    Run r = timeShape(ctx, sink, o, s, inputs[j], true);
+                    Run r = resident ? timeShapeResident(*resident, sink, o, s, inputs[j], true) : timeShape(ctx, sink, o, s, inputs[j], true);
                     createMs += r.createMs;
                     callsMs += r.callsMs;
                     std::string why;
@@ -648,6 +807,7 @@ int runTune(int argc, char** argv) {
             }
         }
         if (ownSelfTest) unsetenv("PSK_COOPMAT_SELFTEST");
+        if (resident) resident->drop();  // the class's buffers (the next class has its own inputs)
         std::printf("  class total: model %s ms, tuned %s ms\n", fixed(cls.modelMs).c_str(), fixed(cls.bestMs).c_str());
     }
     std::remove(candidatePath.c_str());
@@ -664,7 +824,7 @@ int runTune(int argc, char** argv) {
         "Written by psk tune (docs/PERFORMANCE.md, \"Tuning\") on " + std::string(dev.name) + " (" + dev.driverName + " " + dev.driverInfo +
             "), " + utcNow() + ".",
         command,
-        "GPU time of host-form calls: the median of " + std::to_string(o.runs) + " after " + std::to_string(o.warmup) +
+        "GPU time of " + std::string(resident ? "device-resident" : "host-form") + " calls: the median of " + std::to_string(o.runs) + " after " + std::to_string(o.warmup) +
             " warm-up calls and at least " + fixed(o.warmupMs, 0) + " ms; B = " + std::to_string(o.batch) + ", H = " +
             std::to_string(o.heads) + "; a candidate is kept when it beats the best by " + fixed(o.minGain * 100, 1) + " %."};
     std::vector<psk::TuningTableLine> lines;
