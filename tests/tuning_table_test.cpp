@@ -422,6 +422,37 @@ TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
     }
 }
 
+// output.sg_m re-plans the cooperative output around that many row groups (emulated, float16: its
+// own tiling has one): the plan names the entry and runs SG_M=2, the output matches the float64
+// reference; row groups beyond the block are ignored with the reason.
+TEST_F(TuningOnDevice, CooperativeOutputRowGroupsFromTheTable) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    const Shape s;
+    {
+        const std::string path = writeFile("output-sgm.tuning", "psk-tuning 1\ndevice any\noutput.sg_m 2 type=f16\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("polysketch_output_coopmat"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(" SG_M=2 "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("output.sg_m=2 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("output.cooperative=1 output.sg_m=2"), std::string::npos) << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+    {
+        const std::string path = writeFile("output-sgm-big.tuning", "psk-tuning 1\ndevice any\noutput.sg_m 16\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
+        const psk::TuningSelection tuning = ctx->tuningSelection();
+        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+        const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.constants.describe() + ": " + plan.outputKernel.reason;
+        EXPECT_NE(text.find("line 3 (output.sg_m 16) ignored: 16 row groups of 16 rows exceed the block of 32"), std::string::npos) << text;
+        EXPECT_NE(text.find("SG_M=1 "), std::string::npos) << text;
+    }
+}
+
 // output.cooperative 0 turns the cooperative output the plan would take (emulated, float16) into
 // the generic one, named in its reason with the value psk tune would try back; 1 keeps it; the
 // output still matches the float64 reference.

@@ -136,7 +136,8 @@ void setOutputShape(OutputSpec& spec, const AttentionConfig& c, uint32_t R, uint
 
 bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
                                  const AttentionConfig& c,
-                                 uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec) {
+                                 uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec,
+                                 uint32_t sgM) {
     setOutputShape(spec, c, R, stateStride);
     spec.CM_M = m;
     spec.CM_N = n;
@@ -157,7 +158,7 @@ bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t su
     for (uint32_t wn = ceilDiv(nt, sgNMax); wn <= nt; ++wn) {
         spec.WN = wn;
         spec.SG_N = ceilDiv(nt, wn);
-        for (uint32_t sg = sgMax; sg >= 1; sg /= 2) {
+        for (uint32_t sg = sgM ? sgM : sgMax; sg >= 1 && (!sgM || sg == sgM); sg /= 2) {
             for (uint32_t fk = featMax; fk >= k; fk = shrink(fk, k)) {
                 for (uint32_t kt = keyMax; kt >= keyStep; kt = shrink(kt, keyStep)) {
                     for (uint32_t wc = widthMax; wc >= k; wc = shrink(wc, k)) {
@@ -831,7 +832,26 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
         return std::nullopt;
     }
-    const std::string tuned = tuneCoopOutput(in, spec);
+    // output.sg_m first (it re-plans the other tiles around the row groups), then the others on top.
+    std::string tuned;
+    if (const TuningEntry* e = tuningEntry(in, TuningParameter::OutputSgM)) {
+        kernel::PolysketchOutputCoopMatSpec c;
+        if (e->value * coop.m > in.config.blockSize + coop.m)
+            tuned = ignoredNote(in, *e, cat(e->value, " row groups of ", coop.m, " rows exceed the block of ", in.config.blockSize));
+        else if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
+                                              in.stateStride, coop.shared, c, e->value))
+            tuned = ignoredNote(in, *e, cat("no tiling with ", e->value, " row groups fits this device's shared memory"));
+        else if (c.THREADS > in.invocations)
+            tuned = ignoredNote(in, *e, cat(c.THREADS, " invocations per workgroup, more than this device's ", in.invocations));
+        else if (coop.emulate && coop.cpuDevice &&
+                 polysketchOutputCoopMatEmulatedLoopIterations(c, in.caps.subgroupSize, in.features, in.config.blockSize) > kEmulatedLoopBudget)
+            tuned = ignoredNote(in, *e, "over the emulation's loop budget");
+        else {
+            spec = c;
+            tuned = tunedNote(in, *e);
+        }
+    }
+    tuned += tuneCoopOutput(in, spec);
     uint32_t iterations = polysketchOutputCoopMatEmulatedLoopIterations(spec, in.caps.subgroupSize, in.features, in.config.blockSize);
     if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot)) return std::nullopt;
     OutputStagePlan stage;
@@ -841,7 +861,8 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
                                         tunableNote({{TuningParameter::OutputFeatChunk, spec.FEAT_CHUNK},
                                                      {TuningParameter::OutputKeyTile, spec.KEY_TILE},
                                                      {TuningParameter::OutputWn, spec.WN},
-                                                     {TuningParameter::OutputCooperative, 1}}));
+                                                     {TuningParameter::OutputCooperative, 1},
+                                                     {TuningParameter::OutputSgM, spec.SG_M}}));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
 }

@@ -195,12 +195,13 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in);
  * fits `sharedBytes`. `emulated`: the COOPMAT_EMULATED backend (4-byte operands plus its
  * per-subgroup exchange region); otherwise 2-byte operands. `smallTiles`: the emulation's small
  * tiling (see the definition); otherwise the GPU's.
- * Returns false when even the smallest tiling does not fit.
+ * Returns false when even the smallest tiling does not fit. `sgM` (non-zero: a tuning table's
+ * output.sg_m): exactly that many row groups, the other tiles shrunk until they fit.
  */
 bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
                                  const AttentionConfig& config,
                                  uint32_t sketchLength, uint32_t stateStride, uint32_t sharedBytes,
-                                 kernel::PolysketchOutputCoopMatSpec& spec);
+                                 kernel::PolysketchOutputCoopMatSpec& spec, uint32_t sgM = 0);
 /** The shared memory polysketch_output_coopmat.comp declares for `spec` (the shader's pools, in bytes). */
 uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMatSpec& spec, bool emulated);
 /**

@@ -24,6 +24,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"features.rows", 1, 1024},
     {"baselines.tile", 0, 15},
     {"output.cooperative", 0, 1},
+    {"output.sg_m", 1, 16},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

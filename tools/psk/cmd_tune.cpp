@@ -373,6 +373,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::FeaturesRows: all = {16, 32, 64, 128, 256}; break;
         case TuningParameter::BaselinesTile: all = {0, 1, 2, 3, 4, 5, 6, 7}; break;
         case TuningParameter::OutputCooperative: all = {0, 1}; break;
+        case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
         default: break;
     }
     all.erase(std::remove(all.begin(), all.end(), model), all.end());
