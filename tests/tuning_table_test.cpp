@@ -485,7 +485,7 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
             const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.reason;
             if (type == PSK_DATA_TYPE_FLOAT16) {
                 EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
-                EXPECT_NE(text.find(" output.cooperative=1; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
+                EXPECT_NE(text.find(" output.cooperative=1 output.sg_m=1; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
             } else {
                 EXPECT_NE(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
                 EXPECT_NE(text.find("line 3 (output.cooperative 1) ignored: no cooperative output for this plan"), std::string::npos) << text;
