@@ -223,7 +223,7 @@ void main() {
                     next = key_end;
                     next_len = min(KEY_TILE, min(params.n, next + params.block_size) - next);
                 }
-                LOAD_KEY_TILE(next, next_len);
+                if ((ABLATE & 4u) == 0u) { LOAD_KEY_TILE(next, next_len); }
             }
             barrier();
             const float inv_a = 1.0 / a_scale, inv_b = 1.0 / b_scale;  // exact: powers of two
@@ -232,7 +232,7 @@ void main() {
             [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) tile_sum[i] = 0.0;
             [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_M + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < KEY_TILE * TILE_M) {
+                if (i < KEY_TILE * TILE_M && (ABLATE & 2u) == 0u) {
                     const uint j = i / TILE_M, f = i % TILE_M;
                     const uint entry = pair_tile[f];
                     float p = 0.0;
@@ -251,7 +251,7 @@ void main() {
             CM_ACC acc[WM][WN];
             [[unroll]] for (uint a = 0u; a < WM; ++a)
                 [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_ACC_ZERO;
-            [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
+            [[unroll]] for (uint kk = 0u; kk < KEY_TILE && (ABLATE & 1u) == 0u; kk += CM_K) {
                 CM_B mb[WN];
                 [[unroll]] for (uint b = 0u; b < WN; ++b)
                     CM_LOAD_ROW_B(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);

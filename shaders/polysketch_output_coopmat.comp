@@ -215,7 +215,9 @@ void main() {
     [[unroll]] for (uint w = 0u; w < WN; ++w) acc[w] = CM_ACC_ZERO;
 
     // ---- 2. phi(q)^T Z: everything before this block (causal) or everything (full) ----
-    if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
+    // ABLATE (PSK_ABLATE, timing only): parts left out, so that a GPU run assigns the time to them.
+    const bool products = (ABLATE & 4u) == 0u;
+    if ((ABLATE & 1u) == 0u && (!CAUSAL || block > 0u || params.prefix_first != 0u)) {
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         const float s_max = range_max(R_S);
         const float a_scale = operand_scale(SQRT2 * s_max * s_max);
@@ -265,7 +267,7 @@ void main() {
                 }
             }
             barrier();
-            if (sg_rows) {
+            if (sg_rows && products) {
                 CM_ACC part[WN];
                 [[unroll]] for (uint w = 0u; w < WN; ++w) part[w] = CM_ACC_ZERO;
                 [[unroll]] for (uint kk = 0u; kk < FEAT_CHUNK; kk += CM_K) {
@@ -291,7 +293,7 @@ void main() {
     }
 
     // ---- 3. Local part: keys of this block up to each row ----
-    if (CAUSAL) {
+    if (CAUSAL && (ABLATE & 2u) == 0u) {
         const float q_scale = operand_scale(LOCAL_EXACT ? range_max(R_Q) : range_max(R_S));
         const float k_scale = operand_scale(range_max(R_K));
         const float v_scale = operand_scale(max(range_max(R_V), 1.0));  // the ones column is v_scale
@@ -301,7 +303,7 @@ void main() {
         const uint k_base = kv_seq * params.n * KEY_WIDTH;
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
         for (uint ks = block_begin; ks < key_end; ks += KEY_TILE) {
-            const bool sees_keys = sg_rows && ks < sg_end;  // a key of the tile is visible to a row of the subgroup
+            const bool sees_keys = sg_rows && ks < sg_end && products;  // a key of the tile is visible to a row of the subgroup
             CM_ACC score[SU];
             CM_SCORES_ZERO(score)
             [[dont_unroll]] for (uint w0 = 0u; w0 < KEY_WIDTH; w0 += WIDTH_CHUNK) {

@@ -286,6 +286,50 @@ TEST(CoopSelfTestVerdicts, KnownModeKeepsVerdictsAndProbesNothing) {
 
 // ---- The switches ----
 
+TEST(CoopMatSwitches, AblateValues) {
+    uint32_t st = 9, out = 9;
+    std::string error;
+    ASSERT_TRUE(psk::parseAblate(nullptr, &st, &out, &error));
+    EXPECT_EQ(st, 0u);
+    EXPECT_EQ(out, 0u);
+    ASSERT_TRUE(psk::parseAblate("states.products,states.loads,output.local,output.products", &st, &out, &error)) << error;
+    EXPECT_EQ(st, 5u);
+    EXPECT_EQ(out, 6u);
+    ASSERT_TRUE(psk::parseAblate("states.expand,output.inter", &st, &out, &error)) << error;
+    EXPECT_EQ(st, 2u);
+    EXPECT_EQ(out, 1u);
+    EXPECT_FALSE(psk::parseAblate("states.products,features.loads", &st, &out, &error));
+    EXPECT_NE(error.find("PSK_ABLATE: unknown part 'features.loads'"), std::string::npos) << error;
+    psk::CoopMatSwitches sw;
+    sw.ablateStates = 1;
+    EXPECT_EQ(psk::describeCoopMatSwitches(sw), "ABLATED states 1, output 0 (timing only: the output is wrong)");
+}
+
+// Each ablation reaches its kernel (ABLATE in the plan) and changes the output: left out, the part
+// is missing from it (the emulated kernels, self-test off); the output stays finite but where psi
+// is never staged.
+TEST(CoopMatAblations, EachPartLeftOutChangesTheOutput) {
+    for (const char* part : {"states.products", "states.expand", "output.inter", "output.local", "output.products"}) {
+        SCOPED_TRACE(part);
+        EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "0"}, {"PSK_ABLATE", part}});
+        const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
+        ASSERT_TRUE(o.created);
+        const bool states = std::string(part).rfind("states", 0) == 0;
+        const std::string variant = states ? "block_states_coopmat.emu_" : "polysketch_output_coopmat.emu_";
+        const size_t at = o.plan.find(variant);
+        ASSERT_NE(at, std::string::npos) << o.plan;
+        EXPECT_EQ(o.plan.substr(at, o.plan.find('\n', at) - at).find(" ABLATE=0"), std::string::npos) << o.plan;
+        EXPECT_NE(o.comments.find("ABLATED"), std::string::npos) << o.comments;
+        if (std::string(part) == "states.expand") {
+            // psi never staged: the products read the emulation's poisoned (NaN) shared memory.
+            EXPECT_GT(o.nonFinite, 0u) << "the ablation changed nothing: this test would prove nothing";
+        } else {
+            EXPECT_EQ(o.nonFinite, 0u);
+            EXPECT_GT(o.error, 10 * limit(PSK_ATTENTION_KIND_POLYSKETCH)) << "the ablation changed nothing: this test would prove nothing";
+        }
+    }
+}
+
 TEST(CoopMatSwitches, FeatureDiagnosticValues) {
     uint32_t d = 7;
     std::string error;

@@ -135,6 +135,37 @@ bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error
     return false;
 }
 
+bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::string* error) {
+    struct Part {
+        const char* name;
+        uint32_t* mask;
+        uint32_t bit;
+    };
+    const Part parts[] = {{"states.products", states, 1}, {"states.expand", states, 2}, {"states.loads", states, 4},
+                          {"output.inter", output, 1},    {"output.local", output, 2},  {"output.products", output, 4}};
+    *states = *output = 0;
+    if (empty(value)) return true;
+    const std::string list(value);
+    for (size_t at = 0; at <= list.size();) {
+        size_t end = list.find(',', at);
+        if (end == std::string::npos) end = list.size();
+        const std::string item = list.substr(at, end - at);
+        at = end + 1;
+        bool known = false;
+        for (const Part& p : parts)
+            if (item == p.name) {
+                *p.mask |= p.bit;
+                known = true;
+            }
+        if (!known) {
+            *error = "PSK_ABLATE: unknown part '" + item +
+                     "' (expected a comma list of states.products, states.expand, states.loads, output.inter, output.local, output.products)";
+            return false;
+        }
+    }
+    return true;
+}
+
 CoopMatSwitches coopMatSwitches() {
     CoopMatSwitches s;
     std::string error;
@@ -145,6 +176,7 @@ CoopMatSwitches coopMatSwitches() {
     if (!parseStatesWalk(std::getenv("PSK_COOPMAT_STATES_WALK"), &s.statesWalk, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFeatureDiagnostic(std::getenv("PSK_COOPMAT_FEATURE_DIAGNOSTIC"), &s.featureDiagnostic, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseAblate(std::getenv("PSK_ABLATE"), &s.ablateStates, &s.ablateOutput, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     // The older spellings: an explicit backend wins over them.
     if (s.backend == CoopBackendRequest::Auto) {
         const char* emulation = std::getenv("PSK_COOPMAT_EMULATION");
@@ -203,6 +235,8 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.selfTest == CoopSelfTestMode::Known) add("self-test: earlier verdicts only");
     if (s.featureTerms != 3) add("feature-map products " + std::to_string(s.featureTerms));
     if (s.featureDiagnostic) add("FEATURE-MAP DIAGNOSTIC " + std::to_string(s.featureDiagnostic) + " (the S rows are not S)");
+    if (s.ablateStates || s.ablateOutput)
+        add("ABLATED states " + std::to_string(s.ablateStates) + ", output " + std::to_string(s.ablateOutput) + " (timing only: the output is wrong)");
     if (s.statesWalk == StatesWalkRequest::On) add("states walk on");
     if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");
     if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));

@@ -69,7 +69,16 @@ struct CoopMatSwitches {
     StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
     /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product). */
     uint32_t featureDiagnostic = 0;
+    /** PSK_ABLATE: parts of the cooperative block states and output left out (their ABLATE bits; timing only). */
+    uint32_t ablateStates = 0, ablateOutput = 0;
 };
+
+/**
+ * PSK_ABLATE's value: a comma list of states.products (1), states.expand (2), states.loads (4),
+ * output.inter (1), output.local (2), output.products (4) (null or empty: none; the shaders'
+ * ABLATE constants); false with `error` naming what is not understood.
+ */
+bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::string* error);
 
 /**
  * PSK_COOPMAT_FEATURE_DIAGNOSTIC's value (null, empty or "off": 0; "rows" 1, "identity" 2,

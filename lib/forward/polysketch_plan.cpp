@@ -570,6 +570,7 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
             spec = cm.spec;
             spec.Z_STRIDE = in.stateStride;
         }
+        spec.ABLATE = coop.switches.ablateStates;  // PSK_ABLATE (timing only; the walk inherits it)
         stage.tileF = spec.SG_M * spec.WM * spec.CM_M;
         stage.tileC = spec.SG_N * spec.WN * spec.CM_N;
         // The kernel's normalizer sums assume one of the two divides the other (powers of two do).
@@ -851,6 +852,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
             tuned = tunedNote(in, *e);
         }
     }
+    spec.ABLATE = coop.switches.ablateOutput;  // PSK_ABLATE (timing only)
     tuned += tuneCoopOutput(in, spec);
     uint32_t iterations = polysketchOutputCoopMatEmulatedLoopIterations(spec, in.caps.subgroupSize, in.features, in.config.blockSize);
     if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot)) return std::nullopt;

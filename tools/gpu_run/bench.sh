@@ -442,6 +442,17 @@ do_stages() {
     bench_call "stage-full-n$n" 60 "${base[@]}" --full || rc=1
     # A learned sketch (a model's feature map: docs/PERFORMANCE.md predicts it the dominant stage).
     bench_call "stage-learned-n$n" 60 "${base[@]}" --local-exact --learned-sketch || rc=1
+    # Ablations (PSK_ABLATE, docs/MODEL.md "Held against the third H200 run"): the cooperative states
+    # and output with one part left out each, so that their stage times say where the time goes (the
+    # outputs are wrong: timing only, self-test off, no tuning table, so the cooperative output runs).
+    local ab ablations=""
+    for ab in none states.products states.expand states.loads output.inter output.local output.products; do
+        (export PSK_TUNING_TABLE=none PSK_COOPMAT_SELFTEST=0
+         [[ $ab != none ]] && export PSK_ABLATE=$ab
+         bench_call "stage-ablate-$ab-n$n" 40 "${base[@]}" --local-exact) || rc=1
+        ablations+=" $ab: $(csv_summary "$work/bench/stage-ablate-$ab-n$n.csv");"
+    done
+    say "$( ((rc == 0)) && echo OK || echo FAIL) ablations n=$n h=$h (cooperative states and output, one part left out):$ablations"
     # The walking block states (PSK_COOPMAT_STATES_WALK) against the per-block kernel + scan, at H and
     # at 64 heads (docs/MODEL.md predicts the walk slower with 144 workgroups, faster with 576).
     local w hh walk=""
