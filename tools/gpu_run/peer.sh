@@ -75,17 +75,9 @@ PY
     return "$rc"
 }
 
-do_decode() {
-    local rc=0 ctx
-    ctx=$(tr ' ' ',' <<<"$(list "$decode_context")" | sed 's/,$//')
-    mkdir -p "$work/bench"
-    # Decoding supports float32 states only (pskCreateDecodeState), so f32; one block cycle of steps.
-    tmo 120 "$PSK" bench --decode --kinds polysketch,softmax --context "$ctx" --heads "$heads" --head-dim 64 \
-        --dtype f32 --degree 4 --sketch-size 32,64 --block-size 256 --local-exact --warmup 4 \
-        --json "$work/bench/decode.json" --csv "$work/bench/decode.csv" >"$work/bench/decode.txt" 2>&1 || rc=$?
-    cat "$work/bench/decode.txt"
-    local line
-    line=$(python3 - "$work/bench/decode.csv" <<'PY'
+# One line of a psk bench --decode CSV: "what L=context: us/step (steps)" per row, or its status.
+decode_summary() {
+    python3 - "$1" <<'PY'
 import csv, sys
 try:
     rows = list(csv.DictReader(open(sys.argv[1])))
@@ -101,8 +93,18 @@ for r in rows:
         out.append(f"{what} L={r['context']}: {r['status']}: {r['reason'][:100]}")
 print("; ".join(out))
 PY
-)
-    say "$( ((rc == 0)) && echo OK || echo FAIL) decode f32 H=$heads h=64: $line$( ((rc == 124)) && echo ' [time limit]')"
+}
+
+do_decode() {
+    local rc=0 ctx
+    ctx=$(tr ' ' ',' <<<"$(list "$decode_context")" | sed 's/,$//')
+    mkdir -p "$work/bench"
+    # Decoding supports float32 states only (pskCreateDecodeState), so f32; one block cycle of steps.
+    tmo 120 "$PSK" bench --decode --kinds polysketch,softmax --context "$ctx" --heads "$heads" --head-dim 64 \
+        --dtype f32 --degree 4 --sketch-size 32,64 --block-size 256 --local-exact --warmup 4 \
+        --json "$work/bench/decode.json" --csv "$work/bench/decode.csv" >"$work/bench/decode.txt" 2>&1 || rc=$?
+    cat "$work/bench/decode.txt"
+    say "$( ((rc == 0)) && echo OK || echo FAIL) decode f32 H=$heads h=64: $(decode_summary "$work/bench/decode.csv")$( ((rc == 124)) && echo ' [time limit]')"
     # The r = 32 step again, contexts in the reverse order and no softmax state made before it: a
     # time that depends on the order (the third H200 run: 31 us at 4k first, 94 at 32k and 128k
     # after the softmax rows) is not the kernel's.
@@ -112,17 +114,7 @@ PY
         --dtype f32 --degree 4 --sketch-size 32 --block-size 256 --local-exact --warmup 4 \
         --csv "$work/bench/decode-reverse.csv" >"$work/bench/decode-reverse.txt" 2>&1 || rc2=$?
     cat "$work/bench/decode-reverse.txt"
-    line=$(python3 - "$work/bench/decode-reverse.csv" <<'PY'
-import csv, sys
-try:
-    rows = list(csv.DictReader(open(sys.argv[1])))
-except OSError:
-    print("no CSV")
-    sys.exit(0)
-print("; ".join(f"L={r['context']}: " + (f"{float(r['median_ms']) * 1e3:.1f} us/step" if r["status"] == "ok" else r["status"]) for r in rows))
-PY
-)
-    say "$( ((rc2 == 0)) && echo OK || echo FAIL) decode polysketch r=32, contexts in reverse order: $line"
+    say "$( ((rc2 == 0)) && echo OK || echo FAIL) decode, contexts in reverse order: $(decode_summary "$work/bench/decode-reverse.csv")"
     ((rc == 0)) && rc=$rc2
     return "$rc"
 }

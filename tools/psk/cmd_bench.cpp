@@ -730,13 +730,13 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
         pskDestroyAttention(attn);
         return res;
     }
-    ResidentDevice::Buffer q, k, v, out, staging;
+    ResidentDevice::Buffer q, k, v, out;
     std::vector<ResidentDevice::Buffer> ws(wsCount);
     VkCommandBuffer cb = VK_NULL_HANDLE;
     auto cleanup = [&] {
         dev.waitIdle();
         if (cb) dev.freeCommandBuffer(cb);
-        for (auto* b : {&q, &k, &v, &out, &staging}) dev.destroy(*b);
+        for (auto* b : {&q, &k, &v, &out}) dev.destroy(*b);
         for (auto& b : ws) dev.destroy(b);
         pskDestroyAttention(attn);
     };
@@ -746,14 +746,7 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
     if (error.empty()) error = dev.create(out, in.ob.size(), false);
     for (uint32_t i = 0; i < wsCount && error.empty(); ++i) error = dev.create(ws[i], wsSizes[i], false);
     // The upload, once: through one host-visible staging buffer, tensor by tensor.
-    if (error.empty()) error = dev.create(staging, std::max({in.qb.size(), in.kb.size(), in.vb.size()}), true);
-    for (int i = 0; i < 3 && error.empty(); ++i) {
-        std::memcpy(staging.mapped, host[i]->data(), host[i]->size());
-        error = dev.submitOnce([&](VkCommandBuffer c1) {
-            dev.copy(c1, staging.buffer, device[i]->buffer, host[i]->size());
-        });
-    }
-    if (error.empty()) dev.destroy(staging);
+    if (error.empty()) error = dev.upload({{host[0], device[0]}, {host[1], device[1]}, {host[2], device[2]}});
     // The command buffer every run submits.
     if (error.empty()) error = dev.begin(cb);
     if (error.empty()) {
@@ -767,14 +760,7 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
         fi.v = {v.buffer, 0, v.size, nullptr};
         fi.out = {out.buffer, 0, out.size, nullptr};
         std::vector<PskWorkspaceRange> ranges;
-        for (auto& b : ws) ranges.push_back({b.buffer, 0, b.size});
-        if (wsCount == 1) {
-            fi.workspace = ws[0].buffer;
-            fi.workspaceSize = ws[0].size;
-        } else if (wsCount > 1) {
-            fi.workspaceCount = wsCount;
-            fi.pWorkspaces = ranges.data();
-        }
+        ResidentDevice::bindWorkspaces(fi, ws, ranges);
         if (!c.varlen.empty()) fi.cuSeqlens = cu.data();
         r = pskCmdAttentionForward(attn, cb, &fi);
         if (r != PSK_SUCCESS) error = "pskCmdAttentionForward: " + sink.describe(r);

@@ -466,18 +466,11 @@ struct Resident {
             return {};
         }
         Shape b;
-        psk::bench::ResidentDevice::Buffer staging;
-        const std::vector<uint8_t>* host[3] = {&in.q, &in.k, &in.v};
-        psk::bench::ResidentDevice::Buffer* device[3] = {&b.q, &b.k, &b.v};
-        std::string error;
-        for (int i = 0; i < 3 && error.empty(); ++i) error = dev.create(*device[i], host[i]->size(), false);
+        std::string error = dev.create(b.q, in.q.size(), false);
+        if (error.empty()) error = dev.create(b.k, in.k.size(), false);
+        if (error.empty()) error = dev.create(b.v, in.v.size(), false);
         if (error.empty()) error = dev.create(b.out, in.outBytes, false);
-        if (error.empty()) error = dev.create(staging, std::max({in.q.size(), in.k.size(), in.v.size()}), true);
-        for (int i = 0; i < 3 && error.empty(); ++i) {
-            std::memcpy(staging.mapped, host[i]->data(), host[i]->size());
-            error = dev.submitOnce([&](VkCommandBuffer cb) { dev.copy(cb, staging.buffer, device[i]->buffer, host[i]->size()); });
-        }
-        dev.destroy(staging);
+        if (error.empty()) error = dev.upload({{&in.q, &b.q}, {&in.k, &b.k}, {&in.v, &b.v}});
         if (!error.empty()) {
             for (auto* x : {&b.q, &b.k, &b.v, &b.out}) dev.destroy(*x);
             return error;
@@ -539,14 +532,7 @@ Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, co
         fi.v = {b->v.buffer, 0, b->v.size, nullptr};
         fi.out = {b->out.buffer, 0, b->out.size, nullptr};
         std::vector<PskWorkspaceRange> ranges;
-        for (auto& w : ws) ranges.push_back({w.buffer, 0, w.size});
-        if (wsCount == 1) {
-            fi.workspace = ws[0].buffer;
-            fi.workspaceSize = ws[0].size;
-        } else if (wsCount > 1) {
-            fi.workspaceCount = wsCount;
-            fi.pWorkspaces = ranges.data();
-        }
+        psk::bench::ResidentDevice::bindWorkspaces(fi, ws, ranges);
         r = pskCmdAttentionForward(attn, cb, &fi);
         if (r != PSK_SUCCESS) run.error = "pskCmdAttentionForward: " + sink.describe(r);
         dev.timestamps(cb, false);

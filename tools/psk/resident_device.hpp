@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_util.hpp"
@@ -250,6 +252,38 @@ public:
         if (hostVisible && vkMapMemory(device_, b.memory, 0, VK_WHOLE_SIZE, 0, &b.mapped) != VK_SUCCESS) return "vkMapMemory failed";
         b.size = size;
         return {};
+    }
+
+    /**
+     * Uploads each host array into its device buffer, once, through one host-visible staging
+     * buffer of the largest size. Empty on success, else why not.
+     */
+    std::string upload(std::initializer_list<std::pair<const std::vector<uint8_t>*, Buffer*>> items) {
+        size_t largest = 0;
+        for (const auto& [host, device] : items) largest = std::max(largest, host->size());
+        Buffer staging;
+        std::string error = create(staging, largest, true);
+        for (auto it = items.begin(); it != items.end() && error.empty(); ++it) {
+            const std::vector<uint8_t>& host = *it->first;
+            const VkBuffer dst = it->second->buffer;
+            std::memcpy(staging.mapped, host.data(), host.size());
+            error = submitOnce([&](VkCommandBuffer cb) { copy(cb, staging.buffer, dst, host.size()); });
+        }
+        destroy(staging);
+        return error;
+    }
+
+    /** The workspace buffers into `fi` (one range, or a list kept alive in `ranges`). */
+    static void bindWorkspaces(PskCmdForwardInfo& fi, const std::vector<Buffer>& ws, std::vector<PskWorkspaceRange>& ranges) {
+        ranges.clear();
+        for (const Buffer& b : ws) ranges.push_back({b.buffer, 0, b.size});
+        if (ws.size() == 1) {
+            fi.workspace = ws[0].buffer;
+            fi.workspaceSize = ws[0].size;
+        } else if (ws.size() > 1) {
+            fi.workspaceCount = uint32_t(ws.size());
+            fi.pWorkspaces = ranges.data();
+        }
     }
 
     void destroy(Buffer& b) {
