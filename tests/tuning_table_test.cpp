@@ -254,7 +254,8 @@ TEST(TuningTableSelection, BuiltInTablesParse) {
 }
 
 // The H200's built-in table (tuning/devices/nvidia-h200.tuning): the generic output for float16 at
-// h = dv = 64 (measured faster there), the FlashAttention-2 tiling 3 for the softmax baseline;
+// h = dv = 64 (measured faster there), the FlashAttention-2 tiling 3 for the softmax baseline, no
+// walking block states;
 // float32, bfloat16 and h = 128 keep the model's choices.
 TEST(TuningTableSelection, TheH200TableIsChosenForAnH200) {
     const psk::TuningDeviceIdentity h200{0x10de, 0x2335, 0x9127c100, "NVIDIA H200"};
@@ -273,6 +274,9 @@ TEST(TuningTableSelection, TheH200TableIsChosenForAnH200) {
     e = s.table->find(psk::TuningParameter::BaselinesTile, shape);
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->value, 3u);
+    e = s.table->find(psk::TuningParameter::StatesWalkMinGroups, shape);  // the walk lost at 144 and 576 workgroups
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->value, UINT32_MAX);
     shape.type = PSK_DATA_TYPE_BFLOAT16;
     EXPECT_EQ(s.table->find(psk::TuningParameter::OutputCooperative, shape), nullptr);
     shape.type = PSK_DATA_TYPE_FLOAT16;
