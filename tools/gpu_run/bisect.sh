@@ -241,10 +241,13 @@ bisect_row() {
     fi
     # The row's environment (env's arguments: the unset ones first): the four switches (the
     # defaults row unsets them) and the variables of the conformance path.
-    local unsets=(-u PSK_COOPMAT_BACKEND -u PSK_COOPMAT_STAGES -u PSK_COOPMAT_SELFTEST -u PSK_COOPMAT_FEATURE_TERMS -u PSK_VALIDATION)
+    local unsets=(-u PSK_COOPMAT_BACKEND -u PSK_COOPMAT_STAGES -u PSK_COOPMAT_SELFTEST -u PSK_COOPMAT_FEATURE_TERMS -u PSK_VALIDATION
+        -u PSK_TUNING_TABLE)
     local sets=()
+    # The switched rows test kernels, not a device's tuning table (which may route a stage to the
+    # generic kernel): no table there; the defaults row keeps the library's choice, table included.
     [[ $selftest == default ]] || sets+=(PSK_COOPMAT_BACKEND="$backend" PSK_COOPMAT_STAGES="$stages"
-        PSK_COOPMAT_FEATURE_TERMS="$terms" PSK_COOPMAT_SELFTEST="$selftest")
+        PSK_COOPMAT_FEATURE_TERMS="$terms" PSK_COOPMAT_SELFTEST="$selftest" PSK_TUNING_TABLE=none)
     case "$path" in
         generic) sets+=(PSK_DISABLE_TEAM_KERNELS=1 PSK_DISABLE_COOPMAT=1 PSK_COOPMAT_EMULATION=0) ;;
         emulated) sets+=(PSK_DISABLE_TEAM_KERNELS=0 PSK_DISABLE_COOPMAT=0 PSK_COOPMAT_EMULATION=1) ;;
