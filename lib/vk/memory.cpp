@@ -166,25 +166,27 @@ Allocation Allocator::allocate(const VkMemoryRequirements& req, MemoryUsage usag
     // Under a memory limit, blocks of at most an eighth of it leave room for dedicated allocations.
     if (memoryLimit_) blockSize = std::min(blockSize, std::max<VkDeviceSize>(memoryLimit_ / 8, VkDeviceSize(1) << 20));
     const bool dedicated = req.size > blockSize / 2;
-    if (!dedicated) {
-        for (size_t i = 0; i < blocks_.size(); ++i) {
-            if (!blocks_[i] || blocks_[i]->dedicated || blocks_[i]->memoryType != type) continue;
-            VkDeviceSize offset = 0;
-            if (carve(*blocks_[i], req.size, align, &offset)) return result(i, offset);
+    // A range of an existing block of `type` (first fit), or none.
+    auto carveExisting = [&](uint32_t t, size_t* index, VkDeviceSize* offset) {
+        for (size_t i = 0; !dedicated && i < blocks_.size(); ++i) {
+            if (!blocks_[i] || blocks_[i]->dedicated || blocks_[i]->memoryType != t) continue;
+            if (carve(*blocks_[i], req.size, align, offset)) {
+                *index = i;
+                return true;
+            }
         }
-    }
+        return false;
+    };
     size_t index = 0;
+    VkDeviceSize offset = 0;
+    if (carveExisting(type, &index, &offset)) return result(index, offset);
     try {
         index = createBlock(type, dedicated ? req.size : blockSize, dedicated);
     } catch (const Error& e) {
         const uint32_t fallback = barPreferred ? chooseMemoryType(req.memoryTypeBits, usage, true) : type;
         if (e.code() != PSK_ERROR_OUT_OF_DEVICE_MEMORY || fallback == type) throw;
         type = fallback;
-        for (size_t i = 0; i < blocks_.size(); ++i) {
-            if (!blocks_[i] || blocks_[i]->dedicated || blocks_[i]->memoryType != type || dedicated) continue;
-            VkDeviceSize offset = 0;
-            if (carve(*blocks_[i], req.size, align, &offset)) return result(i, offset);
-        }
+        if (carveExisting(type, &index, &offset)) return result(index, offset);
         index = createBlock(type, dedicated ? req.size : blockSize, dedicated);
     }
     Block& b = *blocks_[index];
