@@ -74,6 +74,31 @@ TEST(BenchFlops, Polysketch) {
                                         2.0 * 17502 * (2 * 16 + 2 * 17));
 }
 
+// The compulsory HBM bytes per stage, by hand: B = 1, Hq = 2, Hkv = 1, n = 300, h = 16, dv = 24,
+// r = 8 (F = 36), b = 256 (t = 2), float16 (e = 2), state rows of Z = 28 floats: the states are
+// 2 x 36 x 28 x 4 = 8064 bytes.
+TEST(BenchStageBytes, PolysketchByHand) {
+    Config c = shape(PSK_ATTENTION_KIND_POLYSKETCH, 1, 2, 1, 300, 16, 24, true);
+    c.dtype = PSK_DATA_TYPE_FLOAT16;
+    c.degree = 4;
+    c.sketchSize = 8;
+    c.blockSize = 256;
+    c.localExact = true;
+    psk::bench::StageBytes s = psk::bench::stageBytes(c);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_FEATURE_MAP], 900.0 * (16 * 2 + 4 * 8) + 900.0 * 4 * 16);  // q, k in; S, q', k' out
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_BLOCK_STATES], 300.0 * (4 * 8 + 24 * 2) + 8064);            // S(k), v in; H_l out
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_PREFIX], 2.0 * 8064);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_OUTPUT], 600.0 * (4 * 8 + 24 * 2) + 8064 + 600.0 * 4 * 16 + 300.0 * (4 * 16 + 24 * 2));
+    c.causal = false;  // full: one sum (36 x 28 x 4 = 4032 bytes), no local part
+    c.localExact = false;
+    s = psk::bench::stageBytes(c);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_FEATURE_MAP], 900.0 * (16 * 2 + 4 * 8));
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_PREFIX], 8064.0 + 4032);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_OUTPUT], 600.0 * (4 * 8 + 24 * 2) + 4032);
+    s = psk::bench::stageBytes(shape(PSK_ATTENTION_KIND_SOFTMAX, 1, 2, 1, 300, 16, 24, true));
+    for (double x : s.bytes) EXPECT_EQ(x, 0.0);
+}
+
 TEST(BenchStats, MedianMinMax) {
     const auto odd = psk::bench::summarize({5, 1, 3});
     EXPECT_EQ(odd.medianMs, 3);

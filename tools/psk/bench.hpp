@@ -81,6 +81,16 @@ inline const char* stageName(uint32_t stage) {
 /** The effective FLOP count of one forward call (formulas in docs/PERFORMANCE.md). */
 double flops(const Config&);
 
+/**
+ * Polysketch: the bytes each stage must move through HBM at least (its inputs read once, its
+ * outputs written once; formulas in bench_stats.cpp), in PskForwardStage order; zeros for the
+ * other kinds. Divided by a stage's time: the bandwidth it reached, against the copy ceiling.
+ */
+struct StageBytes {
+    double bytes[PSK_FORWARD_STAGE_COUNT] = {};
+};
+StageBytes stageBytes(const Config&);
+
 /** What the peer run reported as a whole. */
 struct PeerInfo {
     std::string name;        // "torch", or empty when no peer was requested

@@ -162,6 +162,10 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
               << ", \"workspace_bytes\": " << u(r.workspaceBytes) << ", \"stage_median_ms\": {";
             for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
                 o << (st ? ", " : "") << quote(stageName(st)) << ": " << number(r.stageMedianMs[st]);
+            o << "}, \"stage_hbm_bytes\": {";
+            const StageBytes sb = stageBytes(c);
+            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
+                o << (st ? ", " : "") << quote(stageName(st)) << ": " << number(sb.bytes[st], 15);
             o << "}, \"samples_ms\": [";
             for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
             o << "],\n     \"timing\": " << quote(r.timing) << ", \"warmup_runs\": " << r.warmupRuns << ", \"warmup_ms\": " << number(r.warmupMs)

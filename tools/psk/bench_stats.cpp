@@ -16,6 +16,18 @@
 //     local     B * Hq * L * (w + 2 (dv + 1))      causal only; L = sum over blocks of len(len+1)/2
 //                                                 pairs, w = 2h (local exact) or 2r (sketched:
 //                                                 <S(q), S(k)>^2 equals <phi(q), phi(k)>)
+//
+// Compulsory HBM bytes per polysketch stage (stageBytes; e the storage type's bytes, Z = dv + 1
+// rounded up to 4 floats per state row, t blocks; the float32 intermediates as the kernels keep
+// them):
+//     features  (B Hq + B Hkv) n (h e + 4 r)            q, k in; S(q), S(k) out
+//               + (B Hq + B Hkv) n 4 h (local exact)    q', k' out
+//     states    B Hkv n (4 r + dv e) + B Hkv t F Z 4    S(k), v in; H_l out
+//     prefix    2 B Hkv t F Z 4                          H_l in, Z_l out (full: the sum out, B Hkv F Z 4)
+//     output    B Hq n (4 r + dv e) + B Hkv t F Z 4      S(q) in, O out; Z_l in (once per head; full:
+//                                                        the sum, B Hkv F Z 4)
+//               + causal: B Hq n 4 w_q + B Hkv n (4 w_k + dv e)   the local part's rows
+//                 (w = h local exact, q', k'; w = r sketched, S(q), S(k) again)
 #include <algorithm>
 
 #include "bench.hpp"
@@ -63,6 +75,30 @@ double flops(const Config& c) {
         local = B * Hq * pairs * (w + 2 * (dv + 1));
     }
     return sketch + states + prefix + output + local;
+}
+
+StageBytes stageBytes(const Config& c) {
+    StageBytes s;
+    if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) return s;
+    const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
+    const double e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
+    const uint32_t p = c.degree ? c.degree : 4;
+    const double r = p == 2 ? h : (c.sketchSize ? c.sketchSize : 32);
+    const double F = r * (r + 1) / 2;
+    const double z = double((c.valueDim + 1 + 3) / 4 * 4);
+    const uint64_t b = c.blockSize ? c.blockSize : 256;
+    const double t = double((uint64_t(c.n) + b - 1) / b);
+    const double rowsQ = B * Hq * n, rowsK = B * Hkv * n, states = B * Hkv * t * F * z * 4, sum = B * Hkv * F * z * 4;
+    s.bytes[PSK_FORWARD_STAGE_FEATURE_MAP] = (rowsQ + rowsK) * (h * e + 4 * r) + (c.localExact ? (rowsQ + rowsK) * 4 * h : 0);
+    s.bytes[PSK_FORWARD_STAGE_BLOCK_STATES] = rowsK * (4 * r + dv * e) + states;
+    s.bytes[PSK_FORWARD_STAGE_PREFIX] = states + (c.causal ? states : sum);
+    double output = rowsQ * (4 * r + dv * e) + (c.causal ? states : sum);
+    if (c.causal) {
+        const double w = c.localExact ? h : r;
+        output += rowsQ * 4 * w + rowsK * (4 * w + dv * e);
+    }
+    s.bytes[PSK_FORWARD_STAGE_OUTPUT] = output;
+    return s;
 }
 
 }  // namespace psk::bench

@@ -521,6 +521,15 @@ void printRow(const Result& r) {
             else if (!r.hostReason.empty()) std::printf("; host form after it failed: %s", r.hostReason.c_str());
         }
         std::printf("\n");
+        // The bytes each stage must move, and the bandwidth that makes at its time.
+        const StageBytes sb = stageBytes(r.config);
+        if (sb.bytes[PSK_FORWARD_STAGE_OUTPUT] > 0) {
+            std::printf("    compulsory HBM bytes per stage (GB/s at its time):");
+            for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
+                std::printf(" %s %.1f MB (%.0f)", stageName(st), sb.bytes[st] / 1e6,
+                            r.stageMedianMs[st] > 0 ? sb.bytes[st] / (r.stageMedianMs[st] * 1e-3) / 1e9 : 0.0);
+            std::printf("\n");
+        }
     }
     std::fflush(stdout);
 }
