@@ -452,7 +452,7 @@ phase_gpu() {
     # least ~80 s; a step that ends early leaves its time to the next ones.
     # (With --lavapipe, the harness' own test, the fixture, bisect and tests get more: lavapipe
     # compiles every kernel for seconds, the emulated ones for a minute, on a cold shader cache.)
-    step info 15 do_info
+    step info 30 do_info
     step conformance 120 do_conformance
     step fixture $( ((lavapipe)) && echo 90 || echo 40) do_fixture
     step bisect $( ((lavapipe)) && echo 240 || echo 90) do_bisect
@@ -473,17 +473,17 @@ phase_gpu() {
 }
 phase_check() {
     step conformance 150 do_conformance
-    step info 20 do_info
+    step info 30 do_info
     step demo 60 do_demo
     step fixture 120 do_fixture
     step tests 200 do_tests
 }
 phase_bisect() {
-    step info 20 do_info
+    step info 30 do_info
     step bisect $((deadline - SECONDS)) do_bisect
 }
 phase_bench() {
-    step info 20 do_info
+    step info 30 do_info
     step bench 330 do_bench
     step stages 90 do_stages
 }

@@ -65,8 +65,10 @@ do_info() {
     local h r
     # PSK_PIPELINE_STATISTICS=1: the compiler's registers / spills per kernel as '# stats:' lines,
     # where the driver reports them (docs/ARCHITECTURE.md).
-    local dt
-    for h in ${head_dims//,/ }; do
+    local dt hs=${head_dims//,/ }
+    # h = 128 too (the bench times h = 64 by default): its kernels' registers and spills.
+    [[ " $hs " == *" 128 "* ]] || hs+=" 128"
+    for h in $hs; do
         for r in ${sketches//,/ }; do
             for dt in f16 f32; do
                 echo "--- polysketch $dt causal local-exact p=4 r=$r b=256 h=$h H=$heads" >>"$work/plan.txt"
@@ -78,6 +80,11 @@ do_info() {
         PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind softmax --dtype f16 --causal --head-dim "$h" --heads "$heads" \
             >>"$work/plan.txt" 2>&1 || rc=1
     done
+    # The model's choices without the device's tuning table (which may route a stage around a
+    # kernel, as the H200's does the cooperative output at h = 64): those kernels' statistics too.
+    echo "--- polysketch f16 causal local-exact p=4 r=32 b=256 h=64 H=$heads, PSK_TUNING_TABLE=none" >>"$work/plan.txt"
+    PSK_TUNING_TABLE=none PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 --causal --local-exact \
+        --degree 4 --sketch-size 32 --block-size 256 --head-dim 64 --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
     cat "$work/plan.txt"
     local kinds
     kinds=$(grep -oE '\((generic|team|cooperative)\)' "$work/plan.txt" | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}')
