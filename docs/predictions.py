@@ -703,6 +703,16 @@ MEASURED = [
 ]
 
 
+def take_found(vals, found, notes):
+    """The values the run's files give replace the listed ones (a note where they differ); returns
+    the listed keys the files did not give."""
+    for key, v in found.items():
+        if key in vals and abs(vals[key] - v) > 1e-9:
+            notes.append(f"{key}: listed {vals[key]}, file says {v} (the file's value is used)")
+            vals[key] = v
+    return [key for key in vals if key not in found]
+
+
 def read_measurements():
     """The MEASURED values, checked against the run's files where they exist. Returns (dict, notes)."""
     vals = {key: v for key, v, _, _, _ in MEASURED}
@@ -735,11 +745,7 @@ def read_measurements():
         m_ = re.search(r"polysketch r=32 L=4096: ([\d.]+) us/step.*?polysketch r=64 L=4096: ([\d.]+) us/step", summary)
         if m_:
             found["decode r32"], found["decode r64"] = float(m_.group(1)), float(m_.group(2))
-    for key, v in found.items():
-        if key in vals and abs(vals[key] - v) > 1e-9:
-            notes.append(f"{key}: listed {vals[key]}, file says {v} (the file's value is used)")
-            vals[key] = v
-    missing = [key for key in vals if key not in found]
+    missing = take_found(vals, found, notes)
     if not second and not summary:
         notes.append(f"{RUN_DIR} not found: the listed values are used unchecked")
     elif missing:
@@ -1482,11 +1488,7 @@ def read_second_run():
         m_ = re.search(r"polysketch r=32 L=4096: ([\d.]+) us/step.*?polysketch r=64 L=4096: ([\d.]+) us/step", peer)
         if m_:
             found["decode r32"], found["decode r64"] = float(m_.group(1)), float(m_.group(2))
-    for key, v in found.items():
-        if key in vals and abs(vals[key] - v) > 1e-9:
-            notes.append(f"{key}: listed {vals[key]}, file says {v} (the file's value is used)")
-            vals[key] = v
-    missing = [k for k in vals if k not in found]
+    missing = take_found(vals, found, notes)
     if missing:
         notes.append("not found in " + SECOND_RUN_DIR + ", listed value used: " + ", ".join(missing))
     return vals, notes

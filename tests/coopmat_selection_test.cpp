@@ -370,6 +370,14 @@ psk::DeviceCaps nvidiaDeviceCaps() {
     return caps;
 }
 
+void setGpuLimits(psk::DeviceCaps& caps) {
+    caps.properties.limits.maxComputeSharedMemorySize = 49152;
+    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
+    caps.properties.limits.maxStorageBufferRange = 1u << 30;
+    caps.properties.limits.minStorageBufferOffsetAlignment = 64;
+    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
+}
+
 TEST(CoopMatCapabilitiesFromDeviceCaps, KeepsBothListsAndTheFeatures) {
     psk::DeviceCaps caps = nvidiaDeviceCaps();
     caps.shaderBFloat16Type = caps.shaderBFloat16CooperativeMatrix = true;
@@ -480,9 +488,7 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, RequirementsNameTheMemoryModelWithCooper
 // the FP32 kernel for float32 storage and under PSK_DISABLE_COOPMAT, each with its reason.
 TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16BitStorage) {
     psk::DeviceCaps caps = nvidiaDeviceCaps();
-    caps.properties.limits.maxComputeSharedMemorySize = 49152;
-    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
-    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
+    setGpuLimits(caps);
     ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
     const bool khr = psk::findShader("block_states_coopmat.khr_f16.f32") != nullptr;
     const bool nv = psk::findShader("block_states_coopmat.nv_f16.f32") != nullptr;
@@ -565,9 +571,7 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
 // tiling table or one that does not fit is ignored, saying why; the plan names the tunable.
 TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTileFromATuningTable) {
     psk::DeviceCaps caps = nvidiaDeviceCaps();
-    caps.properties.limits.maxComputeSharedMemorySize = 49152;
-    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
-    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
+    setGpuLimits(caps);
     ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
     ScopedEnv disable("PSK_DISABLE_COOPMAT", nullptr);
     psk::AttentionConfig c;
@@ -620,13 +624,6 @@ psk::DeviceCaps khrOnlyDeviceCaps(bool amd) {
     return caps;
 }
 
-void setGpuLimits(psk::DeviceCaps& caps) {
-    caps.properties.limits.maxComputeSharedMemorySize = 49152;
-    caps.properties.limits.maxComputeWorkGroupInvocations = 1024;
-    caps.properties.limits.maxStorageBufferRange = 1u << 30;
-    caps.properties.limits.minStorageBufferOffsetAlignment = 64;
-    for (int i = 0; i < 3; ++i) caps.properties.limits.maxComputeWorkGroupCount[i] = 65535;
-}
 
 /** A packed sketch as the plan sees it (shape and weight range; the values are not read otherwise). */
 psk::PackedSketch packedSketch(bool learned, uint32_t degree, uint32_t h, uint32_t r, float weight = 1.5f) {

@@ -191,6 +191,18 @@ static int layerPresent(const char* layer) {
     return found;
 }
 
+/* A primary command buffer from the app's pool. */
+static int allocCommandBuffer(Gpu* gpu, VkCommandBuffer* out, StError* err) {
+    VkCommandBufferAllocateInfo cbi;
+    memset(&cbi, 0, sizeof cbi);
+    cbi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    cbi.commandPool = gpu->pool;
+    cbi.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cbi.commandBufferCount = 1;
+    VK_TRY(vkAllocateCommandBuffers(gpu->device, &cbi, out));
+    return 0;
+}
+
 static int createBuf(Gpu* gpu, VkDeviceSize size, VkBufferUsageFlags usage, int hostVisible, Buf* out, StError* err) {
     VkBufferCreateInfo bi;
     VkMemoryRequirements req;
@@ -284,7 +296,6 @@ int gpuCreate(const GpuOptions* options, Gpu** out, StError* err) {
     PskExternalVulkan external;
     PskContextCreateInfo contextInfo;
     VkCommandPoolCreateInfo poolInfo;
-    VkCommandBufferAllocateInfo cbi;
     VkFenceCreateInfo fi;
     VkDescriptorSetLayoutBinding bindings[4];
     VkDescriptorSetLayoutCreateInfo sli;
@@ -442,12 +453,7 @@ int gpuCreate(const GpuOptions* options, Gpu** out, StError* err) {
     poolInfo.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     poolInfo.queueFamilyIndex = gpu->family;
     VK_TRY(vkCreateCommandPool(gpu->device, &poolInfo, NULL, &gpu->pool));
-    memset(&cbi, 0, sizeof cbi);
-    cbi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-    cbi.commandPool = gpu->pool;
-    cbi.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    cbi.commandBufferCount = 1;
-    VK_TRY(vkAllocateCommandBuffers(gpu->device, &cbi, &gpu->cmd));
+    if ((rc = allocCommandBuffer(gpu, &gpu->cmd, err))) return rc;
     memset(&fi, 0, sizeof fi);
     fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     VK_TRY(vkCreateFence(gpu->device, &fi, NULL, &gpu->fence));
@@ -1071,15 +1077,7 @@ static int recordStep(Model* m, StError* err) {
     VkCommandBufferBeginInfo begin;
     uint32_t l;
     int rc = 0;
-    if (!m->stepCmd) {
-        VkCommandBufferAllocateInfo cbi;
-        memset(&cbi, 0, sizeof cbi);
-        cbi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
-        cbi.commandPool = gpu->pool;
-        cbi.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-        cbi.commandBufferCount = 1;
-        VK_TRY(vkAllocateCommandBuffers(gpu->device, &cbi, &m->stepCmd));
-    }
+    if (!m->stepCmd && (rc = allocCommandBuffer(gpu, &m->stepCmd, err))) return rc;
     /* The recorded decode steps of the states' earlier recording are gone with it. */
     for (l = 0; l < m->c.nLayers; ++l) PSK_TRY(gpu, pskResetDecodeCommandDescriptors(m->states[l]));
     VK_TRY(vkResetCommandBuffer(m->stepCmd, 0));

@@ -394,6 +394,29 @@ struct Run {
     double createMs = 0, callsMs = 0;  // wall time: the attention's creation (pipelines, self-test probes), the calls
 };
 
+/**
+ * The calls of one candidate and shape: `call(&ms)` runs one, its GPU time into ms, and returns an
+ * error or ""; at least o.warmup of them and o.warmupMs untimed, then o.runs timed. The median (on
+ * success) and the calls' wall time into `run`.
+ */
+template <typename Call>
+void timeCalls(const TuneOptions& o, Run& run, Call call) {
+    std::vector<double> samples;
+    double ms = 0;
+    const auto w0 = std::chrono::steady_clock::now();
+    for (uint32_t i = 0; run.error.empty() && (i < o.warmup || msSince(w0) < o.warmupMs); ++i) {
+        const std::string e = call(&ms);
+        if (!e.empty()) run.error = "warm-up call: " + e;
+    }
+    for (uint32_t i = 0; run.error.empty() && i < o.runs; ++i) {
+        const std::string e = call(&ms);
+        if (!e.empty()) run.error = "timed call: " + e;
+        else samples.push_back(ms);
+    }
+    run.callsMs = msSince(w0);
+    if (run.error.empty()) run.medianMs = psk::bench::summarize(samples).medianMs;
+}
+
 Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput) {
     Run run;
     const PskAttentionCreateInfo ai = attentionInfo(o, s);
@@ -427,21 +450,13 @@ Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Sha
     f.vBytes = in.v.size();
     f.outBytes = out.size();
     f.stats = &stats;
-    std::vector<double> samples;
-    const auto w0 = std::chrono::steady_clock::now();
-    for (uint32_t i = 0; run.error.empty() && (i < o.warmup || msSince(w0) < o.warmupMs); ++i) {
+    timeCalls(o, run, [&](double* ms) {
         const PskResult r = pskAttentionForwardHost(attn, &f);
-        if (r != PSK_SUCCESS) run.error = "warm-up call: " + sink.describe(r);
-    }
-    for (uint32_t i = 0; run.error.empty() && i < o.runs; ++i) {
-        const PskResult r = pskAttentionForwardHost(attn, &f);
-        if (r != PSK_SUCCESS) run.error = "timed call: " + sink.describe(r);
-        else samples.push_back(stats.gpuMilliseconds);
-    }
-    run.callsMs = msSince(w0);
+        *ms = stats.gpuMilliseconds;
+        return r == PSK_SUCCESS ? std::string() : sink.describe(r);
+    });
     pskDestroyAttention(attn);
     if (!run.error.empty()) return run;
-    run.medianMs = psk::bench::summarize(samples).medianMs;
     if (keepOutput) run.out = psk::storage::decode(out, o.dtype);
     run.ok = true;
     return run;
@@ -538,16 +553,12 @@ Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, co
         dev.timestamps(cb, false);
         if (!dev.end(cb) && run.error.empty()) run.error = "vkEndCommandBuffer failed";
     }
-    std::vector<double> samples;
-    const auto w0 = std::chrono::steady_clock::now();
-    for (uint32_t i = 0; run.error.empty() && (i < o.warmup || msSince(w0) < o.warmupMs); ++i) run.error = dev.submitWait(cb);
-    for (uint32_t i = 0; run.error.empty() && i < o.runs; ++i) {
-        run.error = dev.submitWait(cb);
-        const double ms = run.error.empty() ? dev.elapsedMs() : -1;
-        if (run.error.empty() && ms < 0) run.error = "vkGetQueryPoolResults failed";
-        if (run.error.empty()) samples.push_back(ms);
-    }
-    run.callsMs = msSince(w0);
+    if (run.error.empty())
+        timeCalls(o, run, [&](double* ms) {
+            std::string e = dev.submitWait(cb);
+            if (e.empty() && (*ms = dev.elapsedMs()) < 0) e = "vkGetQueryPoolResults failed";
+            return e;
+        });
     if (run.error.empty() && keepOutput) {
         run.error = dev.create(readback, in.outBytes, true);
         if (run.error.empty()) run.error = dev.submitOnce([&](VkCommandBuffer c1) { dev.copy(c1, b->out.buffer, readback.buffer, in.outBytes); });
@@ -562,7 +573,6 @@ Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, co
     for (auto& w : ws) dev.destroy(w);
     pskDestroyAttention(attn);
     if (!run.error.empty()) return run;
-    run.medianMs = psk::bench::summarize(samples).medianMs;
     run.ok = true;
     return run;
 }

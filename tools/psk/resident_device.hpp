@@ -126,42 +126,40 @@ public:
         features.pNext = &storage16;
         storage16.storageBuffer16BitAccess = req.storageBuffer16BitAccess;
         void** tail = &storage16.pNext;
-        if (req.shaderFloat16) {
-            float16.shaderFloat16 = VK_TRUE;
-            *tail = &float16;
-            tail = &float16.pNext;
-        }
-        if (req.subgroupSizeControl) {
-            subgroup.subgroupSizeControl = VK_TRUE;
-            subgroup.computeFullSubgroups = req.computeFullSubgroups;
-            *tail = &subgroup;
-            tail = &subgroup.pNext;
-        }
+        auto chain = [&tail](auto& s) {  // appends s to the pNext chain
+            *tail = &s;
+            tail = &s.pNext;
+        };
         auto coopKHR = vkStruct<VkPhysicalDeviceCooperativeMatrixFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR);
         auto coopNV = vkStruct<VkPhysicalDeviceCooperativeMatrixFeaturesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV);
         auto memoryModel = vkStruct<VkPhysicalDeviceVulkanMemoryModelFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES);
         auto bfloat16 = vkStruct<VkPhysicalDeviceShaderBfloat16FeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_BFLOAT16_FEATURES_KHR);
+        if (req.shaderFloat16) {
+            float16.shaderFloat16 = VK_TRUE;
+            chain(float16);
+        }
+        if (req.subgroupSizeControl) {
+            subgroup.subgroupSizeControl = VK_TRUE;
+            subgroup.computeFullSubgroups = req.computeFullSubgroups;
+            chain(subgroup);
+        }
         if (req.cooperativeMatrixKHR) {
             coopKHR.cooperativeMatrix = VK_TRUE;
-            *tail = &coopKHR;
-            tail = &coopKHR.pNext;
+            chain(coopKHR);
         }
         if (req.cooperativeMatrixNV) {
             coopNV.cooperativeMatrix = VK_TRUE;
-            *tail = &coopNV;
-            tail = &coopNV.pNext;
+            chain(coopNV);
         }
         if (req.vulkanMemoryModel) {
             memoryModel.vulkanMemoryModel = VK_TRUE;
             memoryModel.vulkanMemoryModelDeviceScope = req.vulkanMemoryModelDeviceScope;
-            *tail = &memoryModel;
-            tail = &memoryModel.pNext;
+            chain(memoryModel);
         }
         if (req.shaderBFloat16Type) {
             bfloat16.shaderBFloat16Type = VK_TRUE;
             bfloat16.shaderBFloat16CooperativeMatrix = req.shaderBFloat16CooperativeMatrix;
-            *tail = &bfloat16;
-            tail = &bfloat16.pNext;
+            chain(bfloat16);
         }
         const float priority = 1.0f;
         auto qi = vkStruct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);
