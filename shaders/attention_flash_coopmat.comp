@@ -6,27 +6,39 @@
 // and key chunks as attention_tiled.comp; the per-row state between chunks is this kernel's own
 // (m, l, o with m this kernel's reference, below).
 //
-// A workgroup owns TILE_M = SG_M * CM_M consecutive query rows of one (batch, query head); subgroup
-// g owns rows g CM_M .. g CM_M + CM_M - 1 of them, all KEY_TILE keys of a step and all dv output
-// columns, so no subgroup ever waits for another's rows. Per workgroup:
+// A workgroup owns TILE_M = SG_M * ROW_TILES * CM_M consecutive query rows of one (batch, query
+// head); subgroup g owns the SG_ROWS = ROW_TILES * CM_M rows g SG_ROWS .. of them (ROW_TILES row
+// tiles of CM_M), all KEY_TILE keys of a step and all dv output columns, so no subgroup ever waits
+// for another's rows. Per workgroup:
 //
-//  Q is staged once and each subgroup keeps its CM_M x h rows as A operands in registers (the Q
+//  Q is staged once and each subgroup keeps its SG_ROWS x h rows as A operands in registers (the Q
 //  region of shared memory then holds the subgroups' weight tiles P).
 //  Per key tile (KEY_TILE keys; with a causal mask only the tiles up to the workgroup's last row):
 //   1. The tile's K and V, loaded into registers during the previous tile's products, are written
 //      to shared memory (two workgroup barriers: the previous tile is read; this one is written),
 //      then the next tile's global loads are issued into the registers.
-//   2. S = Q K^T: ST = KEY_TILE / CM_N float32 accumulators per subgroup (score tiles whose keys all
-//      lie after the subgroup's last row are skipped: the causal diagonal), stored to the
-//      subgroup's float32 scratch.
-//   3. Per row, in float32, by the lanes that own the row (LPR lanes per row, each a strided part of
-//      the keys): scale, mask (keys past the chunk; causal: key > row), the tile's largest value,
-//      and the row's reference m (below); the weights into the subgroup's P tile (CM_TO_OPERAND),
-//      their sum into the lane's part of the row's denominator l.
-//   4. O += P V on cooperative matrices: NT = ceil(dv / CM_N) float32 accumulators per subgroup,
-//      held across the key tiles.
+//   2. S = Q K^T, one CM_N-key score tile at a time: each K^T operand loaded from shared memory
+//      serves the ROW_TILES row tiles (ROW_TILES float32 accumulators live), which are stored to the
+//      subgroup's float32 scratch as soon as they are done (score tiles whose keys all lie after a
+//      row tile's last row are skipped: the causal diagonal).
+//   3. Per row, in float32, by the lanes that own the row (LPR lanes per row, taking runs of 8
+//      consecutive keys in turn): scale, mask (keys past the chunk; causal: key > row), the tile's
+//      largest value, and the row's reference m (below); the weights into the subgroup's P tile,
+//      rounded to the operand type, 8 per 16-byte store, their sum into the lane's part of the
+//      row's denominator l. With one row tile a lane keeps
+//      its scores in registers between the two passes; with more it reads them from the scratch
+//      again (registers for the row tiles' accumulators instead).
+//   4. O += P V on cooperative matrices: NT = ceil(dv / CM_N) float32 accumulators per row tile,
+//      held across the key tiles; each V operand loaded from shared memory serves every row tile.
 //  After the last key tile: O / l (softmax) or O / (1 + l) (polynomial) through the scratch, or
 //  the state (m, l, O) of the rows for the next key chunk (FLAG_STORE_STATE).
+//
+// Why row tiles (ROW_TILES > 1): per subgroup and key tile the K^T and V operands are read from
+// shared memory once whatever the rows (2 KEY_TILE h bytes each at h = dv), the scores and weights
+// once per row (CM_M KEY_TILE (4 + 4 + 2 + 2) bytes per row tile); with one row tile of 16 rows the
+// operand reads are 16 KiB of the 28 KiB a 64 x 64 tile moves through the shared-memory data path
+// for 131072 multiply-adds, with two 20 KiB for the same work (docs/MODEL.md, "The
+// FlashAttention-2 softmax with row tiles"). The tiling table (planAttentionFlashCoopMat) has both.
 //
 // The reference m and the accumulators' rescaling. Weights are taken relative to a per-row
 // reference that only grows: softmax w = 2^(x log2(e) - m) with m the log2-scaled score that was
@@ -45,9 +57,14 @@
 //
 // Shared memory (the host computes it: attentionFlashCoopMatSharedBytes, tiled_forward.cpp):
 // operands (rows padded by 8 elements: 16-byte aligned at 2 bytes, the load/store rule) Q or the
-// P tiles, K, V; float32 the score scratch per subgroup (CM_M rows of KEY_TILE + 4), reused for
-// the rescale and the output; a float per lane for the row reductions. The emulated backend keeps
-// operands as 4-byte floats and adds its exchange region per subgroup (coopmat.glsl).
+// P tiles, K, V; float32 the score scratch per subgroup (SG_ROWS rows of KEY_TILE + 4), reused for
+// the rescale and the output; a float per lane for the row reductions. The operand pool is an
+// array of uvec4, eight 16-bit operands each (CM_PACKED; both extensions load operands from it
+// with element and stride in its units): Q, K and V rows go in as they were loaded, 16 bytes per
+// store, and P 8 weights per store, where one 16-bit store per operand cost 8 shared-memory
+// instructions per 16 bytes (docs/MODEL.md, "The FlashAttention-2 softmax with row tiles"). The
+// emulated backend reads the same packed pool (coopmat.glsl, CM_LOAD_ROW_A_V) and adds its
+// exchange region per subgroup.
 //
 // llvmpipe's loop budget (attention_tiled.comp): the run-time loops per key tile are the key-tile
 // loop and, in the emulated backend, the loops over matrix tiles, staged chunks and a row's keys
@@ -84,11 +101,12 @@ layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; 
 // Per row: [reference m, denominator l, accumulator[VALUE_DIM]], rows in [batch][q head][token] order.
 layout(std430, binding = BINDING_STATE) buffer StateBuffer { float state_data[]; };
 
-const uint TILE_M = SG_M * CM_M;
+const uint SG_ROWS = ROW_TILES * CM_M;             // rows per subgroup
+const uint TILE_M = SG_M * SG_ROWS;
 const uint LANES = THREADS / SG_M;                  // the subgroup size the host planned
-const uint LPR = LANES >= CM_M ? LANES / CM_M : 1u;  // lanes per row in the per-row steps
+const uint LPR = LANES >= SG_ROWS ? LANES / SG_ROWS : 1u;  // lanes per row in the per-row steps
 const uint ROW_STEP = LANES / LPR;                   // rows the subgroup's lanes take at once
-const uint RPL = (CM_M + ROW_STEP - 1u) / ROW_STEP;  // rows per lane
+const uint RPL = (SG_ROWS + ROW_STEP - 1u) / ROW_STEP;  // rows per lane
 const uint KPL = KEY_TILE / LPR;                     // keys per lane and row
 const uint HP = (HEAD_DIM + CM_K - 1u) / CM_K * CM_K;  // q, k columns padded to the product's K
 const uint KSTEPS = HP / CM_K;
@@ -104,11 +122,13 @@ const uint LDV = NC + PAD;        // V rows (row-major B)
 const uint LDS = KEY_TILE + 4u;   // float32 score rows
 const uint HC = HP / 8u, VC = NC / 8u;  // 8-element chunks of a staged K or V row
 const uint Q_SIZE = TILE_M * LDQ, P_SIZE = TILE_M * LDP;
-const uint OP_Q = 0u;  // Q, then each subgroup's P tile at OP_Q + g CM_M LDP
+const uint OP_Q = 0u;  // Q, then each subgroup's P tile at OP_Q + g SG_ROWS LDP
 const uint OP_K = Q_SIZE > P_SIZE ? Q_SIZE : P_SIZE;
 const uint OP_V = OP_K + KEY_TILE * LDQ;
 const uint OP_POOL = OP_V + KEY_TILE * LDV;
-const uint F_POOL = SG_M * CM_M * LDS;
+const uint F_POOL = SG_M * SG_ROWS * LDS;
+// Scores stay in registers between the per-row passes with one row tile (see step 3).
+const bool CACHE_SCORES = ROW_TILES == 1u;
 const uint K_ITEMS = (KEY_TILE * HC + THREADS - 1u) / THREADS;  // chunks per invocation and key tile
 const uint V_ITEMS = (KEY_TILE * VC + THREADS - 1u) / THREADS;
 const uint STATE_ROW = VALUE_DIM + 2u;
@@ -125,39 +145,20 @@ const float NEG_INF = -1.0 / 0.0;
 #define TILE_LOOP [[unroll]]
 #endif
 
-shared CM_OPERAND op_pool[OP_POOL];
+shared CM_PACKED op_pool[OP_POOL / 8u];  // eight operands per element (offsets below count operands)
 shared float f_pool[F_POOL];
 shared float reduce_pool[SG_M * LANES];
 
-// Two elements as the operand type's 16 bits each (exact for data of the operand type).
+// Two elements as the operand type's 16 bits each: exact for data of the operand type, rounded to
+// nearest even otherwise (the weights P).
 uint pack_pair(float a, float b) {
 #if defined(OPERAND_F16)
     return packHalf2x16(vec2(a, b));
 #else
-    return (floatBitsToUint(a) >> 16) | (floatBitsToUint(b) & 0xFFFF0000u);
+    uvec2 u = floatBitsToUint(vec2(a, b));
+    u += 0x7FFFu + ((u >> 16) & 1u);  // finite, non-negative weights and exact data: no NaN to keep
+    return (u.x >> 16) | (u.y & 0xFFFF0000u);
 #endif
-}
-float low_half(uint u) {
-#if defined(OPERAND_F16)
-    return unpackHalf2x16(u).x;
-#else
-    return uintBitsToFloat(u << 16);
-#endif
-}
-float high_half(uint u) {
-#if defined(OPERAND_F16)
-    return unpackHalf2x16(u).y;
-#else
-    return uintBitsToFloat(u & 0xFFFF0000u);
-#endif
-}
-
-// Eight operands at op_pool[at ..].
-void put_chunk(uint at, uvec4 c) {
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-        op_pool[at + 2u * i] = CM_TO_OPERAND(low_half(c[i]));
-        op_pool[at + 2u * i + 1u] = CM_TO_OPERAND(high_half(c[i]));
-    }
 }
 
 // `out` = elements d0 .. d0 + 7 of the row at element `base` (zero at and past `width`): one
@@ -195,7 +196,7 @@ float row_reduce(float v, bool is_max) {
 
 void main() {
     // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
-    CM_POISON_SHARED(op_pool, OP_POOL);
+    CM_POISON_SHARED_V(op_pool, OP_POOL / 8u);
     CM_POISON_SHARED(f_pool, F_POOL);
     const uint row_begin = gl_WorkGroupID.x * TILE_M;
     const uint q_head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
@@ -204,9 +205,9 @@ void main() {
     const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
     const uint row_end = min(params.n, row_begin + TILE_M);
     const uint rows = row_end - row_begin;  // >= 1: the grid covers ceil(n / TILE_M) tiles
-    const uint sg_row0 = sg * CM_M;         // the subgroup's first row in the tile
+    const uint sg_row0 = sg * SG_ROWS;      // the subgroup's first row in the tile
     const bool sg_rows = sg_row0 < rows;    // the subgroup has rows (subgroup-uniform)
-    const uint sg_last = row_begin + min(sg_row0 + CM_M, rows) - 1u;  // its last row (when sg_rows)
+    const uint sg_last = row_begin + min(sg_row0 + SG_ROWS, rows) - 1u;  // its last row (when sg_rows)
     // Keys past the tile's last row never matter under the causal mask.
     const uint key_end = min(params.key_limit, CAUSAL ? row_end : params.n);
     const uint q_base = tensor_row(params.q_strides, batch, q_head, row_begin);
@@ -214,9 +215,9 @@ void main() {
     const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
     const uint state_row0 = (batch * params.num_q_heads + q_head) * params.n + row_begin + sg_row0;
     const bool aligned = (params.flags & FLAG_ALIGNED_ROWS) != 0u;
-    const uint part = lane % LPR;        // which keys / columns of its row the lane takes
-    const uint scratch = sg * CM_M * LDS;  // the subgroup's float32 scratch
-    const uint p_tile = OP_Q + sg * CM_M * LDP;
+    const uint part = lane % LPR;             // which keys / columns of its row the lane takes
+    const uint scratch = sg * SG_ROWS * LDS;  // the subgroup's float32 scratch
+    const uint p_tile = OP_Q + sg * SG_ROWS * LDP;
 #if defined(KIND_SOFTMAX)
     const float x_scale = params.scale * 1.4426950408889634;  // s log2(e): weights as powers of two
 #elif defined(KIND_POLYNOMIAL)
@@ -224,13 +225,16 @@ void main() {
 #else
 #error "define KIND_SOFTMAX or KIND_POLYNOMIAL"
 #endif
+    // Row tile mt of the subgroup has rows (subgroup-uniform); its last row's token (when it has).
+#define TILE_HAS_ROWS(mt) (sg_row0 + (mt) * CM_M < rows)
+#define TILE_LAST(mt) (row_begin + min(sg_row0 + ((mt) + 1u) * CM_M, rows) - 1u)
 
     // ---- Q staged once; the first key tile's loads issued ----
     for (uint i = lid; i < TILE_M * HC; i += THREADS) {
         const uint r = i / HC, c = i % HC;
         uvec4 chunk = uvec4(0u);
         if (r < rows) LOAD_CHUNK(chunk, q_data, q_rows, q_base + r * params.q_strides.token, c * 8u, HEAD_DIM, aligned)
-        put_chunk(OP_Q + r * LDQ + c * 8u, chunk);
+        op_pool[(OP_Q + r * LDQ) / 8u + c] = chunk;
     }
     uvec4 k_next[K_ITEMS], v_next[V_ITEMS];
 #define FETCH_KEY_TILE(ks_)                                                                                 \
@@ -248,9 +252,11 @@ void main() {
     }
     FETCH_KEY_TILE(params.key_begin)
     barrier();
-    CM_A qa[KSTEPS];
+    CM_A qa[ROW_TILES * KSTEPS];  // row tile mt's operand kk at qa[mt KSTEPS + kk]
     if (sg_rows) {
-        [[unroll]] for (uint kk = 0u; kk < KSTEPS; ++kk) CM_LOAD_ROW_A(qa[kk], op_pool, OP_Q + sg_row0 * LDQ + kk * CM_K, LDQ);
+        TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+            [[unroll]] for (uint kk = 0u; kk < KSTEPS; ++kk)
+                CM_LOAD_ROW_A_V(qa[mt * KSTEPS + kk], op_pool, (OP_Q + (sg_row0 + mt * CM_M) * LDQ + kk * CM_K) / 8u, LDQ / 8u);
     }
 
     // ---- Row state: zero, or the previous key chunk's ----
@@ -259,12 +265,14 @@ void main() {
         m_ref[rr] = NEG_INF;
         l_part[rr] = 0.0;
     }
-    CM_ACC o_acc[NT];
-    [[unroll]] for (uint w = 0u; w < NT; ++w) o_acc[w] = CM_ACC_ZERO;
+    CM_ACC o_acc[ROW_TILES * NT];  // row tile mt's value tile w at o_acc[mt NT + w]
+    [[unroll]] for (uint a = 0u; a < ROW_TILES * NT; ++a) o_acc[a] = CM_ACC_ZERO;
+    // Value tile w of the subgroup's rows passes through the scratch as SG_ROWS x CM_N floats (stride
+    // CM_N: row tile mt at scratch + mt CM_M CM_N), for the state in, the rescale and the output.
     if ((params.flags & FLAG_LOAD_STATE) != 0u && sg_rows) {
         [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
             const uint r = rr * ROW_STEP + lane / LPR;
-            if (r < CM_M && sg_row0 + r < rows) {
+            if (r < SG_ROWS && sg_row0 + r < rows) {
                 m_ref[rr] = state_data[(state_row0 + r) * STATE_ROW];
                 l_part[rr] = part == 0u ? state_data[(state_row0 + r) * STATE_ROW + 1u] : 0.0;
             }
@@ -275,14 +283,15 @@ void main() {
                 const uint r = rr * ROW_STEP + lane / LPR;
                 TILE_LOOP for (uint t = 0u; t < CPL; ++t) {
                     const uint c = part + LPR * t, col = w * CM_N + c;
-                    if (r < CM_M)
+                    if (r < SG_ROWS)
                         f_pool[scratch + r * CM_N + c] =
                             sg_row0 + r < rows && col < VALUE_DIM ? state_data[(state_row0 + r) * STATE_ROW + 2u + col] : 0.0;
                 }
             }
             subgroupMemoryBarrierShared();
             subgroupBarrier();
-            CM_LOAD_ROW_ACC(o_acc[w], f_pool, scratch, CM_N);
+            TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                CM_LOAD_ROW_ACC(o_acc[mt * NT + w], f_pool, scratch + mt * CM_M * CM_N, CM_N);
         }
     }
 
@@ -292,11 +301,11 @@ void main() {
         barrier();  // every subgroup is done with the previous tile's K, V (and with Q)
         TILE_LOOP for (uint it = 0u; it < K_ITEMS; ++it) {
             const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * HC) put_chunk(OP_K + i / HC * LDQ + i % HC * 8u, k_next[it]);
+            if (i < KEY_TILE * HC) op_pool[(OP_K + i / HC * LDQ) / 8u + i % HC] = k_next[it];
         }
         TILE_LOOP for (uint it = 0u; it < V_ITEMS; ++it) {
             const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * VC) put_chunk(OP_V + i / VC * LDV + i % VC * 8u, v_next[it]);
+            if (i < KEY_TILE * VC) op_pool[(OP_V + i / VC * LDV) / 8u + i % VC] = v_next[it];
         }
         barrier();
         if (ks + KEY_TILE < key_end) {
@@ -305,44 +314,54 @@ void main() {
         // The subgroup has rows that see keys of this tile (subgroup-uniform).
         if (!sg_rows || (CAUSAL && ks > sg_last)) continue;
 
-        // ---- 2. S = Q K^T (score tiles past the subgroup's last row skipped) ----
-        CM_ACC s_acc[ST];
+        // ---- 2. S = Q K^T, stored score tile by score tile (tiles past a row tile's last row skipped) ----
+        subgroupBarrier();  // the scratch's previous contents are read
         TILE_LOOP for (uint t = 0u; t < ST; ++t) {
-            s_acc[t] = CM_ACC_ZERO;
             if (t * CM_N < klen && (!CAUSAL || ks + t * CM_N <= sg_last)) {
+                CM_ACC s_acc[ROW_TILES];
+                TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt) s_acc[mt] = CM_ACC_ZERO;
                 TILE_LOOP for (uint kk = 0u; kk < KSTEPS; ++kk) {
                     CM_B kb;
-                    CM_LOAD_COL_B(kb, op_pool, OP_K + t * CM_N * LDQ + kk * CM_K, LDQ);  // K^T
-                    s_acc[t] = CM_MULADD(qa[kk], kb, s_acc[t]);
+                    CM_LOAD_COL_B_V(kb, op_pool, (OP_K + t * CM_N * LDQ + kk * CM_K) / 8u, LDQ / 8u);  // K^T
+                    TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                        if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + t * CM_N <= TILE_LAST(mt)))
+                            s_acc[mt] = CM_MULADD(qa[mt * KSTEPS + kk], kb, s_acc[mt]);
                 }
+                // Tiles skipped here are never read: their keys are masked for every row of theirs.
+                TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                    if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + t * CM_N <= TILE_LAST(mt)))
+                        CM_STORE_ROW(s_acc[mt], f_pool, scratch + mt * CM_M * LDS + t * CM_N, LDS);
             }
         }
-        subgroupBarrier();  // the scratch's previous contents are read
-        TILE_LOOP for (uint t = 0u; t < ST; ++t) CM_STORE_ROW(s_acc[t], f_pool, scratch + t * CM_N, LDS);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
 
         // ---- 3. Per row: mask, the tile's largest value, the reference, the weights ----
-        float xs[RPL * KPL];
+        // x of key j of row r: log2 of its weight before the reference (softmax), or the weight
+        // before it (polynomial); keys at and past `visible` are masked.
+#if defined(KIND_SOFTMAX)
+#define SCORE_X(r_, j_, visible_) ((j_) < (visible_) ? f_pool[scratch + (r_) * LDS + (j_)] * x_scale : NEG_INF)
+#else
+#define SCORE_X(r_, j_, visible_) ((j_) < (visible_) ? weight_power(f_pool[scratch + (r_) * LDS + (j_)] * x_scale) : 0.0)
+#endif
+        // The lane's t-th key of a row: runs of 8 consecutive keys, the row's LPR lanes taking turns
+        // (so that a lane writes its weights 16 bytes at a time).
+#define LANE_KEY(t_) (((t_) / 8u) * 8u * LPR + part * 8u + (t_) % 8u)
+        float xs[CACHE_SCORES ? RPL * KPL : 1u];
+        uint visible[RPL];
         float corr[RPL];
         bool rescale = false;
         [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
             const uint r = rr * ROW_STEP + lane / LPR;
             const uint i = row_begin + sg_row0 + r;  // the row's token
             // Keys j < visible of the tile count for this row (rows past n see none).
-            const bool valid = r < CM_M && sg_row0 + r < rows;
-            uint visible = valid ? klen : 0u;
-            if (CAUSAL) visible = valid && i >= ks ? min(klen, i - ks + 1u) : 0u;
+            const bool valid = r < SG_ROWS && sg_row0 + r < rows;
+            visible[rr] = valid ? klen : 0u;
+            if (CAUSAL) visible[rr] = valid && i >= ks ? min(klen, i - ks + 1u) : 0u;
             float top = NEG_INF;
             TILE_LOOP for (uint t = 0u; t < KPL; ++t) {
-                const uint j = part + LPR * t;
-                const float s = r < CM_M ? f_pool[scratch + r * LDS + j] * x_scale : 0.0;
-#if defined(KIND_SOFTMAX)
-                const float x = j < visible ? s : NEG_INF;  // log2 of the weight, before the reference
-#else
-                const float x = j < visible ? weight_power(s) : 0.0;  // the weight, before the reference
-#endif
-                xs[rr * KPL + t] = x;
+                const float x = SCORE_X(r, LANE_KEY(t), visible[rr]);
+                if (CACHE_SCORES) xs[rr * KPL + t] = x;
                 top = max(top, x);
             }
             top = row_reduce(top, true);
@@ -369,50 +388,62 @@ void main() {
 #endif
             l_part[rr] *= corr[rr];
         }
+        [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
+            const uint r = rr * ROW_STEP + lane / LPR;
+            float sum = 0.0;
+            TILE_LOOP for (uint g = 0u; g < KPL / 8u; ++g) {  // a run of 8 keys: one 16-byte store of P
+                float w[8];
+                [[unroll]] for (uint e = 0u; e < 8u; ++e) {
+                    const uint t = g * 8u + e;
+                    const float x = CACHE_SCORES ? xs[rr * KPL + t] : SCORE_X(r, LANE_KEY(t), visible[rr]);
+#if defined(KIND_SOFTMAX)
+                    w[e] = x > NEG_INF ? exp2(x - m_ref[rr]) : 0.0;
+#else
+                    w[e] = x > 0.0 ? ldexp(x, -int(m_ref[rr])) : 0.0;  // m is finite where a weight is > 0
+#endif
+                    sum += w[e];
+                }
+                if (r < SG_ROWS)
+                    op_pool[(p_tile + r * LDP + LANE_KEY(g * 8u)) / 8u] =
+                        uvec4(pack_pair(w[0], w[1]), pack_pair(w[2], w[3]), pack_pair(w[4], w[5]), pack_pair(w[6], w[7]));
+            }
+            l_part[rr] += sum;
+        }
         if (subgroupAny(rescale)) {
-            // O's rows times corr, through the scratch (its scores are in xs now).
+            // O's rows times corr, through the scratch (read by the weights above: the barrier first).
             TILE_LOOP for (uint w = 0u; w < NT; ++w) {
                 subgroupBarrier();
-                CM_STORE_ROW(o_acc[w], f_pool, scratch, CM_N);
+                TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                    CM_STORE_ROW(o_acc[mt * NT + w], f_pool, scratch + mt * CM_M * CM_N, CM_N);
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
                 [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
                     const uint r = rr * ROW_STEP + lane / LPR;
                     TILE_LOOP for (uint t = 0u; t < CPL; ++t)
-                        if (r < CM_M) f_pool[scratch + r * CM_N + part + LPR * t] *= corr[rr];
+                        if (r < SG_ROWS) f_pool[scratch + r * CM_N + part + LPR * t] *= corr[rr];
                 }
                 subgroupMemoryBarrierShared();
                 subgroupBarrier();
-                CM_LOAD_ROW_ACC(o_acc[w], f_pool, scratch, CM_N);
+                TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                    CM_LOAD_ROW_ACC(o_acc[mt * NT + w], f_pool, scratch + mt * CM_M * CM_N, CM_N);
             }
-        }
-        [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
-            const uint r = rr * ROW_STEP + lane / LPR;
-            float sum = 0.0;
-            TILE_LOOP for (uint t = 0u; t < KPL; ++t) {
-                const float x = xs[rr * KPL + t];
-#if defined(KIND_SOFTMAX)
-                const float w = x > NEG_INF ? exp2(x - m_ref[rr]) : 0.0;
-#else
-                const float w = x > 0.0 ? ldexp(x, -int(m_ref[rr])) : 0.0;  // m is finite where a weight is > 0
-#endif
-                sum += w;
-                if (r < CM_M) op_pool[p_tile + r * LDP + part + LPR * t] = CM_TO_OPERAND(w);
-            }
-            l_part[rr] += sum;
         }
         subgroupMemoryBarrierShared();
         subgroupBarrier();
 
-        // ---- 4. O += P V (key steps past the subgroup's last row skipped) ----
+        // ---- 4. O += P V (key steps past a row tile's last row skipped) ----
         TILE_LOOP for (uint kk = 0u; kk < PSTEPS; ++kk) {
             if (kk * CM_K < klen && (!CAUSAL || ks + kk * CM_K <= sg_last)) {
-                CM_A pa;
-                CM_LOAD_ROW_A(pa, op_pool, p_tile + kk * CM_K, LDP);
+                CM_A pa[ROW_TILES];
+                TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                    if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + kk * CM_K <= TILE_LAST(mt)))
+                        CM_LOAD_ROW_A_V(pa[mt], op_pool, (p_tile + mt * CM_M * LDP + kk * CM_K) / 8u, LDP / 8u);
                 TILE_LOOP for (uint w = 0u; w < NT; ++w) {
                     CM_B vb;
-                    CM_LOAD_ROW_B(vb, op_pool, OP_V + kk * CM_K * LDV + w * CM_N, LDV);
-                    o_acc[w] = CM_MULADD(pa, vb, o_acc[w]);
+                    CM_LOAD_ROW_B_V(vb, op_pool, (OP_V + kk * CM_K * LDV + w * CM_N) / 8u, LDV / 8u);
+                    TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+                        if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + kk * CM_K <= TILE_LAST(mt)))
+                            o_acc[mt * NT + w] = CM_MULADD(pa[mt], vb, o_acc[mt * NT + w]);
                 }
             }
         }
@@ -425,7 +456,7 @@ void main() {
     [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
         const float l = row_reduce(l_part[rr], false);
         const uint r = rr * ROW_STEP + lane / LPR;
-        if (store_state && part == 0u && r < CM_M && sg_row0 + r < rows) {
+        if (store_state && part == 0u && r < SG_ROWS && sg_row0 + r < rows) {
             state_data[(state_row0 + r) * STATE_ROW] = m_ref[rr];
             state_data[(state_row0 + r) * STATE_ROW + 1u] = l;
         }
@@ -438,14 +469,15 @@ void main() {
     }
     TILE_LOOP for (uint w = 0u; w < NT; ++w) {
         subgroupBarrier();
-        CM_STORE_ROW(o_acc[w], f_pool, scratch, CM_N);
+        TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
+            CM_STORE_ROW(o_acc[mt * NT + w], f_pool, scratch + mt * CM_M * CM_N, CM_N);
         subgroupMemoryBarrierShared();
         subgroupBarrier();
         [[unroll]] for (uint rr = 0u; rr < RPL; ++rr) {
             const uint r = rr * ROW_STEP + lane / LPR;
             TILE_LOOP for (uint t = 0u; t < CPL; ++t) {
                 const uint c = part + LPR * t, col = w * CM_N + c;
-                if (r < CM_M && sg_row0 + r < rows && col < VALUE_DIM) {
+                if (r < SG_ROWS && sg_row0 + r < rows && col < VALUE_DIM) {
                     const float o = f_pool[scratch + r * CM_N + c];
                     if (store_state)
                         state_data[(state_row0 + r) * STATE_ROW + 2u + col] = o;

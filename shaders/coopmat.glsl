@@ -12,6 +12,12 @@
 //   CM_LOAD_ROW(m, arr, element, stride)  load m from arr[element...], rows `stride` elements apart
 //   CM_LOAD_COL(m, arr, element, stride)  same, column-major (columns `stride` elements apart)
 //   CM_LOAD_ROW_ACC(m, arr, element, stride)  load a float32 accumulator row-major (to add to it)
+//   CM_LOAD_ROW_A_V, CM_LOAD_ROW_B_V, CM_LOAD_COL_B_V(m, arr, element, stride)
+//                          A or B operands from a uvec4 array (CM_PACKED: eight 16-bit operands
+//                          per element, as stored; element and stride in uvec4 units), which both
+//                          extensions allow for memory of another type than the matrix's: a kernel
+//                          then stages 16 bytes per store instead of one operand
+//   CM_POISON_SHARED_V(arr, count)  CM_POISON_SHARED for a CM_PACKED array
 //   CM_STORE_ROW(m, arr, element, stride) store m row-major
 //   CM_MULADD(a, b, c)     a * b + c
 //   CM_ADD_SCALED(total, m, s)  total += m * s for float32 accumulators and a float s (component-wise;
@@ -55,6 +61,7 @@
 #error "the emulated backend needs CM_SUBGROUPS (subgroups per workgroup) defined before the include"
 #endif
 #define CM_OPERAND float
+#define CM_PACKED uvec4
 #if defined(OPERAND_F16)
 // Round to float16 (nearest even) and back: packHalf2x16 is core GLSL, no float16 arithmetic needed.
 #define CM_TO_OPERAND(value) unpackHalf2x16(packHalf2x16(vec2(value, 0.0))).x
@@ -96,6 +103,17 @@ CmFragment cm_fill(float v) {
 
 // The rules of a cooperative load, store or product at this call site (see the header comment):
 // the whole subgroup here, offset and stride uniform and 16-byte multiples at `bytes` per element.
+// NaN operands in every slot of a packed element (float16 0x7E00, bfloat16 0x7FC0).
+#if defined(OPERAND_F16)
+#define CM_NAN_PACKED uvec4(0x7E007E00u)
+#else
+#define CM_NAN_PACKED uvec4(0x7FC07FC0u)
+#endif
+#define CM_POISON_SHARED_V(arr, count)                                                               \
+    for (uint cm_i = gl_LocalInvocationIndex; cm_i < (count); cm_i += gl_WorkGroupSize.x * gl_WorkGroupSize.y) \
+        arr[cm_i] = CM_NAN_PACKED;                                                                   \
+    barrier()
+
 bool cm_legal(uint element, uint stride, uint bytes) {
     const bool converged = subgroupBallotBitCount(subgroupBallot(true)) == gl_SubgroupSize;
     return converged && subgroupAllEqual(element) && subgroupAllEqual(stride) && (element * bytes) % 16u == 0u &&
@@ -115,6 +133,32 @@ bool cm_legal(uint element, uint stride, uint bytes) {
                                   : CM_NAN;                                                           \
         }                                                                                             \
     }
+// Operand i (0-7) of a packed element: float16 halves, or bfloat16's high 16 bits of a float.
+float cm_unpack_operand(uvec4 v, uint i) {
+    const uint u = v[i / 2u];
+#if defined(OPERAND_F16)
+    return (i & 1u) == 0u ? unpackHalf2x16(u).x : unpackHalf2x16(u).y;
+#else
+    return uintBitsToFloat((i & 1u) == 0u ? u << 16 : u & 0xFFFF0000u);
+#endif
+}
+// A load from a CM_PACKED array: `element` and `stride` count uvec4 (16-byte) elements, as the
+// hardware extensions count the array's own elements; operand (r, c) of a row-major matrix is
+// operand 8 (element + r stride) + c of the array.
+#define CM_EMU_LOAD_PACKED(m, arr, element, stride, rows, cols, column_major)                       \
+    {                                                                                                 \
+        const bool cm_ok = cm_legal(8u * (element), 8u * (stride), 2u);                               \
+        for (uint cm_s = 0u; cm_s * gl_SubgroupSize < (rows) * (cols); ++cm_s) {                      \
+            const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                        \
+            const uint cm_r = cm_e / (cols), cm_c = cm_e % (cols);                                    \
+            const uint cm_h = (column_major) ? cm_c * 8u * (stride) + cm_r : cm_r * 8u * (stride) + cm_c; \
+            if (cm_e < (rows) * (cols))                                                               \
+                m.e[cm_s] = cm_ok ? cm_unpack_operand(arr[(element) + cm_h / 8u], cm_h % 8u) : CM_NAN;   \
+        }                                                                                             \
+    }
+#define CM_LOAD_ROW_A_V(m, arr, element, stride) CM_EMU_LOAD_PACKED(m, arr, element, stride, CM_M, CM_K, false)
+#define CM_LOAD_ROW_B_V(m, arr, element, stride) CM_EMU_LOAD_PACKED(m, arr, element, stride, CM_K, CM_N, false)
+#define CM_LOAD_COL_B_V(m, arr, element, stride) CM_EMU_LOAD_PACKED(m, arr, element, stride, CM_K, CM_N, true)
 #define CM_LOAD_ROW_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, false, 2u)
 #define CM_LOAD_COL_A(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_K, true, 2u)
 #define CM_LOAD_ROW_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, false, 2u)
@@ -180,6 +224,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #error "define OPERAND_F16 or OPERAND_BF16"
 #endif
 #define CM_TO_OPERAND(x) CM_OPERAND(x)
+#define CM_PACKED uvec4
 
 #if defined(COOPMAT_NV)
 #extension GL_NV_cooperative_matrix : require
@@ -220,6 +265,11 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 
 #define CM_ACC_ZERO CM_ACC(0.0)
 #define CM_POISON_SHARED(arr, count)
+#define CM_POISON_SHARED_V(arr, count)
+// Packed pools: the extensions' loads take arrays of uvec4 with element and stride in its units.
+#define CM_LOAD_ROW_A_V CM_LOAD_ROW_A
+#define CM_LOAD_ROW_B_V CM_LOAD_ROW_B
+#define CM_LOAD_COL_B_V CM_LOAD_COL_B
 #if defined(COOPMAT_NV)
 // Element by element over the invocation's components (matrices of one type share the layout):
 // Debian 12's spirv-opt (SPIRV-Tools 2022.4, glslc -O) crashes on OpFAdd of NV cooperative matrices.

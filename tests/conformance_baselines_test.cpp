@@ -9,13 +9,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <string>
+
+#include <unistd.h>
 
 #include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/storage_types.hpp"
 #include "support/host_forward.hpp"
 #include "support/kernel_paths.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -25,10 +30,8 @@ using psk::test::ContextTest;
 using Case = psk::conformance::BaselineCase;
 using psk::conformance::name;
 
-class BaselineConformance : public ContextTest, public ::testing::WithParamInterface<Case> {};
-
-TEST_P(BaselineConformance, MatchesFloat64Reference) {
-    const Case c = GetParam();
+/** Runs case c on ctx and holds it to the float64 reference; *planOut gets the attention's plan. */
+void checkCase(PskContext ctx, const Case& c, std::string* planOut = nullptr) {
     const uint64_t seed = psk::conformance::caseSeed(name(c));
     // Inputs as the device will see them (rounded to the storage type).
     const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(c.B) * c.Hq * c.n * c.h, seed + 1), c.type);
@@ -54,6 +57,7 @@ TEST_P(BaselineConformance, MatchesFloat64Reference) {
     ASSERT_EQ(pskGetAttentionPlan(attn, nullptr, &planSize), PSK_SUCCESS);
     std::string plan(planSize, '\0');
     ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &planSize), PSK_SUCCESS);
+    if (planOut) *planOut = plan;
 
     const float sentinel = 12345.0f;
     psk::test::HostForward forward;
@@ -94,10 +98,14 @@ TEST_P(BaselineConformance, MatchesFloat64Reference) {
     ASSERT_GT(maxRef, 1e-3) << "reference output is degenerate; the test would prove nothing";
     const double err = psk::test::relativeMaxError(got, want);
     const double limit = psk::conformance::threshold(c.type, psk::conformance::Family::Quadratic);
-    RecordProperty("relative_max_error", psk::ref::formatError(err));
+    ::testing::Test::RecordProperty("relative_max_error", psk::ref::formatError(err));
     psk::conformance::printError("quadratic", c.type, psk::test::planImplementations(plan), name(c), err, limit);
     EXPECT_LE(err, limit) << name(c);
 }
+
+class BaselineConformance : public ContextTest, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(BaselineConformance, MatchesFloat64Reference) { checkCase(ctx, GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, BaselineConformance, ::testing::ValuesIn(psk::conformance::baselineSweep()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
@@ -108,5 +116,62 @@ INSTANTIATE_TEST_SUITE_P(Sweep, BaselineConformance, ::testing::ValuesIn(psk::co
 // exercises; in the normal run it covers the same shapes through the FP32 kernel.
 INSTANTIATE_TEST_SUITE_P(Sweep16, BaselineConformance, ::testing::ValuesIn(psk::conformance::baselineSweep16()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
+
+// The entries of the FlashAttention-2 kernel's GPU tiling table (lib/forward/tiled_forward.cpp,
+// planAttentionFlashCoopMat) through the emulated backend with the GPU's tilings
+// (PSK_COOPMAT_EMULATION=gpu-tiles), each forced by a tuning table's baselines.tile, on shapes
+// that fit lavapipe's 32 KiB of shared memory: two row tiles per subgroup (entries 11-13) and one
+// (2, 3, the H200 table's, and 7), one to four row groups, 16 to 64 keys per step, n not a
+// multiple of any tile, causal and full, softmax and the polynomial, grouped-query heads, h = 16 to
+// 64, a partial value tile, float16 and bfloat16, both layouts. Each pair is one the entry fits
+// (the plan must apply it: an entry that fell back to the model's tiling would prove nothing
+// here); that an entry which does not fit is ignored with its reason is coopmat_selection_test's.
+struct FlashTilingCase {
+    uint32_t entry, rowTiles;
+    Case c;
+};
+class FlashTilings : public ContextTest, public ::testing::WithParamInterface<FlashTilingCase> {};
+
+std::vector<FlashTilingCase> flashTilingCases() {
+    Case a;  // softmax, causal, GQA, h = dv = 16
+    a.type = PSK_DATA_TYPE_FLOAT16;
+    a.causal = true, a.Hq = 2, a.Hkv = 1, a.n = 77, a.h = 16, a.dv = 16;
+    Case b = a;  // the polynomial, full, two K steps, a partial value tile
+    b.kind = PSK_ATTENTION_KIND_POLYNOMIAL, b.degree = 4, b.causal = false, b.Hkv = 2, b.h = 32, b.dv = 24;
+    Case c = a;  // bfloat16, BNHD, n below two key tiles
+    c.type = PSK_DATA_TYPE_BFLOAT16, c.layout = PSK_LAYOUT_BNHD, c.Hkv = 2, c.n = 40;
+    Case d = a;  // the benchmarked head dim
+    d.n = 130, d.h = 64, d.dv = 64;
+    return {{3, 1, a}, {7, 1, a}, {11, 2, a}, {13, 2, a}, {2, 1, b}, {12, 2, b}, {11, 2, c}, {11, 2, d}, {12, 2, d}};
+}
+
+TEST_P(FlashTilings, EntryMatchesFloat64Reference) {
+    const FlashTilingCase t = GetParam();
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("psk_flash_tile" + std::to_string(t.entry) + "_" + std::to_string(::getpid()) + ".tuning"))
+                                 .string();
+    {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fprintf(f, "psk-tuning 1\ndevice any\nbaselines.tile %u\n", t.entry);
+        std::fclose(f);
+    }
+    struct Remove {
+        std::string p;
+        ~Remove() { std::filesystem::remove(p); }
+    } removeFile{path};
+    psk::test::ScopedEnv emulation("PSK_COOPMAT_EMULATION", "gpu-tiles");
+    psk::test::ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    std::string plan;
+    checkCase(ctx, t.c, &plan);
+    ASSERT_NE(plan.find("attention_flash_coopmat"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("baselines.tile=" + std::to_string(t.entry) + " from tuning table"), std::string::npos) << plan;
+    EXPECT_NE(plan.find(" ROW_TILES=" + std::to_string(t.rowTiles)), std::string::npos) << plan;
+}
+
+INSTANTIATE_TEST_SUITE_P(GpuTable, FlashTilings, ::testing::ValuesIn(flashTilingCases()),
+                         [](const ::testing::TestParamInfo<FlashTilingCase>& info) {
+                             return "tile" + std::to_string(info.param.entry) + "_" + name(info.param.c);
+                         });
 
 }  // namespace

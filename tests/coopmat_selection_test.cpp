@@ -534,6 +534,8 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
                         EXPECT_EQ(spec.KEY_TILE % spec.CM_K, 0u) << what;
                         // 64 query rows up to h = 64 and 128 within 48 KiB; 16 or more at h = 256.
                         EXPECT_GE(plan.rows, h <= 128 ? 64u : 16u) << what;
+                        spec.ROW_TILES = get("ROW_TILES");
+                        EXPECT_EQ(spec.ROW_TILES, 1u) << what;  // the model's choices: one row tile per subgroup
                         EXPECT_EQ(plan.rows, spec.SG_M * spec.CM_M) << what;
                         EXPECT_EQ(plan.keysPerDispatch, 8192u) << what;  // no loop budget on a GPU
                         continue;
@@ -594,14 +596,22 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTileFromATuningTable) {
     EXPECT_EQ(spec(tuned, "KEY_TILE"), 16u) << tuned.kernel.describe();
     EXPECT_EQ(tuned.rows, 2u * spec(tuned, "CM_M"));
     EXPECT_NE(tuned.kernel.reason.find("baselines.tile=5 from tuning table test line 3"), std::string::npos) << tuned.kernel.reason;
+    // Entry 11: two row groups of two row tiles each (64 rows), 32 keys.
+    const psk::TuningTable rowTiles = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.tile 11\n", "rows");
+    const psk::TiledAttentionPlan twoTiles = psk::planTiledAttention(c, caps, &rowTiles);
+    EXPECT_EQ(spec(twoTiles, "SG_M"), 2u) << twoTiles.kernel.describe();
+    EXPECT_EQ(spec(twoTiles, "ROW_TILES"), 2u) << twoTiles.kernel.describe();
+    EXPECT_EQ(spec(twoTiles, "KEY_TILE"), 32u) << twoTiles.kernel.describe();
+    EXPECT_EQ(twoTiles.rows, 4u * spec(twoTiles, "CM_M"));
+    EXPECT_EQ(spec(model, "ROW_TILES"), 1u) << model.kernel.describe();  // the model's choice keeps one row tile
     // Another shape class is not matched; a polysketch entry is not read.
     psk::AttentionConfig other = c;
     other.headDim = other.valueDim = 128;
     EXPECT_EQ(psk::planTiledAttention(other, caps, &table).kernel.reason.find("from tuning table"), std::string::npos);
-    const psk::TuningTable past = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.tile 9\n", "past");
+    const psk::TuningTable past = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.tile 15\n", "past");
     const psk::TiledAttentionPlan ignored = psk::planTiledAttention(c, caps, &past);
     EXPECT_EQ(spec(ignored, "SG_M"), spec(model, "SG_M"));
-    EXPECT_NE(ignored.kernel.reason.find("(baselines.tile 9) ignored: the tiling table has 8 entries"), std::string::npos)
+    EXPECT_NE(ignored.kernel.reason.find("(baselines.tile 15) ignored: the tiling table has 14 entries"), std::string::npos)
         << ignored.kernel.reason;
 }
 

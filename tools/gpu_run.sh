@@ -457,9 +457,9 @@ phase_gpu() {
     step fixture $( ((lavapipe)) && echo 90 || echo 40) do_fixture
     step bisect $( ((lavapipe)) && echo 240 || echo 90) do_bisect
     step tests $( ((lavapipe)) && echo 150 || echo 90) do_tests
-    # The tune step takes what the bench can spare: at most 75 s, and never the bench's last 85 s.
+    # The tune step takes what the bench can spare: at most 90 s, and never the bench's last 85 s.
     local tune_limit=$((deadline - SECONDS - 85))
-    ((tune_limit > 75)) && tune_limit=75
+    ((tune_limit > 90)) && tune_limit=90
     if ((tune_limit >= 25)); then
         step tune "$tune_limit" do_tune
     else

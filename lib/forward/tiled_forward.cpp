@@ -57,14 +57,15 @@ uint32_t attentionTiledCoopMatEmulatedIterationsPerDispatch(const kernel::Attent
 
 uint32_t attentionFlashCoopMatSharedBytes(const kernel::AttentionFlashCoopMatSpec& s, bool emulated) {
     // Mirrors the shader's pools: operand rows padded by 8 elements (Q, or the subgroups' P tiles,
-    // then K and V), 4-byte operands when emulated; the float32 score scratch per subgroup, a float
-    // per invocation for the row reductions, and the emulation's exchange region (cm_scratch).
-    const uint32_t tileM = s.SG_M * s.CM_M, pad = 8;
+    // then K and V), 2 bytes each packed eight to a uvec4 (emulated too); the float32 score scratch
+    // per subgroup, a float per invocation for the row reductions, and the emulation's exchange
+    // region (cm_scratch).
+    const uint32_t tileM = s.SG_M * s.ROW_TILES * s.CM_M, pad = 8;
     const uint32_t hp = ceilDiv(s.HEAD_DIM, s.CM_K) * s.CM_K, nc = ceilDiv(s.VALUE_DIM, s.CM_N) * s.CM_N;
     const uint32_t operands = std::max(tileM * (hp + pad), tileM * (s.KEY_TILE + pad)) + s.KEY_TILE * (hp + pad) + s.KEY_TILE * (nc + pad);
     const uint32_t exchange = emulated ? s.SG_M * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;
     const uint32_t floats = tileM * (s.KEY_TILE + 4) + s.THREADS + exchange;
-    return (emulated ? 4 : 2) * operands + 4 * floats;
+    return 2 * operands + 4 * floats;
 }
 
 namespace {
@@ -81,30 +82,31 @@ struct EmulatedLoopCosts {
 
 uint32_t attentionFlashCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionFlashCoopMatSpec& s) {
     // Per invocation and key tile, every loop of the emulated variant (the shader's TILE_LOOPs are
-    // loops there): the key-tile loop; K and V staged and fetched in chunks of 8; the scores (tile
-    // and width loops, the emulation's loads and products), stored; a row's keys read and weighed
-    // (rows per lane x keys per lane, twice); the rescale of O counted as if it ran on every tile;
-    // P V (key steps x value tiles).
-    const uint32_t lanes = std::max<uint32_t>(1, s.THREADS / s.SG_M);
+    // loops there): the key-tile loop; K and V staged and fetched in chunks of 8; the scores (tile,
+    // width and row-tile loops, the emulation's loads and products), stored; a row's keys read and
+    // weighed (rows per lane x keys per lane, twice); the rescale of O counted as if it ran on every
+    // tile; P V (key steps, row tiles, value tiles).
+    const uint32_t lanes = std::max<uint32_t>(1, s.THREADS / s.SG_M), rt = std::max<uint32_t>(1, s.ROW_TILES);
     const EmulatedLoopCosts c(s.CM_M, s.CM_N, s.CM_K, lanes);
     const uint32_t ksteps = ceilDiv(s.HEAD_DIM, s.CM_K), st = s.KEY_TILE / s.CM_N, psteps = s.KEY_TILE / s.CM_K;
-    const uint32_t nt = ceilDiv(s.VALUE_DIM, s.CM_N);
-    const uint32_t lanesPerRow = lanes >= s.CM_M ? lanes / s.CM_M : 1, rowsPerLane = ceilDiv(s.CM_M, lanes / lanesPerRow);
+    const uint32_t nt = ceilDiv(s.VALUE_DIM, s.CM_N), sgRows = rt * s.CM_M;
+    const uint32_t lanesPerRow = lanes >= sgRows ? lanes / sgRows : 1, rowsPerLane = ceilDiv(sgRows, lanes / lanesPerRow);
     const uint32_t chunks = ceilDiv(s.KEY_TILE * ksteps * s.CM_K / 8, s.THREADS) + ceilDiv(s.KEY_TILE * nt * s.CM_N / 8, s.THREADS);
-    const uint32_t scores = st + st * ksteps * (1 + c.loadB + c.product) + st * (1 + c.tile);
+    const uint32_t scores = st * (1 + rt + ksteps * (1 + c.loadB + rt * (1 + c.product)) + rt * (1 + c.tile));
     const uint32_t rows = rowsPerLane * 2 * (s.KEY_TILE / lanesPerRow);
-    const uint32_t rescale = nt * (1 + 2 * c.tile + rowsPerLane * s.CM_N / lanesPerRow);
-    const uint32_t weighted = psteps * (1 + c.loadA + nt * (1 + c.loadB + c.product));
+    const uint32_t rescale = nt * (1 + 2 * rt * (1 + c.tile) + rowsPerLane * s.CM_N / lanesPerRow);
+    const uint32_t weighted = psteps * (1 + rt * (1 + c.loadA) + nt * (1 + c.loadB + rt * (1 + c.product)));
     return 1 + 2 * chunks + scores + rows + rescale + weighted;
 }
 
 uint32_t attentionFlashCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionFlashCoopMatSpec& s) {
     // Once per dispatch: the shared-memory poisoning, Q staged, Q's operands, the state in, the output out.
-    const EmulatedLoopCosts c(s.CM_M, s.CM_N, s.CM_K, std::max<uint32_t>(1, s.THREADS / s.SG_M));
-    const uint32_t tileM = s.SG_M * s.CM_M, hp = ceilDiv(s.HEAD_DIM, s.CM_K) * s.CM_K, nt = ceilDiv(s.VALUE_DIM, s.CM_N);
+    const uint32_t lanes = std::max<uint32_t>(1, s.THREADS / s.SG_M), rt = std::max<uint32_t>(1, s.ROW_TILES);
+    const EmulatedLoopCosts c(s.CM_M, s.CM_N, s.CM_K, lanes);
+    const uint32_t tileM = s.SG_M * rt * s.CM_M, hp = ceilDiv(s.HEAD_DIM, s.CM_K) * s.CM_K, nt = ceilDiv(s.VALUE_DIM, s.CM_N);
     const uint32_t poison = ceilDiv(attentionFlashCoopMatSharedBytes(s, true) / 4, s.THREADS);
-    const uint32_t perTile = 1 + c.tile + s.CM_M * s.CM_N / std::max<uint32_t>(1, s.THREADS / s.SG_M);  // state in or output out
-    return poison + ceilDiv(tileM * hp / 8, s.THREADS) + hp / s.CM_K * c.loadA + 2 * nt * perTile;
+    const uint32_t perTile = 1 + rt * (1 + c.tile) + rt * s.CM_M * s.CM_N / lanes;  // state in or output out
+    return poison + ceilDiv(tileM * hp / 8, s.THREADS) + rt * hp / s.CM_K * c.loadA + 2 * nt * perTile;
 }
 
 namespace {
@@ -161,24 +163,33 @@ bool planAttentionTiledCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
 namespace {
 
 /**
- * Tiling of attention_flash_coopmat.comp: (row groups SG_M of CM_M query rows, keys per step), the
- * first entry of its table whose shared memory fits. The GPU table prefers query tiles of 128 and
- * 64 rows with 64 keys (K and V staged once for more rows, fewer barriers per key), then shorter
- * key tiles and fewer rows for large head dims (h = 128 with 48 KiB: 64 x 32; h = 256: 32 x 16).
+ * Tiling of attention_flash_coopmat.comp: (row groups SG_M, row tiles ROW_TILES of CM_M query rows
+ * per subgroup, keys per step), the first entry of its table whose shared memory fits. The GPU
+ * table's first eight entries have one row tile per subgroup (the kernel as first built: indices
+ * 0-7 keep their meaning in tuning tables): query tiles of 128 and 64 rows with 64 keys (K and V
+ * staged once for more rows, fewer barriers per key), then shorter key tiles and fewer rows for
+ * large head dims (h = 128 with 48 KiB: 64 x 32; h = 256: 32 x 16). Entries 8-13 give each subgroup
+ * two row tiles (each K^T and V operand read from shared memory serves 32 rows: docs/MODEL.md, "The
+ * FlashAttention-2 softmax with row tiles"); they are there for psk tune (baselines.tile) until a
+ * GPU measures them, and the model's first choice stays entry 0's family.
  * The emulated backend's own table (PSK_COOPMAT_EMULATION=1) is one row group and 32 or 16 keys:
  * its products cost per element and llvmpipe counts every loop iteration. PSK_COOPMAT_EMULATION=
- * gpu-tiles runs the GPU table within lavapipe's 32 KiB at 4-byte operands (several row groups
- * where the head dims allow it, e.g. 32 x 16 at h = 64). False if nothing fits. onlyTile >= 0 tries
+ * gpu-tiles runs the GPU table within lavapipe's 32 KiB (several row groups where the head dims
+ * allow it, e.g. 32 x 32 at h = 64). False if nothing fits. onlyTile >= 0 tries
  * that entry of the table alone (a tuning table's baselines.tile); *chosen gets the entry's index.
  */
+struct FlashTiling {
+    uint32_t rowGroups, rowTiles, keyTile;
+};
+constexpr FlashTiling kFlashGpuTable[] = {{8, 1, 64}, {4, 1, 64}, {4, 1, 32}, {2, 1, 64}, {2, 1, 32}, {2, 1, 16}, {1, 1, 32},
+                                          {1, 1, 16}, {4, 2, 64}, {2, 2, 64}, {4, 2, 32}, {2, 2, 32}, {1, 2, 32}, {1, 2, 16}};
+constexpr FlashTiling kFlashEmulatedTable[] = {{1, 1, 32}, {1, 1, 16}};
+// The model's choice searches the first entries only (one row tile per subgroup).
+constexpr size_t kFlashModelEntries = 8;
+
 bool planAttentionFlashCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t maxInvocations, bool emulated,
                                bool smallTiles, const AttentionConfig& c, uint32_t sharedBytes, kernel::AttentionFlashCoopMatSpec& spec,
                                int onlyTile = -1, uint32_t* chosen = nullptr) {
-    struct Tiling {
-        uint32_t rowGroups, keyTile;
-    };
-    static constexpr Tiling kGpuTable[] = {{8, 64}, {4, 64}, {4, 32}, {2, 64}, {2, 32}, {2, 16}, {1, 32}, {1, 16}};
-    static constexpr Tiling kEmulatedTable[] = {{1, 32}, {1, 16}};
     spec.HEAD_DIM = c.headDim;
     spec.VALUE_DIM = c.valueDim;
     spec.DEGREE = c.degree;
@@ -186,16 +197,20 @@ bool planAttentionFlashCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     spec.CM_M = m;
     spec.CM_N = n;
     spec.CM_K = k;
-    // The per-row steps split a row over subgroupSize / CM_M lanes (their keys and columns strided).
-    const uint32_t lanesPerRow = subgroupSize >= m ? subgroupSize / m : 1;
-    if (n % lanesPerRow != 0 || (subgroupSize < m && m % subgroupSize != 0)) return false;
-    const Tiling* table = smallTiles ? kEmulatedTable : kGpuTable;
-    const size_t count = smallTiles ? std::size(kEmulatedTable) : std::size(kGpuTable);
+    const FlashTiling* table = smallTiles ? kFlashEmulatedTable : kFlashGpuTable;
+    const size_t count = smallTiles ? std::size(kFlashEmulatedTable) : onlyTile >= 0 ? std::size(kFlashGpuTable) : kFlashModelEntries;
     for (size_t i = 0; i < count; ++i) {
         if (onlyTile >= 0 && i != size_t(onlyTile)) continue;
-        const Tiling t = table[i];
-        if (t.keyTile % n != 0 || t.keyTile % k != 0 || t.keyTile % lanesPerRow != 0) continue;
+        const FlashTiling t = table[i];
+        // The per-row steps split a row over subgroupSize / (ROW_TILES CM_M) lanes (their keys and
+        // columns strided), or give a lane several rows.
+        const uint32_t sgRows = t.rowTiles * m;
+        const uint32_t lanesPerRow = subgroupSize >= sgRows ? subgroupSize / sgRows : 1;
+        if (n % lanesPerRow != 0 || (subgroupSize < sgRows && sgRows % subgroupSize != 0)) continue;
+        // A lane weighs runs of 8 keys of its row (one 16-byte store of P each).
+        if (t.keyTile % n != 0 || t.keyTile % k != 0 || (t.keyTile / lanesPerRow) % 8 != 0) continue;
         spec.SG_M = t.rowGroups;
+        spec.ROW_TILES = t.rowTiles;
         spec.KEY_TILE = t.keyTile;
         spec.THREADS = t.rowGroups * subgroupSize;
         if (spec.THREADS > maxInvocations) continue;
@@ -207,8 +222,14 @@ bool planAttentionFlashCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     return false;
 }
 
+}  // namespace
+
 /** Entries of the FlashAttention-2 kernel's tiling table (planAttentionFlashCoopMat). */
-uint32_t attentionFlashCoopMatTilings(bool smallTiles) { return smallTiles ? 2u : 8u; }
+uint32_t attentionFlashCoopMatTilings(bool smallTiles) {
+    return uint32_t(smallTiles ? std::size(kFlashEmulatedTable) : std::size(kFlashGpuTable));
+}
+
+namespace {
 
 /**
  * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
@@ -307,7 +328,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                     detail = cat("; about ", perTile, " loop iterations per invocation and key tile: ", plan.keysPerDispatch,
                                  " keys per dispatch");
                 }
-                plan.rows = spec.SG_M * spec.CM_M;
+                plan.rows = spec.SG_M * spec.ROW_TILES * spec.CM_M;
                 plan.kernel = coopKernelChoice<KernelId::AttentionFlashCoopMat>(
                     *variant, kind, type, spec,
                     cat(emulate ? coopMatEmulationLabel() : cat("cooperative kernel: ", coop.reason),

@@ -18,7 +18,8 @@
     X(6, uint, CM_M, 16) \
     X(7, uint, CM_N, 16) \
     X(8, uint, CM_K, 16) \
-    X(9, uint, SG_M, 4) /* subgroups, CM_M query rows each: TILE_M = SG_M * CM_M rows per workgroup */
+    X(9, uint, SG_M, 4) /* subgroups, ROW_TILES * CM_M query rows each */ \
+    X(10, uint, ROW_TILES, 1) /* CM_M-row tiles per subgroup: TILE_M = SG_M * ROW_TILES * CM_M rows per workgroup */
 
 #include "attention_tiled.h"
 

@@ -483,8 +483,9 @@ do_tune() {
     shapes=${PSK_GPU_TUNE_SHAPES:-$( ((quick)) && echo 1000:h64 || echo 32k:h64,128k:h64,32k:h128)}
     budget=${PSK_GPU_TUNE_BUDGET:-$( ((quick)) && echo 15 || echo 35)}
     # Room for the context, the model's runs of the last class and the plan: 25 s of the step's
-    # limit, and the softmax baseline's tiling after it (PSK_GPU_TUNE_SOFTMAX_BUDGET, 15 s).
-    local soft_budget=${PSK_GPU_TUNE_SOFTMAX_BUDGET:-$( ((quick)) && echo 5 || echo 15)}
+    # limit, and the softmax baseline's tiling after it (PSK_GPU_TUNE_SOFTMAX_BUDGET, 25 s: the
+    # FlashAttention-2 table's 14 entries at ~1-2 s each, resident).
+    local soft_budget=${PSK_GPU_TUNE_SOFTMAX_BUDGET:-$( ((quick)) && echo 5 || echo 25)}
     local room=$((step_end - SECONDS - 25 - soft_budget - 10))
     ((budget > room)) && budget=$room
     ((budget < 5)) && budget=5

@@ -85,6 +85,15 @@ do_info() {
     echo "--- polysketch f16 causal local-exact p=4 r=32 b=256 h=64 H=$heads, PSK_TUNING_TABLE=none" >>"$work/plan.txt"
     PSK_TUNING_TABLE=none PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 --causal --local-exact \
         --degree 4 --sketch-size 32 --block-size 256 --head-dim 64 --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+    # The FlashAttention-2 softmax's two-row-tile entries (baselines.tile 9-13, which the model
+    # does not choose): their registers and spills, read beside psk tune's times for them.
+    local entry
+    for entry in 9 10 11 12; do
+        printf 'psk-tuning 1\ndevice any\nbaselines.tile %s\n' "$entry" >"$work/flash-tile.tuning"
+        echo "--- softmax f16 causal h=64 H=$heads, baselines.tile $entry" >>"$work/plan.txt"
+        PSK_TUNING_TABLE="$work/flash-tile.tuning" PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind softmax --dtype f16 \
+            --causal --head-dim 64 --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+    done
     cat "$work/plan.txt"
     local kinds
     kinds=$(grep -oE '\((generic|team|cooperative)\)' "$work/plan.txt" | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}')

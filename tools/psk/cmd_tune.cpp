@@ -371,7 +371,14 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::OutputWn: all = {1, 2, 3, 4, 5, 6, 8}; break;
         case TuningParameter::FeaturesTile: all = {0, 1, 2, 3}; break;
         case TuningParameter::FeaturesRows: all = {16, 32, 64, 128, 256}; break;
-        case TuningParameter::BaselinesTile: all = {0, 1, 2, 3, 4, 5, 6, 7}; break;
+        case TuningParameter::BaselinesTile:
+            // Entries of the FlashAttention-2 tiling table (tiled_forward.cpp), in the order tried:
+            // two row tiles per subgroup first (8-13, not yet measured on a GPU; 9 and 11 predicted
+            // best on an H100 / H200, docs/MODEL.md), then the one-row-tile entries the model
+            // chooses among; an index says nothing about its neighbours, so no distance sort.
+            all = {9, 11, 10, 12, 3, 1, 4, 2, 13, 5, 6, 7, 0, 8};
+            all.erase(std::remove(all.begin(), all.end(), model), all.end());
+            return all;
         case TuningParameter::OutputCooperative: all = {0, 1}; break;
         case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
         default: break;
