@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -167,6 +168,18 @@ TEST_P(FlashTilings, EntryMatchesFloat64Reference) {
     ASSERT_NE(plan.find("attention_flash_coopmat"), std::string::npos) << plan;
     EXPECT_NE(plan.find("baselines.tile=" + std::to_string(t.entry) + " from tuning table"), std::string::npos) << plan;
     EXPECT_NE(plan.find(" ROW_TILES=" + std::to_string(t.rowTiles)), std::string::npos) << plan;
+    // The workgroup is SG_M subgroups of the device's lanes (16 under the lanes16. tests'
+    // LP_NATIVE_VECTOR_WIDTH=512 on llvmpipe, else 8 there, 32 on NVIDIA).
+    PskDeviceInfo device{};
+    ASSERT_EQ(pskGetDeviceInfo(ctx, &device), PSK_SUCCESS);
+    auto value = [&](const std::string& key) {
+        const size_t at = plan.find(" " + key + "=", plan.find("attention_flash_coopmat"));
+        return at == std::string::npos ? 0ul : std::stoul(plan.substr(at + key.size() + 2));
+    };
+    EXPECT_EQ(value("THREADS"), device.subgroupSize * value("SG_M")) << plan;
+    const char* width = std::getenv("LP_NATIVE_VECTOR_WIDTH");
+    if (width && std::string(width) == "512" && std::string(device.name).find("llvmpipe") != std::string::npos)
+        EXPECT_EQ(device.subgroupSize, 16u) << "LP_NATIVE_VECTOR_WIDTH=512 did not give llvmpipe 16 lanes";
 }
 
 INSTANTIATE_TEST_SUITE_P(GpuTable, FlashTilings, ::testing::ValuesIn(flashTilingCases()),
