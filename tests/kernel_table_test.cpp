@@ -128,6 +128,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::CoopMatStrictCheck: return SpecConstants::of(CoopMatStrictCheckSpec{});
         case KernelId::MicroBarrier: return SpecConstants::of(MicroBarrierSpec{});
         case KernelId::MicroChase: return SpecConstants::of(NoSpec{});
+        case KernelId::MicroSharedStore: return SpecConstants::of(MicroSharedStoreSpec{});
         default: return {};
     }
 }

@@ -72,6 +72,9 @@ constexpr KernelInfo kKernels[] = {
      "MicroPush", "psk micro: workgroup barrier rounds (shared load, barrier, shared store, barrier)"},
     {KernelId::MicroChase, "micro_chase", "micro_chase.comp", KernelImpl::Generic, "f32", "NoSpec", "MicroPush",
      "psk micro: dependent-load latency (one invocation chasing a random cycle of 128-byte lines)"},
+    {KernelId::MicroSharedStore, "micro_shared_store", "micro_shared_store.comp", KernelImpl::Generic, "f32",
+     "MicroSharedStoreSpec", "MicroPush",
+     "psk micro: a tile of 16-bit operands stored to shared memory (eight 16-bit or one 16-byte store per chunk), barrier, read back, barrier"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

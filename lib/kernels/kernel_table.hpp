@@ -9,10 +9,12 @@
 
 #include <polysketch/polysketch.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/kernel_interface.hpp"
 
@@ -44,6 +46,7 @@ enum class KernelId : uint8_t {
     CoopMatStrictCheck,    // tests only: the emulated cooperative backend's rule checks
     MicroBarrier,          // psk micro only: the workgroup barrier round
     MicroChase,            // psk micro only: dependent-load latency (pointer chase)
+    MicroSharedStore,      // psk micro only: 16-bit operands stored to shared memory, 2 or 16 bytes a store
     Count
 };
 
@@ -78,7 +81,27 @@ enum class KernelId : uint8_t {
     X(DecodeOutput, DecodeOutputSpec, DecodeOutputPush, DecodeOutputBindings)                         \
     X(DecodeSoftmax, DecodeSoftmaxSpec, DecodeSoftmaxPush, DecodeSoftmaxBindings)                     \
     X(MicroBarrier, MicroBarrierSpec, MicroPush, MicroBarrierBindings)                                \
-    X(MicroChase, NoSpec, MicroPush, MicroChaseBindings)
+    X(MicroChase, NoSpec, MicroPush, MicroChaseBindings)                                              \
+    X(MicroSharedStore, MicroSharedStoreSpec, MicroPush, MicroBarrierBindings)
+
+namespace kernel {
+/**
+ * micro_shared_store.comp's specialization constants (PSK_MICRO_SHARED_STORE_SPEC,
+ * interface/micro.h), the struct and field map that PSK_SPEC_STRUCT makes for the other kernels in
+ * kernel_interface.hpp; its bindings are micro_barrier.comp's (MicroBarrierBindings).
+ */
+#define PSK_MICRO_SPEC_FIELD(id, type, name, value) uint32_t name = value;
+#define PSK_MICRO_SPEC_ENTRY(id, type, name, value) SpecField{id, uint32_t(offsetof(MicroSharedStoreSpec, name)), #name},
+struct MicroSharedStoreSpec {
+    PSK_MICRO_SHARED_STORE_SPEC(PSK_MICRO_SPEC_FIELD)
+};
+inline const std::vector<SpecField>& specFields(const MicroSharedStoreSpec*) {
+    static const std::vector<SpecField> fields{PSK_MICRO_SHARED_STORE_SPEC(PSK_MICRO_SPEC_ENTRY)};
+    return fields;
+}
+#undef PSK_MICRO_SPEC_ENTRY
+#undef PSK_MICRO_SPEC_FIELD
+}  // namespace kernel
 
 /** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
 template <KernelId Id>

@@ -1,7 +1,8 @@
-// Kernel interface of micro_barrier.comp and micro_chase.comp (see common.h): the micro-kernels of
-// `psk micro` (tools only; no forward or decode ever runs them), which measure two of the machine
-// constants docs/predictions.py assumes: the workgroup barrier round and the latency of a
-// dependent load that hits L2 or goes to HBM.
+// Kernel interface of micro_barrier.comp, micro_chase.comp and micro_shared_store.comp (see
+// common.h): the micro-kernels of `psk micro` (tools only; no forward or decode ever runs them),
+// which measure machine constants docs/predictions.py assumes: the workgroup barrier round, the
+// latency of a dependent load that hits L2 or goes to HBM, and the cost of staging 16-bit operands
+// in shared memory 2 bytes or 16 bytes per store.
 #ifndef PSK_INTERFACE_MICRO_H
 #define PSK_INTERFACE_MICRO_H
 
@@ -15,17 +16,23 @@
 #define PSK_MICRO_BARRIER_BINDINGS(X) \
     X(0, RESULT, write) /* one uint per invocation: its value after the last round */
 
+// micro_shared_store.comp (its one binding is micro_barrier.comp's list: PSK_MICRO_BARRIER_BINDINGS)
+#define PSK_MICRO_SHARED_STORE_SPEC(X) \
+    X(0, uint, THREADS, 128) /* invocations per workgroup (local_size_x_id = 0); divides 512 */ \
+    X(1, uint, PACKED, 0)    /* 0: a 16-byte chunk as eight 16-bit stores; 1: as one 16-byte (uvec4) store */
+
 // micro_chase.comp (one invocation; no specialization constants)
 #define PSK_MICRO_CHASE_BINDINGS(X) \
     X(0, CHAIN, read) /* next[i]: element index of the next line, a single cycle over the lines */ \
     X(1, RESULT, write) /* one uint: the index after the last step */
 
-// Both kernels' push constants (one block, as block_scan.h's two kernels share theirs).
+// The kernels' push constants (one block, as block_scan.h's two kernels share theirs).
 PSK_PUSH_BEGIN(MicroPush)
     uint iterations;  // barrier: rounds (a neighbour's shared value loaded, barrier, own value stored,
-                      // barrier); chase: dependent loads i = chain[i]
-    uint seed;        // barrier: mixed into every invocation's start value (the host recomputes
-                      // workgroups' values to check them)
+                      // barrier); chase: dependent loads i = chain[i]; shared store: rounds (a
+                      // 64 x 64 tile of 16-bit operands stored, barrier, one word read back, barrier)
+    uint seed;        // barrier, shared store: mixed into every invocation's start value (the host
+                      // recomputes workgroups' values to check them)
     uint start;       // chase: element index of the first load
 PSK_PUSH_END
 

@@ -1,4 +1,4 @@
-// psk micro: two machine constants of the performance model (docs/MODEL.md, docs/predictions.py's
+// psk micro: machine constants of the performance model (docs/MODEL.md, docs/predictions.py's
 // Machine) measured through Vulkan on the chosen device, in a few seconds:
 //   - the workgroup barrier round (Machine.barrier): micro_barrier.comp loops over a shared load of
 //     a neighbour's value, barrier, a shared store, barrier; THREADS = 64, 128, 256 invocations,
@@ -6,7 +6,15 @@
 //   - the latency of a dependent load (Machine.lat_l2, Machine.lat_hbm): micro_chase.comp, one
 //     invocation following i = chain[i] through a random single cycle over 128-byte lines of a
 //     4 MiB buffer (L2-resident on a GPU with tens of MiB of L2) and of the largest power of two
-//     <= min(1 GiB, maxStorageBufferRange, a quarter of device-local memory) (HBM).
+//     <= min(1 GiB, maxStorageBufferRange, a quarter of device-local memory) (HBM);
+//   - the cost of staging 16-bit operands in shared memory 2 bytes or 16 bytes per store:
+//     micro_shared_store.comp stores a 64 x 64 tile of float16 operands per workgroup and round in
+//     the cooperative kernels' layout (rows of 64 padded by 8), a 16-byte chunk of 8 operands as
+//     eight 16-bit stores (the kernels' put_chunk before the packed operand pool) or as one
+//     16-byte store, then a barrier, one word read back, a barrier; THREADS = 128 and 256, 1 and 4
+//     workgroups per multiprocessor. The barrier round above (two barriers with a shared load and
+//     store) is in every round: the baseline to subtract before comparing the stores with a model
+//     of the shared-memory data path. Needs shaderFloat16 (skipped without it).
 // Each configuration: one untimed warm-up run, then the median GPU time (timestamps around the
 // dispatch only: uploads and readbacks are outside the timed span) of 5 runs. Every result is
 // checked against the host's own computation (workgroup 0's and the last workgroup's values; the
@@ -14,8 +22,9 @@
 // loops after 65535 iterations in total) is a FAIL, not a fast number.
 //
 // The kernels are the library's tools-only kernels (kernels/kernel_table.hpp: MicroBarrier,
-// MicroChase; shaders/interface/micro.h), run on a context of the library's own objects that psk
-// links statically (psk_micro_lib, tools/CMakeLists.txt), as the shared library hides them.
+// MicroChase, MicroSharedStore; shaders/interface/micro.h), run on a context of the library's own
+// objects that psk links statically (psk_micro_lib, tools/CMakeLists.txt), as the shared library
+// hides them.
 #include <polysketch/polysketch.h>
 
 #include <algorithm>
@@ -52,11 +61,14 @@ constexpr uint64_t kBigBytes = uint64_t(1) << 30;   // HBM: far beyond any L2
 constexpr uint64_t kQuickBigBytes = uint64_t(16) << 20;
 constexpr uint32_t kFallbackMultiprocessors = 132;  // the H100 / H200's SM count (docs/predictions.py, Machine.sms)
 constexpr uint32_t kBarrierSeed = 12345;
+constexpr uint32_t kSharedStoreSeed = 67890;
+constexpr uint32_t kTileChunks = 64 * 8;                  // micro_shared_store.comp: 16-byte chunks per 64 x 64 tile
+constexpr uint32_t kTileSharedBytes = 2 * 64 * 72 * 2;    // its two pools (16-bit and uvec4), 64 rows of 72 halves each
 
 const char* kUsage =
     "usage: psk micro [--quick] [--device N|NAME] [--json FILE] [--sms N]\n"
     "\n"
-    "Measures two machine constants of the performance model (docs/MODEL.md) on the device with GPU\n"
+    "Measures machine constants of the performance model (docs/MODEL.md) on the device with GPU\n"
     "timestamps, the median of 5 runs after one warm-up run:\n"
     "  barrier round   micro_barrier.comp: each invocation loops over a shared load of a neighbour's\n"
     "                  value, barrier(), a shared store, barrier(); 64, 128 and 256 invocations per\n"
@@ -66,6 +78,13 @@ const char* kUsage =
     "                  over 128-byte lines (every load a new line) of a 4 MiB buffer (L2) and of the\n"
     "                  largest power of two <= min(1 GiB, maxStorageBufferRange, device-local memory / 4)\n"
     "                  (HBM). Reports ns per load.\n"
+    "  shared stores   micro_shared_store.comp: each workgroup stores a 64 x 64 tile of float16 operands\n"
+    "                  (rows of 64 padded by 8) per iteration, each 16-byte chunk of 8 operands as eight\n"
+    "                  16-bit stores or as one 16-byte store, then barrier(), one word read back,\n"
+    "                  barrier(); 128 and 256 invocations, 1 and 4 workgroups per multiprocessor.\n"
+    "                  Reports ns per iteration and the ratio 16-bit / 16-byte; an iteration includes\n"
+    "                  the barrier round's two barriers, load and store (the baseline to subtract).\n"
+    "                  Skipped without shaderFloat16.\n"
     "Every result is checked against the host's computation; exit status 1 when one differs.\n"
     "\n"
     "  --quick        few iterations and a 16 MiB big buffer (lavapipe: seconds; llvmpipe ends an\n"
@@ -82,8 +101,10 @@ struct Options {
     uint32_t sms = 0;
 };
 
-struct BarrierRow {
+// A row of a kernel that loops over workgroup rounds (micro_barrier.comp, micro_shared_store.comp).
+struct RoundRow {
     uint32_t threads = 0, perSm = 0, groups = 0, iterations = 0;
+    bool packed = false;  // shared stores: one 16-byte store per chunk (else eight 16-bit stores)
     std::vector<double> runsMs;
     double medianMs = 0;
     bool ok = false;
@@ -118,33 +139,53 @@ std::vector<uint32_t> hostBarrierValues(uint32_t threads, uint32_t group, uint32
     return v;
 }
 
+/** micro_shared_store.comp's word k of chunk c stored by an invocation whose value is v (chunk_hash, chunk_word). */
+uint32_t sharedStoreWord(uint32_t v, uint32_t c, uint32_t k) {
+    uint32_t h = v ^ (c * 0x9E3779B9u);
+    h ^= h >> 15;
+    return 0x3C003C00u | ((h + k * 0x01F30217u) & 0x03FF03FFu);
+}
+
+/**
+ * micro_shared_store.comp's values of workgroup `group` after `iterations` rounds, computed on the
+ * host (either store width: the halves are normal numbers, so the float16 round trip keeps their
+ * bits). In round i invocation t reads word i % 4 of chunk t + 1, which invocation (t + 1) % threads
+ * built from its value of that round.
+ */
+std::vector<uint32_t> hostSharedStoreValues(uint32_t threads, uint32_t group, uint32_t iterations, uint32_t seed) {
+    std::vector<uint32_t> v(threads), word(threads);
+    for (uint32_t t = 0; t < threads; ++t) v[t] = (t + 1u) * 2654435761u + seed + group * 40503u;
+    for (uint32_t i = 0; i < iterations; ++i) {
+        for (uint32_t t = 0; t < threads; ++t) {
+            const uint32_t c = t + 1 == kTileChunks ? 0 : t + 1;
+            word[t] = sharedStoreWord(v[c % threads], c, i & 3u);
+        }
+        for (uint32_t t = 0; t < threads; ++t) v[t] = v[t] * 1664525u + word[t] + i;
+    }
+    return v;
+}
+
 constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                                         VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
 psk::BufferRange whole(const psk::Buffer& b) { return {b.handle(), 0, b.size()}; }
 
-BarrierRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, uint32_t sms,
-                      uint32_t iterations) {
-    BarrierRow row;
-    row.threads = threads;
-    row.perSm = perSm;
-    row.groups = perSm * sms;
-    row.iterations = iterations;
-    const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
-    if (threads > limits.maxComputeWorkGroupInvocations || threads > limits.maxComputeWorkGroupSize[0]) {
-        row.note = "skipped: more invocations than the device's workgroup limit";
-        return row;
-    }
-    psk::kernel::MicroBarrierSpec spec;
-    spec.THREADS = threads;
-    const psk::KernelPipeline pipeline = psk::kernelPipeline(
-        ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroBarrier>("", PSK_DATA_TYPE_FLOAT32, spec, "psk micro"));
-    const VkDeviceSize bytes = VkDeviceSize(row.groups) * threads * 4;
+/**
+ * Runs a round kernel (bindings: one uint per invocation) over row.groups workgroups of row.threads
+ * invocations: one warm-up and kRuns timed runs; row.ok when workgroup 0's and the last one's
+ * values are hostValues(threads, group, iterations, seed).
+ */
+template <psk::KernelId Id, typename HostValues>
+void runRounds(PskContext_T& ctx, psk::Submitter& submitter, const typename psk::KernelInterface<Id>::Spec& spec, uint32_t seed,
+               HostValues hostValues, RoundRow& row) {
+    const psk::KernelPipeline pipeline =
+        psk::kernelPipeline(ctx.pipelines(), psk::KernelChoice::make<Id>("", PSK_DATA_TYPE_FLOAT32, spec, "psk micro"));
+    const VkDeviceSize bytes = VkDeviceSize(row.groups) * row.threads * 4;
     psk::Buffer result(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::DeviceLocal);
     psk::Buffer readback(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::HostReadback);
-    psk::kernel::MicroBarrierBindings b;
+    typename psk::KernelInterface<Id>::Bindings b;
     b.RESULT = whole(result);
-    const psk::kernel::MicroPush push{iterations, kBarrierSeed, 0};
+    const psk::kernel::MicroPush push{row.iterations, seed, 0};
     for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
         double ms = 0;
         submitter.run(
@@ -162,13 +203,59 @@ BarrierRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t thr
     row.ok = true;
     const auto* got = reinterpret_cast<const uint32_t*>(readback.mapped());
     for (uint32_t group : {0u, row.groups - 1}) {
-        const std::vector<uint32_t> want = hostBarrierValues(threads, group, iterations, kBarrierSeed);
-        if (std::memcmp(got + size_t(group) * threads, want.data(), size_t(threads) * 4) != 0) {
+        const std::vector<uint32_t> want = hostValues(row.threads, group, row.iterations, seed);
+        if (std::memcmp(got + size_t(group) * row.threads, want.data(), size_t(row.threads) * 4) != 0) {
             row.ok = false;
-            row.note = "workgroup " + std::to_string(group) + "'s values differ from the host's " + std::to_string(iterations) +
+            row.note = "workgroup " + std::to_string(group) + "'s values differ from the host's " + std::to_string(row.iterations) +
                        " rounds (a loop cut short?)";
         }
     }
+}
+
+RoundRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, uint32_t sms,
+                    uint32_t iterations) {
+    RoundRow row;
+    row.threads = threads;
+    row.perSm = perSm;
+    row.groups = perSm * sms;
+    row.iterations = iterations;
+    const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
+    if (threads > limits.maxComputeWorkGroupInvocations || threads > limits.maxComputeWorkGroupSize[0]) {
+        row.note = "skipped: more invocations than the device's workgroup limit";
+        return row;
+    }
+    psk::kernel::MicroBarrierSpec spec;
+    spec.THREADS = threads;
+    runRounds<psk::KernelId::MicroBarrier>(ctx, submitter, spec, kBarrierSeed, hostBarrierValues, row);
+    return row;
+}
+
+RoundRow runSharedStore(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, bool packed, uint32_t sms,
+                        uint32_t iterations) {
+    RoundRow row;
+    row.threads = threads;
+    row.perSm = perSm;
+    row.packed = packed;
+    row.groups = perSm * sms;
+    row.iterations = iterations;
+    const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
+    if (!ctx.caps().shaderFloat16) {
+        row.note = "skipped: no shaderFloat16 (float16_t in shared memory)";
+        return row;
+    }
+    if (threads > limits.maxComputeWorkGroupInvocations || threads > limits.maxComputeWorkGroupSize[0]) {
+        row.note = "skipped: more invocations than the device's workgroup limit";
+        return row;
+    }
+    if (limits.maxComputeSharedMemorySize < kTileSharedBytes) {
+        row.note = "skipped: less shared memory than the kernel's " + std::to_string(kTileSharedBytes) + " bytes";
+        return row;
+    }
+    if (kTileChunks % threads != 0) psk::fail(PSK_ERROR_INTERNAL, "psk micro: THREADS must divide the tile's 512 chunks");
+    psk::kernel::MicroSharedStoreSpec spec;
+    spec.THREADS = threads;
+    spec.PACKED = packed ? 1 : 0;
+    runRounds<psk::KernelId::MicroSharedStore>(ctx, submitter, spec, kSharedStoreSeed, hostSharedStoreValues, row);
     return row;
 }
 
@@ -303,6 +390,7 @@ int runMicro(int argc, char** argv) {
     }
     // Iterations: >= 1 ms per dispatch on a GPU; --quick stays far below llvmpipe's 65535 loop iterations.
     const uint32_t barrierIterations = o.quick ? 256 : 20000;
+    const uint32_t sharedStoreIterations = barrierIterations;
     uint32_t chaseSteps = o.quick ? 4096 : 100000;
     if (cpu) chaseSteps = std::min(chaseSteps, 60000u);
     const uint64_t range = caps.limits().maxStorageBufferRange;
@@ -317,8 +405,9 @@ int runMicro(int argc, char** argv) {
     std::printf("multiprocessors: %u (%s); GPU timestamps, median of %u runs after 1 warm-up run%s\n", sms, smSource.c_str(), kRuns,
                 o.quick ? "; --quick" : "");
 
-    std::vector<BarrierRow> barriers;
+    std::vector<RoundRow> barriers;
     std::vector<ChaseRow> chases;
+    std::vector<RoundRow> sharedStores;
     try {
         psk::Submitter submitter(*ctx);
         std::printf("\nbarrier round: shared load, barrier, shared store, barrier (%u iterations per invocation)\n", barrierIterations);
@@ -326,7 +415,7 @@ int runMicro(int argc, char** argv) {
                     "check");
         for (uint32_t threads : {64u, 128u, 256u})
             for (uint32_t perSm : {1u, 4u}) {
-                BarrierRow r = runBarrier(*ctx, submitter, threads, perSm, sms, barrierIterations);
+                RoundRow r = runBarrier(*ctx, submitter, threads, perSm, sms, barrierIterations);
                 const double ns = r.medianMs * 1e6 / r.iterations;
                 if (r.runsMs.empty())
                     std::printf("%8u %6u %11u %10s %13s %11s  %s\n", r.threads, r.perSm, r.groups, "-", "-", "-", r.note.c_str());
@@ -352,6 +441,35 @@ int runMicro(int argc, char** argv) {
             std::fflush(stdout);
             chases.push_back(std::move(r));
         }
+
+        std::printf(
+            "\nshared stores: a 64 x 64 tile of 16-bit operands per workgroup and iteration, eight 16-bit stores or one 16-byte "
+            "store per 16 bytes, barrier, one read back, barrier (%u iterations per invocation; the barrier round is the baseline)\n",
+            sharedStoreIterations);
+        std::printf("%8s %6s %8s %11s %10s %13s %14s  %s\n", "threads", "wg/SM", "stores", "workgroups", "time (ms)", "ns/iteration",
+                    "16-bit/packed", "check");
+        for (uint32_t threads : {128u, 256u})
+            for (uint32_t perSm : {1u, 4u})
+                for (bool packed : {false, true}) {
+                    RoundRow r = runSharedStore(*ctx, submitter, threads, perSm, packed, sms, sharedStoreIterations);
+                    const char* stores = packed ? "128-bit" : "16-bit";
+                    const double ns = r.medianMs * 1e6 / r.iterations;
+                    // The ratio on the packed row, of the 16-bit row just before it.
+                    std::string ratio;
+                    if (packed && !r.runsMs.empty() && !sharedStores.empty() && !sharedStores.back().runsMs.empty() && r.medianMs > 0) {
+                        char buf[32];
+                        std::snprintf(buf, sizeof buf, "%.2f", sharedStores.back().medianMs / r.medianMs);
+                        ratio = buf;
+                    }
+                    if (r.runsMs.empty())
+                        std::printf("%8u %6u %8s %11u %10s %13s %14s  %s\n", r.threads, r.perSm, stores, r.groups, "-", "-", "-",
+                                    r.note.c_str());
+                    else
+                        std::printf("%8u %6u %8s %11u %10.3f %13.2f %14s  %s\n", r.threads, r.perSm, stores, r.groups, r.medianMs, ns,
+                                    ratio.c_str(), r.ok ? "ok" : ("FAIL: " + r.note).c_str());
+                    std::fflush(stdout);
+                    sharedStores.push_back(std::move(r));
+                }
     } catch (const psk::Error& e) {
         std::fprintf(stderr, "psk micro: %s (%s)\n", e.what(), pskResultToString(e.code()));
         return 1;
@@ -361,8 +479,9 @@ int runMicro(int argc, char** argv) {
     }
 
     bool ok = true;
-    for (const BarrierRow& r : barriers) ok = ok && (r.ok || r.runsMs.empty());
+    for (const RoundRow& r : barriers) ok = ok && (r.ok || r.runsMs.empty());
     for (const ChaseRow& r : chases) ok = ok && r.ok;
+    for (const RoundRow& r : sharedStores) ok = ok && (r.ok || r.runsMs.empty());
     std::printf("\n%s\n", ok ? "micro: every check passed" : "micro: FAIL (a kernel's result differs from the host's)");
 
     if (!o.json.empty()) {
@@ -380,7 +499,7 @@ int runMicro(int argc, char** argv) {
         j += "  \"quick\": " + std::string(o.quick ? "true" : "false") + ",\n  \"runs\": " + std::to_string(kRuns) + ",\n";
         j += "  \"ok\": " + std::string(ok ? "true" : "false") + ",\n  \"barrier\": [";
         for (size_t i = 0; i < barriers.size(); ++i) {
-            const BarrierRow& r = barriers[i];
+            const RoundRow& r = barriers[i];
             const double ns = r.medianMs * 1e6 / r.iterations;
             j += std::string(i ? "," : "") + "\n    {\"threads\": " + std::to_string(r.threads) + ", \"workgroups_per_sm\": " +
                  std::to_string(r.perSm) + ", \"workgroups\": " + std::to_string(r.groups) + ", \"iterations\": " +
@@ -397,6 +516,16 @@ int runMicro(int argc, char** argv) {
                  std::to_string(r.iterations) + ", \"median_ms\": " + number(r.medianMs) + ", \"ns_per_load\": " +
                  number(r.medianMs * 1e6 / r.iterations) + ", \"runs_ms\": " + list(r.runsMs) + ", \"ok\": " + (r.ok ? "true" : "false") +
                  ", \"note\": " + quote(r.note) + "}";
+        }
+        j += "\n  ],\n  \"shared_store\": [";
+        for (size_t i = 0; i < sharedStores.size(); ++i) {
+            const RoundRow& r = sharedStores[i];
+            j += std::string(i ? "," : "") + "\n    {\"threads\": " + std::to_string(r.threads) + ", \"workgroups_per_sm\": " +
+                 std::to_string(r.perSm) + ", \"packed\": " + (r.packed ? "true" : "false") + ", \"workgroups\": " +
+                 std::to_string(r.groups) + ", \"iterations\": " + std::to_string(r.iterations) + ", \"median_ms\": " +
+                 (r.runsMs.empty() ? "null" : number(r.medianMs)) + ", \"ns_per_iteration\": " +
+                 (r.runsMs.empty() ? "null" : number(r.medianMs * 1e6 / r.iterations)) + ", \"runs_ms\": " + list(r.runsMs) +
+                 ", \"ok\": " + (r.ok ? "true" : "false") + ", \"note\": " + quote(r.note) + "}";
         }
         j += "\n  ]\n}\n";
         std::ofstream f(o.json, std::ios::binary);
