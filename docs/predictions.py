@@ -1665,6 +1665,36 @@ def print_fa2_row_tiles():
     print()
 
 
+def learned_features_ms(n=32768, heads=16, hd=64, rs=32, tiled=True, m=None):
+    """The generic learned feature map (shaders/sketch_features.comp, SKETCH_LEARNED) at q and k of
+    n tokens: (data-path ms, FP32-issue ms). Per row 2 branches x (hd 8r + 8r r + r 8r + 8r r)
+    multiply-adds. One row per invocation (LEARNED_TILE = 0): every weight is a uniform vec4 load,
+    512 lane-bytes (4 cycles of the 128 B/cycle data path) per 4 multiply-adds of each lane, i.e. 32
+    per cycle per SM. Tiled (LEARNED_TILE = 32): per input step 4 row loads and 8 weight loads (4
+    bytes per lane each, 1 cycle per warp) feed 32 multiply-adds per lane: 12 cycles per 1024, ~85
+    per cycle per SM. FP32 issue: 128 multiply-adds per cycle per SM."""
+    m = m or H200
+    fma = 2 * (hd * 8 * rs + 8 * rs * rs + rs * 8 * rs + 8 * rs * rs) * n * heads * 2
+    per_clk = 32 * 1024 / 12 / 32 if tiled else 32.0
+    lsu = fma / (per_clk * m.sms * m.clock) * 1e3
+    issue = fma / (128 * m.sms * m.clock) * 1e3
+    return lsu, issue
+
+
+def print_learned_features():
+    print("### The learned feature map, one row per invocation and tiled (H200, 32k, h = 64, H = 16, r = 32)\n")
+    measured = 15.877  # the third run's stages step, learned sketch, local exact, f16 (generic feature map)
+    old_lsu, old_issue = learned_features_ms(tiled=False)
+    new_lsu, new_issue = learned_features_ms(tiled=True)
+    ratio = measured / old_lsu
+    print("| form | data path | FP32 issue | measured | predicted |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| one row per invocation (third run) | {old_lsu:.1f} ms | {old_issue:.1f} | {measured} | - |")
+    print(f"| tiled, 4 rows x 8 units / columns per invocation | {new_lsu:.1f} | {new_issue:.1f} | - | "
+          f"{new_lsu:.1f} - {new_lsu * ratio:.1f} |")
+    print(f"\nPredicted: the data path alone, up to it times the third run's measured / modelled ratio ({ratio:.2f}).\n")
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1680,6 +1710,7 @@ def main():
     print_vs_second_run()
     print_vs_third_run()
     print_fa2_row_tiles()
+    print_learned_features()
 
 
 

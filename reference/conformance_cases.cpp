@@ -288,6 +288,17 @@ std::vector<PolysketchCase> polysketchSweep() {
         c.layout = PSK_LAYOUT_BNHD;
         cases.push_back(c);
     }
+    // A learned sketch whose r is not a multiple of 4: the generic feature map's products one row
+    // per invocation (its tiled products need 4 | r), causal, local exact.
+    {
+        PolysketchCase c;
+        c.source = SketchSource::Learned;
+        c.r = 10;
+        c.localExact = true;
+        c.n = 77;
+        c.b = 32;
+        cases.push_back(c);
+    }
     return cases;
 }
 

@@ -18,8 +18,15 @@
 // (r4, cg) owns 4 rows and the columns cg, cg + 4, ... of a 32-column pass, for both factors (64
 // accumulators); the weights of the pass are staged W_CHUNK input columns at a time, so that each
 // weight read from shared memory feeds 4 rows and each x read 16 columns. S is written through a
-// shared tile, coalesced. The other sketches keep one row per invocation in registers (x read
-// from the staged tile), the weights read as uniform vec4s.
+// shared tile, coalesced. The learned sketch with LEARNED_TILE = HC > 0 runs the same way: per FF
+// level the LayerNorm'd inputs of the tile sit in shared memory (act), and per chunk of HC hidden
+// units invocation (r4, cg) computes 4 rows x HC / 4 units of act @ D1 (the chunk of D1 staged),
+// gelu into the shared hidden tile, then adds 4 rows x r / 4 columns of hidden @ D2 (the chunk of
+// D2 staged in the same region) to its accumulators: each weight read feeds 4 rows, each input
+// read HC / 4 units or r / 4 columns. With one row per invocation and the weights read as uniform
+// vec4s (LEARNED_TILE = 0, and the other random sketches) a weight feeds one row: 4 bytes through
+// the shared/L1 data path per multiply-add, which bounds that form at a quarter of the FP32 rate
+// (docs/MODEL.md, "The learned feature map, tiled").
 //
 // Outputs (float32 whatever the storage type, rows in [batch][head][token] order):
 //   sketch_out: S(x) rows of SKETCH floats, x = LN_qk(row) * scale;
@@ -29,7 +36,9 @@
 // product over the input walks memory contiguously; offsets (in floats) arrive as push constants.
 //
 // Loop bounds: per invocation at most ceil(r / 32) (ceil(h / W_CHUNK) + 2) steps of W_CHUNK
-// (LEVELS = 1), 2 r (other random sketches) or 4 * 8r (learned) iterations of loops that are not
+// (LEVELS = 1), 2 r (other random sketches), 4 * 8r (learned, one row per invocation) or, tiled,
+// 4 * (8r / HC) chunks of (staging + inputs + staging + units) iterations (the planner counts
+// them and keeps one row per invocation on a CPU driver past its budget) of loops that are not
 // unrolled, plus the staging loops (ceil(h / ...) each); see the llvmpipe loop limit in
 // docs/ARCHITECTURE.md.
 
@@ -117,7 +126,25 @@ const uint GS = 2u * CW + 1u;  // a staged weight row: CW columns of each factor
 const uint SS = CW + 1u;       // a staged S row
 const uint GT_FLOATS = W_CHUNK * GS > ROWS * SS ? W_CHUNK * GS : ROWS * SS;
 shared float xs[ROWS * XS];
+#if defined(SKETCH_RANDOM)
 shared float gt[GT_FLOATS];
+#else
+// The tiled learned sketch (LEARNED_TILE = HC > 0): a level's LayerNorm'd inputs (AIN columns at
+// most: h, then r), the chunk's hidden activations, and one staging region that holds the chunk
+// of D1 ([input][unit]) and then the chunk of D2 ([unit][column]). Rows are padded to odd strides
+// (consecutive rows on different banks). Sized 1 when LEARNED_TILE = 0.
+const uint HC = LEARNED_TILE > 0u ? LEARNED_TILE : 4u;
+const uint AIN = HEAD_DIM > SKETCH ? HEAD_DIM : SKETCH;
+const uint AS = AIN + 1u;
+const uint HS = HC + 1u;
+const uint OS = SKETCH + 1u;
+const uint WT_FLOATS = AIN * HS > HC * OS ? AIN * HS : HC * OS;
+const uint HC4 = HC / 4u;                 // hidden units per invocation and chunk
+const uint OC = (SKETCH + 3u) / 4u;       // sketch columns per invocation (r a multiple of 4 when tiled)
+shared float act[LEARNED_TILE != 0u ? ROWS * AS : 1u];
+shared float hid[LEARNED_TILE != 0u ? ROWS * HS : 1u];
+shared float wt[LEARNED_TILE != 0u ? WT_FLOATS : 1u];
+#endif
 shared vec2 row_stats[ROWS];
 
 // Mean and 1 / sqrt(variance + eps) of staged row `row` (population variance, as LAYER_NORM).
@@ -216,6 +243,90 @@ void main() {
                 sketch_out[(out_row0 + r) * SKETCH + c0 + cc] = gt[r * SS + cc];
             }
         }
+        return;
+    }
+#endif
+#if defined(SKETCH_LEARNED)
+    if (LEARNED_TILE != 0u) {
+        const uint r4 = lid / 4u, cg = lid % 4u;  // rows 4 r4 .. 4 r4 + 3; units / columns cg + 4 m
+        float f1[4][OC], o[4][OC];
+        [[dont_unroll]] for (uint branch = 0u; branch < 2u; ++branch) {
+            [[dont_unroll]] for (uint level = 0u; level < 2u; ++level) {
+                const uint base = 4u * (2u * branch + level);
+                const uint in_len = level == 0u ? HEAD_DIM : SKETCH;
+                // act = LN(the level's input): x, or level 0's sums (already in act), one row per invocation.
+                barrier();  // the sums are in act; the previous level's reads of act are done
+                {
+                    float mean = 0.0;
+                    for (uint d = 0u; d < in_len; ++d) mean += level == 0u ? xs[lid * XS + d] : act[lid * AS + d];
+                    mean /= float(in_len);
+                    float var = 0.0;
+                    for (uint d = 0u; d < in_len; ++d) {
+                        const float v = (level == 0u ? xs[lid * XS + d] : act[lid * AS + d]) - mean;
+                        var += v * v;
+                    }
+                    const float inv = inversesqrt(var / float(in_len) + LN_EPS);
+                    for (uint d = 0u; d < in_len; ++d) {
+                        const float v = level == 0u ? xs[lid * XS + d] : act[lid * AS + d];
+                        act[lid * AS + d] = (v - mean) * inv * W(params.w[base] + d) + W(params.w[base + 1u] + d);
+                    }
+                }
+                [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                    [[unroll]] for (uint m = 0u; m < OC; ++m) o[e][m] = 0.0;
+                const uint d1 = params.w[base + 2u], d2 = params.w[base + 3u];
+                [[dont_unroll]] for (uint u0 = 0u; u0 < HIDDEN; u0 += HC) {
+                    barrier();  // act is written (first chunk); wt and hid of the previous chunk are read
+                    // D1^T is packed HIDDEN x in (unit u's weights contiguous): consecutive invocations, consecutive inputs.
+                    for (uint i = lid; i < in_len * HC; i += ROWS) {
+                        const uint u = i / in_len, d = i % in_len;
+                        wt[d * HS + u] = u0 + u < HIDDEN ? W(d1 + (u0 + u) * in_len + d) : 0.0;
+                    }
+                    barrier();
+                    float h[4][HC4];
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                        [[unroll]] for (uint m = 0u; m < HC4; ++m) h[e][m] = 0.0;
+                    for (uint d = 0u; d < in_len; ++d) {
+                        float xv[4];
+                        [[unroll]] for (uint e = 0u; e < 4u; ++e) xv[e] = act[(4u * r4 + e) * AS + d];
+                        [[unroll]] for (uint m = 0u; m < HC4; ++m) {
+                            const float w = wt[d * HS + cg + 4u * m];
+                            [[unroll]] for (uint e = 0u; e < 4u; ++e) h[e][m] += xv[e] * w;
+                        }
+                    }
+                    barrier();  // the D1 chunk is read: D2's takes its place
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                        [[unroll]] for (uint m = 0u; m < HC4; ++m) hid[(4u * r4 + e) * HS + cg + 4u * m] = gelu_tanh(h[e][m]);
+                    // D2 is packed HIDDEN x r, row-major: rows u0 .. of this chunk.
+                    for (uint i = lid; i < HC * SKETCH; i += ROWS) {
+                        const uint u = i / SKETCH, c = i % SKETCH;
+                        wt[u * OS + c] = u0 + u < HIDDEN ? W(d2 + (u0 + u) * SKETCH + c) : 0.0;
+                    }
+                    barrier();
+                    for (uint u = 0u; u < HC; ++u) {
+                        float hv[4];
+                        [[unroll]] for (uint e = 0u; e < 4u; ++e) hv[e] = hid[(4u * r4 + e) * HS + u];
+                        [[unroll]] for (uint m = 0u; m < OC; ++m) {
+                            const float w = wt[u * OS + cg + 4u * m];
+                            [[unroll]] for (uint e = 0u; e < 4u; ++e) o[e][m] += hv[e] * w;
+                        }
+                    }
+                }
+                if (level == 0u) {
+                    barrier();  // every product has read act
+                    [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                        [[unroll]] for (uint m = 0u; m < OC; ++m) act[(4u * r4 + e) * AS + cg + 4u * m] = o[e][m];
+                }
+            }
+            if (branch == 0u) f1 = o;
+        }
+        // S = sqrt(r) tanh(f_1 * f_2 / sqrt(r)) through act, written out coalesced.
+        const float root_r = sqrt(float(SKETCH));
+        barrier();
+        [[unroll]] for (uint e = 0u; e < 4u; ++e)
+            [[unroll]] for (uint m = 0u; m < OC; ++m)
+                act[(4u * r4 + e) * AS + cg + 4u * m] = root_r * stable_tanh(f1[e][m] * o[e][m] / root_r);
+        barrier();
+        for (uint i = lid; i < rows_here * SKETCH; i += ROWS) sketch_out[out_row0 * SKETCH + i] = act[(i / SKETCH) * AS + i % SKETCH];
         return;
     }
 #endif

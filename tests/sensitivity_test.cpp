@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reference/reference.hpp"
@@ -35,10 +36,15 @@ std::string planOf(PskAttention attn) {
     return plan;
 }
 
-class CoopEmulationRounding : public ContextTest, public ::testing::WithParamInterface<PskDataType> {};
+// Both cooperative baseline kernels: the FlashAttention-2 one packs its weights into 16-bit pairs
+// itself (pack_pair), attention_tiled_coopmat.comp rounds them with the backend's CM_TO_OPERAND
+// (PSK_COOPMAT_BASELINE=tiled): the second is what holds the emulation's rounding to account.
+using RoundingParam = std::tuple<PskDataType, const char*>;
+class CoopEmulationRounding : public ContextTest, public ::testing::WithParamInterface<RoundingParam> {};
 
 TEST_P(CoopEmulationRounding, SoftmaxWeightsAreSixteenBitOperands) {
-    const PskDataType type = GetParam();
+    const PskDataType type = std::get<0>(GetParam());
+    const std::string baseline = std::get<1>(GetParam());
     const uint32_t n = 2, h = 16, dv = 16;
     // Both queries e_0; key 0 = 0, key 1 = -2^-13 e_0 (exact in float16 and bfloat16): with scale 1
     // the scores are 0 and -2^-13, the weights 1 and e^(-2^-13) = 1 - 1.22e-4, which rounds to 1 as
@@ -64,10 +70,12 @@ TEST_P(CoopEmulationRounding, SoftmaxWeightsAreSixteenBitOperands) {
     std::vector<float> got;
     {
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+        ScopedEnv kernel("PSK_COOPMAT_BASELINE", baseline.c_str());
         PskAttention attn = nullptr;
         ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
         const std::string plan = planOf(attn);
-        ASSERT_NE(plan.find("attention_flash_coopmat.emu_"), std::string::npos) << plan;
+        ASSERT_NE(plan.find((baseline == "flash" ? "attention_flash_coopmat.emu_" : "attention_tiled_coopmat.emu_")), std::string::npos)
+            << plan;
         psk::test::HostForward forward;
         forward.layout = {1, n, PSK_LAYOUT_BHND, 0};
         forward.type = type;
@@ -112,9 +120,10 @@ TEST_P(CoopEmulationRounding, SoftmaxWeightsAreSixteenBitOperands) {
     EXPECT_LE(err, 0.1 * gap) << "output " << got[0] << ", float64 with 16-bit weights " << want[0] << ", exact " << exact[0];
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, CoopEmulationRounding, ::testing::Values(PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16),
-                         [](const ::testing::TestParamInfo<PskDataType>& p) {
-                             return std::string(p.param == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16");
+INSTANTIATE_TEST_SUITE_P(Types, CoopEmulationRounding,
+                         ::testing::Combine(::testing::Values(PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16), ::testing::Values("flash", "tiled")),
+                         [](const ::testing::TestParamInfo<RoundingParam>& p) {
+                             return std::string(std::get<0>(p.param) == PSK_DATA_TYPE_FLOAT16 ? "f16" : "bf16") + "_" + std::get<1>(p.param);
                          });
 
 }  // namespace

@@ -523,9 +523,42 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         return 4 * (rows * (c.headDim + 1) + std::max(chunk * 65, rows * 33)) + 8 * rows;
     };
     spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 4 * 4);
-    while (spec.ROWS > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 2 / 4 * 4);
-    while (spec.W_CHUNK > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.W_CHUNK /= 2;
-    if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
+    // The learned sketch's tiled products (LEARNED_TILE = 32 hidden units per chunk; the kernel's
+    // header): its tiles of level inputs, hidden activations and weight chunks in place of the
+    // random sketch's, where r is a multiple of 4, the shared memory holds them at 16 rows or more,
+    // and on a CPU driver its loops stay within llvmpipe's budget; else one row per invocation.
+    std::string learnedTile;
+    if (sketch.learned) {
+        const uint32_t hc = 32, ain = std::max(c.headDim, in.R);
+        auto learnedBytes = [&](uint32_t rows) {
+            return 4 * (rows * (c.headDim + 1) + rows * (ain + 1) + rows * (hc + 1) + std::max(ain * (hc + 1), hc * (in.R + 1))) + 8 * rows;
+        };
+        uint32_t rows = spec.ROWS;
+        while (rows > 16 && learnedBytes(rows) > in.shared) rows = std::max<uint32_t>(16, rows / 2 / 4 * 4);
+        // Loop iterations per invocation: 2 branches x 2 levels x chunks x (the D1 chunk staged, the
+        // inputs, the D2 chunk staged, the units), and the LayerNorms.
+        const uint32_t chunks = ceilDiv(sketch.hidden, hc);
+        const uint32_t loops = 4 * chunks * (ceilDiv(ain * hc, rows) + ain + ceilDiv(hc * in.R, rows) + hc) + 12 * ain;
+        const bool cpu = in.caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (in.R % 4 != 0) {
+            learnedTile = "; learned products one row per invocation: r is not a multiple of 4";
+        } else if (learnedBytes(rows) > in.shared) {
+            learnedTile = cat("; learned products one row per invocation: their tiles need ", learnedBytes(rows), " bytes of shared memory");
+        } else if (cpu && loops > kEmulatedLoopBudget) {
+            learnedTile = cat("; learned products one row per invocation: about ", loops, " loop iterations per invocation, over ",
+                              kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
+        } else {
+            spec.ROWS = rows;
+            spec.LEARNED_TILE = hc;
+            learnedTile = cat("; learned products tiled: 4 rows x ", hc / 4, " hidden units and 4 rows x ", in.R / 4,
+                              " columns per invocation, weights staged ", hc, " units at a time");
+        }
+    }
+    if (spec.LEARNED_TILE == 0) {  // (featureBytes counts the random sketch's tiles, which the learned variant leaves out)
+        while (spec.ROWS > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 2 / 4 * 4);
+        while (spec.W_CHUNK > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.W_CHUNK /= 2;
+        if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
+    }
     stage.rows = spec.ROWS;
     // The tiling may round the rows (to what the kernel's staging takes): the reason says so.
     if (rowsEntry && spec.ROWS != rowsEntry->value) tuned += cat(", adjusted to ", spec.ROWS, " rows (what the kernel takes here)");
@@ -533,7 +566,7 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         sketch.learned ? "learned" : "random", in.type, spec,
         (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
                                               : cat("generic kernel: ", in.team.whyNot)) +
-            whyNotCoop + tuned + tunableNote({{TuningParameter::FeaturesRows, stage.rows}}));
+            learnedTile + whyNotCoop + tuned + tunableNote({{TuningParameter::FeaturesRows, stage.rows}}));
     return stage;
 }
 
