@@ -248,7 +248,7 @@ MUTATIONS: List[Mutation] = [
              [P("shaders/sketch_features.comp",
                 "wt[u * OS + c] = u0 + u < HIDDEN ? W(d2 + (u0 + u) * SKETCH + c) : 0.0;",
                 "wt[u * OS + c] = u0 + u < HIDDEN ? W(d2 + u * SKETCH + c) : 0.0;")],
-             quick=["Sweep/PolysketchConformance.MatchesFloat64Reference/learned_p4_r16_b32_causal_localexact_f32_bhnd_B1_Hq2_Hkv1_n77_h32_dv32"]),
+             quick=["generic_kernels.Sweep/PolysketchConformance.MatchesFloat64Reference/learned_p4_r16_b32_causal_localexact_f32_bhnd_B1_Hq2_Hkv1_n77_h32_dv32"]),
 ]
 
 

@@ -542,6 +542,11 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         const bool cpu = in.caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
         if (in.R % 4 != 0) {
             learnedTile = "; learned products one row per invocation: r is not a multiple of 4";
+        } else if (useTeamKernels(in.caps)) {
+            // llvmpipe runs the row form faster (a barrier is a coroutine switch there, a uniform
+            // vec4 load cheap): 793 against 995 ms for the learned feature map at 4k, h = 64,
+            // H = 4, r = 32, float32 (docs/PERFORMANCE.md).
+            learnedTile = "; learned products one row per invocation: a CPU driver (the tiled products are for GPUs)";
         } else if (learnedBytes(rows) > in.shared) {
             learnedTile = cat("; learned products one row per invocation: their tiles need ", learnedBytes(rows), " bytes of shared memory");
         } else if (cpu && loops > kEmulatedLoopBudget) {
