@@ -16,6 +16,8 @@
 #include "vk/context.hpp"
 #include "forward/polysketch_plan.hpp"
 #include "forward/tuning_table.hpp"
+#include "io/safetensors.hpp"
+#include "sketch/sketch_files.hpp"
 #include "reference/conformance_cases.hpp"
 #include "reference/reference.hpp"
 #include "reference/sketch_fixtures.hpp"
@@ -288,6 +290,7 @@ TEST(TuningTableSelection, TheH200TableIsChosenForAnH200) {
 
 struct Shape {
     uint32_t Hq = 2, Hkv = 1, n = 77, h = 16, dv = 24, r = 16, b = 32;
+    bool learned = false;  // a learned sketch (random weights) instead of the seeded random one
 };
 
 PskAttentionCreateInfo createInfo(const Shape& s, PskDataType type, uint64_t seed) {
@@ -326,7 +329,14 @@ struct Outcome {
 Outcome runCase(PskContext ctx, const Shape& s, PskDataType type) {
     Outcome o;
     const uint64_t seed = 20261127;
-    const PskAttentionCreateInfo info = createInfo(s, type, seed);
+    PskAttentionCreateInfo info = createInfo(s, type, seed);
+    psk::test::TempFile sketchFile("psk_tuning_sketch");
+    const psk::LearnedSketchWeights learned = psk::test::randomLearnedSketch(s.h, s.r, seed + 4);
+    if (s.learned) {
+        psk::writeSafeTensors(sketchFile.path(), psk::learnedSketchToSafeTensors(learned));
+        info.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
+        info.sketchFile = sketchFile.path().c_str();
+    }
     PskAttention attn = nullptr;
     o.created = pskCreateAttention(ctx, &info, &attn);
     if (o.created != PSK_SUCCESS) return o;
@@ -347,7 +357,8 @@ Outcome runCase(PskContext ctx, const Shape& s, PskDataType type) {
     const psk::ref::Shape shape{1, int(s.Hq), int(s.Hkv), int(s.n), int(s.h), int(s.dv)};
     std::vector<double> qd(q.begin(), q.end()), kd(k.begin(), k.end()), vd(v.begin(), v.end()), want;
     psk::ref::PolysketchConfig config;
-    config.sketch = psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(seed, 4, s.h, s.r)));
+    config.sketch = s.learned ? psk::ref::sketchFunction(psk::test::toReference(learned))
+                              : psk::ref::sketchFunction(psk::test::toReference(psk::generateRandomSketch(seed, 4, s.h, s.r)));
     config.degree = 4;
     config.scale = info.scale;
     config.causal = true;
@@ -551,6 +562,37 @@ TEST_F(TuningOnDevice, OtherDevicesAndBadFiles) {
         EXPECT_NE(plan.find("(PskContextCreateInfo::tuningTable, 1 entry, any device)"), std::string::npos) << plan;
     }
     pskDestroyContext(own);
+}
+
+// features.learned_tile sets the generic learned feature map's form: 16 hidden units per chunk
+// (tiled, even on a CPU driver, whose model choice is the row form), 0 the row form; 6 (not a
+// multiple of 4) is ignored with the reason; the output matches the float64 reference each time.
+TEST_F(TuningOnDevice, LearnedFeatureMapFormFromTheTable) {
+    ScopedEnv team("PSK_DISABLE_TEAM_KERNELS", nullptr);
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
+    Shape s;
+    s.learned = true;
+    s.h = 32;
+    struct Want {
+        const char* entry;
+        const char* spec;
+        const char* reason;
+    };
+    for (const Want& w : {Want{"16", " LEARNED_TILE=16", "learned products tiled: 4 rows x 4 hidden units"},
+                          Want{"0", " LEARNED_TILE=0", "learned products one row per invocation; features.learned_tile=0 from tuning table"},
+                          Want{"6", "", "(features.learned_tile 6) ignored: not a multiple of 4"}}) {
+        const std::string path = writeFile(std::string("learned-") + w.entry + ".tuning",
+                                           std::string("psk-tuning 1\ndevice any\nfeatures.learned_tile ") + w.entry + "\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("sketch_features.learned.f32 (generic)"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(w.spec), std::string::npos) << w.entry << "\n" << o.plan;
+        EXPECT_NE(o.plan.find(w.reason), std::string::npos) << w.entry << "\n" << o.plan;
+        EXPECT_NE(o.plan.find("features.learned_tile="), std::string::npos) << o.plan;  // named as tunable
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kPolysketchFloat32) << w.entry;
+    }
 }
 
 }  // namespace

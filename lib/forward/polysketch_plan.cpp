@@ -529,7 +529,17 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
     // and on a CPU driver its loops stay within llvmpipe's budget; else one row per invocation.
     std::string learnedTile;
     if (sketch.learned) {
-        const uint32_t hc = 32, ain = std::max(c.headDim, in.R);
+        // A table's features.learned_tile: 0 the row form, else that many hidden units per chunk (a
+        // multiple of 4 up to 64) where the tiles fit; the model's choice otherwise.
+        const TuningEntry* tileEntry = tuningEntry(in, TuningParameter::FeaturesLearnedTile);
+        uint32_t hc = 32;
+        if (tileEntry && tileEntry->value != 0 && tileEntry->value % 4 != 0) {
+            learnedTile = ignoredNote(in, *tileEntry, "not a multiple of 4");
+            tileEntry = nullptr;
+        } else if (tileEntry && tileEntry->value != 0) {
+            hc = tileEntry->value;
+        }
+        const uint32_t ain = std::max(c.headDim, in.R);
         auto learnedBytes = [&](uint32_t rows) {
             return 4 * (rows * (c.headDim + 1) + rows * (ain + 1) + rows * (hc + 1) + std::max(ain * (hc + 1), hc * (in.R + 1))) + 8 * rows;
         };
@@ -540,23 +550,30 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         const uint32_t chunks = ceilDiv(sketch.hidden, hc);
         const uint32_t loops = 4 * chunks * (ceilDiv(ain * hc, rows) + ain + ceilDiv(hc * in.R, rows) + hc) + 12 * ain;
         const bool cpu = in.caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        std::string rowForm;  // why one row per invocation, or empty
         if (in.R % 4 != 0) {
-            learnedTile = "; learned products one row per invocation: r is not a multiple of 4";
-        } else if (useTeamKernels(in.caps)) {
+            rowForm = "r is not a multiple of 4";
+        } else if (learnedBytes(rows) > in.shared) {
+            rowForm = cat("their tiles need ", learnedBytes(rows), " bytes of shared memory");
+        } else if (cpu && loops > kEmulatedLoopBudget) {
+            rowForm = cat("about ", loops, " loop iterations per invocation, over ", kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
+        }
+        if (tileEntry && tileEntry->value == 0) {
+            learnedTile += "; learned products one row per invocation" + tunedNote(in, *tileEntry);
+        } else if (!rowForm.empty()) {
+            learnedTile += "; learned products one row per invocation: " + rowForm;
+            if (tileEntry) learnedTile += ignoredNote(in, *tileEntry, rowForm);
+        } else if (!tileEntry && useTeamKernels(in.caps)) {
             // llvmpipe runs the row form faster (a barrier is a coroutine switch there, a uniform
             // vec4 load cheap): 793 against 995 ms for the learned feature map at 4k, h = 64,
             // H = 4, r = 32, float32 (docs/PERFORMANCE.md).
-            learnedTile = "; learned products one row per invocation: a CPU driver (the tiled products are for GPUs)";
-        } else if (learnedBytes(rows) > in.shared) {
-            learnedTile = cat("; learned products one row per invocation: their tiles need ", learnedBytes(rows), " bytes of shared memory");
-        } else if (cpu && loops > kEmulatedLoopBudget) {
-            learnedTile = cat("; learned products one row per invocation: about ", loops, " loop iterations per invocation, over ",
-                              kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
+            learnedTile += "; learned products one row per invocation: a CPU driver (the tiled products are for GPUs)";
         } else {
             spec.ROWS = rows;
             spec.LEARNED_TILE = hc;
-            learnedTile = cat("; learned products tiled: 4 rows x ", hc / 4, " hidden units and 4 rows x ", in.R / 4,
-                              " columns per invocation, weights staged ", hc, " units at a time");
+            learnedTile += cat("; learned products tiled: 4 rows x ", hc / 4, " hidden units and 4 rows x ", in.R / 4,
+                               " columns per invocation, weights staged ", hc, " units at a time");
+            if (tileEntry) learnedTile += tunedNote(in, *tileEntry);
         }
     }
     if (spec.LEARNED_TILE == 0) {  // (featureBytes counts the random sketch's tiles, which the learned variant leaves out)
@@ -571,7 +588,9 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         sketch.learned ? "learned" : "random", in.type, spec,
         (sketch.learned || sketch.levels != 1 ? std::string("generic kernel: the team kernel has random one-level (p = 4) sketches only")
                                               : cat("generic kernel: ", in.team.whyNot)) +
-            learnedTile + whyNotCoop + tuned + tunableNote({{TuningParameter::FeaturesRows, stage.rows}}));
+            learnedTile + whyNotCoop + tuned +
+            (sketch.learned ? tunableNote({{TuningParameter::FeaturesRows, stage.rows}, {TuningParameter::FeaturesLearnedTile, spec.LEARNED_TILE}})
+                            : tunableNote({{TuningParameter::FeaturesRows, stage.rows}})));
     return stage;
 }
 

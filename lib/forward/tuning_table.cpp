@@ -25,6 +25,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"baselines.tile", 0, 15},
     {"output.cooperative", 0, 1},
     {"output.sg_m", 1, 16},
+    {"features.learned_tile", 0, 64},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

@@ -45,6 +45,7 @@ enum class TuningParameter : uint32_t {
     BaselinesTile,        // baselines.tile: index into the FlashAttention-2 kernel's tiling table (softmax, polynomial)
     OutputCooperative,    // output.cooperative: 1 the cooperative output where the plan can take it, 0 the generic one
     OutputSgM,            // output.sg_m: the cooperative output's row groups (SG_M; TILE_M = SG_M x CM_M query rows)
+    FeaturesLearnedTile,  // features.learned_tile: the generic learned feature map's hidden units per chunk (LEARNED_TILE; 0: one row per invocation)
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);

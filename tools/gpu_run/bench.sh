@@ -445,6 +445,12 @@ do_stages() {
     bench_call "stage-full-n$n" 60 "${base[@]}" --full || rc=1
     # A learned sketch (a model's feature map: docs/PERFORMANCE.md predicts it the dominant stage).
     bench_call "stage-learned-n$n" 60 "${base[@]}" --local-exact --learned-sketch || rc=1
+    # ... and its feature map in the row form (features.learned_tile 0; docs/MODEL.md, "The learned
+    # feature map, tiled"): compare the features column with the row above (the table replaces the
+    # device's built-in one, so the other stages may take other kernels here).
+    printf 'psk-tuning 1\ndevice any\nfeatures.learned_tile 0\n' >"$work/learned-rows.tuning"
+    (export PSK_TUNING_TABLE="$work/learned-rows.tuning"
+     bench_call "stage-learned-rows-n$n" 60 "${base[@]}" --local-exact --learned-sketch) || rc=1
     # Ablations (PSK_ABLATE, docs/MODEL.md "Held against the third H200 run"): the cooperative states
     # and output with one part left out each, so that their stage times say where the time goes (the
     # outputs are wrong: timing only, self-test off, no tuning table, so the cooperative output runs).
@@ -466,12 +472,13 @@ do_stages() {
         done
     done
     say "$( ((rc == 0)) && echo OK || echo FAIL) states walk n=$n h=$h:$walk"
-    local a b c d
+    local a b c d e
     a=$(csv_summary "$work/bench/stage-local-exact-n$n.csv")
     b=$(csv_summary "$work/bench/stage-sketched-local-n$n.csv")
     c=$(csv_summary "$work/bench/stage-full-n$n.csv")
     d=$(csv_summary "$work/bench/stage-learned-n$n.csv")
-    say "$( ((rc == 0)) && echo OK || echo FAIL) stages n=$n h=$h H=$heads r=32: causal local exact: $a | causal sketched local: $b | full (no scan, no local part): $c | learned sketch, local exact: $d"
+    e=$(csv_summary "$work/bench/stage-learned-rows-n$n.csv")
+    say "$( ((rc == 0)) && echo OK || echo FAIL) stages n=$n h=$h H=$heads r=32: causal local exact: $a | causal sketched local: $b | full (no scan, no local part): $c | learned sketch, local exact: $d | learned, feature map one row per invocation: $e"
     return "$rc"
 }
 

@@ -381,6 +381,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
             return all;
         case TuningParameter::OutputCooperative: all = {0, 1}; break;
         case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
+        case TuningParameter::FeaturesLearnedTile: all = {0, 16, 32, 64}; break;
         default: break;
     }
     all.erase(std::remove(all.begin(), all.end(), model), all.end());
