@@ -32,8 +32,9 @@
 // spread over the subgroup as the hardware spreads it: element e of its row-major M x N (or
 // M x K, K x N) elements lives in lane e % gl_SubgroupSize, slot e / gl_SubgroupSize of that
 // lane's private array. Operands are rounded to float16 / bfloat16 when staged (CM_TO_OPERAND),
-// as the hardware path stores them, and kept as float in shared memory, so the numbers are those
-// of the hardware path up to the order of the float32 additions. The multiply-add exchanges the
+// as the hardware path stores them, and kept as float in shared memory (or packed, eight to a
+// uvec4, in a CM_PACKED pool, exactly as on the hardware), so the numbers are those of the
+// hardware path up to the order of the float32 additions. The multiply-add exchanges the
 // operands through a per-subgroup region of shared memory: the kernel defines CM_SUBGROUPS
 // (subgroups per workgroup) before the include. Shapes up to M * N, M * K, K * N <= 64 x the
 // subgroup size (the host plans 16 x 16 x 16 with subgroups of 4 or more).
