@@ -5,7 +5,10 @@
 // 512 chunks of 8 operands, chunk c = it * THREADS + lid at row c / 8, column (c % 8) * 8, the
 // same invocation-to-chunk map as their K and V staging. PACKED = 0 stores a chunk as eight
 // float16_t stores, each operand unpacked from its 32-bit word and converted (the pattern the
-// kernels' put_chunk had before the packed operand pool); PACKED = 1 as one uvec4 store. Then a
+// kernels' put_chunk had before the packed operand pool); PACKED = 1 as one uvec4 store;
+// PACKED = 2 as eight float16_t stores again, but operand j of every chunk in one contiguous run
+// (a warp's store: 64 consecutive bytes), which separates the cost of the store count from that
+// of the bank conflicts of the kernels' layout (the values are the same, so is the host's check). Then a
 // barrier, each invocation reads back one word another invocation stored, and a barrier.
 // The chunks are built from the invocation's running value, and every round's word read back
 // feeds the next value (a multiply-add), which is written out: the compiler can neither drop a
@@ -57,8 +60,15 @@ void main() {
             const uint h = chunk_hash(v, c);
             const uvec4 chunk = uvec4(chunk_word(h, 0u), chunk_word(h, 1u), chunk_word(h, 2u), chunk_word(h, 3u));
             const uint at = (c / 8u) * ROW + (c % 8u) * 8u;
-            if (PACKED != 0u) {
+            if (PACKED == 1u) {
                 pool128[at / 8u] = chunk;
+            } else if (PACKED == 2u) {
+                // Operand j of every chunk in one contiguous run: a warp's store covers 64
+                // consecutive bytes (one pass of the banks), the count of stores unchanged.
+                [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+                    pool16[(2u * k) * CHUNKS + c] = float16_t(unpackHalf2x16(chunk[k]).x);
+                    pool16[(2u * k + 1u) * CHUNKS + c] = float16_t(unpackHalf2x16(chunk[k]).y);
+                }
             } else {
                 [[unroll]] for (uint k = 0u; k < 4u; ++k) {
                     pool16[at + 2u * k] = float16_t(unpackHalf2x16(chunk[k]).x);
@@ -69,8 +79,10 @@ void main() {
         barrier();  // every store is visible before the loads
         const uint w = i & 3u;
         uint word;
-        if (PACKED != 0u) {
+        if (PACKED == 1u) {
             word = pool128[peer16 / 8u][w];
+        } else if (PACKED == 2u) {
+            word = packHalf2x16(vec2(float(pool16[(2u * w) * CHUNKS + peer]), float(pool16[(2u * w + 1u) * CHUNKS + peer])));
         } else {
             word = packHalf2x16(vec2(float(pool16[peer16 + 2u * w]), float(pool16[peer16 + 2u * w + 1u])));
         }

@@ -19,7 +19,7 @@
 // micro_shared_store.comp (its one binding is micro_barrier.comp's list: PSK_MICRO_BARRIER_BINDINGS)
 #define PSK_MICRO_SHARED_STORE_SPEC(X) \
     X(0, uint, THREADS, 128) /* invocations per workgroup (local_size_x_id = 0); divides 512 */ \
-    X(1, uint, PACKED, 0)    /* 0: a 16-byte chunk as eight 16-bit stores; 1: as one 16-byte (uvec4) store */
+    X(1, uint, PACKED, 0)    /* 0: a 16-byte chunk as eight 16-bit stores; 1: as one 16-byte (uvec4) store; 2: eight 16-bit stores, each warp's contiguous (no bank conflicts) */
 
 // micro_chase.comp (one invocation; no specialization constants)
 #define PSK_MICRO_CHASE_BINDINGS(X) \

@@ -321,9 +321,12 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 b = " ".join("%dx%d %.1f" % (r["threads"], r["workgroups_per_sm"], r["ns_per_barrier"]) for r in m["barrier"] if r["ns_per_barrier"] is not None)
 c = ", ".join("%s (%d MiB) %.1f" % (r["level"], r["bytes"] >> 20, r["ns_per_load"]) for r in m["chase"])
-s = {r["packed"]: r["ns_per_iteration"] for r in m.get("shared_store", []) if r["threads"] == 128 and r["workgroups_per_sm"] == 4}
-if s.get(False) is not None and s.get(True):
-    c += "; shared stores (128 threads x 4 wg/SM) ns per iteration: 16-bit %.1f, packed %.1f, ratio %.2f" % (s[False], s[True], s[False] / s[True])
+s = {r.get("form", "128-bit" if r["packed"] else "16-bit"): r["ns_per_iteration"]
+     for r in m.get("shared_store", []) if r["threads"] == 128 and r["workgroups_per_sm"] == 4}
+if s.get("16-bit") is not None and s.get("128-bit"):
+    c += "; shared stores (128 threads x 4 wg/SM) ns per iteration: 16-bit %.1f, packed %.1f, ratio %.2f" % (s["16-bit"], s["128-bit"], s["16-bit"] / s["128-bit"])
+    if s.get("16-bit-contiguous") is not None:
+        c += ", 16-bit contiguous %.1f" % s["16-bit-contiguous"]
 print("ns per barrier (threads x workgroups/SM, %d SMs): %s; ns per dependent load: %s" % (m["multiprocessors"], b, c))
 PY
 )"

@@ -11,7 +11,8 @@
 //     micro_shared_store.comp stores a 64 x 64 tile of float16 operands per workgroup and round in
 //     the cooperative kernels' layout (rows of 64 padded by 8), a 16-byte chunk of 8 operands as
 //     eight 16-bit stores (the kernels' put_chunk before the packed operand pool) or as one
-//     16-byte store, then a barrier, one word read back, a barrier; THREADS = 128 and 256, 1 and 4
+//     16-byte store (and, to tell the store count from the layout's bank conflicts, as eight 16-bit
+//     stores with each warp's 64 bytes contiguous), then a barrier, one word read back, a barrier; THREADS = 128 and 256, 1 and 4
 //     workgroups per multiprocessor. The barrier round above (two barriers with a shared load and
 //     store) is in every round: the baseline to subtract before comparing the stores with a model
 //     of the shared-memory data path. Needs shaderFloat16 (skipped without it).
@@ -81,7 +82,9 @@ const char* kUsage =
     "  shared stores   micro_shared_store.comp: each workgroup stores a 64 x 64 tile of float16 operands\n"
     "                  (rows of 64 padded by 8) per iteration, each 16-byte chunk of 8 operands as eight\n"
     "                  16-bit stores or as one 16-byte store, then barrier(), one word read back,\n"
-    "                  barrier(); 128 and 256 invocations, 1 and 4 workgroups per multiprocessor.\n"
+    "                  barrier(); 128 and 256 invocations, 1 and 4 workgroups per multiprocessor. A\n"
+    "                  third form stores 16 bits at a time with each warp's 64 bytes contiguous (no\n"
+    "                  bank conflicts): the store count's cost apart from the layout's conflicts.\n"
     "                  Reports ns per iteration and the ratio 16-bit / 16-byte; an iteration includes\n"
     "                  the barrier round's two barriers, load and store (the baseline to subtract).\n"
     "                  Skipped without shaderFloat16.\n"
@@ -104,7 +107,7 @@ struct Options {
 // A row of a kernel that loops over workgroup rounds (micro_barrier.comp, micro_shared_store.comp).
 struct RoundRow {
     uint32_t threads = 0, perSm = 0, groups = 0, iterations = 0;
-    bool packed = false;  // shared stores: one 16-byte store per chunk (else eight 16-bit stores)
+    uint32_t form = 0;  // shared stores: 0 eight 16-bit stores per chunk (the kernels' layout), 1 one 16-byte store, 2 eight contiguous ones
     std::vector<double> runsMs;
     double medianMs = 0;
     bool ok = false;
@@ -230,12 +233,12 @@ RoundRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threa
     return row;
 }
 
-RoundRow runSharedStore(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, bool packed, uint32_t sms,
+RoundRow runSharedStore(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, uint32_t form, uint32_t sms,
                         uint32_t iterations) {
     RoundRow row;
     row.threads = threads;
     row.perSm = perSm;
-    row.packed = packed;
+    row.form = form;
     row.groups = perSm * sms;
     row.iterations = iterations;
     const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
@@ -254,7 +257,7 @@ RoundRow runSharedStore(PskContext_T& ctx, psk::Submitter& submitter, uint32_t t
     if (kTileChunks % threads != 0) psk::fail(PSK_ERROR_INTERNAL, "psk micro: THREADS must divide the tile's 512 chunks");
     psk::kernel::MicroSharedStoreSpec spec;
     spec.THREADS = threads;
-    spec.PACKED = packed ? 1 : 0;
+    spec.PACKED = form;
     runRounds<psk::KernelId::MicroSharedStore>(ctx, submitter, spec, kSharedStoreSeed, hostSharedStoreValues, row);
     return row;
 }
@@ -444,32 +447,36 @@ int runMicro(int argc, char** argv) {
 
         std::printf(
             "\nshared stores: a 64 x 64 tile of 16-bit operands per workgroup and iteration, eight 16-bit stores or one 16-byte "
-            "store per 16 bytes, barrier, one read back, barrier (%u iterations per invocation; the barrier round is the baseline)\n",
+            "store per 16 bytes, barrier, one read back, barrier (%u iterations per invocation; the barrier round is the baseline; "
+            "'16-bit contig.': the same 16-bit stores with each warp's 64 bytes contiguous, no bank conflicts)\n",
             sharedStoreIterations);
-        std::printf("%8s %6s %8s %11s %10s %13s %14s  %s\n", "threads", "wg/SM", "stores", "workgroups", "time (ms)", "ns/iteration",
+        std::printf("%8s %6s %15s %11s %10s %13s %14s  %s\n", "threads", "wg/SM", "stores", "workgroups", "time (ms)", "ns/iteration",
                     "16-bit/packed", "check");
+        const char* const formNames[] = {"16-bit", "128-bit", "16-bit contig."};
         for (uint32_t threads : {128u, 256u})
-            for (uint32_t perSm : {1u, 4u})
-                for (bool packed : {false, true}) {
-                    RoundRow r = runSharedStore(*ctx, submitter, threads, perSm, packed, sms, sharedStoreIterations);
-                    const char* stores = packed ? "128-bit" : "16-bit";
+            for (uint32_t perSm : {1u, 4u}) {
+                const size_t first = sharedStores.size();  // this pair's 16-bit row
+                for (uint32_t form : {0u, 1u, 2u}) {
+                    RoundRow r = runSharedStore(*ctx, submitter, threads, perSm, form, sms, sharedStoreIterations);
                     const double ns = r.medianMs * 1e6 / r.iterations;
-                    // The ratio on the packed row, of the 16-bit row just before it.
+                    // On the packed row: the 16-bit row's time over its own.
                     std::string ratio;
-                    if (packed && !r.runsMs.empty() && !sharedStores.empty() && !sharedStores.back().runsMs.empty() && r.medianMs > 0) {
+                    if (form == 1 && !r.runsMs.empty() && sharedStores.size() > first && !sharedStores[first].runsMs.empty() &&
+                        r.medianMs > 0) {
                         char buf[32];
-                        std::snprintf(buf, sizeof buf, "%.2f", sharedStores.back().medianMs / r.medianMs);
+                        std::snprintf(buf, sizeof buf, "%.2f", sharedStores[first].medianMs / r.medianMs);
                         ratio = buf;
                     }
                     if (r.runsMs.empty())
-                        std::printf("%8u %6u %8s %11u %10s %13s %14s  %s\n", r.threads, r.perSm, stores, r.groups, "-", "-", "-",
+                        std::printf("%8u %6u %15s %11u %10s %13s %14s  %s\n", r.threads, r.perSm, formNames[form], r.groups, "-", "-", "-",
                                     r.note.c_str());
                     else
-                        std::printf("%8u %6u %8s %11u %10.3f %13.2f %14s  %s\n", r.threads, r.perSm, stores, r.groups, r.medianMs, ns,
-                                    ratio.c_str(), r.ok ? "ok" : ("FAIL: " + r.note).c_str());
+                        std::printf("%8u %6u %15s %11u %10.3f %13.2f %14s  %s\n", r.threads, r.perSm, formNames[form], r.groups, r.medianMs,
+                                    ns, ratio.c_str(), r.ok ? "ok" : ("FAIL: " + r.note).c_str());
                     std::fflush(stdout);
                     sharedStores.push_back(std::move(r));
                 }
+            }
     } catch (const psk::Error& e) {
         std::fprintf(stderr, "psk micro: %s (%s)\n", e.what(), pskResultToString(e.code()));
         return 1;
@@ -521,7 +528,8 @@ int runMicro(int argc, char** argv) {
         for (size_t i = 0; i < sharedStores.size(); ++i) {
             const RoundRow& r = sharedStores[i];
             j += std::string(i ? "," : "") + "\n    {\"threads\": " + std::to_string(r.threads) + ", \"workgroups_per_sm\": " +
-                 std::to_string(r.perSm) + ", \"packed\": " + (r.packed ? "true" : "false") + ", \"workgroups\": " +
+                 std::to_string(r.perSm) + ", \"packed\": " + (r.form == 1 ? "true" : "false") + ", \"form\": " +
+                 quote(r.form == 0 ? "16-bit" : r.form == 1 ? "128-bit" : "16-bit-contiguous") + ", \"workgroups\": " +
                  std::to_string(r.groups) + ", \"iterations\": " + std::to_string(r.iterations) + ", \"median_ms\": " +
                  (r.runsMs.empty() ? "null" : number(r.medianMs)) + ", \"ns_per_iteration\": " +
                  (r.runsMs.empty() ? "null" : number(r.medianMs * 1e6 / r.iterations)) + ", \"runs_ms\": " + list(r.runsMs) +
