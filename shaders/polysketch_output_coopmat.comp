@@ -21,15 +21,20 @@
 //
 //  1. S(q) rows of the tile are staged once (float32), with the range maxima of the operands.
 //  2. Inter-block, chunks of FEAT_CHUNK features: A = phi(q) rows (TILE_M x FEAT_CHUNK, expanded
-//     from the pair table, self_tensor.glsl), B = the Z chunk (FEAT_CHUNK x NT CM_N, zero past
-//     column dv) as two operands, hi = round(z) and lo = round(z - hi); part = A B_lo + A B_hi in
-//     float32, then acc += part / (scale_A scale_B) (CM_ADD_SCALED). Why B in two parts: Z's
-//     value columns and its normalizer column are consistent sums of phi(k) [v | 1] (the block
-//     states' products of 16-bit numbers are exact in float32), and O = num / den relies on it
-//     where phi(q) . phi(k) cancels (features of either sign): rounding Z once to 11 (float16) or
-//     8 (bfloat16) bits broke that consistency, up to 1e-2 relative error in float16 on a row that
-//     sees a single key (tests/conformance_polysketch_test, GpuTiles16's n = 1). Rounding phi(q)
-//     scales numerator and normalizer alike, so A stays one operand.
+//     from the pair table, self_tensor.glsl) and B = the Z chunk (FEAT_CHUNK x NT CM_N, zero past
+//     column dv), each as two operands, hi = round(x) and lo = round(x - hi); part = A_lo B_hi +
+//     A_hi B_lo + A_hi B_hi in float32, then acc += part / (scale_A scale_B) (CM_ADD_SCALED). Why
+//     B in two parts: Z's value columns and its normalizer column are consistent sums of
+//     phi(k) [v | 1] (the block states' products of 16-bit numbers are exact in float32), and
+//     O = num / den relies on it where phi(q) . phi(k) cancels (features of either sign): rounding
+//     Z once to 11 (float16) or 8 (bfloat16) bits broke that consistency, up to 1e-2 relative
+//     error in float16 on a row that sees a single key (tests/conformance_polysketch_test,
+//     GpuTiles16's n = 1). Why A in two parts too: rounding phi(q) does not scale numerator and
+//     normalizer alike where they cancel. For a row that sees one key, O = w v / (1 + w) with
+//     w = phi(q) . phi(k); each feature's rounding error (2^-11 relative) enters w weighted by
+//     its term, so where the terms cancel to a small w the relative error of O is that of w,
+//     amplified by sum |terms| / |w|: 8.8e-4 of the float16 threshold's 2e-3 under emulation on
+//     the Sweep16 n = 1 full case, 6.8e-3 on an H200 (docs/RELIABILITY.md).
 //  3. Local part (CAUSAL), keys KEY_TILE at a time up to the tile's last row: scores S = Q K^T
 //     (operands q' and k', or S(q) and S(k), WIDTH_CHUNK columns per step; the KEY_TILE / CM_N
 //     score tiles of a row group are spread over its SG_N subgroups) out through a float32
@@ -106,7 +111,8 @@ const uint LDQ = WIDTH_CHUNK + PAD;  // Q rows (row-major A), K rows (column-maj
 const uint LDW = KEY_TILE + PAD;     // W rows, row-major
 // Operand pool: step 2 [A | B hi | B lo], step 3 [Q | K | W | V].
 const uint OP_A = 0u;
-const uint OP_B = TILE_M * LDA;
+const uint A_LO = TILE_M * LDA;      // the low parts of A, after the high parts
+const uint OP_B = 2u * A_LO;
 const uint B_LO = FEAT_CHUNK * LDB;  // the low parts of B, after the high parts
 const uint OP_INTER = OP_B + 2u * B_LO;
 const uint OP_Q = 0u;
@@ -249,7 +255,9 @@ void main() {
                         p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
                             f_pool[r * SKETCH + pair_second(entry)];
                     }
-                    op_pool[OP_A + r * LDA + f] = CM_TO_OPERAND(p);
+                    const CM_OPERAND hi = CM_TO_OPERAND(p);
+                    op_pool[OP_A + r * LDA + f] = hi;
+                    op_pool[OP_A + A_LO + r * LDA + f] = CM_TO_OPERAND(p - float(hi));
                 }
             }
             barrier();
@@ -272,15 +280,19 @@ void main() {
                 [[unroll]] for (uint w = 0u; w < WN; ++w) part[w] = CM_ACC_ZERO;
                 [[unroll]] for (uint kk = 0u; kk < FEAT_CHUNK; kk += CM_K) {
                     if (kk < flen) {
-                        CM_A ma;
+                        // A and B each as hi + lo (see step 2 in the header): the small products
+                        // first, A_lo B_hi and A_hi B_lo, then A_hi B_hi (lo x lo is below float32's ulp).
+                        CM_A ma, ma_lo;
+                        CM_LOAD_ROW_A(ma_lo, op_pool, OP_A + A_LO + sg_m * CM_M * LDA + kk, LDA);
                         CM_LOAD_ROW_A(ma, op_pool, OP_A + sg_m * CM_M * LDA + kk, LDA);
                         [[unroll]] for (uint w = 0u; w < WN; ++w) {
                             const uint t = sg_n * WN + w;
                             if (t < NT) {
-                                CM_B mb;
-                                CM_LOAD_ROW_B(mb, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);
-                                part[w] = CM_MULADD(ma, mb, part[w]);  // the small part first
+                                CM_B mb, mb_lo;
                                 CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
+                                CM_LOAD_ROW_B(mb_lo, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);
+                                part[w] = CM_MULADD(ma_lo, mb, part[w]);
+                                part[w] = CM_MULADD(ma, mb_lo, part[w]);
                                 part[w] = CM_MULADD(ma, mb, part[w]);
                             }
                         }

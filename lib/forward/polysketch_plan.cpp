@@ -30,9 +30,14 @@ const char* coopMatEmulationLabel() {
 
 namespace {
 
-// Loop iterations per invocation the emulated cooperative output may take on a CPU driver: half
-// of llvmpipe's 65535 (its count is an estimate, polysketchOutputCoopMatEmulatedLoopIterations).
+// Loop iterations per invocation the emulated cooperative kernels may take on a CPU driver: half
+// of llvmpipe's 65535 (their counts are estimates, e.g. sketchFeaturesCoopMatEmulatedLoopIterations).
 constexpr uint32_t kEmulatedLoopBudget = 32768;
+// The emulated cooperative output's own budget, 5/8 of llvmpipe's 65535: its count walks every loop
+// of the kernel (polysketchOutputCoopMatEmulatedLoopIterations), and since phi(q) is two operands
+// (three products per step) the GPU tilings of the test shapes with r = 32 count ~33500 (a loop
+// llvmpipe cut short would show as a conformance failure, not pass unnoticed).
+constexpr uint32_t kEmulatedOutputLoopBudget = 40960;
 // Loop iterations one invocation of the emulated walking block states runs per key tile, counted
 // from shaders/coopmat.glsl at 8 lanes (llvmpipe): per 16 keys a B load (32), and for A's high and
 // low parts an A load (32) and a product (3 x 32), 576 for a 32-key tile, plus the normalizer's
@@ -84,7 +89,7 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
     // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
     const uint32_t tileM = s.SG_M * s.CM_M, nc = (s.VALUE_DIM + s.CM_N) / s.CM_N * s.CM_N, pad = 8;
     const uint32_t subgroups = s.SG_M * s.SG_N;
-    const uint32_t opInter = tileM * (s.FEAT_CHUNK + pad) + 2 * s.FEAT_CHUNK * (nc + pad);  // A, B hi, B lo
+    const uint32_t opInter = 2 * tileM * (s.FEAT_CHUNK + pad) + 2 * s.FEAT_CHUNK * (nc + pad);  // A hi, A lo, B hi, B lo
     const uint32_t opLocal = s.CAUSAL ? tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) +
                                             tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad)
                                       : 0;
@@ -105,8 +110,9 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
     const uint32_t nt = (s.VALUE_DIM + n) / n, wn = std::min(s.WN, nt), su = ceilDiv(s.KEY_TILE / n, s.SG_N);
     const uint32_t keyWidth = s.LOCAL_EXACT ? s.HEAD_DIM : s.SKETCH;
     const uint32_t threads = s.SG_M * s.SG_N * lanes;
-    // phi(q)^T Z: B (the Z chunk) as hi + lo, two loads and two products per column tile.
-    uint64_t total = uint64_t(ceilDiv(features, s.FEAT_CHUNK)) + uint64_t(ceilDiv(features, k)) * (loadA + wn * 2 * (loadB + product));
+    // phi(q)^T Z: A (phi(q)) and B (the Z chunk) as hi + lo, two A loads, two B loads and three
+    // products per column tile.
+    uint64_t total = uint64_t(ceilDiv(features, s.FEAT_CHUNK)) + uint64_t(ceilDiv(features, k)) * (2 * loadA + wn * (2 * loadB + 3 * product));
     if (s.CAUSAL) {
         const uint64_t keyTiles = ceilDiv(blockSize, s.KEY_TILE), widthSteps = ceilDiv(keyWidth, s.WIDTH_CHUNK);
         const uint64_t scores = uint64_t(ceilDiv(keyWidth, k)) * (loadA + su * (loadB + product)) + su * tile;
@@ -332,14 +338,15 @@ namespace {
  * budget: `iterations` (its estimate) is checked there; false, with the reason in `whyNot`, when it
  * exceeds it. Elsewhere `iterations` becomes 0 (nothing to report).
  */
-bool withinEmulatedLoopBudget(const CoopEligibility& coop, const char* what, uint32_t& iterations, std::string& whyNot) {
+bool withinEmulatedLoopBudget(const CoopEligibility& coop, const char* what, uint32_t& iterations, std::string& whyNot,
+                              uint32_t budget = kEmulatedLoopBudget) {
     if (!coop.emulate || !coop.cpuDevice) {
         iterations = 0;
         return true;
     }
-    if (iterations <= kEmulatedLoopBudget) return true;
-    whyNot = cat("; not the emulated cooperative ", what, ": about ", iterations, " loop iterations per invocation, over ",
-                 kEmulatedLoopBudget, " (llvmpipe ends every loop after 65535)");
+    if (iterations <= budget) return true;
+    whyNot = cat("; not the emulated cooperative ", what, ": about ", iterations, " loop iterations per invocation, over ", budget,
+                 " (llvmpipe ends every loop after 65535)");
     return false;
 }
 
@@ -858,7 +865,8 @@ std::string tuneCoopOutput(const PolysketchPlanInputs& in, kernel::PolysketchOut
         if (why.empty() && bytes > coop.shared) why = cat("needs ", bytes, " bytes of shared memory, ", coop.shared, " available");
         if (why.empty() && coop.emulate && coop.cpuDevice) {
             const uint32_t loops = polysketchOutputCoopMatEmulatedLoopIterations(c, in.caps.subgroupSize, in.features, in.config.blockSize);
-            if (loops > kEmulatedLoopBudget) why = cat("about ", loops, " emulated loop iterations per invocation, over ", kEmulatedLoopBudget);
+            if (loops > kEmulatedOutputLoopBudget)
+                why = cat("about ", loops, " emulated loop iterations per invocation, over ", kEmulatedOutputLoopBudget);
         }
         if (why.empty()) {
             spec = c;
@@ -902,7 +910,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         else if (c.THREADS > in.invocations)
             tuned = ignoredNote(in, *e, cat(c.THREADS, " invocations per workgroup, more than this device's ", in.invocations));
         else if (coop.emulate && coop.cpuDevice &&
-                 polysketchOutputCoopMatEmulatedLoopIterations(c, in.caps.subgroupSize, in.features, in.config.blockSize) > kEmulatedLoopBudget)
+                 polysketchOutputCoopMatEmulatedLoopIterations(c, in.caps.subgroupSize, in.features, in.config.blockSize) > kEmulatedOutputLoopBudget)
             tuned = ignoredNote(in, *e, "over the emulation's loop budget");
         else {
             spec = c;
@@ -912,7 +920,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     spec.ABLATE = coop.switches.ablateOutput;  // PSK_ABLATE (timing only)
     tuned += tuneCoopOutput(in, spec);
     uint32_t iterations = polysketchOutputCoopMatEmulatedLoopIterations(spec, in.caps.subgroupSize, in.features, in.config.blockSize);
-    if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot)) return std::nullopt;
+    if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot, kEmulatedOutputLoopBudget)) return std::nullopt;
     OutputStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
     stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
