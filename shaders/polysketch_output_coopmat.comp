@@ -282,13 +282,17 @@ void main() {
                     if (kk < flen) {
                         // A and B each as hi + lo (see step 2 in the header): the small products
                         // first, A_lo B_hi and A_hi B_lo, then A_hi B_hi (lo x lo is below float32's ulp).
-                        CM_A ma, ma_lo;
+                        // One declarator per declaration: glslang gives a second declarator of a
+                        // coopmat type list no matrix use (spirv-val rejects the product).
+                        CM_A ma;
+                        CM_A ma_lo;
                         CM_LOAD_ROW_A(ma_lo, op_pool, OP_A + A_LO + sg_m * CM_M * LDA + kk, LDA);
                         CM_LOAD_ROW_A(ma, op_pool, OP_A + sg_m * CM_M * LDA + kk, LDA);
                         [[unroll]] for (uint w = 0u; w < WN; ++w) {
                             const uint t = sg_n * WN + w;
                             if (t < NT) {
-                                CM_B mb, mb_lo;
+                                CM_B mb;
+                                CM_B mb_lo;
                                 CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
                                 CM_LOAD_ROW_B(mb_lo, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);
                                 part[w] = CM_MULADD(ma_lo, mb, part[w]);
