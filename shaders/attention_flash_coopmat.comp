@@ -225,9 +225,10 @@ void main() {
 #else
 #error "define KIND_SOFTMAX or KIND_POLYNOMIAL"
 #endif
-    // Row tile mt of the subgroup has rows (subgroup-uniform); its last row's token (when it has).
-#define TILE_HAS_ROWS(mt) (sg_row0 + (mt) * CM_M < rows)
-#define TILE_LAST(mt) (row_begin + min(sg_row0 + ((mt) + 1u) * CM_M, rows) - 1u)
+    // Row tile mt of the subgroup has rows and one of them sees key `key` (subgroup-uniform): the
+    // products of key steps or score tiles starting past its last row are skipped.
+#define TILE_SEES(mt, key) \
+    (sg_row0 + (mt) * CM_M < rows && (!CAUSAL || (key) <= row_begin + min(sg_row0 + ((mt) + 1u) * CM_M, rows) - 1u))
 
     // ---- Q staged once; the first key tile's loads issued ----
     for (uint i = lid; i < TILE_M * HC; i += THREADS) {
@@ -324,12 +325,12 @@ void main() {
                     CM_B kb;
                     CM_LOAD_COL_B_V(kb, op_pool, (OP_K + t * CM_N * LDQ + kk * CM_K) / 8u, LDQ / 8u);  // K^T
                     TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
-                        if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + t * CM_N <= TILE_LAST(mt)))
+                        if (TILE_SEES(mt, ks + t * CM_N))
                             s_acc[mt] = CM_MULADD(qa[mt * KSTEPS + kk], kb, s_acc[mt]);
                 }
                 // Tiles skipped here are never read: their keys are masked for every row of theirs.
                 TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
-                    if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + t * CM_N <= TILE_LAST(mt)))
+                    if (TILE_SEES(mt, ks + t * CM_N))
                         CM_STORE_ROW(s_acc[mt], f_pool, scratch + mt * CM_M * LDS + t * CM_N, LDS);
             }
         }
@@ -436,13 +437,13 @@ void main() {
             if (kk * CM_K < klen && (!CAUSAL || ks + kk * CM_K <= sg_last)) {
                 CM_A pa[ROW_TILES];
                 TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
-                    if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + kk * CM_K <= TILE_LAST(mt)))
+                    if (TILE_SEES(mt, ks + kk * CM_K))
                         CM_LOAD_ROW_A_V(pa[mt], op_pool, (p_tile + mt * CM_M * LDP + kk * CM_K) / 8u, LDP / 8u);
                 TILE_LOOP for (uint w = 0u; w < NT; ++w) {
                     CM_B vb;
                     CM_LOAD_ROW_B_V(vb, op_pool, (OP_V + kk * CM_K * LDV + w * CM_N) / 8u, LDV / 8u);
                     TILE_LOOP for (uint mt = 0u; mt < ROW_TILES; ++mt)
-                        if (TILE_HAS_ROWS(mt) && (!CAUSAL || ks + kk * CM_K <= TILE_LAST(mt)))
+                        if (TILE_SEES(mt, ks + kk * CM_K))
                             o_acc[mt * NT + w] = CM_MULADD(pa[mt], vb, o_acc[mt * NT + w]);
                 }
             }

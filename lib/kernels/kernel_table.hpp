@@ -9,12 +9,10 @@
 
 #include <polysketch/polysketch.h>
 
-#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <type_traits>
-#include <vector>
 
 #include "kernels/kernel_interface.hpp"
 
@@ -83,25 +81,6 @@ enum class KernelId : uint8_t {
     X(MicroBarrier, MicroBarrierSpec, MicroPush, MicroBarrierBindings)                                \
     X(MicroChase, NoSpec, MicroPush, MicroChaseBindings)                                              \
     X(MicroSharedStore, MicroSharedStoreSpec, MicroPush, MicroBarrierBindings)
-
-namespace kernel {
-/**
- * micro_shared_store.comp's specialization constants (PSK_MICRO_SHARED_STORE_SPEC,
- * interface/micro.h), the struct and field map that PSK_SPEC_STRUCT makes for the other kernels in
- * kernel_interface.hpp; its bindings are micro_barrier.comp's (MicroBarrierBindings).
- */
-#define PSK_MICRO_SPEC_FIELD(id, type, name, value) uint32_t name = value;
-#define PSK_MICRO_SPEC_ENTRY(id, type, name, value) SpecField{id, uint32_t(offsetof(MicroSharedStoreSpec, name)), #name},
-struct MicroSharedStoreSpec {
-    PSK_MICRO_SHARED_STORE_SPEC(PSK_MICRO_SPEC_FIELD)
-};
-inline const std::vector<SpecField>& specFields(const MicroSharedStoreSpec*) {
-    static const std::vector<SpecField> fields{PSK_MICRO_SHARED_STORE_SPEC(PSK_MICRO_SPEC_ENTRY)};
-    return fields;
-}
-#undef PSK_MICRO_SPEC_ENTRY
-#undef PSK_MICRO_SPEC_FIELD
-}  // namespace kernel
 
 /** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
 template <KernelId Id>

@@ -215,18 +215,24 @@ void runRounds(PskContext_T& ctx, psk::Submitter& submitter, const typename psk:
     }
 }
 
-RoundRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, uint32_t sms,
-                    uint32_t iterations) {
+/** A row of threads x perSm workgroups per multiprocessor; its note says why it is skipped where the
+ *  device's workgroup limits rule it out (a note left empty: runnable). */
+RoundRow newRoundRow(const PskContext_T& ctx, uint32_t threads, uint32_t perSm, uint32_t sms, uint32_t iterations) {
     RoundRow row;
     row.threads = threads;
     row.perSm = perSm;
     row.groups = perSm * sms;
     row.iterations = iterations;
     const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
-    if (threads > limits.maxComputeWorkGroupInvocations || threads > limits.maxComputeWorkGroupSize[0]) {
+    if (threads > limits.maxComputeWorkGroupInvocations || threads > limits.maxComputeWorkGroupSize[0])
         row.note = "skipped: more invocations than the device's workgroup limit";
-        return row;
-    }
+    return row;
+}
+
+RoundRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, uint32_t sms,
+                    uint32_t iterations) {
+    RoundRow row = newRoundRow(ctx, threads, perSm, sms, iterations);
+    if (!row.note.empty()) return row;
     psk::kernel::MicroBarrierSpec spec;
     spec.THREADS = threads;
     runRounds<psk::KernelId::MicroBarrier>(ctx, submitter, spec, kBarrierSeed, hostBarrierValues, row);
@@ -235,25 +241,12 @@ RoundRow runBarrier(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threa
 
 RoundRow runSharedStore(PskContext_T& ctx, psk::Submitter& submitter, uint32_t threads, uint32_t perSm, uint32_t form, uint32_t sms,
                         uint32_t iterations) {
-    RoundRow row;
-    row.threads = threads;
-    row.perSm = perSm;
+    RoundRow row = newRoundRow(ctx, threads, perSm, sms, iterations);
     row.form = form;
-    row.groups = perSm * sms;
-    row.iterations = iterations;
-    const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
-    if (!ctx.caps().shaderFloat16) {
-        row.note = "skipped: no shaderFloat16 (float16_t in shared memory)";
-        return row;
-    }
-    if (threads > limits.maxComputeWorkGroupInvocations || threads > limits.maxComputeWorkGroupSize[0]) {
-        row.note = "skipped: more invocations than the device's workgroup limit";
-        return row;
-    }
-    if (limits.maxComputeSharedMemorySize < kTileSharedBytes) {
+    if (!ctx.caps().shaderFloat16) row.note = "skipped: no shaderFloat16 (float16_t in shared memory)";
+    if (ctx.caps().limits().maxComputeSharedMemorySize < kTileSharedBytes)
         row.note = "skipped: less shared memory than the kernel's " + std::to_string(kTileSharedBytes) + " bytes";
-        return row;
-    }
+    if (!row.note.empty()) return row;
     if (kTileChunks % threads != 0) psk::fail(PSK_ERROR_INTERNAL, "psk micro: THREADS must divide the tile's 512 chunks");
     psk::kernel::MicroSharedStoreSpec spec;
     spec.THREADS = threads;
