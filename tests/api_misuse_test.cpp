@@ -319,7 +319,7 @@ TEST_F(CreateAttentionMisuse, AttentionPlanShortBuffer) {
     ASSERT_EQ(pskGetAttentionPlan(attention, text.data(), &given), PSK_SUCCESS);
     EXPECT_EQ(given, size);
     EXPECT_EQ(text.back(), '\0');
-    EXPECT_EQ(std::string(text.data()).rfind("attention_tiled.softmax.f32 (generic) ROWS=", 0), 0u) << text.data();
+    EXPECT_EQ(std::string(text.data()).rfind("attention_flash_fp32.softmax.f32 (generic) THREADS=", 0), 0u) << text.data();
     expectNoError(sharedLog());
 
     // One byte short: BUFFER_TOO_SMALL, the size needed, and nothing written.

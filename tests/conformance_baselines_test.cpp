@@ -182,6 +182,62 @@ TEST_P(FlashTilings, EntryMatchesFloat64Reference) {
         EXPECT_EQ(device.subgroupSize, 16u) << "LP_NATIVE_VECTOR_WIDTH=512 did not give llvmpipe 16 lanes";
 }
 
+// The entries of the FP32 FlashAttention-2 kernel's tiling table (attention_flash_fp32.comp;
+// lib/forward/tiled_forward.cpp, kFlashFp32Table), each forced by a tuning table's
+// baselines.fp32_tile (the sweeps above run the model's choice: entry 1 at h <= 64 on lavapipe, 4
+// at h = 128, and the one-row kernel at h = 256), on shapes whose tiles fit lavapipe's 32 KiB: 16 to 64 rows, 32 or 64 keys
+// per step, 8 or 16 invocations per row group, n not a multiple of a tile, h and dv not multiples
+// of 4 (the zero padding of the last vec4), value columns that leave some invocations idle (dv =
+// 24: six vec4 columns for eight), grouped-query heads, both layouts, all three storage types.
+struct Fp32TilingCase {
+    uint32_t entry;
+    Case c;
+};
+class FlashFp32Tilings : public ContextTest, public ::testing::WithParamInterface<Fp32TilingCase> {};
+
+std::vector<Fp32TilingCase> flashFp32TilingCases() {
+    Case a;  // softmax, causal, GQA, h = dv = 32
+    a.causal = true, a.Hq = 2, a.Hkv = 1, a.n = 77, a.h = 32, a.dv = 32;
+    Case b = a;  // the polynomial, full, BNHD, h = 48 (13 vec4s), dv = 24
+    b.kind = PSK_ATTENTION_KIND_POLYNOMIAL, b.degree = 4, b.causal = false, b.layout = PSK_LAYOUT_BNHD, b.h = 48, b.dv = 24;
+    Case c = a;  // h and dv not multiples of 4, degree 2, float16
+    c.kind = PSK_ATTENTION_KIND_POLYNOMIAL, c.degree = 2, c.type = PSK_DATA_TYPE_FLOAT16, c.n = 45, c.h = 18, c.dv = 6;
+    Case d = a;  // h = dv = 16, full, bfloat16, n past two 64-key tiles
+    d.causal = false, d.type = PSK_DATA_TYPE_BFLOAT16, d.n = 150, d.h = 16, d.dv = 16;
+    Case e = a;  // ten 32-row groups, 64-key steps
+    e.n = 300;
+    Case f = a;  // the benchmarked head dim, dv = 80 (three vec4 columns per invocation)
+    f.n = 130, f.h = 64, f.dv = 80;
+    return {{0, a}, {0, b}, {0, c}, {1, f}, {2, d}, {3, e}, {4, f}, {4, c}};
+}
+
+TEST_P(FlashFp32Tilings, EntryMatchesFloat64Reference) {
+    const Fp32TilingCase t = GetParam();
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("psk_flash_fp32_tile" + std::to_string(t.entry) + "_" + std::to_string(::getpid()) + ".tuning"))
+                                 .string();
+    {
+        std::FILE* f = std::fopen(path.c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fprintf(f, "psk-tuning 1\ndevice any\nbaselines.fp32_tile %u\n", t.entry);
+        std::fclose(f);
+    }
+    struct Remove {
+        std::string p;
+        ~Remove() { std::filesystem::remove(p); }
+    } removeFile{path};
+    psk::test::ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    std::string plan;
+    checkCase(ctx, t.c, &plan);
+    ASSERT_NE(plan.find("attention_flash_fp32"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("baselines.fp32_tile=" + std::to_string(t.entry) + " from tuning table"), std::string::npos) << plan;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp32Table, FlashFp32Tilings, ::testing::ValuesIn(flashFp32TilingCases()),
+                         [](const ::testing::TestParamInfo<Fp32TilingCase>& info) {
+                             return "tile" + std::to_string(info.param.entry) + "_" + name(info.param.c);
+                         });
+
 INSTANTIATE_TEST_SUITE_P(GpuTable, FlashTilings, ::testing::ValuesIn(flashTilingCases()),
                          [](const ::testing::TestParamInfo<FlashTilingCase>& info) {
                              return "tile" + std::to_string(info.param.entry) + "_" + name(info.param.c);

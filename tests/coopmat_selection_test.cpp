@@ -483,6 +483,23 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, RequirementsNameTheMemoryModelWithCooper
     EXPECT_EQ(r.cooperativeMatrixKHR | r.cooperativeMatrixNV | r.shaderBFloat16Type, VK_FALSE);
 }
 
+// The FP32 baseline on a GPU with 48 KiB of shared memory: the FlashAttention-2 FP32 kernel with
+// 64 rows per workgroup up to h = 64, 32 at h = 128 (its tiling table's entries 0 and 1); the
+// one-row kernel at h = 256, where no tiling keeps its accumulators in registers and its tiles in
+// shared memory.
+void expectFp32Baseline(const psk::TiledAttentionPlan& plan, uint32_t h) {
+    const std::string what = plan.kernel.describe();
+    if (h == 256) {
+        EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << what;
+        EXPECT_NE(plan.kernel.reason.find("no FlashAttention-2 FP32 tiling fits"), std::string::npos) << what;
+        return;
+    }
+    ASSERT_EQ(plan.kernel.kernel, psk::KernelId::AttentionFlashFp32) << what;
+    EXPECT_EQ(plan.rows, h <= 64 ? 64u : 32u) << what;
+    EXPECT_NE(plan.kernel.reason.find(h <= 64 ? "tunable: baselines.fp32_tile=0" : "tunable: baselines.fp32_tile=1"), std::string::npos)
+        << what;
+}
+
 // The baselines' plan (lib/forward/tiled_forward.cpp) on an NVIDIA GPU: the cooperative kernel for
 // 16-bit storage, with a tiling whose shared memory fits 48 KiB and whose key tile suits the shape;
 // the FP32 kernel for float32 storage and under PSK_DISABLE_COOPMAT, each with its reason.
@@ -506,7 +523,7 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
                     const psk::TiledAttentionPlan plan = psk::planTiledAttention(c, caps);
                     const std::string what = plan.kernel.describe();
                     if (type == PSK_DATA_TYPE_FLOAT32 || (!khr && !nv)) {
-                        EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << what;
+                        expectFp32Baseline(plan, h);
                         continue;
                     }
                     const psk::kernel::SpecConstants& k = plan.kernel.constants;
@@ -559,7 +576,7 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, BaselinesTakeTheCooperativeKernelFor16Bi
                 {
                     ScopedEnv env("PSK_DISABLE_COOPMAT", "1");
                     const psk::TiledAttentionPlan plan = psk::planTiledAttention(c, caps);
-                    EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << plan.kernel.describe();
+                    expectFp32Baseline(plan, h);
                     if (type != PSK_DATA_TYPE_FLOAT32)
                         EXPECT_NE(plan.kernel.reason.find("PSK_DISABLE_COOPMAT"), std::string::npos) << plan.kernel.reason;
                 }

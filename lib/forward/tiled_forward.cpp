@@ -232,6 +232,62 @@ uint32_t attentionFlashCoopMatTilings(bool smallTiles) {
 namespace {
 
 /**
+ * Tilings of attention_flash_fp32.comp (rows x keys per step, invocations sharing a row group):
+ * entries 0, 1 and 4 are the model's, the first that fits the device's shared memory and keeps
+ * the output accumulators in registers (docs/MODEL.md, "The FP32 FlashAttention-2 baseline");
+ * 2 and 3 (64-key steps, 16 invocations per row group; 54 and 36 KiB at h = 64) are psk tune's to
+ * measure where shared memory allows them (baselines.fp32_tile).
+ */
+struct Fp32FlashTiling {
+    uint32_t rows, keyTile, keyGroups;
+};
+constexpr Fp32FlashTiling kFlashFp32Table[] = {
+    {64, 32, 8}, {32, 32, 8}, {64, 64, 16}, {32, 64, 16}, {16, 32, 8},
+};
+constexpr uint32_t kFlashFp32ModelEntries[] = {0, 1, 4};
+
+kernel::AttentionFlashFp32Spec flashFp32Spec(const Fp32FlashTiling& t, const AttentionConfig& c) {
+    kernel::AttentionFlashFp32Spec spec;
+    spec.ROWS = t.rows;
+    spec.KEY_TILE = t.keyTile;
+    spec.KEY_GROUPS = t.keyGroups;
+    spec.THREADS = t.rows / 4 * t.keyGroups;
+    spec.HEAD_DIM = c.headDim;
+    spec.VALUE_DIM = c.valueDim;
+    spec.DEGREE = c.degree;
+    spec.CAUSAL = c.causal ? 1u : 0u;
+    return spec;
+}
+
+}  // namespace
+
+uint32_t attentionFlashFp32SharedBytes(const kernel::AttentionFlashFp32Spec& s) {
+    // Q (ROWS rows) and K or V (KEY_TILE rows), rows of vec4s, Q and K padded by one; P (a vec4 per
+    // key and row group); one float per row and key group (maxima, then the denominators).
+    const uint32_t h4 = ceilDiv(s.HEAD_DIM, 4), v4 = ceilDiv(s.VALUE_DIM, 4);
+    const uint32_t vec4s = s.ROWS * (h4 + 1) + s.KEY_TILE * std::max(h4 + 1, v4) + s.KEY_TILE * (s.ROWS / 4);
+    return 16 * vec4s + 4 * s.ROWS * s.KEY_GROUPS;
+}
+
+uint32_t attentionFlashFp32Tilings() { return uint32_t(std::size(kFlashFp32Table)); }
+
+namespace {
+
+/** Output accumulators per invocation of attention_flash_fp32.comp: 4 rows x its vec4 columns. */
+uint32_t flashFp32Accumulators(const kernel::AttentionFlashFp32Spec& s) {
+    return 16 * ceilDiv(ceilDiv(s.VALUE_DIM, 4), s.KEY_GROUPS);
+}
+
+/** Why tiling `s` cannot run here, or "" when it can. */
+std::string flashFp32Misfit(const kernel::AttentionFlashFp32Spec& s, const DeviceCaps& caps) {
+    if (attentionFlashFp32SharedBytes(s) > caps.limits().maxComputeSharedMemorySize)
+        return cat(attentionFlashFp32SharedBytes(s), " bytes of shared memory (the device has ", caps.limits().maxComputeSharedMemorySize, ")");
+    if (s.THREADS > caps.limits().maxComputeWorkGroupInvocations) return cat(s.THREADS, " invocations");
+    if (flashFp32Accumulators(s) > 64) return cat(flashFp32Accumulators(s), " output accumulators per invocation (64 at most)");
+    return "";
+}
+
+/**
  * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
  * attention_flash_coopmat where the operand type is the storage type) or tiled
  * (attention_tiled_coopmat always: the kernel before the FlashAttention-2 one, kept for comparison
@@ -379,6 +435,53 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
         }
     }
 
+    // The register-tiled FlashAttention-2 kernel on the FP32 units (attention_flash_fp32.comp)
+    // where a tiling fits (GPUs and CPU drivers alike: on lavapipe it ran 2.3-2.5x faster than the
+    // one-row kernel, docs/PERFORMANCE.md); else the one-row kernel below.
+    std::string whyNotFlashFp32;
+    {
+        std::optional<uint32_t> chosen;
+        std::string misfits;
+        for (uint32_t e : kFlashFp32ModelEntries) {
+            const std::string why = flashFp32Misfit(flashFp32Spec(kFlashFp32Table[e], c), caps);
+            if (why.empty()) {
+                chosen = e;
+                break;
+            }
+            misfits += cat(misfits.empty() ? "" : ", ", "tiling ", e, ": ", why);
+        }
+        std::string tuned;
+        TuningShape shape;
+        shape.headDim = c.headDim;
+        shape.valueDim = c.valueDim;
+        shape.degree = softmax ? 0 : c.degree;
+        shape.type = type;
+        shape.causal = c.causal;
+        if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesFp32Tile, shape) : nullptr) {
+            const std::string entry = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.fp32_tile ", e->value, ")");
+            if (e->value >= attentionFlashFp32Tilings()) {
+                tuned = cat("; ", entry, " ignored: the tiling table has ", attentionFlashFp32Tilings(), " entries");
+            } else if (const std::string why = flashFp32Misfit(flashFp32Spec(kFlashFp32Table[e->value], c), caps); !why.empty()) {
+                tuned = cat("; ", entry, " ignored: tiling ", e->value, " needs ", why);
+            } else {
+                chosen = e->value;
+                tuned = cat("; baselines.fp32_tile=", e->value, " from ", entry);
+            }
+        }
+        if (chosen) {
+            const kernel::AttentionFlashFp32Spec spec = flashFp32Spec(kFlashFp32Table[*chosen], c);
+            plan.rows = spec.ROWS;
+            plan.kernel = KernelChoice::make<KernelId::AttentionFlashFp32>(
+                kind, type, spec,
+                cat("FlashAttention-2 style on the FP32 units: register tiles of 4 rows, ", spec.KEY_TILE / spec.KEY_GROUPS,
+                    " keys and ", flashFp32Accumulators(spec) / 4, " value columns per invocation",
+                    type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop, tuned,
+                    "; tunable: baselines.fp32_tile=", *chosen));
+            return plan;
+        }
+        whyNotFlashFp32 = cat("; the one-row kernel: no FlashAttention-2 FP32 tiling fits (", misfits, ")");
+    }
+
     plan.rows = std::min<uint32_t>(64, caps.limits().maxComputeWorkGroupInvocations);
     // Stage as many keys as fit in 32 KiB (or the device's shared memory, if less), up to 64.
     const uint32_t budget = std::min<uint32_t>(caps.limits().maxComputeSharedMemorySize, 32768);
@@ -394,7 +497,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     plan.kernel = KernelChoice::make<KernelId::AttentionTiled>(
         kind, type, spec,
         cat("the FP32 kernel of ", softmax ? "softmax" : "exact polynomial", " attention",
-            type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop,
+            type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop, whyNotFlashFp32,
             "; key tile = keys of h + dv floats that fit min(shared memory, 32 KiB), <= 64"));
     return plan;
 }

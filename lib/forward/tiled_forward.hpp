@@ -1,4 +1,5 @@
-// Softmax and exact polynomial attention (the quadratic baselines): attention_tiled.comp (FP32) or,
+// Softmax and exact polynomial attention (the quadratic baselines): attention_flash_fp32.comp (FP32
+// units, GPUs), attention_tiled.comp (FP32 units, CPU drivers and head dims no FP32 tiling fits) or,
 // for 16-bit storage where the device has cooperative matrices (or PSK_COOPMAT_EMULATION is set),
 // attention_flash_coopmat.comp (FlashAttention-2 style, where the operand type is the storage type)
 // or attention_tiled_coopmat.comp (bfloat16 data on float16-only backends, PSK_COOPMAT_BASELINE=tiled);
@@ -13,7 +14,7 @@ namespace psk {
 
 /** Tiling of attention_tiled.comp or attention_tiled_coopmat.comp (the kernel's constants) and the dispatch limits. */
 struct TiledAttentionPlan {
-    KernelChoice kernel;    // AttentionTiled, AttentionFlashCoopMat or AttentionTiledCoopMat
+    KernelChoice kernel;    // AttentionTiled, AttentionFlashFp32, AttentionFlashCoopMat or AttentionTiledCoopMat
     uint32_t rows = 64;     // query rows per workgroup
     uint32_t maxGroupsX = 65535;
     // Keys one dispatch covers; longer sequences chain dispatches through a per-row state. Bounds
@@ -38,6 +39,11 @@ uint32_t attentionFlashCoopMatSharedBytes(const kernel::AttentionFlashCoopMatSpe
 uint32_t attentionFlashCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionFlashCoopMatSpec& spec);
 /** ... and once per dispatch (shared memory poisoned, Q staged, row state in, output or state out). */
 uint32_t attentionFlashCoopMatEmulatedIterationsPerDispatch(const kernel::AttentionFlashCoopMatSpec& spec);
+
+/** Shared-memory bytes of attention_flash_fp32.comp with these constants. */
+uint32_t attentionFlashFp32SharedBytes(const kernel::AttentionFlashFp32Spec& spec);
+/** Entries of its tiling table (baselines.fp32_tile). */
+uint32_t attentionFlashFp32Tilings();
 
 /** Number of key chunks (dispatches) for a sequence of `tokens`. */
 uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);

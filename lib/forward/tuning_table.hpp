@@ -46,6 +46,7 @@ enum class TuningParameter : uint32_t {
     OutputCooperative,    // output.cooperative: 1 the cooperative output where the plan can take it, 0 the generic one
     OutputSgM,            // output.sg_m: the cooperative output's row groups (SG_M; TILE_M = SG_M x CM_M query rows)
     FeaturesLearnedTile,  // features.learned_tile: the generic learned feature map's hidden units per chunk (LEARNED_TILE; 0: one row per invocation)
+    BaselinesFp32Tile,    // baselines.fp32_tile: index into the FP32 FlashAttention-2 kernel's tiling table (softmax, polynomial)
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);

@@ -28,6 +28,7 @@ using uint = std::uint32_t;
 #include "interface/attention_tiled.h"
 #include "interface/attention_tiled_coopmat.h"
 #include "interface/attention_flash_coopmat.h"
+#include "interface/attention_flash_fp32.h"
 #include "interface/block_scan.h"
 #include "interface/block_states.h"
 #include "interface/block_states_coopmat.h"
@@ -142,6 +143,7 @@ struct SpecField {
 PSK_SPEC_STRUCT(AttentionTiledSpec, PSK_ATTENTION_TILED_SPEC)
 PSK_SPEC_STRUCT(AttentionTiledCoopMatSpec, PSK_ATTENTION_TILED_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(AttentionFlashCoopMatSpec, PSK_ATTENTION_FLASH_COOPMAT_SPEC)
+PSK_SPEC_STRUCT(AttentionFlashFp32Spec, PSK_ATTENTION_FLASH_FP32_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesSpec, PSK_SKETCH_FEATURES_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesTeamSpec, PSK_SKETCH_FEATURES_TEAM_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesCoopMatSpec, PSK_SKETCH_FEATURES_COOPMAT_SPEC)

@@ -24,6 +24,7 @@ enum class KernelId : uint8_t {
     AttentionTiled,        // softmax / exact polynomial, flash-style (the baselines)
     AttentionTiledCoopMat, //   cooperative-matrix variant (16-bit storage, device or emulated)
     AttentionFlashCoopMat, //   FlashAttention-2-style cooperative variant (storage type = operand type)
+    AttentionFlashFp32,    //   FlashAttention-2-style register-tiled variant on the FP32 units (GPUs)
     SketchFeatures,        // polysketch feature map: S(x), local rows, degree-8 nodes
     SketchFeaturesTeam,    //   lane-team variant (random sketch, one level)
     SketchFeaturesCoopMat, //   cooperative-matrix variant (p = 4 random or learned; 16-bit storage, device or emulated)
@@ -61,6 +62,7 @@ enum class KernelId : uint8_t {
     X(AttentionTiled, AttentionTiledSpec, AttentionTiledPush, AttentionTiledBindings)                 \
     X(AttentionTiledCoopMat, AttentionTiledCoopMatSpec, AttentionTiledPush, AttentionTiledBindings)   \
     X(AttentionFlashCoopMat, AttentionFlashCoopMatSpec, AttentionTiledPush, AttentionTiledBindings)   \
+    X(AttentionFlashFp32, AttentionFlashFp32Spec, AttentionTiledPush, AttentionTiledBindings)         \
     X(SketchFeatures, SketchFeaturesSpec, SketchFeaturesPush, SketchFeaturesBindings)                 \
     X(SketchFeaturesTeam, SketchFeaturesTeamSpec, SketchFeaturesPush, SketchFeaturesBindings)         \
     X(SketchFeaturesCoopMat, SketchFeaturesCoopMatSpec, SketchFeaturesPush, SketchFeaturesBindings)   \

@@ -50,7 +50,8 @@ write_bisect_py() {
 import json, os, re, sys
 
 STAGE_OF = {"sketch_features": "features", "block_states": "states", "block_scan": "prefix",
-            "polysketch_output": "output", "attention_tiled": "baselines"}
+            "polysketch_output": "output", "attention_tiled": "baselines",
+            "attention_flash": "baselines"}
 SHORT = {"features": "F", "states": "S", "prefix": "P", "output": "O", "baselines": "B"}
 
 

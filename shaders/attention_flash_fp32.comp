@@ -1,0 +1,261 @@
+#version 450
+// Softmax and exact polynomial attention (docs/MATH.md section 2) on the FP32 units in the
+// FlashAttention-2 arrangement, register-tiled: the baseline kernel of float32 storage and of
+// devices without cooperative matrices (any storage type; arithmetic in float32). Same bindings,
+// push constants (AttentionTiledPush) and key chunks as attention_tiled.comp; the per-row state
+// between chunks is this kernel's own (m, l, o, m this kernel's reference, below).
+//
+// A workgroup owns ROWS query rows of one (batch, query head) and walks the keys in tiles of
+// KEY_TILE. Its THREADS = (ROWS / 4) * KEY_GROUPS invocations form ROWS / 4 row groups of
+// KEY_GROUPS; invocation (rg, g) owns the four rows rg + i ROWS/4 (i < 4), and
+//  - of the scores, its four rows x the KPI = KEY_TILE / KEY_GROUPS keys g + j KEY_GROUPS of a tile
+//    (4 x KPI float32 accumulators: per vec4 of h, 4 q and KPI k vec4 loads feed 16 KPI
+//    multiply-adds);
+//  - of the output, its four rows x the vec4 columns g + c KEY_GROUPS of dv (4 C4 vec4 accumulators
+//    held across the tiles: per key, one P vec4 and C4 V vec4 loads feed 16 C4 multiply-adds).
+// Interleaving rows and keys by the group counts keeps a warp's shared-memory loads on distinct
+// banks: the K rows are h + 4 floats apart, so the KEY_GROUPS lanes of a row group read K rows
+// whose vec4s start 4 banks apart; the row groups' Q rows likewise.
+//
+// Per workgroup: Q (scaled) is staged once. Per key tile (with a causal mask only the tiles up to
+// the workgroup's last row):
+//   1. K staged (rows h + 4 floats apart, zero past the chunk's keys and past h); barrier.
+//   2. Scores from registers and shared memory; masked ones (keys past the chunk; causal: key >
+//      row) are -inf (softmax) or weigh 0 (polynomial).
+//   3. Softmax: each invocation's per-row maximum to shared memory; barrier; the row's new
+//      reference m = max(m, the KEY_GROUPS maxima), the accumulators and the invocation's part of
+//      the denominator l rescaled by e^(m_old - m), the weights e^(s - m). Polynomial: w = s^p.
+//   4. V staged where K was (K is no longer read), the weights P to shared memory (per key, one
+//      vec4 per row group: its four rows); barrier.
+//   5. O += P V.
+// After the last tile: the invocations' parts of l summed through shared memory, then O / l
+// (softmax) or O / (1 + l) (polynomial), or the state (m, l, O) for the next key chunk
+// (FLAG_STORE_STATE). m starts at EMPTY, finite, so that a row that has seen no key yet rescales by
+// e^0 = 1 and weighs masked scores e^(-inf) = 0, never NaN.
+//
+// Loops: only the key-tile loop is a loop; every loop with a trip count known at pipeline creation
+// is unrolled (llvmpipe's per-invocation iteration limit; attention_tiled.comp's note).
+
+#extension GL_EXT_control_flow_attributes : require
+
+#include "storage.glsl"
+#include "tensor_strides.glsl"
+
+layout(local_size_x_id = 0) in;
+#include "interface/attention_flash_fp32.h"
+PSK_DECLARE_SPECS(PSK_ATTENTION_FLASH_FP32_SPEC)
+PSK_DECLARE_BINDINGS(PSK_ATTENTION_TILED_BINDINGS)
+
+layout(std430, binding = BINDING_Q) readonly buffer QBuffer { ELEM q_data[]; };
+layout(std430, binding = BINDING_K) readonly buffer KBuffer { ELEM k_data[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; };
+// Per row: [m, l, o[VALUE_DIM]], rows in [batch][q head][token] order.
+layout(std430, binding = BINDING_STATE) buffer StateBuffer { float state_data[]; };
+
+const uint RG = ROWS / 4u;                      // row groups
+const uint KPI = KEY_TILE / KEY_GROUPS;         // keys per invocation in a tile's scores
+const uint H4 = (HEAD_DIM + 3u) / 4u;           // vec4s of a q or k row
+const uint V4 = (VALUE_DIM + 3u) / 4u;          // vec4s of a v or o row
+const uint C4 = (V4 + KEY_GROUPS - 1u) / KEY_GROUPS;  // output vec4 columns per invocation
+const uint QS = H4 + 1u;                        // Q and K row stride in vec4s (one of padding)
+const uint KV_ROW = QS > V4 ? QS : V4;          // the K / V region's vec4s per key
+const float EMPTY = -3.0e38;
+
+shared vec4 q_s[ROWS * QS];
+shared vec4 kv_s[KEY_TILE * KV_ROW];
+shared vec4 p_s[KEY_TILE * RG];      // per key, the weights of each row group's four rows
+shared float red_s[ROWS * KEY_GROUPS];  // per row, one value per invocation of its row group
+
+float weight_power(float x) {
+    // x^p by repeated squaring (p is a power of two).
+    float w = x;
+    [[unroll]] for (uint e = 1u; e < DEGREE; e *= 2u) w *= w;
+    return w;
+}
+
+// Four consecutive elements of a row from `first` (element `col` of `len`), zero past len.
+#define LOAD4(data, first, col, len)                                                    \
+    vec4((col) + 0u < (len) ? LOAD_ELEM(data[(first) + 0u]) : 0.0,                      \
+         (col) + 1u < (len) ? LOAD_ELEM(data[(first) + 1u]) : 0.0,                      \
+         (col) + 2u < (len) ? LOAD_ELEM(data[(first) + 2u]) : 0.0,                      \
+         (col) + 3u < (len) ? LOAD_ELEM(data[(first) + 3u]) : 0.0)
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint rg = lid / KEY_GROUPS, g = lid % KEY_GROUPS;
+    const uint row0 = gl_WorkGroupID.x * ROWS;
+    const uint q_head = gl_WorkGroupID.y;
+    const uint batch = gl_WorkGroupID.z;
+    const uint kv_head = q_head / params.head_ratio;
+
+    // Q, scaled, once (rows past n are zero; their outputs are never stored).
+    const uint q_base = tensor_row(params.q_strides, batch, q_head, 0u);
+    [[unroll]] for (uint it = 0u; it < (ROWS * H4 + THREADS - 1u) / THREADS; ++it) {
+        const uint i = it * THREADS + lid;
+        if (i < ROWS * H4) {
+            const uint r = i / H4, d4 = i % H4, row = row0 + r;
+            vec4 x = vec4(0.0);
+            if (row < params.n) x = LOAD4(q_data, q_base + row * params.q_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
+            q_s[r * QS + d4] = x * params.scale;
+        }
+    }
+
+    // This invocation's rows, their running reference m, its part of l, its output columns.
+    uint rows[4];
+    float m[4], l[4];
+    vec4 acc[4][C4];
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+        rows[i] = row0 + rg + i * RG;
+        const uint state_base = ((batch * params.num_q_heads + q_head) * params.n + min(rows[i], params.n - 1u)) * (VALUE_DIM + 2u);
+        const bool load = (params.flags & FLAG_LOAD_STATE) != 0u;
+        m[i] = load ? state_data[state_base] : EMPTY;
+        l[i] = load && g == 0u ? state_data[state_base + 1u] : 0.0;
+        [[unroll]] for (uint c = 0u; c < C4; ++c) {
+            const uint col = 4u * (g + c * KEY_GROUPS);
+            acc[i][c] = vec4(0.0);
+            if (load && col < VALUE_DIM) [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                if (col + e < VALUE_DIM) acc[i][c][e] = state_data[state_base + 2u + col + e];
+        }
+    }
+
+    // Keys past the workgroup's last row never matter under the causal mask.
+    const uint last_row = min(params.n, row0 + ROWS);
+    const uint key_end = min(params.key_limit, CAUSAL ? last_row : params.n);
+    const uint k_base = tensor_row(params.k_strides, batch, kv_head, 0u);
+    const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
+
+    for (uint tile_start = params.key_begin; tile_start < key_end; tile_start += KEY_TILE) {
+        barrier();  // the previous tile's P and V are read; Q is staged
+        // 1. K.
+        [[unroll]] for (uint it = 0u; it < (KEY_TILE * H4 + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < KEY_TILE * H4) {
+                const uint j = i / H4, d4 = i % H4, key = tile_start + j;
+                vec4 x = vec4(0.0);
+                if (key < key_end) x = LOAD4(k_data, k_base + key * params.k_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
+                kv_s[j * QS + d4] = x;
+            }
+        }
+        barrier();
+
+        // 2. Scores: s[i][j] for row rows[i] and key tile_start + g + j KEY_GROUPS.
+        float s[4][KPI];
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < KPI; ++j) s[i][j] = 0.0;
+        [[unroll]] for (uint d4 = 0u; d4 < H4; ++d4) {
+            vec4 qv[4];
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) qv[i] = q_s[(rg + i * RG) * QS + d4];
+            [[unroll]] for (uint j = 0u; j < KPI; ++j) {
+                const vec4 kv = kv_s[(g + j * KEY_GROUPS) * QS + d4];
+                [[unroll]] for (uint i = 0u; i < 4u; ++i) s[i][j] += dot(qv[i], kv);
+            }
+        }
+
+        // 3. Weights.
+        [[unroll]] for (uint j = 0u; j < KPI; ++j) {
+            const uint key = tile_start + g + j * KEY_GROUPS;
+            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+                const bool visible = key < key_end && (!CAUSAL || key <= rows[i]);
+#if defined(KIND_SOFTMAX)
+                s[i][j] = visible ? s[i][j] : -1.0 / 0.0;
+#else
+                s[i][j] = visible ? weight_power(s[i][j]) : 0.0;
+#endif
+            }
+        }
+#if defined(KIND_SOFTMAX)
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+            float t = s[i][0];
+            [[unroll]] for (uint j = 1u; j < KPI; ++j) t = max(t, s[i][j]);
+            red_s[(rg + i * RG) * KEY_GROUPS + g] = t;
+        }
+        barrier();
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+            float m_new = m[i];
+            [[unroll]] for (uint gg = 0u; gg < KEY_GROUPS; ++gg) m_new = max(m_new, red_s[(rg + i * RG) * KEY_GROUPS + gg]);
+            const float correction = exp(m[i] - m_new);
+            m[i] = m_new;
+            l[i] *= correction;
+            [[unroll]] for (uint c = 0u; c < C4; ++c) acc[i][c] *= correction;
+            [[unroll]] for (uint j = 0u; j < KPI; ++j) {
+                s[i][j] = exp(s[i][j] - m_new);
+                l[i] += s[i][j];
+            }
+        }
+#elif defined(KIND_POLYNOMIAL)
+        [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < KPI; ++j) l[i] += s[i][j];
+#else
+#error "define KIND_SOFTMAX or KIND_POLYNOMIAL"
+#endif
+
+        // 4. V where K was (every invocation is past step 2: the softmax's barrier, or the
+        // polynomial's below), and P.
+#if defined(KIND_POLYNOMIAL)
+        barrier();
+#endif
+        [[unroll]] for (uint it = 0u; it < (KEY_TILE * V4 + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            if (i < KEY_TILE * V4) {
+                const uint j = i / V4, c4 = i % V4, key = tile_start + j;
+                vec4 x = vec4(0.0);
+                if (key < key_end) x = LOAD4(v_data, v_base + key * params.v_strides.token + 4u * c4, 4u * c4, VALUE_DIM);
+                kv_s[j * V4 + c4] = x;
+            }
+        }
+        [[unroll]] for (uint j = 0u; j < KPI; ++j) p_s[(g + j * KEY_GROUPS) * RG + rg] = vec4(s[0][j], s[1][j], s[2][j], s[3][j]);
+        barrier();
+
+        // 5. O += P V over the tile's keys (masked and missing keys weigh 0, their V rows are 0).
+        [[unroll]] for (uint j = 0u; j < KEY_TILE; ++j) {
+            const vec4 p = p_s[j * RG + rg];
+            [[unroll]] for (uint c = 0u; c < C4; ++c) {
+                const uint c4 = g + c * KEY_GROUPS;
+                if (C4 * KEY_GROUPS == V4 || c4 < V4) {
+                    const vec4 v = kv_s[j * V4 + c4];
+                    acc[0][c] += p.x * v;
+                    acc[1][c] += p.y * v;
+                    acc[2][c] += p.z * v;
+                    acc[3][c] += p.w * v;
+                }
+            }
+        }
+    }
+
+    // The row's denominator: the sum of its invocations' parts.
+    barrier();
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) red_s[(rg + i * RG) * KEY_GROUPS + g] = l[i];
+    barrier();
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+        float sum = 0.0;
+        [[unroll]] for (uint gg = 0u; gg < KEY_GROUPS; ++gg) sum += red_s[(rg + i * RG) * KEY_GROUPS + gg];
+        l[i] = sum;
+    }
+
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+        if (rows[i] >= params.n) continue;
+        if ((params.flags & FLAG_STORE_STATE) != 0u) {
+            const uint state_base = ((batch * params.num_q_heads + q_head) * params.n + rows[i]) * (VALUE_DIM + 2u);
+            if (g == 0u) {
+                state_data[state_base] = m[i];
+                state_data[state_base + 1u] = l[i];
+            }
+            [[unroll]] for (uint c = 0u; c < C4; ++c) {
+                const uint col = 4u * (g + c * KEY_GROUPS);
+                [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                    if (col + e < VALUE_DIM) state_data[state_base + 2u + col + e] = acc[i][c][e];
+            }
+            continue;
+        }
+#if defined(KIND_SOFTMAX)
+        const float inv = 1.0 / l[i];
+#else
+        const float inv = 1.0 / (1.0 + l[i]);  // the "1 +" keeps an all-zero row finite
+#endif
+        const uint o_base = tensor_row(params.o_strides, batch, q_head, rows[i]);
+        [[unroll]] for (uint c = 0u; c < C4; ++c) {
+            const uint col = 4u * (g + c * KEY_GROUPS);
+            [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                if (col + e < VALUE_DIM) o_data[o_base + col + e] = STORE_ELEM(acc[i][c][e] * inv);
+        }
+    }
+}
