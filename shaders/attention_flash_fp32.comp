@@ -6,13 +6,17 @@
 // between chunks is this kernel's own (m, l, o, m this kernel's reference, below).
 //
 // A workgroup owns ROWS query rows of one (batch, query head) and walks the keys in tiles of
-// KEY_TILE. Its THREADS = (ROWS / 4) * KEY_GROUPS invocations form ROWS / 4 row groups of
-// KEY_GROUPS; invocation (rg, g) owns the four rows rg + i ROWS/4 (i < 4), and
-//  - of the scores, its four rows x the KPI = KEY_TILE / KEY_GROUPS keys g + j KEY_GROUPS of a tile
-//    (4 x KPI float32 accumulators: per vec4 of h, 4 q and KPI k vec4 loads feed 16 KPI
+// KEY_TILE. Its THREADS = (ROWS / R) * KEY_GROUPS invocations (R = ROWS_PER_INVOCATION, 4 or 8)
+// form RG = ROWS / R row groups of KEY_GROUPS; invocation (rg, g) owns the R rows rg + i RG
+// (i < R), and
+//  - of the scores, its R rows x the KPI = KEY_TILE / KEY_GROUPS keys g + j KEY_GROUPS of a tile
+//    (R x KPI float32 accumulators: per vec4 of h, R q and KPI k vec4 loads feed 4 R KPI
 //    multiply-adds);
-//  - of the output, its four rows x the vec4 columns g + c KEY_GROUPS of dv (4 C4 vec4 accumulators
-//    held across the tiles: per key, one P vec4 and C4 V vec4 loads feed 16 C4 multiply-adds).
+//  - of the output, its R rows x the vec4 columns g + c KEY_GROUPS of dv (R C4 vec4 accumulators
+//    held across the tiles: per key, R/4 P vec4 and C4 V vec4 loads feed 4 R C4 multiply-adds).
+// The larger the register tile, the more multiply-adds per byte through the shared-memory data path
+// (docs/MODEL.md, "The FP32 FlashAttention-2 baseline"); R = 8 halves the Q and P loads per
+// multiply-add of R = 4 and needs twice the registers.
 // Interleaving rows and keys by the group counts keeps a warp's shared-memory loads on distinct
 // banks: the K rows are h + 4 floats apart, so the KEY_GROUPS lanes of a row group read K rows
 // whose vec4s start 4 banks apart; the row groups' Q rows likewise.
@@ -53,7 +57,9 @@ layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; 
 // Per row: [m, l, o[VALUE_DIM]], rows in [batch][q head][token] order.
 layout(std430, binding = BINDING_STATE) buffer StateBuffer { float state_data[]; };
 
-const uint RG = ROWS / 4u;                      // row groups
+const uint R = ROWS_PER_INVOCATION;            // rows per invocation: 4 or 8
+const uint PV4 = R / 4u;                        // vec4s of one key's weights for an invocation's rows
+const uint RG = ROWS / R;                       // row groups
 const uint KPI = KEY_TILE / KEY_GROUPS;         // keys per invocation in a tile's scores
 const uint H4 = (HEAD_DIM + 3u) / 4u;           // vec4s of a q or k row
 const uint V4 = (VALUE_DIM + 3u) / 4u;          // vec4s of a v or o row
@@ -64,7 +70,7 @@ const float EMPTY = -3.0e38;
 
 shared vec4 q_s[ROWS * QS];
 shared vec4 kv_s[KEY_TILE * KV_ROW];
-shared vec4 p_s[KEY_TILE * RG];      // per key, the weights of each row group's four rows
+shared vec4 p_s[KEY_TILE * RG * PV4];   // per key and row group, the weights of its R rows
 shared float red_s[ROWS * KEY_GROUPS];  // per row, one value per invocation of its row group
 
 float weight_power(float x) {
@@ -102,10 +108,10 @@ void main() {
     }
 
     // This invocation's rows, their running reference m, its part of l, its output columns.
-    uint rows[4];
-    float m[4], l[4];
-    vec4 acc[4][C4];
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    uint rows[R];
+    float m[R], l[R];
+    vec4 acc[R][C4];
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
         rows[i] = row0 + rg + i * RG;
         const uint state_base = ((batch * params.num_q_heads + q_head) * params.n + min(rows[i], params.n - 1u)) * (VALUE_DIM + 2u);
         const bool load = (params.flags & FLAG_LOAD_STATE) != 0u;
@@ -140,21 +146,27 @@ void main() {
         barrier();
 
         // 2. Scores: s[i][j] for row rows[i] and key tile_start + g + j KEY_GROUPS.
-        float s[4][KPI];
-        [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < KPI; ++j) s[i][j] = 0.0;
+        float s[R][KPI];
+        [[unroll]] for (uint i = 0u; i < R; ++i) [[unroll]] for (uint j = 0u; j < KPI; ++j) s[i][j] = 0.0;
         [[unroll]] for (uint d4 = 0u; d4 < H4; ++d4) {
-            vec4 qv[4];
-            [[unroll]] for (uint i = 0u; i < 4u; ++i) qv[i] = q_s[(rg + i * RG) * QS + d4];
+            vec4 qv[R];
+            [[unroll]] for (uint i = 0u; i < R; ++i) qv[i] = q_s[(rg + i * RG) * QS + d4];
             [[unroll]] for (uint j = 0u; j < KPI; ++j) {
                 const vec4 kv = kv_s[(g + j * KEY_GROUPS) * QS + d4];
-                [[unroll]] for (uint i = 0u; i < 4u; ++i) s[i][j] += dot(qv[i], kv);
+                // Four multiply-adds, not dot() and an add: a compiler may not contract those.
+                [[unroll]] for (uint i = 0u; i < R; ++i) {
+                    s[i][j] += qv[i].x * kv.x;
+                    s[i][j] += qv[i].y * kv.y;
+                    s[i][j] += qv[i].z * kv.z;
+                    s[i][j] += qv[i].w * kv.w;
+                }
             }
         }
 
         // 3. Weights.
         [[unroll]] for (uint j = 0u; j < KPI; ++j) {
             const uint key = tile_start + g + j * KEY_GROUPS;
-            [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+            [[unroll]] for (uint i = 0u; i < R; ++i) {
                 const bool visible = key < key_end && (!CAUSAL || key <= rows[i]);
 #if defined(KIND_SOFTMAX)
                 s[i][j] = visible ? s[i][j] : -1.0 / 0.0;
@@ -164,13 +176,13 @@ void main() {
             }
         }
 #if defined(KIND_SOFTMAX)
-        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
             float t = s[i][0];
             [[unroll]] for (uint j = 1u; j < KPI; ++j) t = max(t, s[i][j]);
             red_s[(rg + i * RG) * KEY_GROUPS + g] = t;
         }
         barrier();
-        [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+        [[unroll]] for (uint i = 0u; i < R; ++i) {
             float m_new = m[i];
             [[unroll]] for (uint gg = 0u; gg < KEY_GROUPS; ++gg) m_new = max(m_new, red_s[(rg + i * RG) * KEY_GROUPS + gg]);
             const float correction = exp(m[i] - m_new);
@@ -183,7 +195,7 @@ void main() {
             }
         }
 #elif defined(KIND_POLYNOMIAL)
-        [[unroll]] for (uint i = 0u; i < 4u; ++i) [[unroll]] for (uint j = 0u; j < KPI; ++j) l[i] += s[i][j];
+        [[unroll]] for (uint i = 0u; i < R; ++i) [[unroll]] for (uint j = 0u; j < KPI; ++j) l[i] += s[i][j];
 #else
 #error "define KIND_SOFTMAX or KIND_POLYNOMIAL"
 #endif
@@ -202,20 +214,24 @@ void main() {
                 kv_s[j * V4 + c4] = x;
             }
         }
-        [[unroll]] for (uint j = 0u; j < KPI; ++j) p_s[(g + j * KEY_GROUPS) * RG + rg] = vec4(s[0][j], s[1][j], s[2][j], s[3][j]);
+        [[unroll]] for (uint j = 0u; j < KPI; ++j) [[unroll]] for (uint h = 0u; h < PV4; ++h)
+            p_s[((g + j * KEY_GROUPS) * RG + rg) * PV4 + h] = vec4(s[4u * h][j], s[4u * h + 1u][j], s[4u * h + 2u][j], s[4u * h + 3u][j]);
         barrier();
 
         // 5. O += P V over the tile's keys (masked and missing keys weigh 0, their V rows are 0).
         [[unroll]] for (uint j = 0u; j < KEY_TILE; ++j) {
-            const vec4 p = p_s[j * RG + rg];
+            vec4 p[PV4];
+            [[unroll]] for (uint h = 0u; h < PV4; ++h) p[h] = p_s[(j * RG + rg) * PV4 + h];
             [[unroll]] for (uint c = 0u; c < C4; ++c) {
                 const uint c4 = g + c * KEY_GROUPS;
                 if (C4 * KEY_GROUPS == V4 || c4 < V4) {
                     const vec4 v = kv_s[j * V4 + c4];
-                    acc[0][c] += p.x * v;
-                    acc[1][c] += p.y * v;
-                    acc[2][c] += p.z * v;
-                    acc[3][c] += p.w * v;
+                    [[unroll]] for (uint h = 0u; h < PV4; ++h) {
+                        acc[4u * h][c] += p[h].x * v;
+                        acc[4u * h + 1u][c] += p[h].y * v;
+                        acc[4u * h + 2u][c] += p[h].z * v;
+                        acc[4u * h + 3u][c] += p[h].w * v;
+                    }
                 }
             }
         }
@@ -223,15 +239,15 @@ void main() {
 
     // The row's denominator: the sum of its invocations' parts.
     barrier();
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) red_s[(rg + i * RG) * KEY_GROUPS + g] = l[i];
+    [[unroll]] for (uint i = 0u; i < R; ++i) red_s[(rg + i * RG) * KEY_GROUPS + g] = l[i];
     barrier();
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
         float sum = 0.0;
         [[unroll]] for (uint gg = 0u; gg < KEY_GROUPS; ++gg) sum += red_s[(rg + i * RG) * KEY_GROUPS + gg];
         l[i] = sum;
     }
 
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    [[unroll]] for (uint i = 0u; i < R; ++i) {
         if (rows[i] >= params.n) continue;
         if ((params.flags & FLAG_STORE_STATE) != 0u) {
             const uint state_base = ((batch * params.num_q_heads + q_head) * params.n + rows[i]) * (VALUE_DIM + 2u);

@@ -232,26 +232,35 @@ uint32_t attentionFlashCoopMatTilings(bool smallTiles) {
 namespace {
 
 /**
- * Tilings of attention_flash_fp32.comp (rows x keys per step, invocations sharing a row group):
- * entries 0, 1 and 4 are the model's, the first that fits the device's shared memory and keeps
- * the output accumulators in registers (docs/MODEL.md, "The FP32 FlashAttention-2 baseline");
- * 2 and 3 (64-key steps, 16 invocations per row group; 54 and 36 KiB at h = 64) are psk tune's to
- * measure where shared memory allows them (baselines.fp32_tile).
+ * Tilings of attention_flash_fp32.comp (rows x keys per step, invocations sharing a row group, rows
+ * per invocation). The model's entries (kFlashFp32ModelEntries, in order) are taken where they fit
+ * the device's shared memory and keep the register tiles within 64 accumulators each (scores,
+ * output): 0 at h, dv <= 64 on 48 KiB (35 KiB; the most multiply-adds per byte through the
+ * shared-memory data path), 2 where that does not fit (h = 128 on 48 KiB, h = 64 on lavapipe's
+ * 32 KiB), 5 below (docs/MODEL.md, "The FP32 FlashAttention-2 baseline"). The others are psk tune's
+ * to measure where they fit (baselines.fp32_tile).
  */
 struct Fp32FlashTiling {
-    uint32_t rows, keyTile, keyGroups;
+    uint32_t rows, keyTile, keyGroups, rowsPerInvocation;
 };
 constexpr Fp32FlashTiling kFlashFp32Table[] = {
-    {64, 32, 8}, {32, 32, 8}, {64, 64, 16}, {32, 64, 16}, {16, 32, 8},
+    {32, 64, 8, 8},   // 0: 1 warp, 8 x 8 register tiles
+    {64, 32, 8, 4},   // 1
+    {32, 32, 8, 4},   // 2
+    {64, 64, 16, 4},  // 3: 54 KiB at h = 64
+    {32, 64, 16, 4},  // 4
+    {16, 32, 8, 4},   // 5
+    {64, 64, 8, 8},   // 6: 2 warps, 8 x 8 register tiles; 53 KiB at h = 64
 };
-constexpr uint32_t kFlashFp32ModelEntries[] = {0, 1, 4};
+constexpr uint32_t kFlashFp32ModelEntries[] = {0, 2, 5};
 
 kernel::AttentionFlashFp32Spec flashFp32Spec(const Fp32FlashTiling& t, const AttentionConfig& c) {
     kernel::AttentionFlashFp32Spec spec;
     spec.ROWS = t.rows;
     spec.KEY_TILE = t.keyTile;
     spec.KEY_GROUPS = t.keyGroups;
-    spec.THREADS = t.rows / 4 * t.keyGroups;
+    spec.ROWS_PER_INVOCATION = t.rowsPerInvocation;
+    spec.THREADS = t.rows / t.rowsPerInvocation * t.keyGroups;
     spec.HEAD_DIM = c.headDim;
     spec.VALUE_DIM = c.valueDim;
     spec.DEGREE = c.degree;
@@ -273,9 +282,9 @@ uint32_t attentionFlashFp32Tilings() { return uint32_t(std::size(kFlashFp32Table
 
 namespace {
 
-/** Output accumulators per invocation of attention_flash_fp32.comp: 4 rows x its vec4 columns. */
+/** Output accumulators per invocation of attention_flash_fp32.comp: its rows x its vec4 columns. */
 uint32_t flashFp32Accumulators(const kernel::AttentionFlashFp32Spec& s) {
-    return 16 * ceilDiv(ceilDiv(s.VALUE_DIM, 4), s.KEY_GROUPS);
+    return s.ROWS_PER_INVOCATION * 4 * ceilDiv(ceilDiv(s.VALUE_DIM, 4), s.KEY_GROUPS);
 }
 
 /** Why tiling `s` cannot run here, or "" when it can. */
@@ -284,6 +293,8 @@ std::string flashFp32Misfit(const kernel::AttentionFlashFp32Spec& s, const Devic
         return cat(attentionFlashFp32SharedBytes(s), " bytes of shared memory (the device has ", caps.limits().maxComputeSharedMemorySize, ")");
     if (s.THREADS > caps.limits().maxComputeWorkGroupInvocations) return cat(s.THREADS, " invocations");
     if (flashFp32Accumulators(s) > 64) return cat(flashFp32Accumulators(s), " output accumulators per invocation (64 at most)");
+    if (s.ROWS_PER_INVOCATION * (s.KEY_TILE / s.KEY_GROUPS) > 64)
+        return cat(s.ROWS_PER_INVOCATION * (s.KEY_TILE / s.KEY_GROUPS), " score accumulators per invocation (64 at most)");
     return "";
 }
 
@@ -473,8 +484,9 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             plan.rows = spec.ROWS;
             plan.kernel = KernelChoice::make<KernelId::AttentionFlashFp32>(
                 kind, type, spec,
-                cat("FlashAttention-2 style on the FP32 units: register tiles of 4 rows, ", spec.KEY_TILE / spec.KEY_GROUPS,
-                    " keys and ", flashFp32Accumulators(spec) / 4, " value columns per invocation",
+                cat("FlashAttention-2 style on the FP32 units: per invocation ", spec.ROWS_PER_INVOCATION, " rows x ",
+                    spec.KEY_TILE / spec.KEY_GROUPS, " keys of scores and x ", flashFp32Accumulators(spec) / spec.ROWS_PER_INVOCATION,
+                    " value columns of output in registers",
                     type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop, tuned,
                     "; tunable: baselines.fp32_tile=", *chosen));
             return plan;
