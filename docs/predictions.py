@@ -1665,6 +1665,92 @@ def print_fa2_row_tiles():
     print()
 
 
+# shaders/attention_flash_fp32.comp's tiling table (lib/forward/tiled_forward.cpp, kFlashFp32Table):
+# rows, keys per step, invocations per row group, rows per invocation.
+FP32_FLASH_TABLE = [(32, 64, 8, 8), (32, 32, 8, 8), (64, 32, 8, 4), (32, 32, 8, 4), (64, 64, 16, 4), (32, 64, 16, 4),
+                    (16, 32, 8, 4), (64, 64, 8, 8)]
+
+
+def flash_fp32(n, heads, hd, vd, entry, es=4, causal=True):
+    """shaders/attention_flash_fp32.comp (KIND_SOFTMAX), written before any GPU run of it. Per
+    (workgroup, key tile), as the source does it, per invocation (R rows x KPI keys of scores, R rows
+    x C4 vec4 columns of output):
+      LSU (128 B/cycle): scores H4 (R + KPI) vec4 loads (q, k), P V KT (R/4 + C4) vec4 loads (P, v),
+      each 4 cycles per warp whatever the broadcast (BCAST_VEC4, the rule the third run held); K and
+      V staged (one vec4 store per element quad), P stored (KPI R/4 vec4s), the row maxima (R scalar
+      stores, R G scalar loads); the tile's K and V rows through L1 (KT (hd + vd) es bytes).
+      FP32 issue: the multiply-adds (4 R KPI H4 + 4 R C4 KT per invocation), the loads, ~8 lane
+      operations per score (mask, max, subtract, exp, sum, P packing), the rescale (4 R C4).
+      MUFU: one exp per score and one per row per tile.
+      Chain: per tile the K and V loads from L2 (not prefetched) and 4 barriers.
+    Returns the Kernel (run() gives its time)."""
+    rows, kt, groups, r = FP32_FLASH_TABLE[entry]
+    threads = rows // r * groups
+    warps = max(1, threads // 32)
+    kpi, h4, v4 = kt // groups, ceil_div(hd, 4), ceil_div(vd, 4)
+    c4 = ceil_div(v4, groups)
+    pv4 = r // 4
+    row_tiles = ceil_div(n, rows)
+    if causal:
+        pairs = sum(ceil_div(min(n, rows * (w + 1)), kt) for w in range(row_tiles)) * heads
+    else:
+        pairs = row_tiles * ceil_div(n, kt) * heads
+    wgs = row_tiles * heads
+    staged = ceil_div(kt * h4, threads) + ceil_div(kt * v4, threads)
+    lsu_tile = warps * ((h4 * (r + kpi) + kt * (pv4 + c4) + staged + kpi * pv4) * BCAST_VEC4 + r + r * groups) \
+        + kt * (hd + vd) * es / LINE
+    fma = 4 * r * kpi * h4 + 4 * r * c4 * kt
+    per_inv = fma + h4 * (r + kpi) + kt * (pv4 + c4) + 2 * staged + kpi * pv4 + r * (1 + groups) + 8 * r * kpi + 4 * r * c4
+    issue_tile = warps * per_inv
+    mufu_tile = rows * kt + rows
+    m = H200
+    chain_tile = m.lat_l2 + 2 * m.lat_shared + 4 * m.barrier
+    regs = r * kpi + 4 * r * c4 + 4 * r + 4 + 2 * r + 4 * pv4 + 20
+    smem = 16 * (rows * (h4 + 1) + kt * max(h4 + 1, v4) + kt * rows // 4) + 4 * rows * groups
+    hbm = n * heads * (2 * hd + 2 * vd) * es
+    l2 = hbm + pairs * kt * (hd + vd) * es
+    per_wg = pairs / wgs
+    flop = 2 * n * n * (hd + vd) * heads * (0.5 if causal else 1.0)
+    terms = [("data path: %d cycles per (workgroup, key tile)" % lsu_tile, "lsu", lsu_tile * per_wg),
+             ("FP32 issue: %d warp instructions per (workgroup, key tile)" % issue_tile, "issue", issue_tile * per_wg / m.issue_per_clk)]
+    return Kernel("softmax, FP32 FlashAttention-2 (entry %d: %d x %d, %d x %d per invocation)" % (entry, rows, kt, r, kpi),
+                  wgs, threads, regs, smem, lsu_tile * per_wg, issue_tile * per_wg, chain_tile * per_wg, hbm, l2,
+                  mufu=mufu_tile * per_wg, flop=flop, terms=terms, launches=ceil_div(n, 8192))
+
+
+def print_flash_fp32():
+    print("### The FP32 FlashAttention-2 baseline (attention_flash_fp32.comp; H200, B = 1, H = 16, causal, f32; before any GPU run)\n")
+    print("The one-row kernel (attention_tiled.comp) measured 124 ms at 32k and 1903 ms at 128k, h = 64 (first run, f16")
+    print("storage under PSK_DISABLE_COOPMAT; the model: 142 / 2276). Per entry of the tiling table that fits 48 KiB,")
+    print("the data path and FP32 issue per (workgroup, key tile), workgroups per SM, and the predicted time.\n")
+    print("| shape | entry | rows x keys, register tile | shared | regs (est.) | WG/SM | data path / issue per tile | limit | predicted ms | TFLOP/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128)):
+        for e in range(len(FP32_FLASH_TABLE)):
+            k = flash_fp32(n, 16, hd, hd, e)
+            if k.smem > 49152 or k.regs > 255:
+                continue
+            rows, kt, groups, r = FP32_FLASH_TABLE[e]
+            if r * 4 * ceil_div(ceil_div(hd, 4), groups) > 64:
+                continue
+            t, parts = run(k, H200)
+            per_tile_lsu = k.lsu / (k.flop and 1) if False else None
+            wg, _ = workgroups_per_sm(H200, k.threads, k.regs, k.smem)
+            lsu_t, issue_t = k.terms[0][2], k.terms[1][2]
+            pairs_per_wg = k.chain / (H200.lat_l2 + 2 * H200.lat_shared + 4 * H200.barrier)
+            print(f"| {k_(n)} h{hd} | {e} | {rows} x {kt}, {r} x {kt // groups} | {k.smem} | {k.regs} | {wg} | "
+                  f"{k.lsu / pairs_per_wg:.0f} / {k.issue / pairs_per_wg / H200.issue_per_clk:.0f} | {parts['limit']} | "
+                  f"{t * 1e3:.1f} | {k.flop / t / 1e12:.0f} |")
+    print()
+    print("The FP32 units' floor (128 multiply-adds per cycle per SM, 67 TFLOP/s): 32.8 ms at 32k h = 64. The model's")
+    print("rule for a broadcast vec4 load (4 data-path cycles whatever the broadcast) is what binds the 4 x 4 tiles;")
+    print("if the hardware served a broadcast vec4 load in fewer cycles, every entry would approach the FP32 floor.\n")
+
+
+def k_(n):
+    return f"{n // 1024}k"
+
+
 def learned_features_ms(n=32768, heads=16, hd=64, rs=32, tiled=True, m=None):
     """The generic learned feature map (shaders/sketch_features.comp, SKETCH_LEARNED) at q and k of
     n tokens: (data-path ms, FP32-issue ms). Per row 2 branches x (hd 8r + 8r r + r 8r + 8r r)
@@ -1711,6 +1797,7 @@ def main():
     print_vs_third_run()
     print_fa2_row_tiles()
     print_learned_features()
+    print_flash_fp32()
 
 
 

@@ -32,6 +32,9 @@
 //   4. V staged where K was (K is no longer read), the weights P to shared memory (per key, one
 //      vec4 per row group: its four rows); barrier.
 //   5. O += P V.
+// Split keys (params.splits > 1: short query blocks against a long KV cache, the flash-decoding
+// arrangement): the z workgroups are batch x split, split s walks its own keys and stores its rows'
+// state (m, l, O) in its own region; attention_combine.comp merges the splits into the output.
 // After the last tile: the invocations' parts of l summed through shared memory, then O / l
 // (softmax) or O / (1 + l) (polynomial), or the state (m, l, O) for the next key chunk
 // (FLAG_STORE_STATE). m starts at EMPTY, finite, so that a row that has seen no key yet rescales by
@@ -51,8 +54,17 @@ PSK_DECLARE_SPECS(PSK_ATTENTION_FLASH_FP32_SPEC)
 PSK_DECLARE_BINDINGS(PSK_ATTENTION_TILED_BINDINGS)
 
 layout(std430, binding = BINDING_Q) readonly buffer QBuffer { ELEM q_data[]; };
-layout(std430, binding = BINDING_K) readonly buffer KBuffer { ELEM k_data[]; };
-layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
+// KV_FLOAT32 (the softmax_cache variant): k and v are a decode state's float32 KV cache whatever
+// the storage type of q and the output (a forward continuing the cache at q_pos > 0).
+#if defined(KV_FLOAT32)
+#define KV_ELEM float
+#define LOAD_KV(x) (x)
+#else
+#define KV_ELEM ELEM
+#define LOAD_KV(x) LOAD_ELEM(x)
+#endif
+layout(std430, binding = BINDING_K) readonly buffer KBuffer { KV_ELEM k_data[]; };
+layout(std430, binding = BINDING_V) readonly buffer VBuffer { KV_ELEM v_data[]; };
 layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; };
 // Per row: [m, l, o[VALUE_DIM]], rows in [batch][q head][token] order.
 layout(std430, binding = BINDING_STATE) buffer StateBuffer { float state_data[]; };
@@ -80,19 +92,26 @@ float weight_power(float x) {
     return w;
 }
 
-// Four consecutive elements of a row from `first` (element `col` of `len`), zero past len.
-#define LOAD4(data, first, col, len)                                                    \
-    vec4((col) + 0u < (len) ? LOAD_ELEM(data[(first) + 0u]) : 0.0,                      \
-         (col) + 1u < (len) ? LOAD_ELEM(data[(first) + 1u]) : 0.0,                      \
-         (col) + 2u < (len) ? LOAD_ELEM(data[(first) + 2u]) : 0.0,                      \
-         (col) + 3u < (len) ? LOAD_ELEM(data[(first) + 3u]) : 0.0)
+// Four consecutive elements of a row from `first` (element `col` of `len`), zero past len,
+// widened by LOAD.
+#define LOAD4(LOAD, data, first, col, len)                                              \
+    vec4((col) + 0u < (len) ? LOAD(data[(first) + 0u]) : 0.0,                           \
+         (col) + 1u < (len) ? LOAD(data[(first) + 1u]) : 0.0,                           \
+         (col) + 2u < (len) ? LOAD(data[(first) + 2u]) : 0.0,                           \
+         (col) + 3u < (len) ? LOAD(data[(first) + 3u]) : 0.0)
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint rg = lid / KEY_GROUPS, g = lid % KEY_GROUPS;
     const uint row0 = gl_WorkGroupID.x * ROWS;
     const uint q_head = gl_WorkGroupID.y;
-    const uint batch = gl_WorkGroupID.z;
+    const uint splits = max(params.splits, 1u);
+    const uint batch = gl_WorkGroupID.z / splits, split = gl_WorkGroupID.z % splits;
+    // This split's state rows, and its keys: [key_begin, key_limit) of the call, or of the split.
+    const uint state_split = split * params.split_stride;
+    const uint split_base = split * params.split_keys;
+    const uint key_lo = split_base + params.key_begin;
+    const uint key_hi = params.split_keys != 0u ? min(split_base + params.key_limit, split_base + params.split_keys) : params.key_limit;
     const uint kv_head = q_head / params.head_ratio;
 
     // Q, scaled, once (rows past n are zero; their outputs are never stored).
@@ -102,7 +121,7 @@ void main() {
         if (i < ROWS * H4) {
             const uint r = i / H4, d4 = i % H4, row = row0 + r;
             vec4 x = vec4(0.0);
-            if (row < params.n) x = LOAD4(q_data, q_base + row * params.q_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
+            if (row < params.n) x = LOAD4(LOAD_ELEM, q_data, q_base + row * params.q_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
             q_s[r * QS + d4] = x * params.scale;
         }
     }
@@ -113,7 +132,7 @@ void main() {
     vec4 acc[R][C4];
     [[unroll]] for (uint i = 0u; i < R; ++i) {
         rows[i] = row0 + rg + i * RG;
-        const uint state_base = ((batch * params.num_q_heads + q_head) * params.n + min(rows[i], params.n - 1u)) * (VALUE_DIM + 2u);
+        const uint state_base = state_split + ((batch * params.num_q_heads + q_head) * params.n + min(rows[i], params.n - 1u)) * (VALUE_DIM + 2u);
         const bool load = (params.flags & FLAG_LOAD_STATE) != 0u;
         m[i] = load ? state_data[state_base] : EMPTY;
         l[i] = load && g == 0u ? state_data[state_base + 1u] : 0.0;
@@ -125,13 +144,14 @@ void main() {
         }
     }
 
-    // Keys past the workgroup's last row never matter under the causal mask.
+    // Keys past the workgroup's last row never matter under the causal mask (row i is key
+    // position q_pos + i).
     const uint last_row = min(params.n, row0 + ROWS);
-    const uint key_end = min(params.key_limit, CAUSAL ? last_row : params.n);
+    const uint key_end = min(key_hi, CAUSAL ? params.q_pos + last_row : params.n);
     const uint k_base = tensor_row(params.k_strides, batch, kv_head, 0u);
     const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
 
-    for (uint tile_start = params.key_begin; tile_start < key_end; tile_start += KEY_TILE) {
+    for (uint tile_start = key_lo; tile_start < key_end; tile_start += KEY_TILE) {
         barrier();  // the previous tile's P and V are read; Q is staged
         // 1. K.
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * H4 + THREADS - 1u) / THREADS; ++it) {
@@ -139,7 +159,7 @@ void main() {
             if (i < KEY_TILE * H4) {
                 const uint j = i / H4, d4 = i % H4, key = tile_start + j;
                 vec4 x = vec4(0.0);
-                if (key < key_end) x = LOAD4(k_data, k_base + key * params.k_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
+                if (key < key_end) x = LOAD4(LOAD_KV, k_data, k_base + key * params.k_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
                 kv_s[j * QS + d4] = x;
             }
         }
@@ -167,7 +187,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < KPI; ++j) {
             const uint key = tile_start + g + j * KEY_GROUPS;
             [[unroll]] for (uint i = 0u; i < R; ++i) {
-                const bool visible = key < key_end && (!CAUSAL || key <= rows[i]);
+                const bool visible = key < key_end && (!CAUSAL || key <= params.q_pos + rows[i]);
 #if defined(KIND_SOFTMAX)
                 s[i][j] = visible ? s[i][j] : -1.0 / 0.0;
 #else
@@ -210,7 +230,7 @@ void main() {
             if (i < KEY_TILE * V4) {
                 const uint j = i / V4, c4 = i % V4, key = tile_start + j;
                 vec4 x = vec4(0.0);
-                if (key < key_end) x = LOAD4(v_data, v_base + key * params.v_strides.token + 4u * c4, 4u * c4, VALUE_DIM);
+                if (key < key_end) x = LOAD4(LOAD_KV, v_data, v_base + key * params.v_strides.token + 4u * c4, 4u * c4, VALUE_DIM);
                 kv_s[j * V4 + c4] = x;
             }
         }
@@ -250,7 +270,7 @@ void main() {
     [[unroll]] for (uint i = 0u; i < R; ++i) {
         if (rows[i] >= params.n) continue;
         if ((params.flags & FLAG_STORE_STATE) != 0u) {
-            const uint state_base = ((batch * params.num_q_heads + q_head) * params.n + rows[i]) * (VALUE_DIM + 2u);
+            const uint state_base = state_split + ((batch * params.num_q_heads + q_head) * params.n + rows[i]) * (VALUE_DIM + 2u);
             if (g == 0u) {
                 state_data[state_base] = m[i];
                 state_data[state_base + 1u] = l[i];

@@ -1385,11 +1385,12 @@ TEST_P(Decode16MatchesForward, PrefillStepsAndChunkedForwards) {
     const double e1 = relativeMaxError(rows1, want64);
     EXPECT_LE(e1, threshold) << "prefill + steps vs the 16-bit forward";
 
-    // 2. Forwards with the state in chunks (any lengths; softmax: one chunk at position 0), then steps.
+    // 2. Forwards with the state in chunks (any lengths and positions; softmax past position 0: the
+    // queries over the float32 cache, split keys), then steps.
     PskDecodeState s2 = makeState();
     ASSERT_TRUE(s2);
     std::vector<float> rows2(want.size(), NAN);
-    const std::vector<uint32_t> chunks = softmax ? std::vector<uint32_t>{prompt} : std::vector<uint32_t>{5, 16, 1, 11, 18};
+    const std::vector<uint32_t> chunks = {5, 16, 1, 11, 18};
     uint32_t t0 = 0;
     for (const uint32_t n : chunks) {
         std::vector<uint16_t> out(size_t(B) * c.Hq * n * c.dv);

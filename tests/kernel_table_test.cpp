@@ -109,6 +109,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::AttentionTiledCoopMat: return SpecConstants::of(AttentionTiledCoopMatSpec{});
         case KernelId::AttentionFlashCoopMat: return SpecConstants::of(AttentionFlashCoopMatSpec{});
         case KernelId::AttentionFlashFp32: return SpecConstants::of(AttentionFlashFp32Spec{});
+        case KernelId::AttentionCombine: return SpecConstants::of(AttentionCombineSpec{});
         case KernelId::SketchFeatures: return SpecConstants::of(SketchFeaturesSpec{});
         case KernelId::SketchFeaturesTeam: return SpecConstants::of(SketchFeaturesTeamSpec{});
         case KernelId::SketchFeaturesCoopMat: return SpecConstants::of(SketchFeaturesCoopMatSpec{});

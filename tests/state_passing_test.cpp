@@ -36,6 +36,7 @@
 #include "support/handles.hpp"
 #include "support/host_arrays.hpp"
 #include "support/kernel_paths.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -565,18 +566,100 @@ TEST_F(ContextTest, SoftmaxForwardFillsTheCache) {
     for (uint32_t t = 20; t < 30; ++t) step(state.get(), x, t, got);
     EXPECT_LE(worstError(x, got, whole), kTolerance);
 
-    // Later positions are not supported (yet): the state is unchanged.
+    // Past the cache's capacity, at position 0 or later: nothing changes.
     psk::test::MessageLog& log = psk::test::sharedLog();
-    const std::vector<uint8_t> before = serialize(state.get());
     std::vector<float> unused;
     log.clear();
-    EXPECT_EQ(forward(a.get(), x, 0, 2, 0, 2, state.get(), 0, unused), PSK_ERROR_UNSUPPORTED);
-    EXPECT_EQ(log.errors.size(), 1u);
-    EXPECT_EQ(serialize(state.get()), before);
-    // A prompt longer than the cache.
     const State small = makeState(a.get(), 2, 8);
     EXPECT_EQ(forward(a.get(), x, 0, 2, 0, 9, small.get(), 0, unused), PSK_ERROR_BUFFER_TOO_SMALL);
     EXPECT_EQ(position(small.get(), 0), 0u);
+    ASSERT_EQ(forward(a.get(), x, 0, 2, 0, 5, small.get(), 0, unused), PSK_SUCCESS);
+    const std::vector<uint8_t> before = serialize(small.get());
+    log.clear();
+    EXPECT_EQ(forward(a.get(), x, 0, 2, 5, 4, small.get(), 0, unused), PSK_ERROR_BUFFER_TOO_SMALL);
+    EXPECT_EQ(log.errors.size(), 1u);
+    EXPECT_EQ(position(small.get(), 0), 5u);
+    EXPECT_EQ(serialize(small.get()), before);
+    log.clear();
+}
+
+// ---- softmax: forwards continue the KV cache at any position ----
+
+// A softmax sequence as chunks of forwards with the state (the first at position 0 fills the
+// cache; each later one runs its queries over the cache, its own rows included, with the keys
+// split across workgroups and merged by attention_combine), then steps: the rows of one forward
+// over the whole sequence. Chunks of 1 token, shorter and longer than a workgroup's rows, at
+// positions on and off the key tiles; grouped-query heads; both layouts; the keys in 1, 3 and 7
+// splits (PSK_SOFTMAX_CACHE_SPLITS; most of 7 splits are empty at the first positions).
+TEST_F(ContextTest, SoftmaxForwardContinuesTheCache) {
+    for (PskLayout layout : {PSK_LAYOUT_BHND, PSK_LAYOUT_BNHD})
+        for (const char* splits : {"1", "3", "7"}) {
+            SCOPED_TRACE(std::string(layout == PSK_LAYOUT_BNHD ? "BNHD" : "BHND") + ", splits " + splits);
+            psk::test::ScopedEnv env("PSK_SOFTMAX_CACHE_SPLITS", splits);
+            Spec s;
+            s.kind = PSK_ATTENTION_KIND_SOFTMAX;
+            s.layout = layout;
+            const Attention a = makeAttention(ctx, s);
+            ASSERT_TRUE(a);
+            const Tokens x(s, 2, 100, 710);
+            const std::vector<float> whole = wholeForward(a.get(), x);
+            const State state = makeState(a.get(), 2, 128);
+            std::vector<float> got;
+            uint32_t t = 0;
+            for (uint32_t n : {37u, 1u, 5u, 40u}) {
+                ASSERT_EQ(forward(a.get(), x, 0, 2, t, n, state.get(), 0, got), PSK_SUCCESS) << "chunk at " << t;
+                t += n;
+                EXPECT_EQ(position(state.get(), 1), t);
+            }
+            for (; t < 100; ++t) step(state.get(), x, t, got);
+            EXPECT_LE(worstError(x, got, whole), kTolerance);
+        }
+}
+
+// A chunk after a cache longer than one dispatch's keys (kBaselineKeysPerDispatch, 8192): each
+// split's state is carried from one dispatch to the next, the splits merged after.
+TEST_F(ContextTest, SoftmaxForwardContinuesALongCache) {
+    for (const char* splits : {"1", "2"}) {
+        SCOPED_TRACE(std::string("splits ") + splits);
+        psk::test::ScopedEnv env("PSK_SOFTMAX_CACHE_SPLITS", splits);
+        Spec s;
+        s.kind = PSK_ATTENTION_KIND_SOFTMAX;
+        s.Hq = s.Hkv = 1;
+        const Attention a = makeAttention(ctx, s);
+        ASSERT_TRUE(a);
+        const Tokens x(s, 1, 16500, 720);
+        const std::vector<float> whole = wholeForward(a.get(), x);
+        const State state = makeState(a.get(), 1, 16500);
+        std::vector<float> got;
+        ASSERT_EQ(forward(a.get(), x, 0, 1, 0, 16450, state.get(), 0, got), PSK_SUCCESS);
+        ASSERT_EQ(forward(a.get(), x, 0, 1, 16450, 50, state.get(), 0, got), PSK_SUCCESS);
+        EXPECT_LE(worstError(x, got, whole), kTolerance);
+    }
+}
+
+// Where no tiling of the split-key kernel fits (h = dv = 256 in lavapipe's 32 KiB of shared memory),
+// a later position stays unsupported, with the state unchanged; position 0 works.
+TEST_F(ContextTest, SoftmaxForwardAtALaterPositionWithoutItsKernel) {
+    Spec s;
+    s.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    s.h = s.dv = 256;
+    s.Hq = s.Hkv = 1;
+    const Attention a = makeAttention(ctx, s);
+    ASSERT_TRUE(a);
+    PskDeviceInfo device{};
+    ASSERT_EQ(pskGetDeviceInfo(ctx, &device), PSK_SUCCESS);
+    if (device.maxComputeSharedMemorySize > 32768) GTEST_SKIP() << "a tiling fits this device's shared memory";
+    const Tokens x(s, 1, 12, 730);
+    const State state = makeState(a.get(), 1, 16);
+    std::vector<float> got;
+    ASSERT_EQ(forward(a.get(), x, 0, 1, 0, 8, state.get(), 0, got), PSK_SUCCESS);
+    const std::vector<uint8_t> before = serialize(state.get());
+    psk::test::MessageLog& log = psk::test::sharedLog();
+    log.clear();
+    EXPECT_EQ(forward(a.get(), x, 0, 1, 8, 2, state.get(), 0, got), PSK_ERROR_UNSUPPORTED);
+    ASSERT_EQ(log.errors.size(), 1u);
+    EXPECT_NE(log.errors[0].find("no tiling of the FP32 FlashAttention-2 kernel fits"), std::string::npos) << log.errors[0];
+    EXPECT_EQ(serialize(state.get()), before);
     log.clear();
 }
 
@@ -711,13 +794,20 @@ TEST_F(ContextTest, StateWorkspaceSize) {
         std::printf("[ state ] workspace for 2 x 100 tokens, %s: %llu bytes (without a state %llu)\n",
                     localExact ? "local exact" : "sketched", (unsigned long long)ws, (unsigned long long)plain);
     }
+    // Softmax: the split keys' states of a forward continuing the cache, (m, l, O) per split and
+    // query row (the plain forward needs none at 100 tokens); the splits forced, as the count
+    // follows the device.
     Spec soft;
     soft.kind = PSK_ATTENTION_KIND_SOFTMAX;
     const Attention a = makeAttention(ctx, soft);
-    uint64_t ws = 1, plain = 2;
-    ASSERT_EQ(pskGetStateWorkspaceSize(a.get(), 2, 100, &ws), PSK_SUCCESS);
-    ASSERT_EQ(pskGetWorkspaceSize(a.get(), 2, 100, &plain), PSK_SUCCESS);
-    EXPECT_EQ(ws, plain);
+    for (uint32_t splits : {1u, 3u}) {
+        psk::test::ScopedEnv env("PSK_SOFTMAX_CACHE_SPLITS", std::to_string(splits).c_str());
+        uint64_t ws = 1, plain = 2;
+        ASSERT_EQ(pskGetStateWorkspaceSize(a.get(), 2, 100, &ws), PSK_SUCCESS);
+        ASSERT_EQ(pskGetWorkspaceSize(a.get(), 2, 100, &plain), PSK_SUCCESS);
+        EXPECT_EQ(plain, 0u);
+        EXPECT_EQ(ws, uint64_t(splits) * 2 * soft.Hq * 100 * (soft.dv + 2) * 4);
+    }
 }
 
 TEST_F(ContextTest, StatsOfAForwardWithAState) {

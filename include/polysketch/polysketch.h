@@ -515,14 +515,19 @@ typedef struct PskForwardHostInfo {
      * So a prompt may be prefilled in chunks of any length (1 token, fewer than b, not multiples
      * of b), prefill and steps may alternate, and the rows equal one forward over the whole
      * sequence within float32 rounding. Supported: causal POLYSKETCH at any position (local exact
-     * or not); causal SOFTMAX at position 0 only (the forward, and its k, v rows fill the KV cache;
-     * a later position is PSK_ERROR_UNSUPPORTED: continue with decode steps).
+     * or not); causal SOFTMAX at any position: at 0 the forward, whose k, v rows fill the KV cache;
+     * later the call's k, v rows join the cache and its queries attend over it, the keys split
+     * across workgroups (a short query block against a long cache: chunked prefill, speculative
+     * decoding's verification). A softmax position > 0 needs the FP32 FlashAttention-2 kernel's
+     * tiling for h, dv (PSK_ERROR_UNSUPPORTED where none fits this device, e.g. h = 256 on 32 KiB
+     * of shared memory, or where the whole cache exceeds one storage-buffer binding: continue with
+     * decode steps there).
      * Errors (the state, its positions and `out` are then unchanged): PSK_ERROR_UNSUPPORTED for
-     * POLYNOMIAL or non-causal attention (which have no decode state) and softmax at p > 0;
+     * POLYNOMIAL or non-causal attention (which have no decode state) and the softmax cases above;
      * PSK_ERROR_INVALID_ARGUMENT for a state of another attention object, sequences beyond the
      * state's batchSize, or stateFirstSequence != 0 without a state; PSK_ERROR_INVALID_SHAPE when
      * the sequences are at different positions; PSK_ERROR_BUFFER_TOO_SMALL when a softmax cache
-     * cannot hold the n tokens; PSK_ERROR_TOO_LARGE past a polysketch position of 2^53, or where
+     * cannot hold position + n tokens; PSK_ERROR_TOO_LARGE past a polysketch position of 2^53, or where
      * the call's workspace (pskGetStateWorkspaceSize, which can exceed pskGetWorkspaceSize) does
      * not fit the device. 16-bit attention objects pass their state too: the call's arrays are
      * the storage type, the state stays float32.

@@ -1,6 +1,7 @@
 // The parts of psk::Decoder (decoder.hpp) both kinds share: buffers, binding limits, row copies, the
 // prompt's forward call and host rows.
 #include "decode/decoder.hpp"
+#include "decode/softmax_decoder.hpp"
 #include "kernels/kernel_pipeline.hpp"
 
 #include <algorithm>
@@ -88,7 +89,17 @@ WorkspaceLayout stateForwardWorkspaceLayout(const PskAttention_T& attention, con
     const AttentionConfig& c = attention.config();
     if (!c.causal || (c.kind != PSK_ATTENTION_KIND_POLYSKETCH && c.kind != PSK_ATTENTION_KIND_SOFTMAX))
         fail(PSK_ERROR_UNSUPPORTED, "a forward with a decode state needs a CAUSAL POLYSKETCH or SOFTMAX attention");
-    if (c.kind == PSK_ATTENTION_KIND_SOFTMAX) return attention.workspaceLayout(g);
+    if (c.kind == PSK_ATTENTION_KIND_SOFTMAX) {
+        // The forward's key-chunk state at position 0, the split states later (the larger of the two).
+        WorkspaceLayout L = attention.workspaceLayout(g);
+        const uint64_t splitStates = softmaxCacheForwardBytes(attention.context()->caps(), c, g.batch, g.tokens);
+        if (L.regions.empty()) {
+            if (splitStates) L.regions.push_back({"split-key states", splitStates});
+        } else {
+            L.regions[0].size = std::max<VkDeviceSize>(L.regions[0].size, splitStates);
+        }
+        return L;
+    }
     return polysketchStateForwardWorkspaceLayout(attention, g);
 }
 

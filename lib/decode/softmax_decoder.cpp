@@ -12,6 +12,7 @@
 #include <string>
 
 #include "forward/attention.hpp"
+#include "forward/tiled_forward.hpp"
 #include "kernels/kernel_table.hpp"
 #include "util/error.hpp"
 #include "util/sizes.hpp"
@@ -88,6 +89,27 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
                                                                "last; maxima by subgroup operations"
                                                              : "softmax decoding: one dispatch over slices of the KV cache, combined by the "
                                                                "last; maxima by a tree in shared memory (no subgroup arithmetic)"));
+    // A forward continuing the cache: the FP32 FlashAttention-2 kernel over the float32 cache with
+    // split keys, where the whole cache is one binding and one of its tilings fits.
+    const AttentionConfig& c = attention.config();
+    std::string misfits;
+    const std::optional<kernel::AttentionFlashFp32Spec> spec32 = modelFlashFp32Spec(c, caps, nullptr, &misfits);
+    if (!wholeCache_) {
+        cacheUnsupported_ = "the KV cache does not fit one storage-buffer binding";
+    } else if (!spec32) {
+        cacheUnsupported_ = cat("no tiling of the FP32 FlashAttention-2 kernel fits (", misfits, ")");
+    } else {
+        cacheRows_ = spec32->ROWS;
+        cacheForward_ = kernelPipeline(context().pipelines(),
+                                       KernelChoice::make<KernelId::AttentionFlashFp32>(
+                                           "softmax_cache", c.dataType, *spec32,
+                                           "a softmax forward continuing the KV cache: keys split across workgroups"));
+        kernel::AttentionCombineSpec combine;
+        combine.WG = 64;
+        combine.VALUE_DIM = dv_;
+        combine_ = kernelPipeline(context().pipelines(),
+                                  KernelChoice::make<KernelId::AttentionCombine>("", c.dataType, combine, "the split keys' merge"));
+    }
     // The caches need no clearing: the key counts bound what is read. Counts start at zero.
     submitter_.run([&](Recorder& rec) { rec.fill({work_.handle(), 0, work_.size()}, work_.size(), 0); });
 }
@@ -218,28 +240,118 @@ void SoftmaxDecoder::forEachBlobRegion(const std::vector<uint64_t>& positions,
 }
 
 void SoftmaxDecoder::checkForward(uint64_t position, uint32_t n) const {
-    if (position != 0)
-        fail(PSK_ERROR_UNSUPPORTED, "a SOFTMAX forward with a decode state starts fresh sequences only (position 0); these are at ",
-             position, " (continue them with decode steps)");
-    if (n > capacity_)
-        fail(PSK_ERROR_BUFFER_TOO_SMALL, "a call of ", n, " tokens does not fit the KV cache (capacity ", capacity_, ")");
+    if (position + n > capacity_)
+        fail(PSK_ERROR_BUFFER_TOO_SMALL, "a call of ", n, " tokens at position ", position, " does not fit the KV cache (capacity ",
+             capacity_, ")");
+    if (position != 0 && !cacheUnsupported_.empty())
+        fail(PSK_ERROR_UNSUPPORTED, "a SOFTMAX forward continuing a decode state at position ", position, " is not available here: ",
+             cacheUnsupported_, " (continue with decode steps)");
 }
 
-void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t) {
-    // Position 0: the forward over the call is the whole attention; the cache receives its k and v
-    // rows (any strides), one (sequence, kv head) slot per dispatch, which binds that slot only.
-    attention_.forward().record(rec, t);
+uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n, uint32_t rows) {
+    if (const char* forced = std::getenv("PSK_SOFTMAX_CACHE_SPLITS"))
+        if (const int s = std::atoi(forced); s > 0) return uint32_t(std::min(s, 32));
+    // Two workgroups per multiprocessor where the driver reports the count, else 264 on a GPU
+    // (an H100's 132 SMs) and 8 on a CPU device (llvmpipe's few threads).
+    const uint64_t target = caps.multiprocessorCount ? 2 * uint64_t(caps.multiprocessorCount)
+                            : caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 8
+                                                                                        : 264;
+    const uint64_t groups = uint64_t(ceilDiv(n, rows)) * c.numQueryHeads * batch;
+    return uint32_t(std::clamp<uint64_t>(ceilDiv(target, groups), 1, 32));
+}
+
+uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n) {
+    const std::optional<kernel::AttentionFlashFp32Spec> spec = modelFlashFp32Spec(c, caps);
+    if (!spec) return 0;
+    return uint64_t(softmaxCacheSplits(caps, c, batch, n, spec->ROWS)) * batch * c.numQueryHeads * n * (c.valueDim + 2) * 4;
+}
+
+void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) {
+    // Position 0: the forward over the call is the whole attention. The cache receives the call's
+    // k and v rows (any strides) at rows position.., one (sequence, kv head) slot per dispatch,
+    // which binds that slot only; past position 0 before the attention, which reads them there.
+    if (position == 0)
+        attention_.forward().record(rec, t);
+    else
+        rec.beginStage(PSK_FORWARD_STAGE_OUTPUT);  // one stage, as the forward: the cache rows and the attention
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
+    const uint64_t keys = position + n;
     const PskTensorStrides kDense = defaultStrides(PSK_LAYOUT_BHND, 1, n, h_), vDense = defaultStrides(PSK_LAYOUT_BHND, 1, n, dv_);
     for (uint32_t b = 0; b < count; ++b)
         for (uint32_t hd = 0; hd < Hkv_; ++hd) {
             const uint64_t slot = uint64_t(first + b) * Hkv_ + hd;
             const PskTensorStrides& ks = t.geometry.k.strides;
             const PskTensorStrides& vs = t.geometry.v.strides;
-            recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, n), 0, kDense}, 1, 1, n, h_, RowConvert::ToF32);
-            recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, n), 0, vDense}, 1, 1, n, dv_, RowConvert::ToF32);
+            recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, keys), position * h_, kDense}, 1, 1, n, h_,
+                           RowConvert::ToF32);
+            recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, keys), position * dv_, vDense}, 1, 1, n, dv_,
+                           RowConvert::ToF32);
         }
-    recordKeyCounts(rec, first, std::vector<uint64_t>(count, n));
+    if (position != 0) recordCacheAttention(rec, t, first, position);
+    recordKeyCounts(rec, first, std::vector<uint64_t>(count, keys));
+}
+
+void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) const {
+    // The call's rows are key positions position.. of their sequences: row i sees keys 0 ..
+    // position + i of the cache (which holds the call's own rows now). Keys split across
+    // workgroups (z = sequence x split), each split's rows' (m, l, O) into the workspace in key
+    // chunks of at most kBaselineKeysPerDispatch per dispatch (the state carried between them),
+    // then attention_combine merges the splits into the output.
+    const AttentionConfig& c = attention_.config();
+    const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
+    const uint64_t keys = position + n;
+    const uint32_t splits = softmaxCacheSplits(context().caps(), c, count, n, cacheRows_);
+    const uint32_t splitKeys = uint32_t(ceilDiv(ceilDiv(keys, uint64_t(splits)), uint64_t(64)) * 64);
+    const uint64_t stride = uint64_t(count) * Hq_ * n * (dv_ + 2);
+    const VkPhysicalDeviceLimits& limits = context().caps().limits();
+    const uint32_t groupsX = ceilDiv(n, cacheRows_);
+    if (groupsX > limits.maxComputeWorkGroupCount[0] || uint64_t(count) * splits > limits.maxComputeWorkGroupCount[2])
+        fail(PSK_ERROR_TOO_LARGE, "a softmax forward of ", n, " rows continuing the cache exceeds the device's dispatch limits");
+    if (t.workspace[0].size < splits * stride * 4)
+        fail(PSK_ERROR_INTERNAL, "the workspace lacks the split states of a softmax forward continuing the cache");
+    kernel::AttentionTiledPush push{};
+    push.n = n;
+    push.head_ratio = Hq_ / Hkv_;
+    push.scale = c.scale;
+    push.num_q_heads = Hq_;
+    push.q_pos = uint32_t(position);
+    push.q_strides = kernel::pushStrides(t.geometry.q.strides);
+    push.k_strides = {uint32_t(Hkv_ * kSlot_), uint32_t(kSlot_), h_};
+    push.v_strides = {uint32_t(Hkv_ * vSlot_), uint32_t(vSlot_), dv_};
+    push.o_strides = kernel::pushStrides(t.geometry.out.strides);
+    push.splits = splits;
+    push.split_keys = splitKeys;
+    push.split_stride = uint32_t(stride);
+    const uint64_t slot0 = uint64_t(first) * Hkv_, slots = uint64_t(count) * Hkv_;
+    kernel::AttentionTiledBindings b;
+    b.Q = t.q;
+    b.K = BufferRange{kCache_.handle(), slot0 * kSlot_ * 4, slots * kSlot_ * 4};
+    b.V = BufferRange{vCache_.handle(), slot0 * vSlot_ * 4, slots * vSlot_ * 4};
+    b.OUT = kernel::unwritten(t.out);
+    b.STATE = BufferRange{t.workspace[0].buffer, t.workspace[0].offset, splits * stride * 4};
+    const uint32_t chunks = ceilDiv(splitKeys, kBaselineKeysPerDispatch);
+    for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
+        push.key_begin = chunk * kBaselineKeysPerDispatch;
+        push.key_limit = push.key_begin + kBaselineKeysPerDispatch;
+        push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | kernel::FLAG_STORE_STATE;
+        recordKernel(rec, cacheForward_, b, push, groupsX, Hq_, count * splits);
+    }
+    kernel::AttentionCombinePush cp{};
+    cp.rows = count * Hq_ * n;
+    cp.n = n;
+    cp.num_q_heads = Hq_;
+    cp.splits = splits;
+    cp.split_stride = uint32_t(stride);
+    const uint64_t groups = ceilDiv(uint64_t(cp.rows) * dv_, uint64_t(64));
+    cp.groups_x = uint32_t(std::min<uint64_t>(groups, limits.maxComputeWorkGroupCount[0]));
+    const uint64_t groupsY = ceilDiv(groups, uint64_t(cp.groups_x));
+    if (groupsY > limits.maxComputeWorkGroupCount[1])
+        fail(PSK_ERROR_TOO_LARGE, "a softmax forward of ", n, " rows continuing the cache exceeds the device's dispatch limits");
+    cp.o_strides = kernel::pushStrides(t.geometry.out.strides);
+    kernel::AttentionCombineBindings cb;
+    cb.STATE = b.STATE;
+    cb.OUT = t.out;
+    recordKernel(rec, combine_, cb, cp, cp.groups_x, uint32_t(groupsY), 1);
 }
 
 }  // namespace psk

@@ -6,6 +6,8 @@
 #include "decode/decoder.hpp"
 #include "kernels/kernel_dispatch.hpp"
 
+#include <string>
+
 namespace psk {
 
 class SoftmaxDecoder final : public Decoder {
@@ -24,15 +26,21 @@ public:
     std::vector<uint64_t> devicePositions(const std::vector<uint64_t>& positions, uint64_t* dropped) override;
     void forEachBlobRegion(const std::vector<uint64_t>& positions,
                            const std::function<void(const BufferRange&)>& region) const override;
-    /** Position 0 only (a fresh sequence); the cache must hold the n tokens. */
+    /** The cache must hold position + n tokens; past position 0, the split-key kernels must exist here. */
     void checkForward(uint64_t position, uint32_t n) const override;
-    /** The softmax forward, then the call's k and v rows into the cache. */
+    /**
+     * Position 0: the softmax forward, then the call's k and v rows into the cache. Later: the rows
+     * into the cache first, then the call's queries over the cache (attention_flash_fp32's
+     * softmax_cache variant, keys split across workgroups, merged by attention_combine).
+     */
     void recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) override;
 
 private:
     /** The K rows, then the V rows of slot i's first `rows` tokens. */
     BufferRange kRows(uint64_t slot, uint64_t rows) const;
     BufferRange vRows(uint64_t slot, uint64_t rows) const;
+    /** The call's queries over the cache (which holds its rows already) into t.out, at position > 0. */
+    void recordCacheAttention(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) const;
     /** Records the fills that set the device's key counts of sequences first.. to `positions`. */
     void recordKeyCounts(Recorder& rec, uint32_t first, const std::vector<uint64_t>& positions) const;
 
@@ -50,7 +58,21 @@ private:
     // slot and B sequence counters (zero between steps), the workgroups' partials.
     Buffer work_;
     KernelPipeline step_;
+    // A forward continuing the cache (position > 0): its kernels, or why there are none.
+    KernelPipeline cacheForward_, combine_;
+    uint32_t cacheRows_ = 0;  // query rows per workgroup of cacheForward_
+    std::string cacheUnsupported_;
 };
+
+/**
+ * Splits of the keys of a softmax forward continuing a KV cache (a short query block against a long
+ * cache: flash decoding's arrangement) for `batch` sequences of n query rows: enough workgroups to
+ * fill the device whatever the position, so the workspace does not depend on it; 1 to 32.
+ * PSK_SOFTMAX_CACHE_SPLITS=s forces s (tests).
+ */
+uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n, uint32_t rows);
+/** Workspace bytes of that forward's split states (0 where the device has no kernel for it). */
+uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n);
 
 /** The largest capacity a softmax decode state accepts. */
 constexpr uint32_t kMaxDecodeCapacity = 1u << 24;

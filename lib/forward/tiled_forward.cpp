@@ -236,23 +236,25 @@ namespace {
  * per invocation). The model's entries (kFlashFp32ModelEntries, in order) are taken where they fit
  * the device's shared memory and keep the register tiles within 64 accumulators each (scores,
  * output): 0 at h, dv <= 64 on 48 KiB (35 KiB; the most multiply-adds per byte through the
- * shared-memory data path), 2 where that does not fit (h = 128 on 48 KiB, h = 64 on lavapipe's
- * 32 KiB), 5 below (docs/MODEL.md, "The FP32 FlashAttention-2 baseline"). The others are psk tune's
- * to measure where they fit (baselines.fp32_tile).
+ * shared-memory data path), 1 where 0 does not fit (h = 64 on lavapipe's 32 KiB), 3 where the 8-row
+ * tiles' output accumulators do not fit (h = 128), 6 below (docs/MODEL.md, "The FP32
+ * FlashAttention-2 baseline"). The others are psk tune's to measure where they fit
+ * (baselines.fp32_tile).
  */
 struct Fp32FlashTiling {
     uint32_t rows, keyTile, keyGroups, rowsPerInvocation;
 };
 constexpr Fp32FlashTiling kFlashFp32Table[] = {
-    {32, 64, 8, 8},   // 0: 1 warp, 8 x 8 register tiles
-    {64, 32, 8, 4},   // 1
-    {32, 32, 8, 4},   // 2
-    {64, 64, 16, 4},  // 3: 54 KiB at h = 64
-    {32, 64, 16, 4},  // 4
-    {16, 32, 8, 4},   // 5
-    {64, 64, 8, 8},   // 6: 2 warps, 8 x 8 register tiles; 53 KiB at h = 64
+    {32, 64, 8, 8},   // 0: one warp, 8 x 8 register tiles
+    {32, 32, 8, 8},   // 1: one warp, 8 x 4
+    {64, 32, 8, 4},   // 2
+    {32, 32, 8, 4},   // 3
+    {64, 64, 16, 4},  // 4: 54 KiB at h = 64
+    {32, 64, 16, 4},  // 5
+    {16, 32, 8, 4},   // 6
+    {64, 64, 8, 8},   // 7: two warps, 8 x 8; 53 KiB at h = 64
 };
-constexpr uint32_t kFlashFp32ModelEntries[] = {0, 2, 5};
+constexpr uint32_t kFlashFp32ModelEntries[] = {0, 1, 3, 6};
 
 kernel::AttentionFlashFp32Spec flashFp32Spec(const Fp32FlashTiling& t, const AttentionConfig& c) {
     kernel::AttentionFlashFp32Spec spec;
@@ -267,20 +269,6 @@ kernel::AttentionFlashFp32Spec flashFp32Spec(const Fp32FlashTiling& t, const Att
     spec.CAUSAL = c.causal ? 1u : 0u;
     return spec;
 }
-
-}  // namespace
-
-uint32_t attentionFlashFp32SharedBytes(const kernel::AttentionFlashFp32Spec& s) {
-    // Q (ROWS rows) and K or V (KEY_TILE rows), rows of vec4s, Q and K padded by one; P (a vec4 per
-    // key and row group); one float per row and key group (maxima, then the denominators).
-    const uint32_t h4 = ceilDiv(s.HEAD_DIM, 4), v4 = ceilDiv(s.VALUE_DIM, 4);
-    const uint32_t vec4s = s.ROWS * (h4 + 1) + s.KEY_TILE * std::max(h4 + 1, v4) + s.KEY_TILE * (s.ROWS / 4);
-    return 16 * vec4s + 4 * s.ROWS * s.KEY_GROUPS;
-}
-
-uint32_t attentionFlashFp32Tilings() { return uint32_t(std::size(kFlashFp32Table)); }
-
-namespace {
 
 /** Output accumulators per invocation of attention_flash_fp32.comp: its rows x its vec4 columns. */
 uint32_t flashFp32Accumulators(const kernel::AttentionFlashFp32Spec& s) {
@@ -297,6 +285,34 @@ std::string flashFp32Misfit(const kernel::AttentionFlashFp32Spec& s, const Devic
         return cat(s.ROWS_PER_INVOCATION * (s.KEY_TILE / s.KEY_GROUPS), " score accumulators per invocation (64 at most)");
     return "";
 }
+
+}  // namespace
+
+uint32_t attentionFlashFp32SharedBytes(const kernel::AttentionFlashFp32Spec& s) {
+    // Q (ROWS rows) and K or V (KEY_TILE rows), rows of vec4s, Q and K padded by one; P (a vec4 per
+    // key and row group); one float per row and key group (maxima, then the denominators).
+    const uint32_t h4 = ceilDiv(s.HEAD_DIM, 4), v4 = ceilDiv(s.VALUE_DIM, 4);
+    const uint32_t vec4s = s.ROWS * (h4 + 1) + s.KEY_TILE * std::max(h4 + 1, v4) + s.KEY_TILE * (s.ROWS / 4);
+    return 16 * vec4s + 4 * s.ROWS * s.KEY_GROUPS;
+}
+
+uint32_t attentionFlashFp32Tilings() { return uint32_t(std::size(kFlashFp32Table)); }
+
+std::optional<kernel::AttentionFlashFp32Spec> modelFlashFp32Spec(const AttentionConfig& c, const DeviceCaps& caps, uint32_t* entry,
+                                                                  std::string* misfits) {
+    for (uint32_t e : kFlashFp32ModelEntries) {
+        const kernel::AttentionFlashFp32Spec spec = flashFp32Spec(kFlashFp32Table[e], c);
+        const std::string why = flashFp32Misfit(spec, caps);
+        if (why.empty()) {
+            if (entry) *entry = e;
+            return spec;
+        }
+        if (misfits) *misfits += cat(misfits->empty() ? "" : ", ", "tiling ", e, ": ", why);
+    }
+    return std::nullopt;
+}
+
+namespace {
 
 /**
  * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
@@ -451,16 +467,10 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     // one-row kernel, docs/PERFORMANCE.md); else the one-row kernel below.
     std::string whyNotFlashFp32;
     {
-        std::optional<uint32_t> chosen;
         std::string misfits;
-        for (uint32_t e : kFlashFp32ModelEntries) {
-            const std::string why = flashFp32Misfit(flashFp32Spec(kFlashFp32Table[e], c), caps);
-            if (why.empty()) {
-                chosen = e;
-                break;
-            }
-            misfits += cat(misfits.empty() ? "" : ", ", "tiling ", e, ": ", why);
-        }
+        uint32_t modelEntry = 0;
+        std::optional<uint32_t> chosen;
+        if (modelFlashFp32Spec(c, caps, &modelEntry, &misfits)) chosen = modelEntry;
         std::string tuned;
         TuningShape shape;
         shape.headDim = c.headDim;

@@ -6,11 +6,17 @@
 // one dispatch per chunk of keys.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "forward/forward_kind.hpp"
 #include "forward/tuning_table.hpp"
 #include "kernels/kernel_dispatch.hpp"
 
 namespace psk {
+
+/** Keys one dispatch of the baselines' FP32 kernels covers (llvmpipe's per-invocation loop limit). */
+constexpr uint32_t kBaselineKeysPerDispatch = 8192;
 
 /** Tiling of attention_tiled.comp or attention_tiled_coopmat.comp (the kernel's constants) and the dispatch limits. */
 struct TiledAttentionPlan {
@@ -19,7 +25,7 @@ struct TiledAttentionPlan {
     uint32_t maxGroupsX = 65535;
     // Keys one dispatch covers; longer sequences chain dispatches through a per-row state. Bounds
     // each invocation's loop iterations (see the llvmpipe note in attention_tiled.comp).
-    uint32_t keysPerDispatch = 8192;
+    uint32_t keysPerDispatch = kBaselineKeysPerDispatch;
     bool faultInjected = false;  // PSK_COOPMAT_FAULT=baselines on the cooperative kernel (tests only)
 };
 
@@ -44,6 +50,13 @@ uint32_t attentionFlashCoopMatEmulatedIterationsPerDispatch(const kernel::Attent
 uint32_t attentionFlashFp32SharedBytes(const kernel::AttentionFlashFp32Spec& spec);
 /** Entries of its tiling table (baselines.fp32_tile). */
 uint32_t attentionFlashFp32Tilings();
+/**
+ * The model's tiling of attention_flash_fp32.comp for this shape and device (the first entry of its
+ * table that fits: shared memory, invocations, register tiles); nullopt when none does, with each
+ * entry's reason appended to *misfits. *entry gets the chosen entry's index.
+ */
+std::optional<kernel::AttentionFlashFp32Spec> modelFlashFp32Spec(const AttentionConfig& config, const DeviceCaps& caps,
+                                                                  uint32_t* entry = nullptr, std::string* misfits = nullptr);
 
 /** Number of key chunks (dispatches) for a sequence of `tokens`. */
 uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);

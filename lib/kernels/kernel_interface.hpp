@@ -29,6 +29,7 @@ using uint = std::uint32_t;
 #include "interface/attention_tiled_coopmat.h"
 #include "interface/attention_flash_coopmat.h"
 #include "interface/attention_flash_fp32.h"
+#include "interface/attention_combine.h"
 #include "interface/block_scan.h"
 #include "interface/block_states.h"
 #include "interface/block_states_coopmat.h"
@@ -91,6 +92,7 @@ constexpr bool bindingSlotsInOrder(const uint32_t* slots, uint32_t count) {
 }
 
 PSK_BINDINGS_STRUCT(AttentionTiledBindings, AttentionTiledPush, PSK_ATTENTION_TILED_BINDINGS)
+PSK_BINDINGS_STRUCT(AttentionCombineBindings, AttentionCombinePush, PSK_ATTENTION_COMBINE_BINDINGS)
 PSK_BINDINGS_STRUCT(SketchFeaturesBindings, SketchFeaturesPush, PSK_SKETCH_FEATURES_BINDINGS)
 PSK_BINDINGS_STRUCT(BlockStatesBindings, BlockStatesPush, PSK_BLOCK_STATES_BINDINGS)
 PSK_BINDINGS_STRUCT(BlockScanBindings, BlockColumnsPush, PSK_BLOCK_SCAN_BINDINGS)
@@ -144,6 +146,7 @@ PSK_SPEC_STRUCT(AttentionTiledSpec, PSK_ATTENTION_TILED_SPEC)
 PSK_SPEC_STRUCT(AttentionTiledCoopMatSpec, PSK_ATTENTION_TILED_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(AttentionFlashCoopMatSpec, PSK_ATTENTION_FLASH_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(AttentionFlashFp32Spec, PSK_ATTENTION_FLASH_FP32_SPEC)
+PSK_SPEC_STRUCT(AttentionCombineSpec, PSK_ATTENTION_COMBINE_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesSpec, PSK_SKETCH_FEATURES_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesTeamSpec, PSK_SKETCH_FEATURES_TEAM_SPEC)
 PSK_SPEC_STRUCT(SketchFeaturesCoopMatSpec, PSK_SKETCH_FEATURES_COOPMAT_SPEC)

@@ -24,7 +24,8 @@ enum class KernelId : uint8_t {
     AttentionTiled,        // softmax / exact polynomial, flash-style (the baselines)
     AttentionTiledCoopMat, //   cooperative-matrix variant (16-bit storage, device or emulated)
     AttentionFlashCoopMat, //   FlashAttention-2-style cooperative variant (storage type = operand type)
-    AttentionFlashFp32,    //   FlashAttention-2-style register-tiled variant on the FP32 units (GPUs)
+    AttentionFlashFp32,    //   FlashAttention-2-style register-tiled variant on the FP32 units
+    AttentionCombine,      //   the merge of its split keys (a forward continuing a softmax KV cache)
     SketchFeatures,        // polysketch feature map: S(x), local rows, degree-8 nodes
     SketchFeaturesTeam,    //   lane-team variant (random sketch, one level)
     SketchFeaturesCoopMat, //   cooperative-matrix variant (p = 4 random or learned; 16-bit storage, device or emulated)
@@ -63,6 +64,7 @@ enum class KernelId : uint8_t {
     X(AttentionTiledCoopMat, AttentionTiledCoopMatSpec, AttentionTiledPush, AttentionTiledBindings)   \
     X(AttentionFlashCoopMat, AttentionFlashCoopMatSpec, AttentionTiledPush, AttentionTiledBindings)   \
     X(AttentionFlashFp32, AttentionFlashFp32Spec, AttentionTiledPush, AttentionTiledBindings)         \
+    X(AttentionCombine, AttentionCombineSpec, AttentionCombinePush, AttentionCombineBindings)         \
     X(SketchFeatures, SketchFeaturesSpec, SketchFeaturesPush, SketchFeaturesBindings)                 \
     X(SketchFeaturesTeam, SketchFeaturesTeamSpec, SketchFeaturesPush, SketchFeaturesBindings)         \
     X(SketchFeaturesCoopMat, SketchFeaturesCoopMatSpec, SketchFeaturesPush, SketchFeaturesBindings)   \

@@ -34,11 +34,19 @@ PSK_PUSH_BEGIN(AttentionTiledPush)
     uint key_begin;   // this chunk's keys: [key_begin, key_limit)
     uint key_limit;
     uint num_q_heads;
-    uint pad0;
+    uint q_pos;       // causal: query row i is key position q_pos + i (a forward continuing a KV cache; else 0)
     TensorStrides q_strides;
     TensorStrides k_strides;
     TensorStrides v_strides;
     TensorStrides o_strides;
+    // Split keys (attention_flash_fp32.comp only; zero elsewhere): `splits` workgroup slices along
+    // z (z = batch * splits + split), split s owning keys [s split_keys, (s + 1) split_keys), its
+    // key_begin / key_limit relative to that start, its state rows split_stride floats after split
+    // s - 1's (FLAG_STORE_STATE: attention_combine.comp merges them).
+    uint splits;
+    uint split_keys;
+    uint split_stride;
+    uint pad1;
 PSK_PUSH_END
 
 #endif

@@ -454,6 +454,14 @@ do_stages() {
     printf 'psk-tuning 1\ndevice any\nfeatures.learned_tile 0\n' >"$work/learned-rows.tuning"
     (export PSK_TUNING_TABLE="$work/learned-rows.tuning"
      bench_call "stage-learned-rows-n$n" 60 "${base[@]}" --local-exact --learned-sketch) || rc=1
+    # The FP32 FlashAttention-2 softmax (attention_flash_fp32.comp; docs/MODEL.md, "The FP32
+    # FlashAttention-2 baseline", predicts ~48 ms at 32k h = 64 where the one-row kernel measured
+    # 124): float32 storage, and float16 without cooperative matrices as the first run timed the
+    # one-row kernel.
+    local sm=(--kinds softmax --n "$n" --head-dim "$h" --heads "$heads")
+    bench_call "stage-softmax-fp32-f32-n$n" 60 "${sm[@]}" --dtype f32 || rc=1
+    (export PSK_DISABLE_COOPMAT=1; bench_call "stage-softmax-fp32-f16-n$n" 60 "${sm[@]}" --dtype f16) || rc=1
+    say "$( ((rc == 0)) && echo OK || echo FAIL) FP32 softmax n=$n h=$h H=$heads: f32 storage $(csv_summary "$work/bench/stage-softmax-fp32-f32-n$n.csv") | f16 storage, PSK_DISABLE_COOPMAT=1: $(csv_summary "$work/bench/stage-softmax-fp32-f16-n$n.csv")"
     # Ablations (PSK_ABLATE, docs/MODEL.md "Held against the third H200 run"): the cooperative states
     # and output with one part left out each, so that their stage times say where the time goes (the
     # outputs are wrong: timing only, self-test off, no tuning table, so the cooperative output runs).
@@ -528,6 +536,18 @@ do_tune() {
         ((src != 0 && rc == 0)) && rc=$src
     else
         say "SKIP tune softmax: no time left in the step"
+    fi
+    # The FP32 FlashAttention-2 kernel's tiling (baselines.fp32_tile; its 7 entries, those that fit)
+    # at 32k h = 64 in float32 storage.
+    local fp32_budget=${PSK_GPU_TUNE_FP32_BUDGET:-$( ((quick)) && echo 5 || echo 20)} frc=0
+    if ((step_end - SECONDS > fp32_budget + 10)); then
+        tmo "$((fp32_budget + 15))" "$PSK" tune --kind softmax --shapes "$soft_shapes" --heads "$heads" --dtype f32 \
+            --budget-s "$fp32_budget" --out "$work/tune/softmax-fp32.tuning" >"$work/tune/tune-softmax-fp32.txt" 2>&1 || frc=$?
+        cat "$work/tune/tune-softmax-fp32.txt"
+        say "$( ((frc == 0)) && echo OK || echo FAIL) tune softmax f32 ($soft_shapes, budget ${fp32_budget} s): $(tail -1 "$work/tune/tune-softmax-fp32.txt" | cut -c 1-300)"
+        ((frc != 0 && rc == 0)) && rc=$frc
+    else
+        say "SKIP tune softmax f32: no time left in the step"
     fi
     return "$rc"
 }

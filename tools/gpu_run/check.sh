@@ -79,6 +79,9 @@ do_info() {
         echo "--- softmax f16 causal h=$h H=$heads" >>"$work/plan.txt"
         PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind softmax --dtype f16 --causal --head-dim "$h" --heads "$heads" \
             >>"$work/plan.txt" 2>&1 || rc=1
+        echo "--- softmax f32 causal h=$h H=$heads (the FP32 FlashAttention-2 kernel)" >>"$work/plan.txt"
+        PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind softmax --dtype f32 --causal --head-dim "$h" --heads "$heads" \
+            >>"$work/plan.txt" 2>&1 || rc=1
     done
     # The model's choices without the device's tuning table (which may route a stage around a
     # kernel, as the H200's does the cooperative output at h = 64): those kernels' statistics too.

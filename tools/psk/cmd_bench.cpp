@@ -75,7 +75,7 @@ void benchUsage(FILE* out) {
         "  --varlen LIST       a packed batch of sequences of these lengths (cuSeqlens, no padding),\n"
         "                      timed against the same sequences padded to the longest (B = count);\n"
         "                      replaces --n and --batch\n"
-        "  --chunk LIST        causal polysketch: also time the forward as calls of that many tokens,\n"
+        "  --chunk LIST        causal polysketch or softmax: also time the forward as calls of that many tokens,\n"
         "                      each continuing a decode state (state passing; 0 = one call, the\n"
         "                      default); times are the sums over the calls\n"
         "  --full              non-causal attention (default: causal)\n"
@@ -335,7 +335,13 @@ std::vector<Config> makeShapeConfigs(const BenchOptions& o) {
                             c.headDim = c.valueDim = h;
                             c.causal = o.causal;
                             if (kind == PSK_ATTENTION_KIND_SOFTMAX) {
-                                out.push_back(c);
+                                // State passing: the KV cache continued by calls of c.chunk tokens (causal).
+                                for (uint32_t ch : o.chunk) {
+                                    if (ch && !o.causal) continue;
+                                    c.chunk = ch;
+                                    out.push_back(c);
+                                }
+                                c.chunk = 0;
                                 continue;
                             }
                             const bool chunked = kind == PSK_ATTENTION_KIND_POLYSKETCH && o.causal;
@@ -617,6 +623,7 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     if (c.chunk) {
         PskDecodeStateCreateInfo si{};
         si.batchSize = c.batch;
+        si.capacity = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? c.n : 0;  // the KV cache holds the whole sequence
         r = pskCreateDecodeState(attn, &si, &state);
         if (r != PSK_SUCCESS) {
             res.reason = sink.describe(r);
