@@ -104,9 +104,9 @@ void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint rg = lid / KEY_GROUPS, g = lid % KEY_GROUPS;
     const uint row0 = gl_WorkGroupID.x * ROWS;
-    const uint q_head = gl_WorkGroupID.y;
+    const uint q_head = params.q_head_base + gl_WorkGroupID.y;
     const uint splits = max(params.splits, 1u);
-    const uint batch = gl_WorkGroupID.z / splits, split = gl_WorkGroupID.z % splits;
+    const uint batch = params.batch_base + gl_WorkGroupID.z / splits, split = gl_WorkGroupID.z % splits;
     // This split's state rows, and its keys: [key_begin, key_limit) of the call, or of the split.
     const uint state_split = split * params.split_stride;
     const uint split_base = split * params.split_keys;

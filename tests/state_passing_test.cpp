@@ -590,12 +590,14 @@ TEST_F(ContextTest, SoftmaxForwardFillsTheCache) {
 // split across workgroups and merged by attention_combine), then steps: the rows of one forward
 // over the whole sequence. Chunks of 1 token, shorter and longer than a workgroup's rows, at
 // positions on and off the key tiles; grouped-query heads; both layouts; the keys in 1, 3 and 7
-// splits (PSK_SOFTMAX_CACHE_SPLITS; most of 7 splits are empty at the first positions).
+// splits (PSK_SOFTMAX_CACHE_SPLITS; most of 7 splits are empty at the first positions); and the
+// cache bound slot by slot, as where it exceeds one binding (PSK_DECODE_SPLIT_CACHE=1).
 TEST_F(ContextTest, SoftmaxForwardContinuesTheCache) {
     for (PskLayout layout : {PSK_LAYOUT_BHND, PSK_LAYOUT_BNHD})
-        for (const char* splits : {"1", "3", "7"}) {
+        for (const char* splits : {"1", "3", "7", "3 slot by slot"}) {
             SCOPED_TRACE(std::string(layout == PSK_LAYOUT_BNHD ? "BNHD" : "BHND") + ", splits " + splits);
-            psk::test::ScopedEnv env("PSK_SOFTMAX_CACHE_SPLITS", splits);
+            psk::test::ScopedEnv env("PSK_SOFTMAX_CACHE_SPLITS", std::string(splits).substr(0, 1).c_str());
+            psk::test::ScopedEnv slotBySlot("PSK_DECODE_SPLIT_CACHE", std::string(splits).size() > 1 ? "1" : nullptr);
             Spec s;
             s.kind = PSK_ATTENTION_KIND_SOFTMAX;
             s.layout = layout;

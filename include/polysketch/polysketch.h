@@ -520,8 +520,7 @@ typedef struct PskForwardHostInfo {
      * across workgroups (a short query block against a long cache: chunked prefill, speculative
      * decoding's verification). A softmax position > 0 needs the FP32 FlashAttention-2 kernel's
      * tiling for h, dv (PSK_ERROR_UNSUPPORTED where none fits this device, e.g. h = 256 on 32 KiB
-     * of shared memory, or where the whole cache exceeds one storage-buffer binding: continue with
-     * decode steps there).
+     * of shared memory: continue with decode steps there).
      * Errors (the state, its positions and `out` are then unchanged): PSK_ERROR_UNSUPPORTED for
      * POLYNOMIAL or non-causal attention (which have no decode state) and the softmax cases above;
      * PSK_ERROR_INVALID_ARGUMENT for a state of another attention object, sequences beyond the

@@ -94,9 +94,7 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     const AttentionConfig& c = attention.config();
     std::string misfits;
     const std::optional<kernel::AttentionFlashFp32Spec> spec32 = modelFlashFp32Spec(c, caps, nullptr, &misfits);
-    if (!wholeCache_) {
-        cacheUnsupported_ = "the KV cache does not fit one storage-buffer binding";
-    } else if (!spec32) {
+    if (!spec32) {
         cacheUnsupported_ = cat("no tiling of the FP32 FlashAttention-2 kernel fits (", misfits, ")");
     } else {
         cacheRows_ = spec32->ROWS;
@@ -268,20 +266,33 @@ uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig&
 
 void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) {
     // Position 0: the forward over the call is the whole attention. The cache receives the call's
-    // k and v rows (any strides) at rows position.., one (sequence, kv head) slot per dispatch,
-    // which binds that slot only; past position 0 before the attention, which reads them there.
+    // k and v rows (any strides) at rows position.. (where the whole cache is one binding, one
+    // dispatch for all slots; else one (sequence, kv head) slot per dispatch, which binds that slot
+    // only); past position 0 before the attention, which reads them there.
     if (position == 0)
         attention_.forward().record(rec, t);
     else
         rec.beginStage(PSK_FORWARD_STAGE_OUTPUT);  // one stage, as the forward: the cache rows and the attention
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
     const uint64_t keys = position + n;
+    const PskTensorStrides& ks = t.geometry.k.strides;
+    const PskTensorStrides& vs = t.geometry.v.strides;
+    if (wholeCache_) {
+        // One dispatch each for K and V: every (sequence, kv head) of the call into its slot.
+        const uint64_t slot0 = uint64_t(first) * Hkv_;
+        const PskTensorStrides kSlots{Hkv_ * kSlot_, kSlot_, h_}, vSlots{Hkv_ * vSlot_, vSlot_, dv_};
+        recordCopyRows(rec, {t.k, 0, ks}, {BufferRange{kCache_.handle(), 0, kCache_.size()}, slot0 * kSlot_ + position * h_, kSlots},
+                       count, Hkv_, n, h_, RowConvert::ToF32);
+        recordCopyRows(rec, {t.v, 0, vs}, {BufferRange{vCache_.handle(), 0, vCache_.size()}, slot0 * vSlot_ + position * dv_, vSlots},
+                       count, Hkv_, n, dv_, RowConvert::ToF32);
+        if (position != 0) recordCacheAttention(rec, t, first, position);
+        recordKeyCounts(rec, first, std::vector<uint64_t>(count, keys));
+        return;
+    }
     const PskTensorStrides kDense = defaultStrides(PSK_LAYOUT_BHND, 1, n, h_), vDense = defaultStrides(PSK_LAYOUT_BHND, 1, n, dv_);
     for (uint32_t b = 0; b < count; ++b)
         for (uint32_t hd = 0; hd < Hkv_; ++hd) {
             const uint64_t slot = uint64_t(first + b) * Hkv_ + hd;
-            const PskTensorStrides& ks = t.geometry.k.strides;
-            const PskTensorStrides& vs = t.geometry.v.strides;
             recordCopyRows(rec, {t.k, b * ks.batch + hd * ks.head, ks}, {kRows(slot, keys), position * h_, kDense}, 1, 1, n, h_,
                            RowConvert::ToF32);
             recordCopyRows(rec, {t.v, b * vs.batch + hd * vs.head, vs}, {vRows(slot, keys), position * dv_, vDense}, 1, 1, n, dv_,
@@ -325,16 +336,36 @@ void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, 
     const uint64_t slot0 = uint64_t(first) * Hkv_, slots = uint64_t(count) * Hkv_;
     kernel::AttentionTiledBindings b;
     b.Q = t.q;
-    b.K = BufferRange{kCache_.handle(), slot0 * kSlot_ * 4, slots * kSlot_ * 4};
-    b.V = BufferRange{vCache_.handle(), slot0 * vSlot_ * 4, slots * vSlot_ * 4};
     b.OUT = kernel::unwritten(t.out);
     b.STATE = BufferRange{t.workspace[0].buffer, t.workspace[0].offset, splits * stride * 4};
     const uint32_t chunks = ceilDiv(splitKeys, kBaselineKeysPerDispatch);
-    for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
-        push.key_begin = chunk * kBaselineKeysPerDispatch;
-        push.key_limit = push.key_begin + kBaselineKeysPerDispatch;
-        push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | kernel::FLAG_STORE_STATE;
-        recordKernel(rec, cacheForward_, b, push, groupsX, Hq_, count * splits);
+    auto dispatchChunks = [&](uint32_t heads, uint32_t zBatches) {
+        for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
+            push.key_begin = chunk * kBaselineKeysPerDispatch;
+            push.key_limit = push.key_begin + kBaselineKeysPerDispatch;
+            push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | kernel::FLAG_STORE_STATE;
+            recordKernel(rec, cacheForward_, b, push, groupsX, heads, zBatches * splits);
+        }
+    };
+    if (wholeCache_) {
+        b.K = BufferRange{kCache_.handle(), slot0 * kSlot_ * 4, slots * kSlot_ * 4};
+        b.V = BufferRange{vCache_.handle(), slot0 * vSlot_ * 4, slots * vSlot_ * 4};
+        dispatchChunks(Hq_, count);
+    } else {
+        // The cache exceeds one binding: one (sequence, kv head) per dispatch, its slot alone bound
+        // (row strides only), its query heads and batch entry from the push constants.
+        push.k_strides = {0, 0, h_};
+        push.v_strides = {0, 0, dv_};
+        const uint32_t ratio = Hq_ / Hkv_;
+        for (uint32_t bi = 0; bi < count; ++bi)
+            for (uint32_t hd = 0; hd < Hkv_; ++hd) {
+                const uint64_t slot = slot0 + uint64_t(bi) * Hkv_ + hd;
+                push.batch_base = bi;
+                push.q_head_base = hd * ratio;
+                b.K = BufferRange{kCache_.handle(), slot * kSlot_ * 4, kSlot_ * 4};
+                b.V = BufferRange{vCache_.handle(), slot * vSlot_ * 4, vSlot_ * 4};
+                dispatchChunks(ratio, 1);
+            }
     }
     kernel::AttentionCombinePush cp{};
     cp.rows = count * Hq_ * n;

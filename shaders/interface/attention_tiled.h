@@ -46,7 +46,10 @@ PSK_PUSH_BEGIN(AttentionTiledPush)
     uint splits;
     uint split_keys;
     uint split_stride;
-    uint pad1;
+    // The batch entry and query head of workgroup (0, 0, 0) (attention_flash_fp32.comp only): a
+    // dispatch of one (sequence, kv head) whose K and V bindings are that slot alone.
+    uint batch_base;
+    uint q_head_base;
 PSK_PUSH_END
 
 #endif

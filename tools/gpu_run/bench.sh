@@ -462,6 +462,13 @@ do_stages() {
     bench_call "stage-softmax-fp32-f32-n$n" 60 "${sm[@]}" --dtype f32 || rc=1
     (export PSK_DISABLE_COOPMAT=1; bench_call "stage-softmax-fp32-f16-n$n" 60 "${sm[@]}" --dtype f16) || rc=1
     say "$( ((rc == 0)) && echo OK || echo FAIL) FP32 softmax n=$n h=$h H=$heads: f32 storage $(csv_summary "$work/bench/stage-softmax-fp32-f32-n$n.csv") | f16 storage, PSK_DISABLE_COOPMAT=1: $(csv_summary "$work/bench/stage-softmax-fp32-f16-n$n.csv")"
+    # Softmax state passing past position 0 (a short query block over the KV cache, split keys;
+    # docs/DECODING.md): one causal forward of 8k tokens, and the same as calls of 1024 and of 128
+    # tokens each continuing the cache (host-form calls; the times are the sums over the calls).
+    local cn=$( ((quick)) && echo 1000 || echo 8192)
+    (resident=0; bench_call "stage-softmax-chunks-n$cn" 60 --kinds softmax --n "$cn" --head-dim "$h" --heads "$heads" --dtype f16 \
+        --chunk 0,1024,128) || rc=1
+    say "$( ((rc == 0)) && echo OK || echo FAIL) softmax chunks n=$cn h=$h H=$heads f16 (one call, calls of 1024, of 128): $(csv_summary "$work/bench/stage-softmax-chunks-n$cn.csv")"
     # Ablations (PSK_ABLATE, docs/MODEL.md "Held against the third H200 run"): the cooperative states
     # and output with one part left out each, so that their stage times say where the time goes (the
     # outputs are wrong: timing only, self-test off, no tuning table, so the cooperative output runs).
