@@ -327,6 +327,17 @@ bool flashBaselineRequested() {
     fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_COOPMAT_BASELINE='", v, "': use flash or tiled");
 }
 
+/**
+ * PSK_FP32_BASELINE: flash (default, unset or empty: the FlashAttention-2 FP32 kernel where a tiling
+ * fits) or rows (the one-row kernel always: side-by-side timings). Throws on any other value.
+ */
+bool flashFp32Requested() {
+    const char* v = std::getenv("PSK_FP32_BASELINE");
+    if (v == nullptr || *v == '\0' || std::string_view(v) == "flash") return true;
+    if (std::string_view(v) == "rows") return false;
+    fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_FP32_BASELINE='", v, "': use flash or rows");
+}
+
 }  // namespace
 
 TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps, const TuningTable* tuning) {
@@ -466,7 +477,9 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     // where a tiling fits (GPUs and CPU drivers alike: on lavapipe it ran 2.3-2.5x faster than the
     // one-row kernel, docs/PERFORMANCE.md); else the one-row kernel below.
     std::string whyNotFlashFp32;
-    {
+    if (!flashFp32Requested()) {
+        whyNotFlashFp32 = "; the one-row kernel: PSK_FP32_BASELINE=rows";
+    } else {
         std::string misfits;
         uint32_t modelEntry = 0;
         std::optional<uint32_t> chosen;

@@ -461,7 +461,8 @@ do_stages() {
     local sm=(--kinds softmax --n "$n" --head-dim "$h" --heads "$heads")
     bench_call "stage-softmax-fp32-f32-n$n" 60 "${sm[@]}" --dtype f32 || rc=1
     (export PSK_DISABLE_COOPMAT=1; bench_call "stage-softmax-fp32-f16-n$n" 60 "${sm[@]}" --dtype f16) || rc=1
-    say "$( ((rc == 0)) && echo OK || echo FAIL) FP32 softmax n=$n h=$h H=$heads: f32 storage $(csv_summary "$work/bench/stage-softmax-fp32-f32-n$n.csv") | f16 storage, PSK_DISABLE_COOPMAT=1: $(csv_summary "$work/bench/stage-softmax-fp32-f16-n$n.csv")"
+    (export PSK_FP32_BASELINE=rows; bench_call "stage-softmax-rows-f32-n$n" 60 "${sm[@]}" --dtype f32) || rc=1
+    say "$( ((rc == 0)) && echo OK || echo FAIL) FP32 softmax n=$n h=$h H=$heads: f32 storage $(csv_summary "$work/bench/stage-softmax-fp32-f32-n$n.csv") | f16 storage, PSK_DISABLE_COOPMAT=1: $(csv_summary "$work/bench/stage-softmax-fp32-f16-n$n.csv") | the one-row kernel (PSK_FP32_BASELINE=rows), f32: $(csv_summary "$work/bench/stage-softmax-rows-f32-n$n.csv")"
     # Softmax state passing past position 0 (a short query block over the KV cache, split keys;
     # docs/DECODING.md): one causal forward of 8k tokens, and the same as calls of 1024 and of 128
     # tokens each continuing the cache (host-form calls; the times are the sums over the calls).
