@@ -457,16 +457,18 @@ phase_gpu() {
     step fixture $( ((lavapipe)) && echo 90 || echo 40) do_fixture
     step bisect $( ((lavapipe)) && echo 240 || echo 90) do_bisect
     step tests $( ((lavapipe)) && echo 150 || echo 90) do_tests
-    # The tune step takes what the bench can spare: at most 90 s, and never the bench's last 85 s.
-    local tune_limit=$((deadline - SECONDS - 85))
+    # The tune step takes what the bench and the stages can spare: at most 90 s, and never the
+    # bench's 85 s nor the stages' 100 s at the end.
+    local tune_limit=$((deadline - SECONDS - 185))
     ((tune_limit > 90)) && tune_limit=90
     if ((tune_limit >= 25)); then
         step tune "$tune_limit" do_tune
     else
         say "SKIP tune: ${tune_limit} s left before the bench's share"
     fi
-    # The bench keeps the last 45 s for the stage proxies (the walking block states on / off).
-    local bench_limit=$((deadline - SECONDS - 45))
+    # The bench keeps the last 100 s for the stage proxies (the stages' variants, the FP32 and
+    # chunked softmax, the ablations, the walking block states on / off).
+    local bench_limit=$((deadline - SECONDS - 100))
     ((bench_limit < 60)) && bench_limit=$((deadline - SECONDS))
     step bench "$bench_limit" do_bench
     ((deadline - SECONDS >= 20)) && step stages $((deadline - SECONDS)) do_stages
