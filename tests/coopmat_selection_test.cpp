@@ -484,21 +484,38 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, RequirementsNameTheMemoryModelWithCooper
 }
 
 // The FP32 baseline on a GPU with 48 KiB of shared memory: the FlashAttention-2 FP32 kernel with
-// 8 x 8 register tiles up to h = 64 (its tiling table's entry 0), 4 x 4 at h = 128 (entry 3); the
-// one-row kernel at h = 256, where no tiling keeps its accumulators in registers and its tiles in
-// shared memory.
+// 8 x 8 register tiles up to h = 64 (its tiling table's entry 0), 4 x 4 at h = 128 (entry 3), 16
+// rows of 4 x 1 score tiles at h = 256 (entry 8); under PSK_FP32_BASELINE=rows the one-row kernel.
 void expectFp32Baseline(const psk::TiledAttentionPlan& plan, uint32_t h) {
     const std::string what = plan.kernel.describe();
-    if (h == 256) {
-        EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << what;
-        EXPECT_NE(plan.kernel.reason.find("no FlashAttention-2 FP32 tiling fits"), std::string::npos) << what;
-        return;
-    }
     ASSERT_EQ(plan.kernel.kernel, psk::KernelId::AttentionFlashFp32) << what;
-    EXPECT_EQ(plan.rows, 32u) << what;
+    EXPECT_EQ(plan.rows, h == 256 ? 16u : 32u) << what;
     EXPECT_NE(plan.kernel.describe().find(h <= 64 ? " ROWS_PER_INVOCATION=8" : " ROWS_PER_INVOCATION=4"), std::string::npos) << what;
-    EXPECT_NE(plan.kernel.reason.find(h <= 64 ? "tunable: baselines.fp32_tile=0" : "tunable: baselines.fp32_tile=3"), std::string::npos)
-        << what;
+    const char* entry = h <= 64 ? "tunable: baselines.fp32_tile=0" : h == 128 ? "tunable: baselines.fp32_tile=3" : "tunable: baselines.fp32_tile=8";
+    EXPECT_NE(plan.kernel.reason.find(entry), std::string::npos) << what;
+}
+
+// PSK_FP32_BASELINE=rows keeps the one-row kernel (side-by-side timings); another value fails.
+TEST(CoopMatCapabilitiesFromDeviceCaps, Fp32BaselineSwitch) {
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    setGpuLimits(caps);
+    psk::AttentionConfig c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    c.causal = true;
+    c.headDim = c.valueDim = 64;
+    c.dataType = PSK_DATA_TYPE_FLOAT32;
+    {
+        ScopedEnv rows("PSK_FP32_BASELINE", "rows");
+        const psk::TiledAttentionPlan plan = psk::planTiledAttention(c, caps);
+        EXPECT_EQ(plan.kernel.kernel, psk::KernelId::AttentionTiled) << plan.kernel.describe();
+        EXPECT_NE(plan.kernel.reason.find("PSK_FP32_BASELINE=rows"), std::string::npos) << plan.kernel.reason;
+    }
+    {
+        ScopedEnv flash("PSK_FP32_BASELINE", "flash");
+        EXPECT_EQ(psk::planTiledAttention(c, caps).kernel.kernel, psk::KernelId::AttentionFlashFp32);
+    }
+    ScopedEnv bad("PSK_FP32_BASELINE", "row");
+    EXPECT_THROW(psk::planTiledAttention(c, caps), psk::Error);
 }
 
 // The baselines' plan (lib/forward/tiled_forward.cpp) on an NVIDIA GPU: the cooperative kernel for

@@ -237,9 +237,10 @@ namespace {
  * the device's shared memory and keep the register tiles within 64 accumulators each (scores,
  * output): 0 at h, dv <= 64 on 48 KiB (35 KiB; the most multiply-adds per byte through the
  * shared-memory data path), 1 where 0 does not fit (h = 64 on lavapipe's 32 KiB), 3 where the 8-row
- * tiles' output accumulators do not fit (h = 128), 6 below (docs/MODEL.md, "The FP32
- * FlashAttention-2 baseline"). The others are psk tune's to measure where they fit
- * (baselines.fp32_tile).
+ * tiles' output accumulators do not fit (h = 128), 6 below, 8 and 9 at h = 256 (one key per
+ * invocation's scores, 16 invocations per row group so that dv = 256 stays within 64 accumulators;
+ * docs/MODEL.md, "The FP32 FlashAttention-2 baseline"). The others are psk tune's to measure where
+ * they fit (baselines.fp32_tile).
  */
 struct Fp32FlashTiling {
     uint32_t rows, keyTile, keyGroups, rowsPerInvocation;
@@ -253,8 +254,10 @@ constexpr Fp32FlashTiling kFlashFp32Table[] = {
     {32, 64, 16, 4},  // 5
     {16, 32, 8, 4},   // 6
     {64, 64, 8, 8},   // 7: two warps, 8 x 8; 53 KiB at h = 64
+    {16, 16, 16, 4},  // 8: h = 256 on 48 KiB (35 KiB): 4 x 1 scores, 4 x 16 output columns
+    {8, 16, 16, 4},   // 9: h = 256 on 32 KiB (26 KiB)
 };
-constexpr uint32_t kFlashFp32ModelEntries[] = {0, 1, 3, 6};
+constexpr uint32_t kFlashFp32ModelEntries[] = {0, 1, 3, 6, 8, 9};
 
 kernel::AttentionFlashFp32Spec flashFp32Spec(const Fp32FlashTiling& t, const AttentionConfig& c) {
     kernel::AttentionFlashFp32Spec spec;
