@@ -1277,7 +1277,7 @@ def print_output_tiled():
     print("The feature map as rewritten (q and k; same shapes):\n")
     print("| shape | registers -> WGs/SM | limiting unit | predicted H200 ms | before (model; measured) |")
     print("| --- | --- | --- | --- | --- |")
-    for n, hd in ((32768, 64), (131072, 64), (32768, 128)):
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128), (32768, 256)):
         k = features_tiled(n, 16, hd, 32, 4, rows=64 if hd <= 64 else 32)
         t, d = run(k, m)
         old = run(features_generic(n, 16, hd, 32, 4), m)[0]
@@ -1287,7 +1287,7 @@ def print_output_tiled():
     print("The block states as rewritten (same shapes):\n")
     print("| shape | registers -> WGs/SM | limiting unit | predicted H200 ms | before (model; measured) |")
     print("| --- | --- | --- | --- | --- |")
-    for n, hd in ((32768, 64), (131072, 64), (32768, 128)):
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128), (32768, 256)):
         k = states_tiled(n, 16, hd, hd, 32, 256, 4)
         t, d = run(k, m)
         old = run(states_generic(n, 16, hd, hd, 32, 256, 4), m)[0]
@@ -1725,7 +1725,7 @@ def print_flash_fp32():
     print("the data path and FP32 issue per (workgroup, key tile), workgroups per SM, and the predicted time.\n")
     print("| shape | entry | rows x keys, register tile | shared | regs (est.) | WG/SM | data path / issue per tile | limit | predicted ms | TFLOP/s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for n, hd in ((32768, 64), (131072, 64), (32768, 128)):
+    for n, hd in ((32768, 64), (131072, 64), (32768, 128), (32768, 256)):
         for e in range(len(FP32_FLASH_TABLE)):
             k = flash_fp32(n, 16, hd, hd, e)
             if k.smem > 49152 or k.regs > 255:

@@ -639,18 +639,15 @@ TEST_F(ContextTest, SoftmaxForwardContinuesALongCache) {
     }
 }
 
-// Where no tiling of the split-key kernel fits (h = dv = 256 in lavapipe's 32 KiB of shared memory),
-// a later position stays unsupported, with the state unchanged; position 0 works.
+// Where the split-key kernel is not available (a device where no tiling of the FP32
+// FlashAttention-2 kernel fits; here PSK_FP32_BASELINE=rows, which keeps the one-row kernel), a
+// later position is unsupported with the state unchanged; position 0 works.
 TEST_F(ContextTest, SoftmaxForwardAtALaterPositionWithoutItsKernel) {
+    psk::test::ScopedEnv rows("PSK_FP32_BASELINE", "rows");
     Spec s;
     s.kind = PSK_ATTENTION_KIND_SOFTMAX;
-    s.h = s.dv = 256;
-    s.Hq = s.Hkv = 1;
     const Attention a = makeAttention(ctx, s);
     ASSERT_TRUE(a);
-    PskDeviceInfo device{};
-    ASSERT_EQ(pskGetDeviceInfo(ctx, &device), PSK_SUCCESS);
-    if (device.maxComputeSharedMemorySize > 32768) GTEST_SKIP() << "a tiling fits this device's shared memory";
     const Tokens x(s, 1, 12, 730);
     const State state = makeState(a.get(), 1, 16);
     std::vector<float> got;
@@ -660,8 +657,9 @@ TEST_F(ContextTest, SoftmaxForwardAtALaterPositionWithoutItsKernel) {
     log.clear();
     EXPECT_EQ(forward(a.get(), x, 0, 1, 8, 2, state.get(), 0, got), PSK_ERROR_UNSUPPORTED);
     ASSERT_EQ(log.errors.size(), 1u);
-    EXPECT_NE(log.errors[0].find("no tiling of the FP32 FlashAttention-2 kernel fits"), std::string::npos) << log.errors[0];
+    EXPECT_NE(log.errors[0].find("PSK_FP32_BASELINE=rows"), std::string::npos) << log.errors[0];
     EXPECT_EQ(serialize(state.get()), before);
+    EXPECT_EQ(position(state.get(), 0), 8u);
     log.clear();
 }
 

@@ -518,9 +518,9 @@ typedef struct PskForwardHostInfo {
      * or not); causal SOFTMAX at any position: at 0 the forward, whose k, v rows fill the KV cache;
      * later the call's k, v rows join the cache and its queries attend over it, the keys split
      * across workgroups (a short query block against a long cache: chunked prefill, speculative
-     * decoding's verification). A softmax position > 0 needs the FP32 FlashAttention-2 kernel's
-     * tiling for h, dv (PSK_ERROR_UNSUPPORTED where none fits this device, e.g. h = 256 on 32 KiB
-     * of shared memory: continue with decode steps there).
+     * decoding's verification). A softmax position > 0 needs a tiling of the FP32 FlashAttention-2
+     * kernel for h, dv (every h up to 256 on 26 KiB of shared memory or more; PSK_ERROR_UNSUPPORTED
+     * where none fits, and under PSK_FP32_BASELINE=rows: continue with decode steps there).
      * Errors (the state, its positions and `out` are then unchanged): PSK_ERROR_UNSUPPORTED for
      * POLYNOMIAL or non-causal attention (which have no decode state) and the softmax cases above;
      * PSK_ERROR_INVALID_ARGUMENT for a state of another attention object, sequences beyond the

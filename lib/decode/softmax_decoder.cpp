@@ -94,7 +94,9 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     const AttentionConfig& c = attention.config();
     std::string misfits;
     const std::optional<kernel::AttentionFlashFp32Spec> spec32 = modelFlashFp32Spec(c, caps, nullptr, &misfits);
-    if (!spec32) {
+    if (!flashFp32Requested()) {
+        cacheUnsupported_ = "PSK_FP32_BASELINE=rows keeps the one-row kernel, which has no split keys";
+    } else if (!spec32) {
         cacheUnsupported_ = cat("no tiling of the FP32 FlashAttention-2 kernel fits (", misfits, ")");
     } else {
         cacheRows_ = spec32->ROWS;

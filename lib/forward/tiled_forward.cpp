@@ -330,18 +330,14 @@ bool flashBaselineRequested() {
     fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_COOPMAT_BASELINE='", v, "': use flash or tiled");
 }
 
-/**
- * PSK_FP32_BASELINE: flash (default, unset or empty: the FlashAttention-2 FP32 kernel where a tiling
- * fits) or rows (the one-row kernel always: side-by-side timings). Throws on any other value.
- */
+}  // namespace
+
 bool flashFp32Requested() {
     const char* v = std::getenv("PSK_FP32_BASELINE");
     if (v == nullptr || *v == '\0' || std::string_view(v) == "flash") return true;
     if (std::string_view(v) == "rows") return false;
     fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_FP32_BASELINE='", v, "': use flash or rows");
 }
-
-}  // namespace
 
 TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps& caps, const TuningTable* tuning) {
     TiledAttentionPlan plan;

@@ -1,5 +1,6 @@
 // Softmax and exact polynomial attention (the quadratic baselines): attention_flash_fp32.comp (FP32
-// units, GPUs), attention_tiled.comp (FP32 units, CPU drivers and head dims no FP32 tiling fits) or,
+// units, register tiles), attention_tiled.comp (FP32 units, one row per invocation: where no tiling of
+// the former fits, or PSK_FP32_BASELINE=rows) or,
 // for 16-bit storage where the device has cooperative matrices (or PSK_COOPMAT_EMULATION is set),
 // attention_flash_coopmat.comp (FlashAttention-2 style, where the operand type is the storage type)
 // or attention_tiled_coopmat.comp (bfloat16 data on float16-only backends, PSK_COOPMAT_BASELINE=tiled);
@@ -17,6 +18,14 @@ namespace psk {
 
 /** Keys one dispatch of the baselines' FP32 kernels covers (llvmpipe's per-invocation loop limit). */
 constexpr uint32_t kBaselineKeysPerDispatch = 8192;
+
+/**
+ * PSK_FP32_BASELINE: flash (default, unset or empty: the FlashAttention-2 FP32 kernel wherever a
+ * tiling fits, and softmax state passing past position 0, which runs on it) or rows (the one-row
+ * kernel always, for side-by-side timings; softmax state passing past position 0 is then
+ * unsupported). Throws INVALID_ARGUMENT on any other value.
+ */
+bool flashFp32Requested();
 
 /** Tiling of attention_tiled.comp or attention_tiled_coopmat.comp (the kernel's constants) and the dispatch limits. */
 struct TiledAttentionPlan {
