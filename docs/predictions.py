@@ -1668,7 +1668,7 @@ def print_fa2_row_tiles():
 # shaders/attention_flash_fp32.comp's tiling table (lib/forward/tiled_forward.cpp, kFlashFp32Table):
 # rows, keys per step, invocations per row group, rows per invocation.
 FP32_FLASH_TABLE = [(32, 64, 8, 8), (32, 32, 8, 8), (64, 32, 8, 4), (32, 32, 8, 4), (64, 64, 16, 4), (32, 64, 16, 4),
-                    (16, 32, 8, 4), (64, 64, 8, 8), (16, 16, 16, 4), (8, 16, 16, 4)]
+                    (16, 32, 8, 4), (64, 64, 8, 8), (16, 16, 16, 4), (8, 16, 16, 4), (8, 32, 16, 4)]
 
 
 def flash_fp32(n, heads, hd, vd, entry, es=4, causal=True):

@@ -189,7 +189,8 @@ TEST_P(FlashTilings, EntryMatchesFloat64Reference) {
 // to 64 rows, 32 or 64 keys per step, 8 or 16 invocations per row group, 4 or 8 rows per
 // invocation, n not a multiple of a tile, h and dv not multiples of 4 (the zero padding of the
 // last vec4), value columns that leave some invocations idle (dv = 24: six vec4 columns for
-// eight), grouped-query heads, both layouts, all three storage types.
+// eight), grouped-query heads, both layouts, all three storage types. (Entry 9 is entry 8 with 8
+// rows, which entry 10 has too.)
 struct Fp32TilingCase {
     uint32_t entry;
     Case c;
@@ -209,7 +210,7 @@ std::vector<Fp32TilingCase> flashFp32TilingCases() {
     e.n = 300;
     Case f = a;  // the benchmarked head dim, dv = 80 (three vec4 columns per invocation)
     f.n = 130, f.h = 64, f.dv = 80;
-    return {{0, a}, {0, b}, {0, c}, {1, a}, {1, b}, {2, a}, {3, f}, {4, d}, {5, e}, {6, f}, {6, c}, {7, d}};
+    return {{0, a}, {0, b}, {0, c}, {1, a}, {1, b}, {2, a}, {3, f}, {4, d}, {5, e}, {6, f}, {6, c}, {7, d}, {8, f}, {10, b}};
 }
 
 TEST_P(FlashFp32Tilings, EntryMatchesFloat64Reference) {

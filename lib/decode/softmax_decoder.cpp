@@ -99,11 +99,15 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     } else if (!spec32) {
         cacheUnsupported_ = cat("no tiling of the FP32 FlashAttention-2 kernel fits (", misfits, ")");
     } else {
-        cacheRows_ = spec32->ROWS;
         cacheForward_ = kernelPipeline(context().pipelines(),
                                        KernelChoice::make<KernelId::AttentionFlashFp32>(
                                            "softmax_cache", c.dataType, *spec32,
                                            "a softmax forward continuing the KV cache: keys split across workgroups"));
+        if (const std::optional<kernel::AttentionFlashFp32Spec> small = shortBlockFlashFp32Spec(c, caps))
+            cacheShort_ = kernelPipeline(context().pipelines(),
+                                         KernelChoice::make<KernelId::AttentionFlashFp32>(
+                                             "softmax_cache", c.dataType, *small,
+                                             "a softmax forward of a few rows continuing the KV cache: keys split across workgroups"));
         kernel::AttentionCombineSpec combine;
         combine.WG = 64;
         combine.VALUE_DIM = dv_;
@@ -260,8 +264,15 @@ uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& c, ui
     return uint32_t(std::clamp<uint64_t>(ceilDiv(target, groups), 1, 32));
 }
 
+std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& c, uint32_t n) {
+    if (!flashFp32Requested()) return std::nullopt;
+    if (n <= 8)
+        if (std::optional<kernel::AttentionFlashFp32Spec> small = shortBlockFlashFp32Spec(c, caps)) return small;
+    return modelFlashFp32Spec(c, caps);
+}
+
 uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n) {
-    const std::optional<kernel::AttentionFlashFp32Spec> spec = modelFlashFp32Spec(c, caps);
+    const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(caps, c, n);
     if (!spec) return 0;
     return uint64_t(softmaxCacheSplits(caps, c, batch, n, spec->ROWS)) * batch * c.numQueryHeads * n * (c.valueDim + 2) * 4;
 }
@@ -313,11 +324,16 @@ void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, 
     const AttentionConfig& c = attention_.config();
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
     const uint64_t keys = position + n;
-    const uint32_t splits = softmaxCacheSplits(context().caps(), c, count, n, cacheRows_);
+    const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(context().caps(), c, n);
+    if (!spec) fail(PSK_ERROR_INTERNAL, "no tiling for a softmax forward continuing the cache");
+    // The pipeline of that tiling (the short-block one exists exactly where its tiling fits).
+    const KernelPipeline& pipeline = n <= 8 && cacheShort_ ? cacheShort_ : cacheForward_;
+    const uint32_t rows = spec->ROWS;
+    const uint32_t splits = softmaxCacheSplits(context().caps(), c, count, n, rows);
     const uint32_t splitKeys = uint32_t(ceilDiv(ceilDiv(keys, uint64_t(splits)), uint64_t(64)) * 64);
     const uint64_t stride = uint64_t(count) * Hq_ * n * (dv_ + 2);
     const VkPhysicalDeviceLimits& limits = context().caps().limits();
-    const uint32_t groupsX = ceilDiv(n, cacheRows_);
+    const uint32_t groupsX = ceilDiv(n, rows);
     if (groupsX > limits.maxComputeWorkGroupCount[0] || uint64_t(count) * splits > limits.maxComputeWorkGroupCount[2])
         fail(PSK_ERROR_TOO_LARGE, "a softmax forward of ", n, " rows continuing the cache exceeds the device's dispatch limits");
     if (t.workspace[0].size < splits * stride * 4)
@@ -346,7 +362,7 @@ void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, 
             push.key_begin = chunk * kBaselineKeysPerDispatch;
             push.key_limit = push.key_begin + kBaselineKeysPerDispatch;
             push.flags = (chunk > 0 ? kernel::FLAG_LOAD_STATE : 0) | kernel::FLAG_STORE_STATE;
-            recordKernel(rec, cacheForward_, b, push, groupsX, heads, zBatches * splits);
+            recordKernel(rec, pipeline, b, push, groupsX, heads, zBatches * splits);
         }
     };
     if (wholeCache_) {

@@ -6,6 +6,7 @@
 #include "decode/decoder.hpp"
 #include "kernels/kernel_dispatch.hpp"
 
+#include <optional>
 #include <string>
 
 namespace psk {
@@ -59,10 +60,17 @@ private:
     Buffer work_;
     KernelPipeline step_;
     // A forward continuing the cache (position > 0): its kernels, or why there are none.
-    KernelPipeline cacheForward_, combine_;
-    uint32_t cacheRows_ = 0;  // query rows per workgroup of cacheForward_
+    KernelPipeline cacheForward_, cacheShort_, combine_;
     std::string cacheUnsupported_;
 };
+
+/**
+ * The tiling of a softmax forward continuing the KV cache with n query rows per sequence: 8 rows
+ * per workgroup for n <= 8 where that fits (a short block would leave most of a larger workgroup
+ * idle), else the FP32 FlashAttention-2 kernel's model tiling; nullopt where there is none or under
+ * PSK_FP32_BASELINE=rows.
+ */
+std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& config, uint32_t n);
 
 /**
  * Splits of the keys of a softmax forward continuing a KV cache (a short query block against a long

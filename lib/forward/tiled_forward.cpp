@@ -256,7 +256,9 @@ constexpr Fp32FlashTiling kFlashFp32Table[] = {
     {64, 64, 8, 8},   // 7: two warps, 8 x 8; 53 KiB at h = 64
     {16, 16, 16, 4},  // 8: h = 256 on 48 KiB (35 KiB): 4 x 1 scores, 4 x 16 output columns
     {8, 16, 16, 4},   // 9: h = 256 on 32 KiB (26 KiB)
+    {8, 32, 16, 4},   // 10: short query blocks over a KV cache (n <= 8: a speculative decoding's drafted tokens)
 };
+constexpr uint32_t kFlashFp32ShortBlockEntry = 10;
 constexpr uint32_t kFlashFp32ModelEntries[] = {0, 1, 3, 6, 8, 9};
 
 kernel::AttentionFlashFp32Spec flashFp32Spec(const Fp32FlashTiling& t, const AttentionConfig& c) {
@@ -300,6 +302,12 @@ uint32_t attentionFlashFp32SharedBytes(const kernel::AttentionFlashFp32Spec& s) 
 }
 
 uint32_t attentionFlashFp32Tilings() { return uint32_t(std::size(kFlashFp32Table)); }
+
+std::optional<kernel::AttentionFlashFp32Spec> shortBlockFlashFp32Spec(const AttentionConfig& c, const DeviceCaps& caps) {
+    const kernel::AttentionFlashFp32Spec spec = flashFp32Spec(kFlashFp32Table[kFlashFp32ShortBlockEntry], c);
+    if (!flashFp32Misfit(spec, caps).empty()) return std::nullopt;
+    return spec;
+}
 
 std::optional<kernel::AttentionFlashFp32Spec> modelFlashFp32Spec(const AttentionConfig& c, const DeviceCaps& caps, uint32_t* entry,
                                                                   std::string* misfits) {

@@ -66,6 +66,8 @@ uint32_t attentionFlashFp32Tilings();
  */
 std::optional<kernel::AttentionFlashFp32Spec> modelFlashFp32Spec(const AttentionConfig& config, const DeviceCaps& caps,
                                                                   uint32_t* entry = nullptr, std::string* misfits = nullptr);
+/** Its tiling for a few query rows (8 per workgroup), where it fits; nullopt elsewhere. */
+std::optional<kernel::AttentionFlashFp32Spec> shortBlockFlashFp32Spec(const AttentionConfig& config, const DeviceCaps& caps);
 
 /** Number of key chunks (dispatches) for a sequence of `tokens`. */
 uint32_t tiledKeyChunks(const TiledAttentionPlan& plan, uint32_t tokens);

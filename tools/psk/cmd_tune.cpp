@@ -384,7 +384,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::FeaturesLearnedTile: all = {0, 16, 32, 64}; break;
         case TuningParameter::BaselinesFp32Tile:
             // Entries of the FP32 FlashAttention-2 tiling table (tiled_forward.cpp), in index order.
-            all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+            all = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
             all.erase(std::remove(all.begin(), all.end(), model), all.end());
             return all;
         default: break;
