@@ -272,9 +272,20 @@ std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps&
 }
 
 uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n) {
-    const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(caps, c, n);
-    if (!spec) return 0;
-    return uint64_t(softmaxCacheSplits(caps, c, batch, n, spec->ROWS)) * batch * c.numQueryHeads * n * (c.valueDim + 2) * 4;
+    // splits x rows for m rows; the size is the largest over m <= n, so that it never decreases with
+    // n (an app sizing the workspace for its longest call has enough for every shorter one): the
+    // split count steps down as m crosses a multiple of the workgroup's rows, so the candidates are
+    // n and the multiples below it.
+    auto rowsOfStates = [&](uint32_t m) -> uint64_t {
+        const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(caps, c, m);
+        return spec ? uint64_t(softmaxCacheSplits(caps, c, batch, m, spec->ROWS)) * m : 0;
+    };
+    uint64_t most = rowsOfStates(n);
+    for (uint32_t m : {1u, 8u})
+        if (m < n) most = std::max(most, rowsOfStates(m));
+    if (const std::optional<kernel::AttentionFlashFp32Spec> spec = modelFlashFp32Spec(c, caps))
+        for (uint32_t m = spec->ROWS; m < n; m += spec->ROWS) most = std::max(most, rowsOfStates(m));
+    return most * batch * c.numQueryHeads * (c.valueDim + 2) * 4;
 }
 
 void SoftmaxDecoder::recordForward(Recorder& rec, const BoundTensors& t, uint32_t first, uint64_t position) {
@@ -336,6 +347,9 @@ void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, 
     const uint32_t groupsX = ceilDiv(n, rows);
     if (groupsX > limits.maxComputeWorkGroupCount[0] || uint64_t(count) * splits > limits.maxComputeWorkGroupCount[2])
         fail(PSK_ERROR_TOO_LARGE, "a softmax forward of ", n, " rows continuing the cache exceeds the device's dispatch limits");
+    if (splits * stride >= (uint64_t(1) << 32) || splits * stride * 4 > limits.maxStorageBufferRange)
+        fail(PSK_ERROR_TOO_LARGE, "a softmax forward of ", n, " rows continuing the cache needs ", splits * stride * 4,
+             " bytes of split states, more than one storage-buffer binding holds; use fewer tokens or sequences per call");
     if (t.workspace[0].size < splits * stride * 4)
         fail(PSK_ERROR_INTERNAL, "the workspace lacks the split states of a softmax forward continuing the cache");
     kernel::AttentionTiledPush push{};

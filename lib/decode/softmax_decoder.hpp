@@ -79,7 +79,7 @@ std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps&
  * PSK_SOFTMAX_CACHE_SPLITS=s forces s (tests).
  */
 uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n, uint32_t rows);
-/** Workspace bytes of that forward's split states (0 where the device has no kernel for it). */
+/** Workspace bytes of that forward's split states for calls of up to n rows (non-decreasing in n; 0 where the device has no kernel for it). */
 uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n);
 
 /** The largest capacity a softmax decode state accepts. */
