@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include <unistd.h>
@@ -146,23 +147,35 @@ std::vector<FlashTilingCase> flashTilingCases() {
     return {{3, 1, a}, {7, 1, a}, {11, 2, a}, {13, 2, a}, {2, 1, b}, {12, 2, b}, {11, 2, c}, {11, 2, d}, {12, 2, d}};
 }
 
+/** A tuning table of one line, `parameter value`, in a temporary file that PSK_TUNING_TABLE names while this lives. */
+class OneLineTuningTable {
+public:
+    OneLineTuningTable(const char* parameter, uint32_t value)
+        : path_((std::filesystem::temp_directory_path() /
+                 (std::string("psk_") + parameter + std::to_string(value) + "_" + std::to_string(::getpid()) + ".tuning"))
+                    .string()) {
+        if (std::FILE* f = std::fopen(path_.c_str(), "w")) {
+            std::fprintf(f, "psk-tuning 1\ndevice any\n%s %u\n", parameter, value);
+            std::fclose(f);
+        }
+        env_.emplace("PSK_TUNING_TABLE", path_.c_str());
+    }
+    ~OneLineTuningTable() {
+        env_.reset();
+        std::filesystem::remove(path_);
+    }
+    bool written() const { return std::filesystem::exists(path_); }
+
+private:
+    std::string path_;
+    std::optional<psk::test::ScopedEnv> env_;
+};
+
 TEST_P(FlashTilings, EntryMatchesFloat64Reference) {
     const FlashTilingCase t = GetParam();
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("psk_flash_tile" + std::to_string(t.entry) + "_" + std::to_string(::getpid()) + ".tuning"))
-                                 .string();
-    {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        ASSERT_NE(f, nullptr);
-        std::fprintf(f, "psk-tuning 1\ndevice any\nbaselines.tile %u\n", t.entry);
-        std::fclose(f);
-    }
-    struct Remove {
-        std::string p;
-        ~Remove() { std::filesystem::remove(p); }
-    } removeFile{path};
+    const OneLineTuningTable table("baselines.tile", t.entry);
+    ASSERT_TRUE(table.written());
     psk::test::ScopedEnv emulation("PSK_COOPMAT_EMULATION", "gpu-tiles");
-    psk::test::ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
     std::string plan;
     checkCase(ctx, t.c, &plan);
     ASSERT_NE(plan.find("attention_flash_coopmat"), std::string::npos) << plan;
@@ -215,20 +228,8 @@ std::vector<Fp32TilingCase> flashFp32TilingCases() {
 
 TEST_P(FlashFp32Tilings, EntryMatchesFloat64Reference) {
     const Fp32TilingCase t = GetParam();
-    const std::string path = (std::filesystem::temp_directory_path() /
-                              ("psk_flash_fp32_tile" + std::to_string(t.entry) + "_" + std::to_string(::getpid()) + ".tuning"))
-                                 .string();
-    {
-        std::FILE* f = std::fopen(path.c_str(), "w");
-        ASSERT_NE(f, nullptr);
-        std::fprintf(f, "psk-tuning 1\ndevice any\nbaselines.fp32_tile %u\n", t.entry);
-        std::fclose(f);
-    }
-    struct Remove {
-        std::string p;
-        ~Remove() { std::filesystem::remove(p); }
-    } removeFile{path};
-    psk::test::ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    const OneLineTuningTable table("baselines.fp32_tile", t.entry);
+    ASSERT_TRUE(table.written());
     psk::test::ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);  // 16-bit storage on the FP32 units
     std::string plan;
     checkCase(ctx, t.c, &plan);

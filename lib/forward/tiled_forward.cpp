@@ -331,6 +331,17 @@ namespace {
  * (attention_tiled_coopmat always: the kernel before the FlashAttention-2 one, kept for comparison
  * and for bfloat16 storage on float16-only backends). Throws on any other value.
  */
+/** The shape class a tuning table's baselines entries are keyed by (softmax: degree 0). */
+TuningShape baselineTuningShape(const AttentionConfig& c) {
+    TuningShape shape;
+    shape.headDim = c.headDim;
+    shape.valueDim = c.valueDim;
+    shape.degree = c.kind == PSK_ATTENTION_KIND_SOFTMAX ? 0 : c.degree;
+    shape.type = c.dataType;
+    shape.causal = c.causal;
+    return shape;
+}
+
 bool flashBaselineRequested() {
     const char* v = std::getenv("PSK_COOPMAT_BASELINE");
     if (v == nullptr || *v == '\0' || std::string_view(v) == "flash") return true;
@@ -399,13 +410,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             } else {
                 // A measured tiling instead of the table's first that fits (psk tune, baselines.tile).
                 std::string tuned;
-                TuningShape shape;
-                shape.headDim = c.headDim;
-                shape.valueDim = c.valueDim;
-                shape.degree = softmax ? 0 : c.degree;
-                shape.type = type;
-                shape.causal = c.causal;
-                if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesTile, shape) : nullptr) {
+                if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesTile, baselineTuningShape(c)) : nullptr) {
                     const std::string entry = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.tile ", e->value, ")");
                     kernel::AttentionFlashCoopMatSpec candidate = spec;
                     if (e->value >= attentionFlashCoopMatTilings(smallTiles)) {
@@ -492,13 +497,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
         std::optional<uint32_t> chosen;
         if (modelFlashFp32Spec(c, caps, &modelEntry, &misfits)) chosen = modelEntry;
         std::string tuned;
-        TuningShape shape;
-        shape.headDim = c.headDim;
-        shape.valueDim = c.valueDim;
-        shape.degree = softmax ? 0 : c.degree;
-        shape.type = type;
-        shape.causal = c.causal;
-        if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesFp32Tile, shape) : nullptr) {
+        if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesFp32Tile, baselineTuningShape(c)) : nullptr) {
             const std::string entry = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.fp32_tile ", e->value, ")");
             if (e->value >= attentionFlashFp32Tilings()) {
                 tuned = cat("; ", entry, " ignored: the tiling table has ", attentionFlashFp32Tilings(), " entries");
