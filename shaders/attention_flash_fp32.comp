@@ -25,12 +25,12 @@
 // the workgroup's last row):
 //   1. K staged (rows h + 4 floats apart, zero past the chunk's keys and past h); barrier.
 //   2. Scores from registers and shared memory; masked ones (keys past the chunk; causal: key >
-//      row) are -inf (softmax) or weigh 0 (polynomial).
+//      q_pos + row) are -inf (softmax) or weigh 0 (polynomial).
 //   3. Softmax: each invocation's per-row maximum to shared memory; barrier; the row's new
 //      reference m = max(m, the KEY_GROUPS maxima), the accumulators and the invocation's part of
 //      the denominator l rescaled by e^(m_old - m), the weights e^(s - m). Polynomial: w = s^p.
-//   4. V staged where K was (K is no longer read), the weights P to shared memory (per key, one
-//      vec4 per row group: its four rows); barrier.
+//   4. V staged where K was (K is no longer read), the weights P to shared memory (per key and row
+//      group, R/4 vec4s: its R rows); barrier.
 //   5. O += P V.
 // Split keys (params.splits > 1: short query blocks against a long KV cache, the flash-decoding
 // arrangement): the z workgroups are batch x split, split s walks its own keys and stores its rows'
