@@ -310,7 +310,7 @@ do_tests() {
     mkdir -p "$work/tests"
     # Highest value first (the pool starts them in this order); the CPU-only tests stay here.
     local entries=() t
-    local order=(conformance_polysketch_test conformance_baselines_test decode_test decode_dispatch_test polysketch_units_test
+    local order=(conformance_polysketch_test conformance_baselines_test decode_test decode_dispatch_test state_passing_test polysketch_units_test
         block_scan_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
         coopmat_self_test_test pipeline_statistics_test)
     # First: the cooperative feature map's S rows on the device, one GPU tiling at a time
