@@ -91,23 +91,23 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
                                                                "last; maxima by a tree in shared memory (no subgroup arithmetic)"));
     // A forward continuing the cache: the FP32 FlashAttention-2 kernel over the float32 cache with
     // split keys, where the whole cache is one binding and one of its tilings fits.
+    // Its two tilings come from softmaxCacheSpec, as the workspace's size does: one for short calls,
+    // one for the others (the same where the short tiling does not fit).
     const AttentionConfig& c = attention.config();
-    std::string misfits;
-    const std::optional<kernel::AttentionFlashFp32Spec> spec32 = modelFlashFp32Spec(c, caps, nullptr, &misfits);
+    const std::optional<kernel::AttentionFlashFp32Spec> shortSpec = softmaxCacheSpec(caps, c, kCacheShortBlock),
+                                                        longSpec = softmaxCacheSpec(caps, c, kCacheShortBlock + 1);
     if (!flashFp32Requested()) {
         cacheUnsupported_ = "PSK_FP32_BASELINE=rows keeps the one-row kernel, which has no split keys";
-    } else if (!spec32) {
+    } else if (!longSpec) {
+        std::string misfits;
+        modelFlashFp32Spec(c, caps, nullptr, &misfits);
         cacheUnsupported_ = cat("no tiling of the FP32 FlashAttention-2 kernel fits (", misfits, ")");
     } else {
-        cacheForward_ = kernelPipeline(context().pipelines(),
-                                       KernelChoice::make<KernelId::AttentionFlashFp32>(
-                                           "softmax_cache", c.dataType, *spec32,
-                                           "a softmax forward continuing the KV cache: keys split across workgroups"));
-        if (const std::optional<kernel::AttentionFlashFp32Spec> small = shortBlockFlashFp32Spec(c, caps))
-            cacheShort_ = kernelPipeline(context().pipelines(),
-                                         KernelChoice::make<KernelId::AttentionFlashFp32>(
-                                             "softmax_cache", c.dataType, *small,
-                                             "a softmax forward of a few rows continuing the KV cache: keys split across workgroups"));
+        auto pipeline = [&](const kernel::AttentionFlashFp32Spec& tiling, const char* why) {
+            return kernelPipeline(context().pipelines(), KernelChoice::make<KernelId::AttentionFlashFp32>("softmax_cache", c.dataType, tiling, why));
+        };
+        cacheForward_ = pipeline(*longSpec, "a softmax forward continuing the KV cache: keys split across workgroups");
+        cacheShort_ = pipeline(*shortSpec, "a softmax forward of a few rows continuing the KV cache: keys split across workgroups");
         kernel::AttentionCombineSpec combine;
         combine.WG = 64;
         combine.VALUE_DIM = dv_;
@@ -266,25 +266,25 @@ uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& c, ui
 
 std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& c, uint32_t n) {
     if (!flashFp32Requested()) return std::nullopt;
-    if (n <= 8)
+    if (n <= kCacheShortBlock)
         if (std::optional<kernel::AttentionFlashFp32Spec> small = shortBlockFlashFp32Spec(c, caps)) return small;
     return modelFlashFp32Spec(c, caps);
 }
 
 uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n) {
     // splits x rows for m rows; the size is the largest over m <= n, so that it never decreases with
-    // n (an app sizing the workspace for its longest call has enough for every shorter one): the
-    // split count steps down as m crosses a multiple of the workgroup's rows, so the candidates are
-    // n and the multiples below it.
-    auto rowsOfStates = [&](uint32_t m) -> uint64_t {
-        const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(caps, c, m);
-        return spec ? uint64_t(softmaxCacheSplits(caps, c, batch, m, spec->ROWS)) * m : 0;
-    };
-    uint64_t most = rowsOfStates(n);
-    for (uint32_t m : {1u, 8u})
-        if (m < n) most = std::max(most, rowsOfStates(m));
-    if (const std::optional<kernel::AttentionFlashFp32Spec> spec = modelFlashFp32Spec(c, caps))
-        for (uint32_t m = spec->ROWS; m < n; m += spec->ROWS) most = std::max(most, rowsOfStates(m));
+    // n (an app sizing the workspace for its longest call has enough for every shorter one). The
+    // split count never rises with m and steps down only as m crosses a multiple of the workgroup's
+    // rows, so the candidates are n, the short tiling's largest call, and the multiples below n
+    // while the split count is above 1 (past that, splits x m = m < n).
+    const std::optional<kernel::AttentionFlashFp32Spec> shortSpec = softmaxCacheSpec(caps, c, kCacheShortBlock),
+                                                        longSpec = softmaxCacheSpec(caps, c, kCacheShortBlock + 1);
+    if (!longSpec) return 0;
+    auto splits = [&](uint32_t m) { return softmaxCacheSplits(caps, c, batch, m, (m <= kCacheShortBlock ? shortSpec : longSpec)->ROWS); };
+    uint64_t most = uint64_t(splits(n)) * n;
+    const uint32_t shortest = std::min(n, kCacheShortBlock);
+    most = std::max(most, uint64_t(splits(shortest)) * shortest);
+    for (uint32_t m = longSpec->ROWS; m < n && splits(m) > 1; m += longSpec->ROWS) most = std::max(most, uint64_t(splits(m)) * m);
     return most * batch * c.numQueryHeads * (c.valueDim + 2) * 4;
 }
 
@@ -337,8 +337,7 @@ void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, 
     const uint64_t keys = position + n;
     const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(context().caps(), c, n);
     if (!spec) fail(PSK_ERROR_INTERNAL, "no tiling for a softmax forward continuing the cache");
-    // The pipeline of that tiling (the short-block one exists exactly where its tiling fits).
-    const KernelPipeline& pipeline = n <= 8 && cacheShort_ ? cacheShort_ : cacheForward_;
+    const KernelPipeline& pipeline = n <= kCacheShortBlock ? cacheShort_ : cacheForward_;  // made from the same specs
     const uint32_t rows = spec->ROWS;
     const uint32_t splits = softmaxCacheSplits(context().caps(), c, count, n, rows);
     const uint32_t splitKeys = uint32_t(ceilDiv(ceilDiv(keys, uint64_t(splits)), uint64_t(64)) * 64);

@@ -59,16 +59,20 @@ private:
     // slot and B sequence counters (zero between steps), the workgroups' partials.
     Buffer work_;
     KernelPipeline step_;
-    // A forward continuing the cache (position > 0): its kernels, or why there are none.
+    // A forward continuing the cache (position > 0): its kernels (cacheShort_ for calls of at most
+    // kCacheShortBlock tokens), or why there are none.
     KernelPipeline cacheForward_, cacheShort_, combine_;
     std::string cacheUnsupported_;
 };
 
+/** Calls of at most this many tokens continuing a softmax cache take the short-block tiling. */
+constexpr uint32_t kCacheShortBlock = 8;
+
 /**
  * The tiling of a softmax forward continuing the KV cache with n query rows per sequence: 8 rows
- * per workgroup for n <= 8 where that fits (a short block would leave most of a larger workgroup
- * idle), else the FP32 FlashAttention-2 kernel's model tiling; nullopt where there is none or under
- * PSK_FP32_BASELINE=rows.
+ * per workgroup for n <= kCacheShortBlock where that fits (a short block would leave most of a
+ * larger workgroup idle), else the FP32 FlashAttention-2 kernel's model tiling; nullopt where there
+ * is none or under PSK_FP32_BASELINE=rows.
  */
 std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& config, uint32_t n);
 

@@ -325,12 +325,6 @@ std::optional<kernel::AttentionFlashFp32Spec> modelFlashFp32Spec(const Attention
 
 namespace {
 
-/**
- * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
- * attention_flash_coopmat where the operand type is the storage type) or tiled
- * (attention_tiled_coopmat always: the kernel before the FlashAttention-2 one, kept for comparison
- * and for bfloat16 storage on float16-only backends). Throws on any other value.
- */
 /** The shape class a tuning table's baselines entries are keyed by (softmax: degree 0). */
 TuningShape baselineTuningShape(const AttentionConfig& c) {
     TuningShape shape;
@@ -342,6 +336,12 @@ TuningShape baselineTuningShape(const AttentionConfig& c) {
     return shape;
 }
 
+/**
+ * Which cooperative baseline kernel 16-bit storage takes: PSK_COOPMAT_BASELINE=flash (default,
+ * attention_flash_coopmat where the operand type is the storage type) or tiled
+ * (attention_tiled_coopmat always: the kernel before the FlashAttention-2 one, kept for comparison
+ * and for bfloat16 storage on float16-only backends). Throws on any other value.
+ */
 bool flashBaselineRequested() {
     const char* v = std::getenv("PSK_COOPMAT_BASELINE");
     if (v == nullptr || *v == '\0' || std::string_view(v) == "flash") return true;
@@ -486,7 +486,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     }
 
     // The register-tiled FlashAttention-2 kernel on the FP32 units (attention_flash_fp32.comp)
-    // where a tiling fits (GPUs and CPU drivers alike: on lavapipe it ran 2.3-2.5x faster than the
+    // where a tiling fits (GPUs and CPU drivers alike: on lavapipe it ran 1.9-2.7x faster than the
     // one-row kernel, docs/PERFORMANCE.md); else the one-row kernel below.
     std::string whyNotFlashFp32;
     if (!flashFp32Requested()) {
@@ -514,8 +514,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             plan.kernel = KernelChoice::make<KernelId::AttentionFlashFp32>(
                 kind, type, spec,
                 cat("FlashAttention-2 style on the FP32 units: per invocation ", spec.ROWS_PER_INVOCATION, " rows x ",
-                    spec.KEY_TILE / spec.KEY_GROUPS, " keys of scores and x ", flashFp32Accumulators(spec) / spec.ROWS_PER_INVOCATION,
-                    " value columns of output in registers",
+                    spec.KEY_TILE / spec.KEY_GROUPS, " keys of scores and ", spec.ROWS_PER_INVOCATION, " rows x ",
+                    flashFp32Accumulators(spec) / spec.ROWS_PER_INVOCATION, " value columns of output in registers",
                     type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop, tuned,
                     "; tunable: baselines.fp32_tile=", *chosen));
             return plan;
