@@ -33,6 +33,7 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
 
     // From here on the device exists: a failure must destroy it (the destructor does not run for a
     // constructor that throws), or every failed creation would leave a VkDevice behind.
+    ShaderReplacement replacement;
     try {
         if (!vk_.vkGetDeviceQueue) fail(PSK_ERROR_VULKAN, "vkGetDeviceProcAddr returned no vkGetDeviceQueue");
         if (!external_) vk_.vkGetDeviceQueue(device_, caps_.computeQueueFamily, 0, &queue_);
@@ -46,7 +47,8 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
         if (info.maxAllocationSize && (!maxAllocationSize_ || info.maxAllocationSize < maxAllocationSize_))
             maxAllocationSize_ = info.maxAllocationSize;
         allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, maxAllocationSize_, info.deviceMemoryLimit);
-        pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_);
+        replacement = ShaderReplacement::fromEnvironment();
+        pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_, replacement);
         // A table named by the create info is read now, so that a bad path fails here.
         tuningGiven_ = info.tuningTable && info.tuningTable[0];
         tuning_ = selectTuningTable(tuningGiven_ ? info.tuningTable : "", "PskContextCreateInfo::tuningTable", tuningIdentity(caps_),
@@ -60,6 +62,11 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
     message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
             cat("device: ", caps_.properties.deviceName, " (", caps_.driverName, ")",
                 external_ ? ", the application's" : "", instance_ && instance_->validationEnabled() ? ", validation on" : ""));
+    if (replacement.active())
+        message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
+                cat("shader replacement (a diagnostic, vk/shader_replacement.hpp):",
+                    replacement.dumpDir.empty() ? "" : " every specialization's SPIR-V written to " + replacement.dumpDir + " (PSK_SHADER_DUMP);",
+                    replacement.replaceDir.empty() ? "" : " modules read from " + replacement.replaceDir + " where a file names the specialization (PSK_SHADER_REPLACE)"));
 }
 
 psk::TuningSelection PskContext_T::tuningSelection() const {

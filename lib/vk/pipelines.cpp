@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <unordered_map>
 
 #include "util/error.hpp"
@@ -117,7 +118,7 @@ WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint
     return size;
 }
 
-Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps)
+Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps, ShaderReplacement replacement)
     : vk_(vk),
       device_(device),
       pushDescriptors_(caps.pushDescriptors),
@@ -128,7 +129,8 @@ Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCap
       sizeControl_(caps.subgroupSizeControl && (caps.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT)),
       fullSubgroups_(caps.subgroupSizeControl && caps.computeFullSubgroups),
       captureStatistics_(caps.pipelineExecutableInfo && vk.vkGetPipelineExecutablePropertiesKHR &&
-                         vk.vkGetPipelineExecutableStatisticsKHR) {
+                         vk.vkGetPipelineExecutableStatisticsKHR),
+      replacement_(std::move(replacement)) {
     VkDescriptorSetLayoutBinding bindings[kMaxBindings];
     for (uint32_t i = 0; i < kMaxBindings; ++i) {
         bindings[i] = VkDescriptorSetLayoutBinding{};
@@ -197,6 +199,20 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
     VkShaderModuleCreateInfo moduleInfo{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     moduleInfo.codeSize = code->bytes;
     moduleInfo.pCode = code->code;
+    // The diagnostic dump and replacement (vk/shader_replacement.hpp): the built-in module and this
+    // specialization's constants out; another module in, where one was made for it.
+    std::optional<std::vector<uint32_t>> replaced;
+    std::string replacedPath;
+    if (replacement_.active()) {
+        if (!replacement_.dumpDir.empty()) dumpSpecialization(replacement_.dumpDir, *code, specConstants);
+        if (!replacement_.replaceDir.empty()) {
+            replaced = loadReplacement(replacement_.replaceDir, specializationStem(*code, specConstants), &replacedPath);
+            if (replaced) {
+                moduleInfo.codeSize = replaced->size() * 4u;
+                moduleInfo.pCode = replaced->data();
+            }
+        }
+    }
     VkShaderModule module = VK_NULL_HANDLE;
     PSK_VK(vk_.vkCreateShaderModule(device_, &moduleInfo, vk_.callbacks, &module));
 
@@ -236,6 +252,7 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
     vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
     checkVk(r, "vkCreateComputePipelines");
     Entry entry{pipeline, captureStatistics_ ? readStatistics(pipeline) : std::string()};
+    if (replaced) entry.statistics = "SPIR-V replaced by " + replacedPath + (entry.statistics.empty() ? "" : "; " + entry.statistics);
     cache_.emplace(std::move(key), std::move(entry));
     return pipeline;
 }

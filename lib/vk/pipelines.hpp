@@ -10,8 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "vk/shader_code.hpp"
 #include "vk/device_caps.hpp"
+#include "vk/shader_code.hpp"
+#include "vk/shader_replacement.hpp"
 #include "vk/vulkan_functions.hpp"
 
 namespace psk {
@@ -48,7 +49,8 @@ public:
     static constexpr uint32_t kMaxBindings = 8;
     static constexpr uint32_t kPushConstantBytes = 128;
 
-    Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps);
+    /** `replacement`: the diagnostic SPIR-V dump and replacement (vk/shader_replacement.hpp). */
+    Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps, ShaderReplacement replacement = {});
     ~Pipelines();
     Pipelines(const Pipelines&) = delete;
     Pipelines& operator=(const Pipelines&) = delete;
@@ -60,7 +62,10 @@ public:
      * size is pinned with VkPipelineShaderStageRequiredSubgroupSizeCreateInfo, plus
      * REQUIRE_FULL_SUBGROUPS where computeFullSubgroups is enabled and the workgroup's x size is a
      * multiple of it; where the size cannot vary it must be the device's. Throws UNSUPPORTED when
-     * the device cannot run it with that subgroup size (see supportsSubgroupSize). Thread-safe.
+     * the device cannot run it with that subgroup size (see supportsSubgroupSize). With shader
+     * replacement on, a new pipeline's specialization is dumped and its module taken from the
+     * replacement directory where a file for it exists (PSK_ERROR_BAD_FILE for one that is not
+     * SPIR-V). Thread-safe.
      * Kernels are asked for by their choice (kernels/kernel_pipeline.hpp), which names the code.
      */
     VkPipeline get(const ShaderCode& code, const std::vector<uint32_t>& specConstants, uint32_t requiredSubgroupSize);
@@ -71,7 +76,8 @@ public:
      * instructions, whatever the driver reports; several executables each after their name), at
      * most kMaxStatisticsChars. Empty when the device does not capture them
      * (DeviceCaps::pipelineExecutableInfo, PSK_PIPELINE_STATISTICS=1), the driver reported none,
-     * or no such pipeline was created: a lookup, it creates nothing. Thread-safe.
+     * or no such pipeline was created: a lookup, it creates nothing. A pipeline whose module was
+     * replaced (PSK_SHADER_REPLACE) says so first: "SPIR-V replaced by <file>". Thread-safe.
      */
     std::string statistics(const ShaderCode& code, const std::vector<uint32_t>& specConstants,
                            uint32_t requiredSubgroupSize) const;
@@ -102,6 +108,7 @@ private:
     uint32_t subgroupSize_, minSubgroupSize_, maxSubgroupSize_, maxWorkgroupSubgroups_;
     bool sizeControl_, fullSubgroups_;
     bool captureStatistics_;  // DeviceCaps::pipelineExecutableInfo, enabled on the device
+    ShaderReplacement replacement_;
     VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
     /** A pipeline is its SPIR-V variant, its specialization constants (by constant_id) and its
@@ -120,7 +127,7 @@ private:
     /** A cached pipeline and its statistics text (empty unless captured). */
     struct Entry {
         VkPipeline pipeline = VK_NULL_HANDLE;
-        std::string statistics;
+        std::string statistics;  // the compiler's, after "SPIR-V replaced by <file>" where it was
     };
     /** The statistics text of `pipeline`, read right after its creation. */
     std::string readStatistics(VkPipeline pipeline) const;

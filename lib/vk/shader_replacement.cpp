@@ -1,0 +1,97 @@
+#include "vk/shader_replacement.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "util/error.hpp"
+
+namespace psk {
+namespace {
+
+constexpr uint32_t kSpirvMagic = 0x07230203u;
+constexpr size_t kSpirvHeaderWords = 5;
+
+std::string environmentDirectory(const char* variable) {
+    const char* value = std::getenv(variable);
+    if (!value || !value[0]) return {};
+    struct stat info {};
+    if (stat(value, &info) != 0)
+        fail(PSK_ERROR_INVALID_ARGUMENT, variable, "=", value, ": not an existing directory (", std::strerror(errno), ")");
+    if (!S_ISDIR(info.st_mode)) fail(PSK_ERROR_INVALID_ARGUMENT, variable, "=", value, ": not a directory");
+    return value;
+}
+
+bool fileExists(const std::string& path) {
+    struct stat info {};
+    return stat(path.c_str(), &info) == 0;
+}
+
+struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+void writeFile(const std::string& path, const void* data, size_t bytes) {
+    File f(std::fopen(path.c_str(), "wb"));
+    if (!f) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_DUMP: cannot write ", path, ": ", std::strerror(errno));
+    if (bytes && std::fwrite(data, 1, bytes, f.get()) != bytes)
+        fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_DUMP: cannot write ", path, ": ", std::strerror(errno));
+    if (std::fclose(f.release()) != 0) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_DUMP: cannot write ", path, ": ", std::strerror(errno));
+}
+
+}  // namespace
+
+ShaderReplacement ShaderReplacement::fromEnvironment() {
+    ShaderReplacement r;
+    r.dumpDir = environmentDirectory("PSK_SHADER_DUMP");
+    r.replaceDir = environmentDirectory("PSK_SHADER_REPLACE");
+    return r;
+}
+
+std::string specializationStem(const ShaderCode& code, const std::vector<uint32_t>& specConstants) {
+    std::string stem = std::string(code.name) + "@";
+    for (size_t i = 0; i < specConstants.size(); ++i) {
+        if (i) stem += "_";
+        stem += std::to_string(specConstants[i]);
+    }
+    return stem;
+}
+
+void dumpSpecialization(const std::string& dir, const ShaderCode& code, const std::vector<uint32_t>& specConstants) {
+    const std::string module = dir + "/" + code.name + ".spv";
+    if (!fileExists(module)) writeFile(module, code.code, code.bytes);
+    std::string spec;
+    for (size_t i = 0; i < specConstants.size(); ++i) spec += (i ? " " : "") + std::to_string(i) + ":" + std::to_string(specConstants[i]);
+    spec += "\n";
+    writeFile(dir + "/" + specializationStem(code, specConstants) + ".spec", spec.data(), spec.size());
+}
+
+std::optional<std::vector<uint32_t>> loadReplacement(const std::string& dir, const std::string& stem, std::string* path) {
+    const std::string file = dir + "/" + stem + ".spv";
+    if (path) *path = file;
+    if (!fileExists(file)) return std::nullopt;
+    File f(std::fopen(file.c_str(), "rb"));
+    if (!f) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: cannot read ", file, ": ", std::strerror(errno));
+    std::vector<unsigned char> bytes;
+    unsigned char chunk[4096];
+    for (size_t got; (got = std::fread(chunk, 1, sizeof(chunk), f.get())) > 0;) {
+        bytes.insert(bytes.end(), chunk, chunk + got);
+        if (bytes.size() > kMaxReplacementBytes)
+            fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: ", file, " is larger than ", kMaxReplacementBytes, " bytes");
+    }
+    if (std::ferror(f.get())) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: cannot read ", file, ": ", std::strerror(errno));
+    if (bytes.size() % 4 != 0)
+        fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: ", file, " is not a whole number of 32-bit words (", bytes.size(), " bytes)");
+    std::vector<uint32_t> words(bytes.size() / 4);
+    if (!words.empty()) std::memcpy(words.data(), bytes.data(), bytes.size());
+    if (words.size() <= kSpirvHeaderWords || words[0] != kSpirvMagic)
+        fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: ", file, " is not a SPIR-V module (no magic number and header)");
+    return words;
+}
+
+}  // namespace psk
