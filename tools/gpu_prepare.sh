@@ -9,7 +9,8 @@
 #   3. packs into .gpu/ (ignored by .gitignore and .git/info/exclude; copied to the GPU machine
 #      along with the working tree and .gl):
 #      bin/psk, bin/tinylm, lib/libpolysketch.so.0 and the GPU test binaries (tests.tar.xz), debug
-#      info stripped;
+#      info stripped; spirv-opt and spirv-val (spirv-tools.tar.xz: .venv-build's SPIRV-Tools, which
+#      know the cooperative-matrix extensions, else the system's) for the frozen step;
 #   4. makes the fixture in .gpu/fixture/: seeded f16 q, k, v (B=1, H=1, h=64) at n = 16461 (not a
 #      multiple of the block) for polysketch (p=4, r=32, b=256, local exact, causal, seed 0) and at
 #      n = 4093 for softmax (causal), with the expected outputs computed here by psk run on lavapipe
@@ -119,6 +120,26 @@ bad=$(for f in .gpu/bin/* .gpu/tests/*; do LD_LIBRARY_PATH=.gpu/lib ldd "$f" | g
 # gpu_run.sh unpacks it with Python's tarfile (no xz binary needed on the GPU machine).
 tar -cJf .gpu/tests.tar.xz -C .gpu tests
 rm -rf .gpu/tests
+# spirv-opt and spirv-val for tools/freeze_shaders.py on the GPU machine (gpu_run.sh's frozen step):
+# the SPIRV-Tools in .venv-build (tools/install_build_tools.sh; linked statically, and new enough
+# for the KHR cooperative-matrix variants), else the system's (Debian's: the generic kernels only).
+rm -rf .gpu/spirv-tools .gpu/spirv-tools.tar.xz
+mkdir -p .gpu/spirv-tools
+for tool in spirv-opt spirv-val; do
+    src=""
+    for cand in .venv-build/lib/python3*/site-packages/cmeel.prefix/bin/$tool "$(command -v $tool || true)"; do
+        [[ -n "$cand" && -x "$cand" ]] && { src=$cand; break; }
+    done
+    if [[ -z "$src" ]]; then
+        log "WARNING: no $tool: the frozen step will be skipped"
+        continue
+    fi
+    strip -o ".gpu/spirv-tools/$tool" "$src"
+    bad=$(ldd ".gpu/spirv-tools/$tool" | grep -vE 'linux-vdso|ld-linux|lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so' || true)
+    [[ -z "$bad" ]] || die "$src needs shared libraries a GPU machine may lack: $bad"
+done
+tar -cJf .gpu/spirv-tools.tar.xz -C .gpu spirv-tools
+rm -rf .gpu/spirv-tools
 
 # --- 4. The fixture.
 export LD_LIBRARY_PATH="$repo/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -12,8 +12,10 @@
 #                                       psk conformance --full (JSON), the fixture comparisons (1
 #                                       and 16 heads), the bisect matrix (below), the GPU test
 #                                       binaries, psk tune, the bench (device-resident, f16 and
-#                                       f32, n = 4k..128k, h = 64, the SM clock logged) and the
-#                                       stage proxies (the walking block states on / off); each step's
+#                                       f32, n = 4k..128k, h = 64, the SM clock logged), the
+#                                       frozen specializations (each kernel as built and frozen by
+#                                       spirv-opt) and the stage proxies (the walking block states
+#                                       on / off); each step's
 #                                       time is capped and cut to what is left
 #   tools/gpu_run.sh check  [options]   setup, psk conformance --full (--quick with --quick), psk
 #                                       info, psk demo f32/f16, the fixture comparisons, the
@@ -260,6 +262,13 @@ if [[ ! -d "$TESTS" && -f "$bin_dir/tests.tar.xz" ]]; then
         echo "gpu_run: could not unpack $bin_dir/tests.tar.xz" >&2
     TESTS="$scratch/tests"
 fi
+# spirv-opt and spirv-val for the frozen step (tools/freeze_shaders.py), packed the same way.
+SPIRV_TOOLS="$bin_dir/spirv-tools"
+if [[ ! -d "$SPIRV_TOOLS" && -f "$bin_dir/spirv-tools.tar.xz" ]]; then
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bin_dir/spirv-tools.tar.xz" "$scratch" ||
+        echo "gpu_run: could not unpack $bin_dir/spirv-tools.tar.xz" >&2
+    SPIRV_TOOLS="$scratch/spirv-tools"
+fi
 FIXTURE="$bin_dir/fixture"
 compare="$repo/tools/compare_npy.py"
 
@@ -457,20 +466,24 @@ phase_gpu() {
     step fixture $( ((lavapipe)) && echo 90 || echo 40) do_fixture
     step bisect $( ((lavapipe)) && echo 240 || echo 90) do_bisect
     step tests $( ((lavapipe)) && echo 150 || echo 90) do_tests
-    # The tune step takes what the bench and the stages can spare: at most 90 s, and never the
-    # bench's 85 s nor the stages' 100 s at the end.
-    local tune_limit=$((deadline - SECONDS - 185))
+    # The tune step takes what the bench, the frozen step and the stages can spare: at most 90 s,
+    # and never the bench's 85 s, the frozen step's 80 s nor the stages' 100 s at the end.
+    local tune_limit=$((deadline - SECONDS - 265))
     ((tune_limit > 90)) && tune_limit=90
     if ((tune_limit >= 25)); then
         step tune "$tune_limit" do_tune
     else
         say "SKIP tune: ${tune_limit} s left before the bench's share"
     fi
-    # The bench keeps the last 100 s for the stage proxies (the stages' variants, the FP32 and
+    # The bench keeps the last 180 s: 80 for the frozen specializations (each kernel as built and
+    # as spirv-opt freezes it), 100 for the stage proxies (the stages' variants, the FP32 and
     # chunked softmax, the ablations, the walking block states on / off).
-    local bench_limit=$((deadline - SECONDS - 100))
+    local bench_limit=$((deadline - SECONDS - 180))
     ((bench_limit < 60)) && bench_limit=$((deadline - SECONDS))
     step bench "$bench_limit" do_bench
+    local frozen_limit=$((deadline - SECONDS - 100))
+    ((frozen_limit > 80)) && frozen_limit=80
+    ((frozen_limit >= 30)) && step frozen "$frozen_limit" do_frozen
     ((deadline - SECONDS >= 20)) && step stages $((deadline - SECONDS)) do_stages
 }
 phase_check() {

@@ -501,6 +501,81 @@ do_stages() {
     return "$rc"
 }
 
+# Frozen specializations (docs/GPU_RUN.md, "Frozen specializations"; docs/MODEL.md, "Specialization
+# constants on this driver"): the same calls twice, first as built (PSK_SHADER_DUMP writes every
+# specialization compiled), then with each specialization's module frozen by spirv-opt (constants
+# made literals, loops unrolled, arrays split: tools/freeze_shaders.py) and read back in its place
+# (PSK_SHADER_REPLACE). Polysketch f16 and f32 with the library's defaults; again without the
+# tuning table and with the register-tiled generic output (PSK_GENERIC_OUTPUT=tiles), so that the
+# cooperative output and the tiled output run; softmax f16 and f32 (the FlashAttention-2 kernels).
+# The fixture runs in both phases too: a frozen module must give the same output.
+do_frozen() {
+    local n h rc=0
+    n=$( ((quick)) && echo 1000 || echo 32768)
+    h=${head_dims%%,*}
+    local opt="$SPIRV_TOOLS/spirv-opt" val="$SPIRV_TOOLS/spirv-val"
+    if [[ ! -x $opt ]]; then
+        say "SKIP frozen: no spirv-opt in $SPIRV_TOOLS (tools/gpu_prepare.sh packs one)"
+        return 0
+    fi
+    [[ -f "$work/clocks.py" ]] || write_clocks_py
+    local dir="$work/frozen"
+    mkdir -p "$dir/dump" "$dir/modules"
+    local ps=(--kinds polysketch --degree 4 --sketch-size 32 --block-size 256 --local-exact --n "$n" --head-dim "$h" --heads "$heads" --dtype f16,f32)
+    local sm=(--kinds softmax --n "$n" --head-dim "$h" --heads "$heads" --dtype f16,f32)
+    local fx=(--sketch-size 32 --block-size 256 --local-exact --degree 4 --seed 0)
+    frozen_phase() { # frozen_phase TAG VAR=DIR: the calls of one phase
+        local tag=$1 setting=$2 r=0
+        (export "$setting"; bench_call "frozen-$tag-polysketch-n$n" 45 "${ps[@]}") || r=1
+        (export "$setting" PSK_TUNING_TABLE=none PSK_GENERIC_OUTPUT=tiles PSK_COOPMAT_SELFTEST=0
+         bench_call "frozen-$tag-polysketch-untabled-n$n" 45 "${ps[@]}") || r=1
+        (export "$setting"; bench_call "frozen-$tag-softmax-n$n" 45 "${sm[@]}") || r=1
+        (export "$setting"
+         fixture_case "polysketch-$tag-n16461-H1-f16" polysketch 16461 1 f16 "$fixture_tol" "${fx[@]}"
+         fixture_case "polysketch-$tag-n16461-H1-f32" polysketch 16461 1 f32 "$fixture_tol32" "${fx[@]}") || r=1
+        return "$r"
+    }
+    frozen_phase built "PSK_SHADER_DUMP=$dir/dump" || rc=1
+    tmo 90 python3 "$repo/tools/freeze_shaders.py" "$dir/dump" "$dir/modules" --spirv-opt "$opt" --spirv-val "$val" >"$dir/freeze.txt" 2>&1 || rc=1
+    cat "$dir/freeze.txt"
+    say "$( ((rc == 0)) && echo OK || echo FAIL) frozen: $(ls "$dir/dump"/*.spec 2>/dev/null | wc -l) specializations dumped; $(tail -1 "$dir/freeze.txt")"
+    frozen_phase frozen "PSK_SHADER_REPLACE=$dir/modules" || rc=1
+    # Built against frozen, row by row and stage by stage; the frozen rows' kernels ("... N replaced":
+    # how many pipelines took a frozen module).
+    local cmp
+    cmp=$(python3 - "$work/bench" "$n" <<'PY'
+import csv, sys
+d, n = sys.argv[1], sys.argv[2]
+out = []
+for cfg in ("polysketch", "polysketch-untabled", "softmax"):
+    try:
+        a = list(csv.DictReader(open(f"{d}/frozen-built-{cfg}-n{n}.csv")))
+        b = list(csv.DictReader(open(f"{d}/frozen-frozen-{cfg}-n{n}.csv")))
+    except OSError as e:
+        out.append(f"{cfg}: no CSV ({e.strerror})")
+        continue
+    for ra, rb in zip(a, b):
+        if ra["status"] != "ok" or rb["status"] != "ok":
+            out.append(f"{cfg} {ra['dtype']}: {ra['status']} / {rb['status']}")
+            continue
+        ta, tb = float(ra["median_ms"]), float(rb["median_ms"])
+        text = f"{cfg} {ra['dtype']}: built {ta:.3f} ms, frozen {tb:.3f} ms ({tb / ta:.2f}x; {rb.get('plan') or '?'})"
+        keys = (("feature_map", "features"), ("block_states", "states"), ("prefix", "prefix"), ("output", "output"))
+        def ms(r, k):
+            try:
+                return float(r.get(k + "_ms") or 0)
+            except ValueError:
+                return 0.0
+        if ra["kind"] == "polysketch" and all(ms(ra, k) > 0 and ms(rb, k) > 0 for k, _ in keys):
+            text += " [" + ", ".join(f"{name} {ms(ra, k):.3f} -> {ms(rb, k):.3f}" for k, name in keys) + "]"
+        out.append(text)
+print("; ".join(out))
+PY
+)
+    say "$( ((rc == 0)) && echo OK || echo FAIL) frozen n=$n h=$h H=$heads (built -> frozen): $cmp"
+    return "$rc"
+}
+
 # psk tune (docs/PERFORMANCE.md, "Tuning"): the planner's tunable tile choices timed for the headline
 # shapes (PSK_GPU_TUNE_SHAPES, f16, H heads, p = 4, b = 256, local exact, causal) within
 # PSK_GPU_TUNE_BUDGET seconds (45; 15 with --quick; less where the step's limit is shorter). The

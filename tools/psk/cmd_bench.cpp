@@ -445,7 +445,8 @@ double unixNow() { return std::chrono::duration<double>(std::chrono::system_cloc
 
 /**
  * The kernels of an attention's plan (pskGetAttentionPlan), counted by implementation in order
- * of appearance, cooperative ones by backend: "cooperative/khr x3 + generic x2".
+ * of appearance, cooperative ones by backend: "cooperative/khr x3 + generic x2"; then how many
+ * pipelines took their SPIR-V from PSK_SHADER_REPLACE, where any did: "generic x5, 5 replaced".
  */
 std::string planSummary(PskAttention attn) {
     size_t size = 0;
@@ -454,12 +455,14 @@ std::string planSummary(PskAttention attn) {
     if (pskGetAttentionPlan(attn, text.data(), &size) != PSK_SUCCESS) return "";
     text.resize(std::strlen(text.c_str()));
     std::vector<std::pair<std::string, int>> counts;
+    int replaced = 0;
     size_t start = 0;
     while (start < text.size()) {
         size_t end = text.find('\n', start);
         if (end == std::string::npos) end = text.size();
         const std::string line = text.substr(start, end - start);
         start = end + 1;
+        if (line.rfind("# stats: ", 0) == 0 && line.find(" SPIR-V replaced by ") != std::string::npos) ++replaced;
         if (line.empty() || line[0] == '#') continue;  // the plan's comments (switches, self-test verdicts)
         const size_t open = line.find(" ("), close = line.find(')', open == std::string::npos ? 0 : open);
         if (open == std::string::npos || close == std::string::npos) continue;
@@ -476,6 +479,7 @@ std::string planSummary(PskAttention attn) {
     }
     std::string out;
     for (const auto& [impl, n] : counts) out += (out.empty() ? "" : " + ") + impl + " x" + std::to_string(n);
+    if (replaced) out += ", " + std::to_string(replaced) + " replaced";
     return out;
 }
 
