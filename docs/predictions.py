@@ -24,6 +24,7 @@ so. The measurements it is held against are listed in MEASURED with their source
 docs/runs/2026-11-26-h200-f3fdf3d/ is present, read back from those files and checked.
 """
 
+import copy
 import math
 import os
 import re
@@ -1781,6 +1782,85 @@ def print_learned_features():
     print(f"\nPredicted: the data path alone, up to it times the third run's measured / modelled ratio ({ratio:.2f}).\n")
 
 
+# ============================================================== staging: loads in flight (docs/MODEL.md, "Staging:
+# loads in flight"). The kernel models above charge each staging round one memory latency: every
+# load of the round in flight at once. A loop `for (i = lid; i < N; i += THREADS)` has a trip count
+# that depends on the invocation; a compiler that keeps it rolled pays one latency per iteration
+# (each shared store waits for its own load). serial_staging_cycles is what that adds to a
+# workgroup's latency chain, with `in_flight` loads issued per latency (1: the loop rolled; 8:
+# shaders/staging.glsl's STAGE_BATCH) minus the one latency per round already in the chain.
+
+def staged_rounds(iterations, in_flight):
+    return ceil_div(iterations, in_flight) if in_flight else 1
+
+
+def serial_staging_cycles(kernel, in_flight, m, hd=64, vd=64, rs=32, bs=256):
+    """Extra chain cycles per workgroup of the run-time-strided staging loops of `kernel`
+    ('features' random p = 4, 'output_tiled', 'coop_output'), at 32k-class shapes."""
+    extra = 0
+    if kernel == "features":                         # sketch_features.comp, ROWS = 64 invocations
+        rows, w_chunk = 64, 32
+        extra += (staged_rounds(rows * hd // rows, in_flight) - 1) * m.lat_hbm          # the tile's rows
+        passes, chunks = ceil_div(rs, 32), ceil_div(hd, w_chunk)
+        extra += passes * chunks * (staged_rounds(2 * 32 * w_chunk // rows, in_flight) - 1) * m.lat_l2   # weights
+    elif kernel == "output_tiled":                   # polysketch_output.comp as planned
+        t_ = output_tile_plan(hd, vd, rs, bs)
+        rows, threads, ft, zw4, kt, wc, cg, tn4 = (t_[k] for k in ("rows", "threads", "ft", "zw4", "kt", "wc", "cg", "tn4"))
+        F = rs * (rs + 1) // 2
+        tiles = ceil_div(bs, rows)
+        extra += (staged_rounds(ceil_div(rows * rs, threads), in_flight) - 1) * m.lat_hbm    # S(q)
+        extra += ceil_div(F, ft) * (staged_rounds(ceil_div(ft * zw4 * 4, threads), in_flight) - 1) * m.lat_l2  # Z
+        key_tiles = sum(ceil_div(rows * (T + 1), kt) for T in range(tiles)) / tiles
+        chunks = ceil_div(hd, wc)
+        per_tile = chunks * ((staged_rounds(ceil_div(rows * wc, threads), in_flight) - 1)
+                             + (staged_rounds(ceil_div(kt * wc, threads), in_flight) - 1)) \
+            + (staged_rounds(ceil_div(kt * cg * tn4 * 4, threads), in_flight) - 1)
+        extra += key_tiles * per_tile * m.lat_l2
+    elif kernel == "coop_output":                    # polysketch_output_coopmat.comp's range passes
+        tile_m, threads = 32, 128
+        tiles = bs // tile_m
+        keys = sum(tile_m * (T + 1) for T in range(tiles)) / tiles
+        extra += (staged_rounds(ceil_div(tile_m * hd, threads), in_flight)
+                  + staged_rounds(ceil_div(int(keys) * hd, threads), in_flight)
+                  + staged_rounds(ceil_div(int(keys) * vd, threads), in_flight)) * m.lat_l2
+    return extra
+
+
+def print_staging():
+    m = H200
+    saved = {k: getattr(m, k) for k in THIRD_CONSTANTS}
+    for k_, v in THIRD_CONSTANTS.items():
+        setattr(m, k_, v)
+    try:
+        print("### Staging: loads in flight (32k, H = 16, h = 64, f32; psk micro's latencies)\n")
+        print("Chain: the kernel model's latency chain per workgroup as written (every load of a staging round in")
+        print("flight), then with the run-time-strided staging loops paying one latency per `in flight` loads.\n")
+        print("| kernel | as written | loops rolled (1 in flight) | STAGE_BATCH = 8 | measured (third run) |")
+        print("| --- | --- | --- | --- | --- |")
+        for name, kern, key, meas, regs in (
+                ("generic feature map (q and k)", features_tiled(32768, 16, 64, 32, 4), "features", "0.824", 132),
+                ("generic output, register tiles", output_tiled(32768, 16, 64, 64, 32, 256, 4), "output_tiled", "20.66 (second run)", None)):
+            if regs:
+                kern.regs = regs
+            cells = []
+            for in_flight in (None, 1, 8):
+                k2 = copy.copy(kern)
+                if in_flight:
+                    k2.chain = kern.chain + serial_staging_cycles(key, in_flight, m)
+                cells.append(fmt_ms(run(k2, m)[0]))
+            print(f"| {name} | {cells[0]} | {cells[1]} | {cells[2]} | {meas} |")
+        extra1 = serial_staging_cycles("coop_output", 1, m)
+        extra8 = serial_staging_cycles("coop_output", 8, m)
+        wgs = 32768 // 32 * 16
+        per_sm = wgs / m.sms
+        print(f"| cooperative output: its range passes alone (2 workgroups per SM) | - | "
+              f"{fmt_ms(per_sm / 2 * extra1 / m.clock)} | {fmt_ms(per_sm / 2 * extra8 / m.clock)} | (the stage: 6.04) |")
+        print()
+    finally:
+        for k_, v in saved.items():
+            setattr(m, k_, v)
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1798,6 +1878,7 @@ def main():
     print_fa2_row_tiles()
     print_learned_features()
     print_flash_fp32()
+    print_staging()
 
 
 

@@ -22,6 +22,7 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "self_tensor.glsl"
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -80,7 +81,7 @@ void main() {
     for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
         const uint tile_len = min(KEY_TILE, key_end - tile_start);
         barrier();  // the previous tile is no longer being read
-        for (uint i = lid; i < tile_len * SKETCH; i += THREADS) sk_tile[i] = k_sketch[sk_base + tile_start * SKETCH + i];
+        STAGED_COPY(tile_len * SKETCH, THREADS, lid, k_sketch[sk_base + tile_start * SKETCH + i], sk_tile[i] = v)
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
             const uint j = i / TILE_C, c = c0 + i % TILE_C;

@@ -39,6 +39,7 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "self_tensor.glsl"
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -105,18 +106,15 @@ void main() {
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
     if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
-        for (uint i = lid; i < ROWS * SKETCH; i += THREADS) {
-            const uint row = i / SKETCH, a = i % SKETCH;
-            POOL(SQ_OFF + a * RS + row) = row < tile_rows ? q_sketch[q_row0 * SKETCH + i] : 0.0;
-        }
+        STAGED_COPY(ROWS * SKETCH, THREADS, lid, i / SKETCH < tile_rows ? q_sketch[q_row0 * SKETCH + i] : 0.0,
+                    POOL(SQ_OFF + (i % SKETCH) * RS + i / SKETCH) = v)
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_TILE) {
             const uint flen = min(FEAT_TILE, params.features - f0);
             barrier();
-            for (uint i = lid; i < FEAT_TILE * ZW4 * 4u; i += THREADS) {
-                const uint fr = i / (ZW4 * 4u), c = i % (ZW4 * 4u);
-                POOL(Z_OFF + i) = fr < flen && c < Z_STRIDE ? states[z_base + (f0 + fr) * Z_STRIDE + c] : 0.0;
-            }
+            STAGED_COPY(FEAT_TILE * ZW4 * 4u, THREADS, lid,
+                        i / (ZW4 * 4u) < flen && i % (ZW4 * 4u) < Z_STRIDE ? states[z_base + (f0 + i / (ZW4 * 4u)) * Z_STRIDE + i % (ZW4 * 4u)] : 0.0,
+                        POOL(Z_OFF + i) = v)
             for (uint i = lid; i < flen; i += THREADS) pair_tile[i] = pairs[f0 + i];
             barrier();
             for (uint k = 0u; k < flen; ++k) {
@@ -144,28 +142,24 @@ void main() {
             for (uint d0 = 0u; d0 < KEY_WIDTH; d0 += WIDTH_CHUNK) {
                 const uint dlen = min(WIDTH_CHUNK, KEY_WIDTH - d0);
                 barrier();
-                for (uint i = lid; i < ROWS * WIDTH_CHUNK; i += THREADS) {
-                    const uint row = i / WIDTH_CHUNK, d = i % WIDTH_CHUNK;
-                    const uint src = (q_row0 + row) * KEY_WIDTH + d0 + d;
-                    float x = 0.0;
-                    if (row < tile_rows && d < dlen) {
-                        if (LOCAL_EXACT) x = q_local[src];
-                        else x = q_sketch[src];
-                    }
-                    POOL(QC_OFF + d * RS + row) = x;
-                }
-                for (uint i = lid; i < KEY_TILE * WIDTH_CHUNK; i += THREADS) {
-                    const uint j = i / WIDTH_CHUNK, d = i % WIDTH_CHUNK;
-                    POOL(KC_OFF + d * KEY_TILE + j) =
-                        j < tile_len && d < dlen ? k_local[(k_row0 + tile_start + j) * KEY_WIDTH + d0 + d] : 0.0;
-                }
+                // q rows (q' or S(q)) and k rows of the chunk, transposed; i = row WIDTH_CHUNK + d.
+                STAGED_COPY(ROWS * WIDTH_CHUNK, THREADS, lid,
+                            i / WIDTH_CHUNK < tile_rows && i % WIDTH_CHUNK < dlen
+                                ? (LOCAL_EXACT ? q_local[(q_row0 + i / WIDTH_CHUNK) * KEY_WIDTH + d0 + i % WIDTH_CHUNK]
+                                               : q_sketch[(q_row0 + i / WIDTH_CHUNK) * KEY_WIDTH + d0 + i % WIDTH_CHUNK])
+                                : 0.0,
+                            POOL(QC_OFF + (i % WIDTH_CHUNK) * RS + i / WIDTH_CHUNK) = v)
+                STAGED_COPY(KEY_TILE * WIDTH_CHUNK, THREADS, lid,
+                            i / WIDTH_CHUNK < tile_len && i % WIDTH_CHUNK < dlen
+                                ? k_local[(k_row0 + tile_start + i / WIDTH_CHUNK) * KEY_WIDTH + d0 + i % WIDTH_CHUNK]
+                                : 0.0,
+                            POOL(KC_OFF + (i % WIDTH_CHUNK) * KEY_TILE + i / WIDTH_CHUNK) = v)
                 if (d0 == 0u) {
-                    for (uint i = lid; i < KEY_TILE * SLICE4 * 4u; i += THREADS) {
-                        const uint j = i / (SLICE4 * 4u), c = i % (SLICE4 * 4u);
-                        POOL(V_OFF + i) = j < tile_len && c < VALUE_DIM
-                                              ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c])
-                                              : 0.0;
-                    }
+                    STAGED_COPY(KEY_TILE * SLICE4 * 4u, THREADS, lid,
+                                i / (SLICE4 * 4u) < tile_len && i % (SLICE4 * 4u) < VALUE_DIM
+                                    ? LOAD_ELEM(v_data[v_base + (tile_start + i / (SLICE4 * 4u)) * params.v_strides.token + i % (SLICE4 * 4u)])
+                                    : 0.0,
+                                POOL(V_OFF + i) = v)
                 }
                 barrier();
                 for (uint d = 0u; d < WIDTH_CHUNK; ++d) {  // zero past dlen

@@ -87,6 +87,7 @@ PSK_DECLARE_BINDINGS(PSK_POLYSKETCH_OUTPUT_BINDINGS)
 #include "coopmat.glsl"
 #include "coopmat_scores.glsl"
 #include "self_tensor.glsl"
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -199,17 +200,17 @@ void main() {
         atomicMax(range_bits[R_S], floatBitsToUint(s_max));
         if (CAUSAL) {
             float q_max = 0.0, k_max = 0.0, v_max = 0.0;
+            // Passes over the tile's q' rows and the block's keys and values up to the tile's last
+            // row, STAGE_BATCH loads in flight per invocation (staging.glsl).
             if (LOCAL_EXACT) {
-                for (uint i = lid; i < (row_end - row_begin) * HEAD_DIM; i += THREADS)
-                    q_max = max(q_max, abs(q_local[(q_seq * params.n + row_begin) * HEAD_DIM + i]));
+                const uint q_base = (q_seq * params.n + row_begin) * HEAD_DIM;
+                STAGED_ABS_MAX(q_max, (row_end - row_begin) * HEAD_DIM, THREADS, lid, q_local[q_base + i])
             }
             const uint k_base = (kv_seq * params.n + block_begin) * KEY_WIDTH;
-            for (uint i = lid; i < (key_end - block_begin) * KEY_WIDTH; i += THREADS) k_max = max(k_max, abs(k_local[k_base + i]));
+            STAGED_ABS_MAX(k_max, (key_end - block_begin) * KEY_WIDTH, THREADS, lid, k_local[k_base + i])
             const uint v_base = tensor_row(params.v_strides, batch, kv_head, block_begin);
-            for (uint i = lid; i < (key_end - block_begin) * VALUE_DIM; i += THREADS) {
-                const uint j = i / VALUE_DIM, c = i % VALUE_DIM;
-                v_max = max(v_max, abs(LOAD_ELEM(v_data[v_base + j * params.v_strides.token + c])));
-            }
+            STAGED_ABS_MAX(v_max, (key_end - block_begin) * VALUE_DIM, THREADS, lid,
+                           LOAD_ELEM(v_data[v_base + (i / VALUE_DIM) * params.v_strides.token + i % VALUE_DIM]))
             atomicMax(range_bits[R_Q], floatBitsToUint(q_max));
             atomicMax(range_bits[R_K], floatBitsToUint(k_max));
             atomicMax(range_bits[R_V], floatBitsToUint(v_max));

@@ -45,6 +45,7 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "sketch_activations.glsl"
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -166,11 +167,10 @@ void main() {
     const uint out_row0 = (batch * params.heads + head) * params.n + row0;
     const uint out_row = out_row0 + lid;
 
-    // The tile's rows, coalesced (zeros past n).
-    for (uint i = lid; i < ROWS * HEAD_DIM; i += ROWS) {
-        const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
-        xs[r * XS + d] = r < rows_here ? LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + r) + d]) : 0.0;
-    }
+    // The tile's rows, coalesced (zeros past n), STAGE_BATCH loads in flight per invocation.
+    STAGED_COPY(ROWS * HEAD_DIM, ROWS, lid,
+                i / HEAD_DIM < rows_here ? LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + i / HEAD_DIM) + i % HEAD_DIM]) : 0.0,
+                xs[(i / HEAD_DIM) * XS + i % HEAD_DIM] = v)
     barrier();
     if ((params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) {
         row_stats[lid] = staged_row_stats(lid);
@@ -214,11 +214,12 @@ void main() {
             for (uint d0 = 0u; d0 < HEAD_DIM; d0 += W_CHUNK) {
                 barrier();
                 // gt[d][g CW + cc] = G_g[column c0 + cc][input d0 + d] (zero past r or h); consecutive invocations, consecutive d.
-                for (uint i = lid; i < 2u * CW * W_CHUNK; i += ROWS) {
-                    const uint d = i % W_CHUNK, gc = i / W_CHUNK;  // gc = g CW + cc
-                    const uint g = gc / CW, cc = gc % CW;
-                    gt[d * GS + gc] = c0 + cc < SKETCH && d0 + d < HEAD_DIM ? W(params.w[g] + (c0 + cc) * HEAD_DIM + d0 + d) : 0.0;
-                }
+                // i = (g CW + cc) W_CHUNK + d.
+                STAGED_COPY(2u * CW * W_CHUNK, ROWS, lid,
+                            c0 + (i / W_CHUNK) % CW < SKETCH && d0 + i % W_CHUNK < HEAD_DIM
+                                ? W(params.w[i / W_CHUNK / CW] + (c0 + (i / W_CHUNK) % CW) * HEAD_DIM + d0 + i % W_CHUNK)
+                                : 0.0,
+                            gt[(i % W_CHUNK) * GS + i / W_CHUNK] = v)
                 barrier();
                 for (uint d = 0u; d < W_CHUNK; ++d) {
                     const uint dx = min(d0 + d, HEAD_DIM - 1u);  // past h the weights are zero
@@ -277,10 +278,8 @@ void main() {
                 [[dont_unroll]] for (uint u0 = 0u; u0 < HIDDEN; u0 += HC) {
                     barrier();  // act is written (first chunk); wt and hid of the previous chunk are read
                     // D1^T is packed HIDDEN x in (unit u's weights contiguous): consecutive invocations, consecutive inputs.
-                    for (uint i = lid; i < in_len * HC; i += ROWS) {
-                        const uint u = i / in_len, d = i % in_len;
-                        wt[d * HS + u] = u0 + u < HIDDEN ? W(d1 + (u0 + u) * in_len + d) : 0.0;
-                    }
+                    STAGED_COPY(in_len * HC, ROWS, lid, u0 + i / in_len < HIDDEN ? W(d1 + (u0 + i / in_len) * in_len + i % in_len) : 0.0,
+                                wt[(i % in_len) * HS + i / in_len] = v)
                     barrier();
                     float h[4][HC4];
                     [[unroll]] for (uint e = 0u; e < 4u; ++e)
@@ -297,10 +296,8 @@ void main() {
                     [[unroll]] for (uint e = 0u; e < 4u; ++e)
                         [[unroll]] for (uint m = 0u; m < HC4; ++m) hid[(4u * r4 + e) * HS + cg + 4u * m] = gelu_tanh(h[e][m]);
                     // D2 is packed HIDDEN x r, row-major: rows u0 .. of this chunk.
-                    for (uint i = lid; i < HC * SKETCH; i += ROWS) {
-                        const uint u = i / SKETCH, c = i % SKETCH;
-                        wt[u * OS + c] = u0 + u < HIDDEN ? W(d2 + (u0 + u) * SKETCH + c) : 0.0;
-                    }
+                    STAGED_COPY(HC * SKETCH, ROWS, lid, u0 + i / SKETCH < HIDDEN ? W(d2 + (u0 + i / SKETCH) * SKETCH + i % SKETCH) : 0.0,
+                                wt[(i / SKETCH) * OS + i % SKETCH] = v)
                     barrier();
                     for (uint u = 0u; u < HC; ++u) {
                         float hv[4];

@@ -1,0 +1,43 @@
+// Staging with loads in flight. A staging loop written as
+//
+//     for (uint i = lid; i < N; i += THREADS) tile[i] = global[i];
+//
+// has a trip count that depends on the invocation, so a compiler keeps it rolled, and each
+// iteration's shared store waits for its own global load: the loop costs one memory latency per
+// iteration (64 of them, ~40k cycles from HBM, for a 64 x 64 tile staged by 64 invocations), which
+// resident workgroups hide only as far as there are enough of them. STAGED_COPY issues
+// STAGE_BATCH loads into registers before the first of their stores, so the latency is paid once
+// per batch (docs/MODEL.md, "Staging: loads in flight").
+#ifndef PSK_STAGING_GLSL
+#define PSK_STAGING_GLSL
+
+#extension GL_EXT_control_flow_attributes : require
+
+const uint STAGE_BATCH = 8u;
+
+// For every i = FIRST + k STRIDE < N (k = 0, 1, ...): v = VALUE (an expression of i), then STORE
+// (a statement of i and v), STAGE_BATCH values loaded before they are stored.
+#define STAGED_COPY(N, STRIDE, FIRST, VALUE, STORE)                                                    \
+    for (uint stage_i0_ = (FIRST); stage_i0_ < (N); stage_i0_ += STAGE_BATCH * (STRIDE)) {            \
+        float stage_v_[STAGE_BATCH];                                                                 \
+        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
+            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
+            stage_v_[stage_u_] = i < (N) ? (VALUE) : 0.0;                                             \
+        }                                                                                            \
+        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
+            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
+            const float v = stage_v_[stage_u_];                                                      \
+            if (i < (N)) { STORE; }                                                                  \
+        }                                                                                            \
+    }
+
+// m = max(m, |VALUE|) over every i = FIRST + k STRIDE < N, STAGE_BATCH loads in flight.
+#define STAGED_ABS_MAX(m, N, STRIDE, FIRST, VALUE)                                                     \
+    for (uint stage_i0_ = (FIRST); stage_i0_ < (N); stage_i0_ += STAGE_BATCH * (STRIDE)) {            \
+        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
+            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
+            if (i < (N)) m = max(m, abs(VALUE));                                                     \
+        }                                                                                            \
+    }
+
+#endif
