@@ -7,7 +7,8 @@
 //   - the built-in modules given back as replacements give the same output, bit for bit, and the
 //     plan says each kernel was replaced;
 //   - a replacement is what runs: the output kernel replaced by an empty shader leaves the output
-//     unwritten;
+//     unwritten; a variant-wide file (<variant>.spv) replaces every specialization of the variant,
+//     and a specialization's own file wins over it;
 //   - a replacement that is not SPIR-V fails with PSK_ERROR_BAD_FILE naming the file, and a
 //     variable that names no directory fails pskCreateContext with PSK_ERROR_INVALID_ARGUMENT.
 // tools/freeze_shaders.py's frozen modules are checked by the shader_replacement_frozen CTest.
@@ -125,6 +126,12 @@ ForwardRun runForward() {
     return r;
 }
 
+/** runForward with `variable` set to `dir` for the context's creation. */
+ForwardRun runForwardWith(const char* variable, const fs::path& dir) {
+    ScopedEnv env(variable, dir.string().c_str());
+    return runForward();
+}
+
 /** The plan's kernel lines' variants ("<variant> (generic) ..."), in order, without repeats. */
 std::vector<std::string> plannedVariants(const std::string& plan) {
     std::vector<std::string> out;
@@ -152,6 +159,14 @@ std::vector<std::string> dumpedStems(const fs::path& dir) {
     return stems;
 }
 
+/** The dumped stem of the output kernel (the one "polysketch_output..." specialization), or "". */
+std::string outputStemOf(const fs::path& dump) {
+    std::string stem;
+    for (const std::string& s : dumpedStems(dump))
+        if (s.rfind("polysketch_output", 0) == 0) stem = s;
+    return stem;
+}
+
 class ShaderReplacement : public ::testing::Test {
 protected:
     // The generic kernels, as a GPU without cooperative matrices runs them; no tuning table.
@@ -168,11 +183,7 @@ protected:
 
 TEST_F(ShaderReplacement, DumpHoldsEachPlannedVariantAndItsConstants) {
     TempDir dump("dump");
-    ForwardRun r;
-    {
-        ScopedEnv env("PSK_SHADER_DUMP", dump.str().c_str());
-        r = runForward();
-    }
+    const ForwardRun r = runForwardWith("PSK_SHADER_DUMP", dump.path);
     ASSERT_EQ(r.forward, PSK_SUCCESS);
     expectClean(r);
     const std::vector<std::string> variants = plannedVariants(r.plan);
@@ -206,20 +217,12 @@ TEST_F(ShaderReplacement, DumpHoldsEachPlannedVariantAndItsConstants) {
 
 TEST_F(ShaderReplacement, TheBuiltInModulesAsReplacementsGiveTheSameOutput) {
     TempDir dump("dump"), replace("replace");
-    ForwardRun before;
-    {
-        ScopedEnv env("PSK_SHADER_DUMP", dump.str().c_str());
-        before = runForward();
-    }
+    const ForwardRun before = runForwardWith("PSK_SHADER_DUMP", dump.path);
     ASSERT_EQ(before.forward, PSK_SUCCESS);
     const std::vector<std::string> stems = dumpedStems(dump.path);
     for (const std::string& stem : stems)
         fs::copy_file(dump.path / (stem.substr(0, stem.find('@')) + ".spv"), replace.path / (stem + ".spv"));
-    ForwardRun after;
-    {
-        ScopedEnv env("PSK_SHADER_REPLACE", replace.str().c_str());
-        after = runForward();
-    }
+    const ForwardRun after = runForwardWith("PSK_SHADER_REPLACE", replace.path);
     ASSERT_EQ(after.forward, PSK_SUCCESS);
     expectClean(after);
     ASSERT_EQ(after.out.size(), before.out.size());
@@ -240,23 +243,13 @@ const uint32_t kEmptyShader[] = {0x07230203u, 0x00010000u, 0u,          5u,     
 
 TEST_F(ShaderReplacement, AReplacementIsWhatRuns) {
     TempDir dump("dump"), replace("replace");
-    ForwardRun before;
-    {
-        ScopedEnv env("PSK_SHADER_DUMP", dump.str().c_str());
-        before = runForward();
-    }
+    const ForwardRun before = runForwardWith("PSK_SHADER_DUMP", dump.path);
     ASSERT_EQ(before.forward, PSK_SUCCESS);
     for (float x : before.out) ASSERT_TRUE(std::isfinite(x));
-    std::string outputStem;
-    for (const std::string& stem : dumpedStems(dump.path))
-        if (stem.rfind("polysketch_output", 0) == 0) outputStem = stem;
+    const std::string outputStem = outputStemOf(dump.path);
     ASSERT_FALSE(outputStem.empty()) << before.plan;
     writeBytes(replace.path / (outputStem + ".spv"), kEmptyShader, sizeof(kEmptyShader));
-    ForwardRun after;
-    {
-        ScopedEnv env("PSK_SHADER_REPLACE", replace.str().c_str());
-        after = runForward();
-    }
+    const ForwardRun after = runForwardWith("PSK_SHADER_REPLACE", replace.path);
     ASSERT_EQ(after.forward, PSK_SUCCESS);
     expectClean(after);
     // The output kernel wrote nothing: not one value of the output is the one it computes.
@@ -266,12 +259,37 @@ TEST_F(ShaderReplacement, AReplacementIsWhatRuns) {
     EXPECT_NE(after.plan.find("SPIR-V replaced by " + (replace.path / (outputStem + ".spv")).string()), std::string::npos) << after.plan;
 }
 
+TEST_F(ShaderReplacement, AVariantWideFileReplacesEverySpecializationButAStemsOwnFileWins) {
+    TempDir dump("dump");
+    const ForwardRun before = runForwardWith("PSK_SHADER_DUMP", dump.path);
+    ASSERT_EQ(before.forward, PSK_SUCCESS);
+    const std::string outputStem = outputStemOf(dump.path);
+    ASSERT_FALSE(outputStem.empty()) << before.plan;
+    const std::string variant = outputStem.substr(0, outputStem.find('@'));
+    for (bool stemFileToo : {false, true}) {
+        TempDir replace("variant");
+        // <variant>.spv: the empty shader, for every specialization of the output kernel.
+        writeBytes(replace.path / (variant + ".spv"), kEmptyShader, sizeof(kEmptyShader));
+        // <stem>.spv: the built-in module for the one specialization the forward runs.
+        if (stemFileToo) fs::copy_file(dump.path / (variant + ".spv"), replace.path / (outputStem + ".spv"));
+        const ForwardRun after = runForwardWith("PSK_SHADER_REPLACE", replace.path);
+        ASSERT_EQ(after.forward, PSK_SUCCESS);
+        expectClean(after);
+        size_t same = 0;
+        for (size_t i = 0; i < after.out.size(); ++i) same += after.out[i] == before.out[i];
+        const std::string file = (replace.path / (stemFileToo ? outputStem + ".spv" : variant + ".spv")).string();
+        if (stemFileToo) {
+            EXPECT_EQ(same, after.out.size()) << "the stem's own file must win over the variant-wide one";
+        } else {
+            EXPECT_EQ(same, 0u) << "the variant-wide file was not used";
+        }
+        EXPECT_NE(after.plan.find("# stats: " + variant + " SPIR-V replaced by " + file), std::string::npos) << after.plan;
+    }
+}
+
 TEST_F(ShaderReplacement, AFileThatIsNotSpirvFailsNamingIt) {
     TempDir dump("dump");
-    {
-        ScopedEnv env("PSK_SHADER_DUMP", dump.str().c_str());
-        ASSERT_EQ(runForward().forward, PSK_SUCCESS);
-    }
+    ASSERT_EQ(runForwardWith("PSK_SHADER_DUMP", dump.path).forward, PSK_SUCCESS);
     const std::vector<std::string> stems = dumpedStems(dump.path);
     ASSERT_FALSE(stems.empty());
     const uint32_t notSpirv[8] = {0x12345678u, 1, 2, 3, 4, 5, 6, 7};

@@ -72,9 +72,15 @@ void dumpSpecialization(const std::string& dir, const ShaderCode& code, const st
 }
 
 std::optional<std::vector<uint32_t>> loadReplacement(const std::string& dir, const std::string& stem, std::string* path) {
-    const std::string file = dir + "/" + stem + ".spv";
+    std::string file = dir + "/" + stem + ".spv";
     if (path) *path = file;
-    if (!fileExists(file)) return std::nullopt;
+    if (!fileExists(file)) {
+        const size_t at = stem.find('@');
+        if (at == std::string::npos) return std::nullopt;
+        file = dir + "/" + stem.substr(0, at) + ".spv";  // every specialization of the variant
+        if (!fileExists(file)) return std::nullopt;
+        if (path) *path = file;
+    }
     File f(std::fopen(file.c_str(), "rb"));
     if (!f) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: cannot read ", file, ": ", std::strerror(errno));
     std::vector<unsigned char> bytes;

@@ -10,8 +10,10 @@
 // values by constant_id (the values Pipelines::get passes), so one file replaces exactly one
 // specialization of one variant. The dump writes "<variant>.spv" (the built-in module, once) and
 // "<stem>.spec" (one line "id:value ..." of the specialization's constants, for spirv-opt's
-// --set-spec-const-default-value); a replacement is "<stem>.spv" in the replace directory and is
-// used only where it exists. Read once, when the context is created.
+// --set-spec-const-default-value); a replacement is "<stem>.spv" in the replace directory, or else
+// "<variant>.spv" for every specialization of the variant (a module compiled from an edited source
+// keeps the variant's specialization constants, which the pipeline still sets), and is used only
+// where one exists. Read once, when the context is created.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +47,8 @@ std::string specializationStem(const ShaderCode& code, const std::vector<uint32_
 void dumpSpecialization(const std::string& dir, const ShaderCode& code, const std::vector<uint32_t>& specConstants);
 
 /**
- * The words of `dir`/<stem>.spv, or nothing when there is no such file. Throws
+ * The words of `dir`/<stem>.spv, else of `dir`/<variant>.spv (the stem's part before '@'), or
+ * nothing when there is neither; `path` is set to the file read (or the first looked for). Throws
  * PSK_ERROR_BAD_FILE when the file cannot be read or is not a SPIR-V module (magic number, a
  * whole number of words, a header, at most kMaxReplacementBytes); what the words do is the
  * file's author's: the driver compiles them with the variant's bindings and push constants.

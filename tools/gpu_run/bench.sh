@@ -525,7 +525,20 @@ do_frozen() {
     local sm=(--kinds softmax --n "$n" --head-dim "$h" --heads "$heads" --dtype f16,f32)
     local fx=(--sketch-size 32 --block-size 256 --local-exact --degree 4 --seed 0)
     frozen_phase() { # frozen_phase TAG VAR=DIR: the calls of one phase
-        local tag=$1 setting=$2 r=0
+        local tag=$1 setting=$2 r=0 dt
+        # The plans with the compiler's statistics (registers, spills) of each pipeline, as built
+        # and frozen: frozen/plan-TAG.txt.
+        for dt in f16 f32; do
+            (export "$setting" PSK_PIPELINE_STATISTICS=1
+             echo "--- polysketch $dt, defaults"
+             tmo 20 "$PSK" info --plan --kind polysketch --dtype "$dt" --causal --local-exact --degree 4 --sketch-size 32 \
+                 --block-size 256 --head-dim "$h" --heads "$heads"
+             echo "--- polysketch $dt, PSK_TUNING_TABLE=none PSK_GENERIC_OUTPUT=tiles"
+             PSK_TUNING_TABLE=none PSK_GENERIC_OUTPUT=tiles PSK_COOPMAT_SELFTEST=0 tmo 20 "$PSK" info --plan --kind polysketch \
+                 --dtype "$dt" --causal --local-exact --degree 4 --sketch-size 32 --block-size 256 --head-dim "$h" --heads "$heads"
+             echo "--- softmax $dt"
+             tmo 20 "$PSK" info --plan --kind softmax --dtype "$dt" --causal --head-dim "$h" --heads "$heads") >>"$dir/plan-$tag.txt" 2>&1 || r=1
+        done
         (export "$setting"; bench_call "frozen-$tag-polysketch-n$n" 45 "${ps[@]}") || r=1
         (export "$setting" PSK_TUNING_TABLE=none PSK_GENERIC_OUTPUT=tiles PSK_COOPMAT_SELFTEST=0
          bench_call "frozen-$tag-polysketch-untabled-n$n" 45 "${ps[@]}") || r=1
@@ -573,6 +586,31 @@ print("; ".join(out))
 PY
 )
     say "$( ((rc == 0)) && echo OK || echo FAIL) frozen n=$n h=$h H=$heads (built -> frozen): $cmp"
+    # The compiler's register counts (where the driver reports them) of the same plans, built ->
+    # frozen, kernel by kernel in plan order.
+    say "frozen registers (built -> frozen): $(python3 - "$dir/plan-built.txt" "$dir/plan-frozen.txt" <<'PY'
+import re, sys
+def stats(path):
+    out = []
+    try:
+        for line in open(path, errors="replace"):
+            if line.startswith("# stats: "):
+                variant = line.split()[2]
+                m = re.search(r"Register Count = (\d+)", line, re.I)
+                out.append((variant, m.group(1) if m else "?"))
+    except OSError:
+        pass
+    return out
+a, b = stats(sys.argv[1]), stats(sys.argv[2])
+seen, parts = set(), []
+for (va, ra), (vb, rb) in zip(a, b):
+    key = (va, ra, rb)
+    if va == vb and key not in seen:
+        seen.add(key)
+        parts.append(f"{va} {ra} -> {rb}")
+print("; ".join(parts) if parts else "none reported")
+PY
+)"
     return "$rc"
 }
 

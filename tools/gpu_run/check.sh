@@ -312,7 +312,7 @@ do_tests() {
     local entries=() t
     local order=(conformance_polysketch_test conformance_baselines_test decode_test decode_dispatch_test state_passing_test polysketch_units_test
         block_scan_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
-        coopmat_self_test_test pipeline_statistics_test)
+        coopmat_self_test_test pipeline_statistics_test shader_replacement_test)
     # First: the cooperative feature map's S rows on the device, one GPU tiling at a time
     # (FeatureMap16, docs/GPU_RUN.md "What the next run reads first"); its emulated cases are
     # lavapipe's (CTest), so the binary's own entry leaves them out.
