@@ -250,7 +250,7 @@ MUTATIONS: List[Mutation] = [
                 "            if (i + 1u < (N)) { STORE; }")],
              quick=["generic_kernels.Sweep/PolysketchConformance.MatchesFloat64Reference/seed_p4_r16_b48_causal_f32_bhnd_B1_Hq2_Hkv1_n243_h32_dv32",
                     "generic_output_tiles.Sweeps"]),
-    Mutation("staged_max_skips_batch",
+    Mutation("staged_max_underestimates",
              "staging (STAGED_ABS_MAX, staging.glsl): a range pass finds a sixteenth of the largest value (operands scaled past float16)",
              [P("shaders/staging.glsl",
                 "            if (i < (N)) m = max(m, abs(VALUE));",
