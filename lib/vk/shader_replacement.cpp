@@ -1,12 +1,12 @@
 #include "vk/shader_replacement.hpp"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 
 #include "util/error.hpp"
 
@@ -19,16 +19,17 @@ constexpr size_t kSpirvHeaderWords = 5;
 std::string environmentDirectory(const char* variable) {
     const char* value = std::getenv(variable);
     if (!value || !value[0]) return {};
-    struct stat info {};
-    if (stat(value, &info) != 0)
-        fail(PSK_ERROR_INVALID_ARGUMENT, variable, "=", value, ": not an existing directory (", std::strerror(errno), ")");
-    if (!S_ISDIR(info.st_mode)) fail(PSK_ERROR_INVALID_ARGUMENT, variable, "=", value, ": not a directory");
+    std::error_code ec;
+    const std::filesystem::file_status status = std::filesystem::status(value, ec);
+    if (ec || !std::filesystem::exists(status))
+        fail(PSK_ERROR_INVALID_ARGUMENT, variable, "=", value, ": not an existing directory (", ec ? ec.message() : "no such file", ")");
+    if (!std::filesystem::is_directory(status)) fail(PSK_ERROR_INVALID_ARGUMENT, variable, "=", value, ": not a directory");
     return value;
 }
 
 bool fileExists(const std::string& path) {
-    struct stat info {};
-    return stat(path.c_str(), &info) == 0;
+    std::error_code ec;
+    return std::filesystem::exists(path, ec);
 }
 
 struct FileCloser {
