@@ -39,11 +39,17 @@ layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
 layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = BINDING_STATES) writeonly buffer States { float states[]; };
 
-const uint TILE_F4 = TILE_F / 4u, TILE_C4 = TILE_C / 4u, FPT4 = FEATS_PER_THREAD / 4u, CPT4 = COLS_PER_THREAD / 4u;
+const uint TILE_F4 = TILE_F / 4u, FPT4 = FEATS_PER_THREAD / 4u, CPT4 = COLS_PER_THREAD / 4u;
+// A staged value row: each column group's CPT4 vec4s and one vec4 of padding (CPT4P), so that
+// the column groups a quarter-warp reads at once (a 128-bit shared load is served 8 lanes at a
+// time) start on different banks: without it, groups 64 bytes apart (CPT4 = 4) met two by two on
+// the same banks, every value load twice the cycles (docs/MODEL.md, "Shared-memory loads of 128
+// bits: quarter-warp phases").
+const uint CPT4P = CPT4 + 1u, TILE_C4P = COL_GROUPS * CPT4P;
 // phi(S(k_j)) of the tile's features and the tile's value columns, as vec4s (one vec4 load
 // fetches four operands: on llvmpipe every load costs about the same whatever its width).
 shared vec4 phi_tile[KEY_TILE * TILE_F4];
-shared vec4 v_tile[KEY_TILE * TILE_C4];
+shared vec4 v_tile[KEY_TILE * TILE_C4P];
 shared float sk_tile[KEY_TILE * SKETCH];  // the tile's S(k) rows
 
 void main() {
@@ -84,9 +90,10 @@ void main() {
         STAGED_COPY(tile_len * SKETCH, THREADS, lid, k_sketch[sk_base + tile_start * SKETCH + i], sk_tile[i] = v)
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
-            const uint j = i / TILE_C, c = c0 + i % TILE_C;
+            const uint j = i / TILE_C, cc = i % TILE_C, c = c0 + cc;
+            const uint at = j * TILE_C4P * 4u + (cc / COLS_PER_THREAD) * CPT4P * 4u + cc % COLS_PER_THREAD;  // padded row
             if (j < tile_len)
-                v_tile[i / 4u][i % 4u] = c < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c]) : 0.0;
+                v_tile[at / 4u][at % 4u] = c < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c]) : 0.0;
         }
         barrier();
         [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {
@@ -101,7 +108,7 @@ void main() {
         for (uint j = 0u; j < tile_len; ++j) {
             float vv[COLS_PER_THREAD];
             [[unroll]] for (uint m4 = 0u; m4 < CPT4; ++m4) {
-                const vec4 v = v_tile[j * TILE_C4 + cg * CPT4 + m4];
+                const vec4 v = v_tile[j * TILE_C4P + cg * CPT4P + m4];
                 [[unroll]] for (uint e = 0u; e < 4u; ++e) vv[4u * m4 + e] = v[e];
             }
             [[unroll]] for (uint k4 = 0u; k4 < FPT4; ++k4) {

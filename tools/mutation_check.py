@@ -101,6 +101,12 @@ MUTATIONS: List[Mutation] = [
                 "coef_of[q] * sk_tile[j * SKETCH + a] * sk_tile[j * SKETCH + b];",
                 "coef_of[q] * sk_tile[j * SKETCH + a] * sk_tile[j * SKETCH + a];")],
              quick=["generic_kernels.Cases/BlockStates.StatesMatchReference/random_p4_r16_b32_h32_dv32_n163_causal_Hq2_Hkv1_B1"]),
+    Mutation("states_value_rows_unpadded",
+             "block states (generic kernel): the value tile read without the padding it was staged with",
+             [P("shaders/block_states.comp",
+                "const vec4 v = v_tile[j * TILE_C4P + cg * CPT4P + m4];",
+                "const vec4 v = v_tile[j * TILE_C4P + cg * CPT4 + m4];")],
+             quick=["generic_kernels.Cases/BlockStates.StatesMatchReference/random_p4_r16_b32_h32_dv32_n163_causal_Hq2_Hkv1_B1"]),
     Mutation("output_diag_team",
              "polysketch output (lane-team kernel, lavapipe's default): causal mask drops the diagonal",
              [P("shaders/polysketch_output_team.comp",
@@ -285,8 +291,8 @@ MUTATIONS: List[Mutation] = [
     Mutation("learned_tile_d2_chunk",
              "generic learned feature map, tiled: every hidden chunk's D2 rows taken from the first chunk",
              [P("shaders/sketch_features.comp",
-                "wt[u * OS + c] = u0 + u < HIDDEN ? W(d2 + (u0 + u) * SKETCH + c) : 0.0;",
-                "wt[u * OS + c] = u0 + u < HIDDEN ? W(d2 + u * SKETCH + c) : 0.0;")],
+                "u0 + i / SKETCH < HIDDEN ? W(d2 + (u0 + i / SKETCH) * SKETCH + i % SKETCH) : 0.0,",
+                "u0 + i / SKETCH < HIDDEN ? W(d2 + (i / SKETCH) * SKETCH + i % SKETCH) : 0.0,")],
              quick=["generic_kernels.Sweep/PolysketchConformance.MatchesFloat64Reference/learned_p4_r16_b32_causal_localexact_f32_bhnd_B1_Hq2_Hkv1_n77_h32_dv32"]),
 ]
 

@@ -712,9 +712,10 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     spec.VALUE_DIM = dv;
     stage.tileF = spec.FEAT_GROUPS * spec.FEATS_PER_THREAD;
     stage.tileC = spec.COL_GROUPS * spec.COLS_PER_THREAD;
-    // Per staged key: its expanded features, its value columns and its S(k) row.
+    // Per staged key: its expanded features, its value columns (a vec4 of padding per column group,
+    // shaders/block_states.comp) and its S(k) row.
     const uint32_t budget = std::min<uint32_t>(shared, tiles.statesSharedBytes);
-    const uint32_t keyBytes = (stage.tileF + stage.tileC + R) * 4;
+    const uint32_t keyBytes = (stage.tileF + stage.tileC + 4 * spec.COL_GROUPS + R) * 4;
     spec.KEY_TILE = std::max<uint32_t>(1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / keyBytes)));
     if (spec.KEY_TILE * keyBytes > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     spec.Z_STRIDE = in.stateStride;
