@@ -233,7 +233,8 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
     VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT sizeInfo{
         VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT};
     if (pinsSubgroupSize(required)) {
-        const WorkgroupSize wg = shaderWorkgroupSize(*code, specConstants);
+        // The size of the module compiled (a replacement's, where one was read).
+        const WorkgroupSize wg = shaderWorkgroupSize(ShaderCode{code->name, moduleInfo.pCode, moduleInfo.codeSize}, specConstants);
         if (maxWorkgroupSubgroups_ && wg.invocations() > uint64_t(maxWorkgroupSubgroups_) * required) {
             vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
             fail(PSK_ERROR_UNSUPPORTED, "shader variant ", code->name, ": ", wg.invocations(),
