@@ -129,6 +129,7 @@ def main():
     if not specs:
         sys.exit(f"freeze_shaders.py: no <variant>@<values>.spec in {args.dump_dir}")
     failed = 0
+    modules = {}  # variant -> (words, facts): a variant's module serves all its specializations
     print(f"# spirv-opt {opt}; spirv-val {val or 'none'}")
     print("# specialization: words, loops, function-scope arrays (before -> after)")
     for stem in specs:
@@ -138,8 +139,10 @@ def main():
         try:
             with open(os.path.join(args.dump_dir, stem + ".spec")) as f:
                 values = {int(k): int(v) for k, v in (item.split(":") for item in f.read().split())}
-            words = words_of(module)
-            spec_kinds, loops, arrays = module_facts(words)
+            if variant not in modules:
+                words = words_of(module)
+                modules[variant] = (words, module_facts(words))
+            words, (spec_kinds, loops, arrays) = modules[variant]
             defaults = " ".join(f"{sid}:{literal(*spec_kinds[sid], values[sid])}"
                                 for sid in sorted(spec_kinds) if sid in values)
             cmd = [opt, "--set-spec-const-default-value", defaults, "--freeze-spec-const",

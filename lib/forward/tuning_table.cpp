@@ -1,9 +1,9 @@
 #include "forward/tuning_table.hpp"
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
+#include "util/bounded_file.hpp"
 #include "util/error.hpp"
 
 namespace psk {
@@ -309,17 +309,7 @@ TuningTable parseTuningTable(std::string_view text, const std::string& source) {
 }
 
 TuningTable loadTuningTable(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail(PSK_ERROR_BAD_FILE, "tuning table ", path, ": cannot be opened");
-    std::string text;
-    char chunk[4096];
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-        text.append(chunk, size_t(in.gcount()));
-        if (text.size() > kMaxTableBytes)
-            fail(PSK_ERROR_BAD_FILE, "tuning table ", path, ": more than ", kMaxTableBytes, " bytes, more than a table may have");
-    }
-    if (in.bad()) fail(PSK_ERROR_BAD_FILE, "tuning table ", path, ": read error");
-    return parseTuningTable(text, path);
+    return parseTuningTable(readBoundedFile(path, kMaxTableBytes, "tuning table " + path), path);
 }
 
 std::string writeTuningTable(const TuningDevice& device, const std::vector<std::string>& header, const std::vector<TuningTableLine>& lines) {

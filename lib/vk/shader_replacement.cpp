@@ -8,6 +8,7 @@
 #include <memory>
 #include <system_error>
 
+#include "util/bounded_file.hpp"
 #include "util/error.hpp"
 
 namespace psk {
@@ -82,16 +83,7 @@ std::optional<std::vector<uint32_t>> loadReplacement(const std::string& dir, con
         if (!fileExists(file)) return std::nullopt;
         if (path) *path = file;
     }
-    File f(std::fopen(file.c_str(), "rb"));
-    if (!f) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: cannot read ", file, ": ", std::strerror(errno));
-    std::vector<unsigned char> bytes;
-    unsigned char chunk[4096];
-    for (size_t got; (got = std::fread(chunk, 1, sizeof(chunk), f.get())) > 0;) {
-        bytes.insert(bytes.end(), chunk, chunk + got);
-        if (bytes.size() > kMaxReplacementBytes)
-            fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: ", file, " is larger than ", kMaxReplacementBytes, " bytes");
-    }
-    if (std::ferror(f.get())) fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: cannot read ", file, ": ", std::strerror(errno));
+    const std::string bytes = readBoundedFile(file, kMaxReplacementBytes, "PSK_SHADER_REPLACE: " + file);
     if (bytes.size() % 4 != 0)
         fail(PSK_ERROR_BAD_FILE, "PSK_SHADER_REPLACE: ", file, " is not a whole number of 32-bit words (", bytes.size(), " bytes)");
     std::vector<uint32_t> words(bytes.size() / 4);
