@@ -942,7 +942,7 @@ def print_decode_split():
     print("\nNothing in the step depends on the context L (4k, 32k, 128k alike): the state is the same size at every L.\n")
 
 
-def coop_states_as_built(n, heads, vd, rs, bs, walk, m=None):
+def coop_states_as_built(n, heads, vd, rs, bs, walk, m=None, split_v=False):
     """shaders/block_states_coopmat.comp as planned on a GPU (planBlockStatesCoopMat: 16 x 16 x 16
     products, 2 x 2 subgroups of 2 x WN matrices: 64 features x 64 (dv = 64) or 128 (dv = 128) value
     columns, 32-key tiles, 128 invocations), float16 storage. Per key tile and workgroup, in order:
@@ -955,7 +955,9 @@ def coop_states_as_built(n, heads, vd, rs, bs, walk, m=None):
     walk=False: a workgroup per block and tile (8 key tiles), its first load an HBM first touch, H_l
     written, then the scan; walk=True: a workgroup per tile and head walks all n / 32 key tiles and
     writes Z_l; no scan. Registers ~136 (acc and total: 2 x 4 x 8 floats at WN = 2, 24 prefetched
-    operands, indices), shared memory ~23 KB."""
+    operands, indices), shared memory ~23 KB.
+    split_v=True: float32 storage with V as hi + lo too (SPLIT_V): a third product per step (A_hi
+    V_lo), V staged twice and read as float32, its lo fragments loaded once more per step."""
     m = m or H200
     F = rs * (rs + 1) // 2
     tile_n = 64 if vd <= 64 else 128
@@ -965,13 +967,15 @@ def coop_states_as_built(n, heads, vd, rs, bs, walk, m=None):
     tiles = heads * ceil_div(F, 64) * ceil_div(vd, tile_n)
     stride = (vd + 1 + 3) // 4 * 4
     # Per key tile and workgroup.
-    tc = 2 * 2 * 32 * 64 * tile_n                                 # A hi and lo times B: 32 keys x 64 features x tile_n columns
-    frag_bytes = 4 * 2 * (2 * 2 + wn) * 512                       # 4 subgroups x 2 k-steps x (2 x 2 A + WN B) fragments of 512 B
-    staging = 32 * 64 * 3 * 4 + 32 * 64 * 2 * 2 + 32 * tile_n * 2  # expand: 3 loads, 2 stores of A; B stores
+    products = 3 if split_v else 2
+    b_parts = 2 if split_v else 1
+    tc = products * 2 * 32 * 64 * tile_n                          # A hi and lo times B (and A hi times B lo): 32 keys x 64 features x tile_n columns
+    frag_bytes = 4 * 2 * (2 * 2 + b_parts * wn) * 512             # 4 subgroups x 2 k-steps x (2 x 2 A + WN B, twice when split) fragments of 512 B
+    staging = 32 * 64 * 3 * 4 + 32 * 64 * 2 * 2 + b_parts * 32 * tile_n * 2  # expand: 3 loads, 2 stores of A; B stores
     lsu = (frag_bytes + staging) / m.lsu_bytes
-    issue = 4 * (16 * 14 + 24 * 3 + 2 * 2 * 2 * wn * 2 + 64)      # 4 warps x (expand, staging, products and loads, scaled add, maxima)
+    issue = 4 * (16 * 14 + 24 * 3 * b_parts + products * 2 * 2 * wn * 2 + 64)  # 4 warps x (expand, staging, products and loads, scaled add, maxima)
     chain = 50 + 3 * m.barrier + 3 * m.lat_shared + 16 * 14  # the normalizer is summed during the expansion
-    sk_v = n * heads * (rs * 4 + vd * 2)
+    sk_v = n * heads * (rs * 4 + vd * (4 if split_v else 2))
     states = t * heads * F * stride * 4
     l2 = sk_v * ceil_div(F, 64) + states
     if walk:
@@ -1900,6 +1904,22 @@ def print_staging():
             setattr(m, k_, v)
 
 
+def print_float32_split(m=None):
+    """Float32 storage on the cooperative block states with V as hi + lo (SPLIT_V): the model's ratio
+    to the float16 kernel, applied to the third run's measured float16 stage (the model itself was
+    3.1x optimistic there: docs/MODEL.md, "Held against the third H200 run"), 32k, h = dv = 64."""
+    m = m or H200
+    n, heads = 32768, 16
+    times = {}
+    for split in (False, True):
+        times[split] = sum(run(k_, m)[0] for k_ in coop_states_as_built(n, heads, 64, 32, 256, False, m, split_v=split))
+    ratio = times[True] / times[False]
+    print("### Float32 storage on the cooperative block states (SPLIT_V; written before a GPU runs it)\n")
+    print(f"- model: float16 {fmt_ms(times[False])}, float32 split {fmt_ms(times[True])} ms: {ratio:.2f}x")
+    print(f"- applied to the third run's float16 stage (1.983 ms): ~{1.983 * ratio:.2f} ms; "
+          f"the generic float32 states measured 2.507 (~1.3-1.8 predicted with padded value rows)\n")
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1918,6 +1938,7 @@ def main():
     print_learned_features()
     print_flash_fp32()
     print_staging()
+    print_float32_split()
 
 
 

@@ -376,6 +376,20 @@ std::vector<PolysketchCase> polysketchGpuTilesSweep() {
     return cases;
 }
 
+std::vector<PolysketchCase> polysketchGpuTilesSweep32() {
+    std::vector<PolysketchCase> cases;
+    for (PolysketchCase c : polysketchGpuTilesSweep()) {
+        // n around the block with every mode, and the r = 32 and learned dv = 40 local-exact cases
+        // (each other shape would cost the emulated kernels' compile again).
+        const bool base = c.dv == 24 && c.b == 32 && c.degree == 4 && c.B == 1;
+        const bool wide = c.dv == 40 && c.localExact && (c.r == 32 || c.source == SketchSource::Learned);
+        if (!base && !wide) continue;
+        c.type = PSK_DATA_TYPE_FLOAT32;
+        cases.push_back(c);
+    }
+    return cases;
+}
+
 std::vector<PolysketchCase> polysketchLongSweep() {
     std::vector<PolysketchCase> cases;
     auto add = [&](PskDataType type, uint32_t h, uint32_t dv, uint32_t r, bool causal, bool localExact) -> PolysketchCase& {

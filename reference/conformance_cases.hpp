@@ -140,6 +140,11 @@ std::vector<PolysketchCase> polysketchSweep16();
  *  32, b = 32 and 64, n around the block, causal / full, local exact, random and learned sketches,
  *  p = 2 and 8, grouped-query heads, BNHD. */
 std::vector<PolysketchCase> polysketchGpuTilesSweep();
+/** Some of polysketchGpuTilesSweep in float32 storage (n around the block in every mode, the
+ *  r = 32 and learned dv = 40 local-exact cases: 14 cases, 5 shapes): the GPU's tilings of the cooperative kernels with
+ *  every operand split into float16 hi + lo (PSK_COOPMAT_FLOAT32=on), held to the float32
+ *  threshold; elsewhere more float32 cases of the FP32 kernels. */
+std::vector<PolysketchCase> polysketchGpuTilesSweep32();
 /** Many blocks at the default block size: b = 256 and n = 32 b + 77 = 8269 (33 blocks, the last
  *  one partial; more blocks than the block scan's few-block column path and the sweep's 6), head
  *  dims h = 128 and 256, value dims 64, 128 and 256, r = 16 and the default 32, causal (sketched

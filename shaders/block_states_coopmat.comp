@@ -19,11 +19,14 @@
 // Keys past the end of a short last block become zero rows and columns, which add nothing.
 //
 // Precision: A is held as two operands, hi = round(a) and lo = round(a - hi), and each step is two
-// products (A_lo B + A_hi B); B = [V] is exact in the operand type (16-bit storage; float32 storage
-// keeps the FP32 kernel). One rounding of A was not enough: where phi(q) . phi(k) cancels (the
-// random sketch's features have either sign), the relative error of a row that sees few keys grew
-// past the float16 threshold (4.9e-3 against 2e-3 on a full-attention row that sees one key,
-// emulated). The normalizer column sums hi + lo in float32.
+// products (A_lo B + A_hi B); B = [V] is exact in the operand type for 16-bit storage. One rounding
+// of A was not enough: where phi(q) . phi(k) cancels (the random sketch's features have either
+// sign), the relative error of a row that sees few keys grew past the float16 threshold (4.9e-3
+// against 2e-3 on a full-attention row that sees one key, emulated). Float32 storage (SPLIT_V = 1)
+// holds B as hi + lo as well and takes three products, A_lo B_hi + A_hi B_lo + A_hi B_hi (A_lo B_lo
+// is below float32's ulp of the sum): about 22 significant bits per operand (float16 operands),
+// which the float32 thresholds need (docs/MATH.md, "Products on 16-bit matrix units").
+// The normalizer column sums hi + lo in float32.
 // The accumulators go out through a per-subgroup shared scratch matrix, since the tiles may hang
 // over F or dv (and coopMatStore needs 16-byte aligned rows in global memory too).
 //
@@ -94,7 +97,8 @@ layout(std430, binding = BINDING_STATES) writeonly buffer States { float states[
 
 shared float sk_tile[KEY_TILE * SKETCH];
 shared CM_OPERAND a_tile[2u * KEY_TILE * LDA];  // high parts, then low parts
-shared CM_OPERAND b_tile[KEY_TILE * LDB];
+const uint B_LO = KEY_TILE * LDB;  // the low parts of B follow its high parts (SPLIT_V)
+shared CM_OPERAND b_tile[(1u + SPLIT_V) * KEY_TILE * LDB];
 shared uint pair_tile[TILE_M];
 shared float c_scratch[SG_M * SG_N * CM_M * CM_N];
 shared float range_max[2u * CM_SUBGROUPS];  // per subgroup: max |S(k)|, max |v| of the key tile
@@ -131,7 +135,7 @@ void main() {
     // The emulated backend hands shared memory over as NaN, as a GPU might (coopmat.glsl).
     CM_POISON_SHARED(sk_tile, KEY_TILE * SKETCH);
     CM_POISON_SHARED(a_tile, 2u * KEY_TILE * LDA);
-    CM_POISON_SHARED(b_tile, KEY_TILE * LDB);
+    CM_POISON_SHARED(b_tile, (1u + SPLIT_V) * KEY_TILE * LDB);
     CM_POISON_SHARED(c_scratch, SG_M * SG_N * CM_M * CM_N);
     const uint ftile = gl_WorkGroupID.x % params.feature_tiles;
     const uint ctile = gl_WorkGroupID.x / params.feature_tiles;
@@ -212,7 +216,12 @@ void main() {
             }
             [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < KEY_TILE * TILE_N) b_tile[(i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(pre_v[it] * b_scale);
+                if (i < KEY_TILE * TILE_N) {
+                    const float b = pre_v[it] * b_scale;
+                    const CM_OPERAND hi = CM_TO_OPERAND(b);
+                    b_tile[(i / TILE_N) * LDB + i % TILE_N] = hi;
+                    if (SPLIT_V != 0u) b_tile[B_LO + (i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(b - float(hi));
+                }
             }
             // The next tile (of this block, else of the next one walked) loads while this one is used.
             {
@@ -255,11 +264,20 @@ void main() {
                 CM_B mb[WN];
                 [[unroll]] for (uint b = 0u; b < WN; ++b)
                     CM_LOAD_ROW_B(mb[b], b_tile, kk * LDB + (sg_n * WN + b) * CM_N, LDB);
-                // A as hi + lo (see "Precision"): the small part first. One A operand live at a time.
+                // A as hi + lo (see "Precision"): the small parts first, A_lo B_hi, then A_hi B_lo
+                // (SPLIT_V, each B_lo loaded right before its product), then A_hi B_hi. One A
+                // operand live at a time.
                 [[unroll]] for (uint part = 0u; part < 2u; ++part) {
                     [[unroll]] for (uint a = 0u; a < WM; ++a) {
                         CM_A ma;
                         CM_LOAD_COL_A(ma, a_tile, (part == 0u ? A_LO : 0u) + kk * LDA + (sg_m * WM + a) * CM_M, LDA);
+                        if (part == 1u && SPLIT_V != 0u) {
+                            [[unroll]] for (uint b = 0u; b < WN; ++b) {
+                                CM_B mb_lo;
+                                CM_LOAD_ROW_B(mb_lo, b_tile, B_LO + kk * LDB + (sg_n * WN + b) * CM_N, LDB);
+                                acc[a][b] = CM_MULADD(ma, mb_lo, acc[a][b]);
+                            }
+                        }
                         [[unroll]] for (uint b = 0u; b < WN; ++b) acc[a][b] = CM_MULADD(ma, mb[b], acc[a][b]);
                     }
                 }

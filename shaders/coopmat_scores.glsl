@@ -20,17 +20,21 @@
 
 // One width step at column w0 of `width`: score[u] += Q[:, w0 ..] K[s, w0 ..]^T, where `active`
 // (subgroup-uniform) says the subgroup has rows that see keys of the tile.
-#define CM_SCORES_STEP(score, active, w0, width)                                                    \
+#define CM_SCORES_STEP(score, active, w0, width) CM_SCORES_STEP_AT(score, active, w0, width, OP_Q, OP_K)
+
+// The same with the Q and K operands at pool offsets q_at and k_at (the hi + lo parts of a split
+// product, polysketch_output_coopmat.comp's SPLIT_LOCAL).
+#define CM_SCORES_STEP_AT(score, active, w0, width, q_at, k_at)                                     \
     if (active) {                                                                                   \
         [[unroll]] for (uint kk = 0u; kk < WIDTH_CHUNK; kk += CM_K) {                               \
             if ((w0) + kk < (width)) {                                                              \
                 CM_A ma;                                                                            \
-                CM_LOAD_ROW_A(ma, op_pool, OP_Q + sg_m * CM_M * LDQ + kk, LDQ);                     \
+                CM_LOAD_ROW_A(ma, op_pool, (q_at) + sg_m * CM_M * LDQ + kk, LDQ);                   \
                 [[unroll]] for (uint u = 0u; u < SU; ++u) {                                         \
                     const uint s = sg_n + u * SG_N;                                                 \
                     if (s < ST) {                                                                   \
                         CM_B mb;                                                                    \
-                        CM_LOAD_COL_B(mb, op_pool, OP_K + s * CM_N * LDQ + kk, LDQ); /* K^T */      \
+                        CM_LOAD_COL_B(mb, op_pool, (k_at) + s * CM_N * LDQ + kk, LDQ); /* K^T */    \
                         score[u] = CM_MULADD(ma, mb, score[u]);                                     \
                     }                                                                               \
                 }                                                                                   \

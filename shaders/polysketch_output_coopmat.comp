@@ -43,6 +43,9 @@
 //     power-of-two weight scale, round into the W operand; then part = W [V | 1] (the V tile
 //     staged once per key tile with its own scale; its column dv holds the scale itself, the
 //     ones), acc += part / (scale_W scale_V).
+//     Float32 storage (SPLIT_LOCAL = 1): Q, K, W and [V | 1] are staged as hi + lo too, and each
+//     product is three, lo x hi, hi x lo, hi x hi (docs/MATH.md, "Products on 16-bit matrix
+//     units"): one 16-bit rounding of q', k', w or v (2^-11) is far above the float32 thresholds.
 //  4. The accumulators leave through per-subgroup scratch tiles: first the normalizer column
 //     (column dv, in tile NT - 1) into den_s, then every tile normalized, STORE_ELEM.
 //
@@ -110,17 +113,20 @@ const uint LDA = FEAT_CHUNK + PAD;   // A: phi(q) rows, row-major
 const uint LDB = NC + PAD;           // B: Z chunk rows / V rows, row-major
 const uint LDQ = WIDTH_CHUNK + PAD;  // Q rows (row-major A), K rows (column-major B = K^T)
 const uint LDW = KEY_TILE + PAD;     // W rows, row-major
-// Operand pool: step 2 [A | B hi | B lo], step 3 [Q | K | W | V].
+// Operand pool: step 2 [A | B hi | B lo], step 3 [Q | K | W | V], each of step 3's followed by
+// its low parts when SPLIT_LOCAL (X_LO: the offset of X's low parts from X).
 const uint OP_A = 0u;
 const uint A_LO = TILE_M * LDA;      // the low parts of A, after the high parts
 const uint OP_B = 2u * A_LO;
 const uint B_LO = FEAT_CHUNK * LDB;  // the low parts of B, after the high parts
 const uint OP_INTER = OP_B + 2u * B_LO;
+const uint PARTS = 1u + SPLIT_LOCAL;
+const uint Q_LO = TILE_M * LDQ, K_LO = KEY_TILE * LDQ, W_LO = TILE_M * LDW, V_LO = KEY_TILE * LDB;
 const uint OP_Q = 0u;
-const uint OP_K = TILE_M * LDQ;
-const uint OP_W = OP_K + KEY_TILE * LDQ;
-const uint OP_V = OP_W + TILE_M * LDW;
-const uint OP_LOCAL = CAUSAL ? OP_V + KEY_TILE * LDB : 0u;
+const uint OP_K = PARTS * Q_LO;
+const uint OP_W = OP_K + PARTS * K_LO;
+const uint OP_V = OP_W + PARTS * W_LO;
+const uint OP_LOCAL = CAUSAL ? OP_V + PARTS * V_LO : 0u;
 const uint OP_POOL = OP_INTER > OP_LOCAL ? OP_INTER : OP_LOCAL;
 // Float32 pool: [TILE_M][SKETCH] S(q) rows (steps 1-2), [TILE_M][KEY_TILE] scores (step 3),
 // [subgroup][CM_M][CM_N] (step 4).
@@ -334,7 +340,9 @@ void main() {
                             float x = 0.0;
                             if (row_begin + r < row_end && d < KEY_WIDTH)
                                 x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
-                            op_pool[OP_Q + r * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x);
+                            const CM_OPERAND hi = CM_TO_OPERAND(x);
+                            op_pool[OP_Q + r * LDQ + i % WIDTH_CHUNK] = hi;
+                            if (SPLIT_LOCAL != 0u) op_pool[OP_Q + Q_LO + r * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x - float(hi));
                         }
                     }
                 }
@@ -345,7 +353,9 @@ void main() {
                         const uint j = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
                         float x = 0.0;
                         if (ks + j < key_end && d < KEY_WIDTH) x = k_local[k_base + (ks + j) * KEY_WIDTH + d] * k_scale;
-                        op_pool[OP_K + j * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x);
+                        const CM_OPERAND hi = CM_TO_OPERAND(x);
+                        op_pool[OP_K + j * LDQ + i % WIDTH_CHUNK] = hi;
+                        if (SPLIT_LOCAL != 0u) op_pool[OP_K + K_LO + j * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x - float(hi));
                     }
                 }
                 // [V | 1] of the key tile, scaled (the ones column holds v_scale), once per key tile.
@@ -359,11 +369,17 @@ void main() {
                                 if (c < VALUE_DIM) x = LOAD_ELEM(v_data[v_base + (ks + j) * params.v_strides.token + c]) * v_scale;
                                 else if (c == VALUE_DIM) x = v_scale;
                             }
-                            op_pool[OP_V + j * LDB + c] = CM_TO_OPERAND(x);
+                            const CM_OPERAND hi = CM_TO_OPERAND(x);
+                            op_pool[OP_V + j * LDB + c] = hi;
+                            if (SPLIT_LOCAL != 0u) op_pool[OP_V + V_LO + j * LDB + c] = CM_TO_OPERAND(x - float(hi));
                         }
                     }
                 }
                 barrier();
+                if (SPLIT_LOCAL != 0u) {  // the small products first, as in step 2
+                    CM_SCORES_STEP_AT(score, sees_keys, w0, KEY_WIDTH, OP_Q + Q_LO, OP_K)
+                    CM_SCORES_STEP_AT(score, sees_keys, w0, KEY_WIDTH, OP_Q, OP_K + K_LO)
+                }
                 CM_SCORES_STEP(score, sees_keys, w0, KEY_WIDTH)
             }
             CM_SCORES_STORE(score, sees_keys, f_pool, KEY_TILE)
@@ -388,18 +404,40 @@ void main() {
             const float w_scale = operand_scale(range_max(R_W));
             [[unroll]] for (uint it = 0u; it < (F_SCORES + THREADS - 1u) / THREADS; ++it) {
                 const uint e = it * THREADS + lid;
-                if (e < F_SCORES) op_pool[OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE] = CM_TO_OPERAND(f_pool[e] * w_scale);
+                if (e < F_SCORES) {
+                    const float x = f_pool[e] * w_scale;
+                    const CM_OPERAND hi = CM_TO_OPERAND(x);
+                    op_pool[OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE] = hi;
+                    if (SPLIT_LOCAL != 0u) op_pool[OP_W + W_LO + (e / KEY_TILE) * LDW + e % KEY_TILE] = CM_TO_OPERAND(x - float(hi));
+                }
             }
             barrier();
             if (sees_keys) {
                 CM_ACC part[WN];
                 [[unroll]] for (uint w = 0u; w < WN; ++w) part[w] = CM_ACC_ZERO;
                 [[unroll]] for (uint kk = 0u; kk < KEY_TILE; kk += CM_K) {
+                    if (SPLIT_LOCAL != 0u) {  // W_lo V_hi, then W_hi V_lo (below), then W_hi V_hi
+                        CM_A ma_lo;
+                        CM_LOAD_ROW_A(ma_lo, op_pool, OP_W + W_LO + sg_m * CM_M * LDW + kk, LDW);
+                        [[unroll]] for (uint w = 0u; w < WN; ++w) {
+                            const uint t = sg_n * WN + w;
+                            if (t < NT) {
+                                CM_B mb;
+                                CM_LOAD_ROW_B(mb, op_pool, OP_V + kk * LDB + t * CM_N, LDB);
+                                part[w] = CM_MULADD(ma_lo, mb, part[w]);
+                            }
+                        }
+                    }
                     CM_A ma;
                     CM_LOAD_ROW_A(ma, op_pool, OP_W + sg_m * CM_M * LDW + kk, LDW);
                     [[unroll]] for (uint w = 0u; w < WN; ++w) {
                         const uint t = sg_n * WN + w;
                         if (t < NT) {
+                            if (SPLIT_LOCAL != 0u) {
+                                CM_B mb_lo;
+                                CM_LOAD_ROW_B(mb_lo, op_pool, OP_V + V_LO + kk * LDB + t * CM_N, LDB);
+                                part[w] = CM_MULADD(ma, mb_lo, part[w]);
+                            }
                             CM_B mb;
                             CM_LOAD_ROW_B(mb, op_pool, OP_V + kk * LDB + t * CM_N, LDB);
                             part[w] = CM_MULADD(ma, mb, part[w]);

@@ -320,6 +320,12 @@ INSTANTIATE_TEST_SUITE_P(Sweep16, PolysketchConformance, ::testing::ValuesIn(psk
 INSTANTIATE_TEST_SUITE_P(GpuTiles16, PolysketchConformance, ::testing::ValuesIn(psk::conformance::polysketchGpuTilesSweep()),
                          [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
 
+// The same tilings in float32 storage, every operand split into float16 hi + lo: the CTest
+// coopmat_gpu_tiles_f32.Sweep runs them with PSK_COOPMAT_EMULATION=gpu-tiles and
+// PSK_COOPMAT_FLOAT32=on (tests/CMakeLists.txt).
+INSTANTIATE_TEST_SUITE_P(GpuTiles32, PolysketchConformance, ::testing::ValuesIn(psk::conformance::polysketchGpuTilesSweep32()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return name(info.param); });
+
 /** The value of specialization constant `name` on the plan line of `kernel` ("" when absent). */
 std::string planConstant(const std::string& plan, const std::string& kernel, const std::string& name) {
     const size_t line = plan.find(kernel);

@@ -63,7 +63,7 @@ struct Shape {
     uint32_t Hq = 2, Hkv = 1, n = 77, h = 16, dv = 24, r = 16, b = 32;
 };
 
-PskAttentionCreateInfo createInfo(PskAttentionKind kind, const Shape& s, uint64_t seed) {
+PskAttentionCreateInfo createInfo(PskAttentionKind kind, const Shape& s, uint64_t seed, PskDataType type = PSK_DATA_TYPE_FLOAT16) {
     PskAttentionCreateInfo info{};
     info.kind = kind;
     info.flags = PSK_ATTENTION_CAUSAL_BIT;
@@ -73,7 +73,7 @@ PskAttentionCreateInfo createInfo(PskAttentionKind kind, const Shape& s, uint64_
     info.numKeyValueHeads = s.Hkv;
     info.headDim = s.h;
     info.valueDim = s.dv;
-    info.dataType = PSK_DATA_TYPE_FLOAT16;
+    info.dataType = type;
     info.sketchSize = s.r;
     info.blockSize = s.b;
     info.seed = seed;
@@ -103,7 +103,7 @@ struct Outcome {
 };
 
 /** Creates a context of its own (to see its messages), the attention, runs it, and compares with the reference. */
-Outcome runCase(PskAttentionKind kind) {
+Outcome runCase(PskAttentionKind kind, PskDataType type = PSK_DATA_TYPE_FLOAT16) {
     Outcome o;
     const Shape s;
     const uint64_t seed = 20261126;
@@ -116,7 +116,7 @@ Outcome runCase(PskAttentionKind kind) {
     PskContext ctx = nullptr;
     EXPECT_EQ(pskCreateContext(&ci, &ctx), PSK_SUCCESS);
     if (!ctx) return o;
-    const PskAttentionCreateInfo info = createInfo(kind, s, seed);
+    const PskAttentionCreateInfo info = createInfo(kind, s, seed, type);
     PskAttention attn = nullptr;
     EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
     if (attn) {
@@ -126,7 +126,6 @@ Outcome runCase(PskAttentionKind kind) {
         o.comments.assign(size, '\0');
         pskGetAttentionPlan(attn, o.comments.data(), &size);
         o.plan = kernelLines(o.comments);
-        const PskDataType type = PSK_DATA_TYPE_FLOAT16;
         const auto q = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hq) * s.n * s.h, seed + 1), type);
         const auto k = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.h, seed + 2), type);
         const auto v = psk::storage::quantize(psk::test::randomNormal(size_t(s.Hkv) * s.n * s.dv, seed + 3), type);
@@ -216,6 +215,25 @@ TEST_P(CoopSelfTest, BrokenKernelIsDisabledAndTheOutputStaysCorrect) {
 
 INSTANTIATE_TEST_SUITE_P(Stages, CoopSelfTest, ::testing::Values("features", "states", "output", "baselines"),
                          [](const ::testing::TestParamInfo<const char*>& p) { return std::string(p.param); });
+
+// Float32 storage on the split cooperative kernels (PSK_COOPMAT_FLOAT32=on) is guarded the same way:
+// its float32 variants are probed on their own (a verdict per variant), a broken one is disabled
+// and the output stays within the float32 threshold.
+TEST(CoopSelfTestFloat32, BrokenSplitKernelIsDisabledAndTheOutputStaysCorrect) {
+    psk::clearCoopSelfTestVerdicts();
+    EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_FLOAT32", "on"}, {"PSK_COOPMAT_SELFTEST", "force"},
+                                  {"PSK_COOPMAT_FAULT", "states"}});
+    const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH, PSK_DATA_TYPE_FLOAT32);
+    ASSERT_TRUE(o.created);
+    EXPECT_EQ(o.plan.find("block_states_coopmat.emu_"), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("polysketch_output_coopmat.emu_f16.f32"), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("failed its self-test"), std::string::npos) << o.plan;
+    EXPECT_NE(o.comments.find("# self-test: block_states_coopmat.emu_f16.f32"), std::string::npos) << o.comments;
+    EXPECT_NE(o.comments.find("FAILED, disabled on this device"), std::string::npos) << o.comments;
+    EXPECT_EQ(o.nonFinite, 0u);
+    EXPECT_LE(o.error, psk::conformance::kPolysketchFloat32) << o.plan;
+    psk::clearCoopSelfTestVerdicts();
+}
 
 // Kernels that agree pass, stay in the plan, and each verdict is cached (a second attention runs no probe).
 TEST(CoopSelfTestVerdicts, AgreeingKernelsPassAndAreCached) {

@@ -60,10 +60,10 @@ TEST_F(StatesWalk, PlannedUnderEmulationAndSwitchedOff) {
     {
         ScopedEnv walk("PSK_COOPMAT_STATES_WALK", nullptr);
         const std::string causal = planOf(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT16));
-        EXPECT_TRUE(hasWalk(causal, "WALK=1 ABLATE=0: walking the blocks")) << causal;
-        EXPECT_NE(causal.find("WALK=0 ABLATE=0: "), std::string::npos) << causal;
+        EXPECT_TRUE(hasWalk(causal, "WALK=1 ABLATE=0 SPLIT_V=0: walking the blocks")) << causal;
+        EXPECT_NE(causal.find("WALK=0 ABLATE=0 SPLIT_V=0: "), std::string::npos) << causal;
         const std::string full = planOf(ctx, polysketchInfo(false, PSK_DATA_TYPE_FLOAT16));
-        EXPECT_TRUE(hasWalk(full, "WALK=2 ABLATE=0: walking the blocks")) << full;
+        EXPECT_TRUE(hasWalk(full, "WALK=2 ABLATE=0 SPLIT_V=0: walking the blocks")) << full;
         const std::string f32 = planOf(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT32));
         EXPECT_EQ(f32.find("WALK="), std::string::npos) << f32;
     }
@@ -111,7 +111,7 @@ void walkEqualsPerBlockAndScan(PskContext ctx, const char* emulation) {
             PskAttention attn = nullptr;
             ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
             const std::string plan = planOf(ctx, info);
-            EXPECT_EQ(plan.find(causal ? "WALK=1 ABLATE=0: walking" : "WALK=2 ABLATE=0: walking") != std::string::npos, walkOn == 1) << plan;
+            EXPECT_EQ(plan.find(causal ? "WALK=1 ABLATE=0 SPLIT_V=0: walking" : "WALK=2 ABLATE=0 SPLIT_V=0: walking") != std::string::npos, walkOn == 1) << plan;
             psk::test::HostForward fwd;
             fwd.layout = {1, n, PSK_LAYOUT_BHND, 0};
             fwd.type = PSK_DATA_TYPE_FLOAT16;

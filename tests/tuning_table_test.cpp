@@ -509,6 +509,85 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
     }
 }
 
+/** The plan of `s` in storage `type` under the environment and table in effect: "variant constants: reason" per stage. */
+std::string stagePlans(PskContext ctx, const Shape& s, PskDataType type) {
+    const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, type, 1), ctx->caps());
+    const psk::TuningSelection tuning = ctx->tuningSelection();
+    const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+    std::string text;
+    for (const psk::KernelChoice* k : {&plan.featureKernel, &plan.statesKernel, &plan.outputKernel})
+        text += k->variant + " " + k->constants.describe() + ": " + k->reason + "\n";
+    return text;
+}
+
+// Float32 storage on the cooperative kernels, every operand split into float16 hi + lo
+// (docs/MATH.md, "Products on 16-bit matrix units"): only where asked (PSK_COOPMAT_FLOAT32=on)
+// or where a device's table measured it faster (float32.cooperative 1); then the float32 variants
+// with the split constants on, 16-bit storage with them off, and the output within the float32
+// threshold. Without either, the FP32 kernels with the reason and the value psk tune would try.
+TEST_F(TuningOnDevice, Float32SplitProductsOnlyWhereAskedOrMeasured) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv none("PSK_TUNING_TABLE", "none");
+    const Shape s;
+    {
+        ScopedEnv unset("PSK_COOPMAT_FLOAT32", nullptr);
+        const std::string text = stagePlans(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        EXPECT_EQ(text.find("_coopmat."), std::string::npos) << text;
+        EXPECT_NE(text.find("; not the cooperative kernels: float32 storage keeps the FP32 kernels (not measured faster on this device); "
+                            "tunable: float32.cooperative=0"),
+                  std::string::npos)
+            << text;
+    }
+    {
+        ScopedEnv off("PSK_COOPMAT_FLOAT32", "off");
+        const std::string text = stagePlans(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        EXPECT_EQ(text.find("_coopmat."), std::string::npos) << text;
+        EXPECT_NE(text.find("float32 storage keeps the FP32 kernels (PSK_COOPMAT_FLOAT32=off)"), std::string::npos) << text;
+    }
+    {
+        ScopedEnv on("PSK_COOPMAT_FLOAT32", "on");
+        const std::string f32 = stagePlans(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        EXPECT_NE(f32.find("sketch_features_coopmat.emu_f16_random.f32 "), std::string::npos) << f32;
+        EXPECT_NE(f32.find("block_states_coopmat.emu_f16.f32 "), std::string::npos) << f32;
+        EXPECT_NE(f32.find("polysketch_output_coopmat.emu_f16.f32 "), std::string::npos) << f32;
+        EXPECT_NE(f32.find(" SPLIT_V=1"), std::string::npos) << f32;
+        EXPECT_NE(f32.find(" SPLIT_LOCAL=1"), std::string::npos) << f32;
+        EXPECT_NE(f32.find("float32 storage on hi + lo products (PSK_COOPMAT_FLOAT32=on)"), std::string::npos) << f32;
+        for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
+            const std::string text = stagePlans(ctx, s, type);
+            EXPECT_NE(text.find(" SPLIT_V=0"), std::string::npos) << text;
+            EXPECT_NE(text.find(" SPLIT_LOCAL=0"), std::string::npos) << text;
+            EXPECT_EQ(text.find("float32 storage"), std::string::npos) << text;
+        }
+    }
+    {
+        ScopedEnv bad("PSK_COOPMAT_FLOAT32", "sometimes");
+        const PskAttentionCreateInfo info = createInfo(s, PSK_DATA_TYPE_FLOAT32, 1);
+        PskAttention attn = nullptr;
+        EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_ERROR_INVALID_ARGUMENT);
+        EXPECT_EQ(attn, nullptr);
+        std::string errors;
+        for (const std::string& e : psk::test::sharedLog().errors) errors += e + "\n";
+        EXPECT_NE(errors.find("PSK_COOPMAT_FLOAT32=sometimes: expected auto, on or off"), std::string::npos) << errors;
+        psk::test::sharedLog().clear();
+    }
+    {
+        // A table's entry, run end to end: the split kernels' output within the float32 threshold.
+        ScopedEnv unset("PSK_COOPMAT_FLOAT32", nullptr);
+        const std::string path = writeFile("float32-on.tuning", "psk-tuning 1\ndevice any\nfloat32.cooperative 1 type=f32\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("polysketch_output_coopmat.emu_f16.f32"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("block_states_coopmat.emu_f16.f32"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("; float32.cooperative=1 from tuning table " + path + " line 3 (float32.cooperative 1 type=f32); tunable: float32.cooperative=1"),
+                  std::string::npos)
+            << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kPolysketchFloat32);
+    }
+}
+
 // A table for another device is not applied; a bad table is an error where it is named: at context
 // creation for the create info's, at attention creation for PSK_TUNING_TABLE's.
 TEST_F(TuningOnDevice, OtherDevicesAndBadFiles) {

@@ -219,7 +219,7 @@ std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType st
 
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
                                               uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
-                                              bool emulatedOperands) {
+                                              bool emulatedOperands, bool splitV) {
     BlockStatesCoopMatPlan plan;
     if (choice.path == CoopMatPath::Scalar) return plan;
     const uint32_t m = choice.shape.m, n = choice.shape.n, k = choice.shape.k;
@@ -231,9 +231,9 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
         const uint32_t tileM = sgM * wm * m, tileN = sgN * wnn * n;
         const uint32_t operand = emulatedOperands ? 4 : 2;
         const uint32_t exchange = emulatedOperands ? 4 * sgM * sgN * (m * k + k * n) : 0;  // coopmat.glsl's cm_scratch
-        // A twice (its high and low parts), B once.
-        return 4 * kt * sketchLength + 2 * operand * kt * (tileM + 8) + operand * kt * (tileN + 8) + 4 * tileM + 4 * sgM * sgN * m * n +
-               exchange;
+        // A twice (its high and low parts), B once (twice when split).
+        return 4 * kt * sketchLength + 2 * operand * kt * (tileM + 8) + (splitV ? 2 : 1) * operand * kt * (tileN + 8) + 4 * tileM +
+               4 * sgM * sgN * m * n + exchange;
     };
     while (shared(keyTile, wn) > maxSharedBytes && keyTile > k) keyTile -= k;
     while (shared(keyTile, wn) > maxSharedBytes && wn > 1) --wn;
@@ -254,6 +254,7 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
     spec.WM = wm;
     spec.WN = wn;
     spec.KEY_TILE = keyTile;
+    spec.SPLIT_V = splitV ? 1 : 0;
     plan.spec = spec;
     plan.specConstants = kernel::SpecConstants::of(spec).values;
     return plan;

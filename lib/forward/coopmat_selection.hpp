@@ -112,9 +112,9 @@ struct BlockStatesCoopMatPlan {
 };
 /** `emulatedOperands`: size the shared memory as the COOPMAT_EMULATED backend declares it (4-byte
  *  operands plus its per-subgroup exchange region), to run this tiling through the emulation
- *  (PSK_COOPMAT_EMULATION=gpu-tiles). */
+ *  (PSK_COOPMAT_EMULATION=gpu-tiles). `splitV`: V as hi + lo operands (float32 storage, SPLIT_V). */
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
                                               uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
-                                              bool emulatedOperands = false);
+                                              bool emulatedOperands = false, bool splitV = false);
 
 }  // namespace psk

@@ -120,6 +120,22 @@ bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* err
     return true;
 }
 
+bool parseFloat32Request(const char* value, Float32Request* out, std::string* error) {
+    if (empty(value)) {
+        *out = Float32Request::Auto;
+        return true;
+    }
+    const std::string v(value);
+    if (v == "auto") *out = Float32Request::Auto;
+    else if (v == "on" || v == "1") *out = Float32Request::On;
+    else if (v == "off" || v == "0") *out = Float32Request::Off;
+    else {
+        *error = "PSK_COOPMAT_FLOAT32=" + v + ": expected auto, on or off";
+        return false;
+    }
+    return true;
+}
+
 bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error) {
     static const char* names[] = {"off", "rows", "identity", "product"};
     if (empty(value)) {
@@ -174,6 +190,7 @@ CoopMatSwitches coopMatSwitches() {
                               std::getenv("PSK_COOPMAT_FAULT"), &s, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseStatesWalk(std::getenv("PSK_COOPMAT_STATES_WALK"), &s.statesWalk, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseFloat32Request(std::getenv("PSK_COOPMAT_FLOAT32"), &s.float32, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFeatureDiagnostic(std::getenv("PSK_COOPMAT_FEATURE_DIAGNOSTIC"), &s.featureDiagnostic, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseAblate(std::getenv("PSK_ABLATE"), &s.ablateStates, &s.ablateOutput, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
@@ -206,8 +223,10 @@ CoopMatSelection selectCoopMatWithSwitches(const DeviceCaps& caps, const CoopMat
     return selection;
 }
 
-std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emulate, PskDataType type, const DeviceCaps& caps) {
-    if (type == PSK_DATA_TYPE_FLOAT32) return std::nullopt;
+std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emulate, PskDataType type, const DeviceCaps& caps,
+                                          bool splitFloat32) {
+    const bool float32 = type == PSK_DATA_TYPE_FLOAT32;
+    if (float32 && !splitFloat32) return std::nullopt;
     const CoopOperand operand = type == PSK_DATA_TYPE_BFLOAT16 ? CoopOperand::BF16 : CoopOperand::F16;
     if (emulate) {
         if (caps.subgroupSize < 4 || caps.minSubgroupSize != caps.maxSubgroupSize) return std::nullopt;
@@ -215,6 +234,8 @@ std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emul
     }
     if (choice.path == CoopMatPath::Scalar) return std::nullopt;
     if (choice.path == CoopMatPath::NV) return CoopVariant{CoopBackend::NV, CoopOperand::F16};
+    // hi + lo in bfloat16 holds 16 bits, not the 22 of float16 that float32 storage needs.
+    if (float32 && choice.operand != CoopMatOperand::Float16) return std::nullopt;
     return CoopVariant{CoopBackend::KHR, choice.operand == CoopMatOperand::BFloat16 ? CoopOperand::BF16 : CoopOperand::F16};
 }
 
@@ -239,6 +260,8 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
         add("ABLATED states " + std::to_string(s.ablateStates) + ", output " + std::to_string(s.ablateOutput) + " (timing only: the output is wrong)");
     if (s.statesWalk == StatesWalkRequest::On) add("states walk on");
     if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");
+    if (s.float32 == Float32Request::On) add("float32 storage on split products");
+    if (s.float32 == Float32Request::Off) add("float32 storage on FP32 kernels");
     if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));
     return d;
 }

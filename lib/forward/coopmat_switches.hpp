@@ -18,6 +18,11 @@
 //   PSK_COOPMAT_STATES_WALK    auto (default) | on | off: whether the cooperative block states may
 //                              walk the blocks and write the prefix themselves (no scan pass;
 //                              PolysketchPlan::statesWalkKernel); auto leaves it to the plan
+//   PSK_COOPMAT_FLOAT32        auto (default) | on | off: whether float32 storage may take the
+//                              polysketch cooperative kernels with every operand split into
+//                              float16 hi + lo (docs/MATH.md, "Products on 16-bit matrix
+//                              units"); auto: where the device's tuning table says
+//                              float32.cooperative 1 (measured faster than FP32 there)
 //   PSK_COOPMAT_BASELINE       flash (default) | tiled: the cooperative softmax / exact polynomial
 //                              kernel for 16-bit storage (attention_flash_coopmat, or the older
 //                              attention_tiled_coopmat; read by forward/tiled_forward.cpp)
@@ -59,6 +64,7 @@ enum class CoopBackendRequest { Auto, KHR, NV, Emulated, Off };
  */
 enum class CoopSelfTestMode { Off, Hardware, Always, Known };
 enum class StatesWalkRequest { Auto, On, Off };
+enum class Float32Request { Auto, On, Off };
 
 struct CoopMatSwitches {
     CoopBackendRequest backend = CoopBackendRequest::Auto;
@@ -67,6 +73,7 @@ struct CoopMatSwitches {
     uint32_t featureTerms = 3;
     uint32_t faultStages = 0;
     StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
+    Float32Request float32 = Float32Request::Auto;  // PSK_COOPMAT_FLOAT32
     /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product). */
     uint32_t featureDiagnostic = 0;
     /** PSK_ABLATE: parts of the cooperative block states and output left out (their ABLATE bits; timing only). */
@@ -88,6 +95,9 @@ bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error
 
 /** PSK_COOPMAT_STATES_WALK's value (null or empty: auto); false with `error` when not understood. */
 bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* error);
+
+/** PSK_COOPMAT_FLOAT32's value (null or empty: auto; on / 1, off / 0); false with `error` when not understood. */
+bool parseFloat32Request(const char* value, Float32Request* out, std::string* error);
 
 /**
  * Parses the switches from values (null or empty: the default); false with `error` naming the
@@ -115,10 +125,13 @@ CoopMatSelection selectCoopMatWithSwitches(const DeviceCaps& caps, const CoopMat
 /**
  * The cooperative variant that the stages of a call with storage `type` take, if any: the emulated
  * backend when requested (on a device with a fixed subgroup of 4 or more lanes: the emulation
- * spreads a 16 x 16 matrix over it), else the device's choice; none for float32 storage, whose
- * contract is float32 operands.
+ * spreads a 16 x 16 matrix over it), else the device's choice. Float32 storage only where
+ * `splitFloat32` says its kernels split every operand into float16 hi + lo (the polysketch
+ * kernels; float16 operands then, whatever the bfloat16 choice); none otherwise, since its contract
+ * is float32 accuracy.
  */
-std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emulate, PskDataType type, const DeviceCaps& caps);
+std::optional<CoopVariant> coopVariantFor(const CoopMatChoice& choice, bool emulate, PskDataType type, const DeviceCaps& caps,
+                                          bool splitFloat32 = false);
 
 /** One line for `psk info` and plans: the switches that differ from the defaults ("" when none). */
 std::string describeCoopMatSwitches(const CoopMatSwitches& s);

@@ -55,7 +55,7 @@ constexpr uint32_t kEmulatedWalkIterationsPerTile = 640;
  * tiling under the emulation has the other case (32 invocations, 64 features).
  */
 kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, uint32_t R, uint32_t dv, uint32_t zStride,
-                                                       uint32_t sharedBytes) {
+                                                       uint32_t sharedBytes, bool splitV) {
     kernel::BlockStatesCoopMatSpec spec;
     spec.CM_M = spec.CM_N = spec.CM_K = 16;
     spec.SG_M = 1;
@@ -65,11 +65,13 @@ kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, ui
     spec.SKETCH = R;
     spec.VALUE_DIM = dv;
     spec.Z_STRIDE = zStride;
+    spec.SPLIT_V = splitV ? 1 : 0;
     const uint32_t tileM = 16, tileN = 64, subgroups = 4;
     auto bytes = [&](uint32_t keyTile) {
-        return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + 4 * keyTile * (tileN + 8) + 4 * tileM + 4 * subgroups * 16 * 16 +
-               4 * subgroups * (16 * 16 + 16 * 16) + 8 * spec.THREADS;  // sketch rows, A (hi + lo), B, pairs, C scratch,
-                                                                          // product scratch, range maxima and normalizer partials
+        return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + (1 + spec.SPLIT_V) * 4 * keyTile * (tileN + 8) + 4 * tileM +
+               4 * subgroups * 16 * 16 + 4 * subgroups * (16 * 16 + 16 * 16) +
+               8 * spec.THREADS;  // sketch rows, A (hi + lo), B (hi, and lo when split), pairs, C scratch,
+                                  // product scratch, range maxima and normalizer partials
     };
     spec.KEY_TILE = 32;
     if (bytes(spec.KEY_TILE) > sharedBytes) spec.KEY_TILE = 16;
@@ -90,8 +92,9 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
     const uint32_t tileM = s.SG_M * s.CM_M, nc = (s.VALUE_DIM + s.CM_N) / s.CM_N * s.CM_N, pad = 8;
     const uint32_t subgroups = s.SG_M * s.SG_N;
     const uint32_t opInter = 2 * tileM * (s.FEAT_CHUNK + pad) + 2 * s.FEAT_CHUNK * (nc + pad);  // A hi, A lo, B hi, B lo
-    const uint32_t opLocal = s.CAUSAL ? tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) +
-                                            tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad)
+    // Q, K, W, V; each with its low parts too when SPLIT_LOCAL.
+    const uint32_t opLocal = s.CAUSAL ? (1 + s.SPLIT_LOCAL) * (tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) +
+                                                               tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad))
                                       : 0;
     const uint32_t operandBytes = emulated ? 4 : 2;
     const uint32_t fPool = std::max({tileM * s.SKETCH, tileM * s.KEY_TILE, subgroups * s.CM_M * s.CM_N});
@@ -115,8 +118,10 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
     uint64_t total = uint64_t(ceilDiv(features, s.FEAT_CHUNK)) + uint64_t(ceilDiv(features, k)) * (2 * loadA + wn * (2 * loadB + 3 * product));
     if (s.CAUSAL) {
         const uint64_t keyTiles = ceilDiv(blockSize, s.KEY_TILE), widthSteps = ceilDiv(keyWidth, s.WIDTH_CHUNK);
-        const uint64_t scores = uint64_t(ceilDiv(keyWidth, k)) * (loadA + su * (loadB + product)) + su * tile;
-        const uint64_t weighted = uint64_t(s.KEY_TILE / k) * (loadA + wn * (loadB + product));
+        // SPLIT_LOCAL: three score passes (lo x hi, hi x lo, hi x hi) and three weighted products.
+        const uint64_t parts = s.SPLIT_LOCAL ? 3 : 1;
+        const uint64_t scores = parts * ceilDiv(keyWidth, k) * (loadA + su * (loadB + product)) + su * tile;
+        const uint64_t weighted = uint64_t(s.KEY_TILE / k) * (parts == 3 ? 2 * loadA : loadA) + uint64_t(s.KEY_TILE / k) * wn * parts * (loadB + product);
         total += keyTiles * (1 + widthSteps + scores + weighted);
         total += ceilDiv(blockSize * (keyWidth + s.VALUE_DIM) + s.SG_M * s.CM_M * s.HEAD_DIM, threads);  // maxima passes
     }
@@ -145,6 +150,7 @@ bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t su
                                  uint32_t R, uint32_t stateStride, uint32_t sharedBytes, kernel::PolysketchOutputCoopMatSpec& spec,
                                  uint32_t sgM) {
     setOutputShape(spec, c, R, stateStride);
+    spec.SPLIT_LOCAL = c.dataType == PSK_DATA_TYPE_FLOAT32 ? 1 : 0;  // float32 storage: hi + lo local operands
     spec.CM_M = m;
     spec.CM_N = n;
     spec.CM_K = k;
@@ -262,6 +268,39 @@ bool planSketchFeaturesCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subg
     return false;
 }
 
+namespace {
+
+/** The tuning table's entry of `parameter` for this call's shape class; null without a table or an entry. */
+const TuningEntry* tuningEntry(const PolysketchPlanInputs& in, TuningParameter parameter) {
+    return in.tuning ? in.tuning->find(parameter, in.tuningShape) : nullptr;
+}
+
+/** "tuning table SOURCE line N (output.feat_chunk 32 h=64 ...)": how a plan names an entry. */
+std::string entryName(const PolysketchPlanInputs& in, const TuningEntry& e) {
+    const std::string key = e.key.describe();
+    return cat("tuning table ", in.tuning->source, " line ", e.line, " (", tuningParameterName(e.parameter), " ", e.value,
+               key.empty() ? "" : " ", key, ")");
+}
+
+/** The reason's note for an entry that set a choice. */
+std::string tunedNote(const PolysketchPlanInputs& in, const TuningEntry& e) {
+    return cat("; ", tuningParameterName(e.parameter), "=", e.value, " from ", entryName(in, e));
+}
+
+/** The reason's note for an entry that was not applied, and why. */
+std::string ignoredNote(const PolysketchPlanInputs& in, const TuningEntry& e, const std::string& why) {
+    return cat("; ", entryName(in, e), " ignored: ", why);
+}
+
+/** "; tunable: NAME=VALUE ...": what a table could set for a kernel, with the values in effect. */
+std::string tunableNote(std::initializer_list<std::pair<TuningParameter, uint32_t>> values) {
+    std::string s = "; tunable:";
+    for (const auto& [p, v] : values) s += cat(" ", tuningParameterName(p), "=", v);
+    return s;
+}
+
+}  // namespace
+
 PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps,
                                           const TuningTable* tuning) {
     const PolysketchTiles& tiles = kPolysketchTiles;
@@ -296,28 +335,6 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
     const uint32_t stateAlign = team.output ? 8 : 4;
     in.stateStride = (in.dv + 1 + stateAlign - 1) / stateAlign * stateAlign;
 
-    // --- Which stages may take cooperative matrices: emulated when asked for (the conformance
-    // suite runs the cooperative kernels' logic on devices without them), else the device's KHR or
-    // NV path where selectCoopMatForDevice finds a usable shape. Only for 16-bit storage: their
-    // operands are float16 / bfloat16, and float32 storage promises float32 operands (the same
-    // thresholds as the generic kernels), so it keeps the FP32 kernels.
-    // PSK_COOPMAT_STAGES and the self-test (config.coopStages) say which stages may take them
-    // (forward/coopmat_switches.hpp).
-    CoopEligibility& coop = in.coop;
-    coop.switches = coopMatSwitches();
-    coop.stages = coop.switches.stages & c.coopStages;
-    const CoopMatEmulation emulation = coopMatEmulationMode();
-    coop.emulate = emulation != CoopMatEmulation::Off;
-    coop.smallTiles = emulation == CoopMatEmulation::SmallTiles;
-    coop.shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, coop.emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
-    coop.choice = selectCoopMatWithSwitches(caps, coop.switches).forDataType(in.type);
-    coop.variant = coopVariantFor(coop.choice, coop.emulate, in.type, caps);
-    coop.m = coop.emulate ? 16 : coop.choice.shape.m;
-    coop.n = coop.emulate ? 16 : coop.choice.shape.n;
-    coop.k = coop.emulate ? 16 : coop.choice.shape.k;
-    coop.cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    coop.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
-
     in.tuning = tuning;
     TuningShape& shape = in.tuningShape;
     shape.headDim = c.headDim;
@@ -328,6 +345,53 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
     shape.causal = c.causal;
     shape.localExact = c.localExact;
     shape.learned = sketch.learned;
+
+    // --- Which stages may take cooperative matrices: emulated when asked for (the conformance
+    // suite runs the cooperative kernels' logic on devices without them), else the device's KHR or
+    // NV path where selectCoopMatForDevice finds a usable shape. 16-bit storage takes them where
+    // they are. Float32 storage promises the generic kernels' accuracy: the cooperative kernels
+    // then split every operand into float16 hi + lo, three products each (docs/MATH.md, "Products
+    // on 16-bit matrix units"), which meets the float32 thresholds but costs 1.5-3x the
+    // matrix work of 16-bit storage; on the one GPU measured (an NVIDIA H200) even the 16-bit
+    // cooperative output ran 1.9x slower than the FP32 row kernel. So float32 takes them where a
+    // device's tuning table measured them faster (float32.cooperative 1) or PSK_COOPMAT_FLOAT32=on
+    // asks (the conformance suite's emulated float32 run, a GPU check); else the FP32 kernels.
+    // PSK_COOPMAT_STAGES and the self-test (config.coopStages) say which stages may take them
+    // (forward/coopmat_switches.hpp).
+    CoopEligibility& coop = in.coop;
+    coop.switches = coopMatSwitches();
+    coop.stages = coop.switches.stages & c.coopStages;
+    const CoopMatEmulation emulation = coopMatEmulationMode();
+    coop.emulate = emulation != CoopMatEmulation::Off;
+    coop.smallTiles = emulation == CoopMatEmulation::SmallTiles;
+    coop.shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, coop.emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
+    coop.choice = selectCoopMatWithSwitches(caps, coop.switches).forDataType(in.type);
+    bool splitFloat32 = false;
+    if (in.type == PSK_DATA_TYPE_FLOAT32) {
+        const TuningEntry* entry = tuningEntry(in, TuningParameter::Float32Cooperative);
+        const Float32Request request = coop.switches.float32;
+        splitFloat32 = request == Float32Request::On || (request == Float32Request::Auto && entry && entry->value != 0);
+        const bool possible = coopVariantFor(coop.choice, coop.emulate, in.type, caps, true).has_value();
+        if (possible && splitFloat32) {
+            coop.float32Note = request == Float32Request::On
+                                   ? std::string("; float32 storage on hi + lo products (PSK_COOPMAT_FLOAT32=on)")
+                                   : tunedNote(in, *entry) + tunableNote({{TuningParameter::Float32Cooperative, 1}});
+        } else if (possible) {
+            coop.float32Note = cat("; not the cooperative kernels: float32 storage keeps the FP32 kernels",
+                                   request == Float32Request::Off ? std::string(" (PSK_COOPMAT_FLOAT32=off)")
+                                   : entry                        ? tunedNote(in, *entry)
+                                                                  : std::string(" (not measured faster on this device)"),
+                                   tunableNote({{TuningParameter::Float32Cooperative, 0}}));
+        } else if (entry) {
+            coop.float32Note = ignoredNote(in, *entry, "no cooperative-matrix path for this device and storage type");
+        }
+    }
+    coop.variant = coopVariantFor(coop.choice, coop.emulate, in.type, caps, splitFloat32);
+    coop.m = coop.emulate ? 16 : coop.choice.shape.m;
+    coop.n = coop.emulate ? 16 : coop.choice.shape.n;
+    coop.k = coop.emulate ? 16 : coop.choice.shape.k;
+    coop.cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    coop.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
     return in;
 }
 
@@ -352,37 +416,9 @@ bool withinEmulatedLoopBudget(const CoopEligibility& coop, const char* what, uin
 
 /** A cooperative kernel's reason: the emulation's (with its loop estimate, where counted) or the device path's. */
 std::string coopReason(const CoopEligibility& coop, const char* emulated, uint32_t iterations, const char* device) {
-    if (!coop.emulate) return cat("cooperative kernel: ", coop.choice.reason, device);
-    return cat(coopMatEmulationLabel(), emulated, iterations ? cat("; about ", iterations, " loop iterations per invocation") : std::string());
-}
-
-/** The tuning table's entry of `parameter` for this call's shape class; null without a table or an entry. */
-const TuningEntry* tuningEntry(const PolysketchPlanInputs& in, TuningParameter parameter) {
-    return in.tuning ? in.tuning->find(parameter, in.tuningShape) : nullptr;
-}
-
-/** "tuning table SOURCE line N (output.feat_chunk 32 h=64 ...)": how a plan names an entry. */
-std::string entryName(const PolysketchPlanInputs& in, const TuningEntry& e) {
-    const std::string key = e.key.describe();
-    return cat("tuning table ", in.tuning->source, " line ", e.line, " (", tuningParameterName(e.parameter), " ", e.value,
-               key.empty() ? "" : " ", key, ")");
-}
-
-/** The reason's note for an entry that set a choice. */
-std::string tunedNote(const PolysketchPlanInputs& in, const TuningEntry& e) {
-    return cat("; ", tuningParameterName(e.parameter), "=", e.value, " from ", entryName(in, e));
-}
-
-/** The reason's note for an entry that was not applied, and why. */
-std::string ignoredNote(const PolysketchPlanInputs& in, const TuningEntry& e, const std::string& why) {
-    return cat("; ", entryName(in, e), " ignored: ", why);
-}
-
-/** "; tunable: NAME=VALUE ...": what a table could set for a kernel, with the values in effect. */
-std::string tunableNote(std::initializer_list<std::pair<TuningParameter, uint32_t>> values) {
-    std::string s = "; tunable:";
-    for (const auto& [p, v] : values) s += cat(" ", tuningParameterName(p), "=", v);
-    return s;
+    if (!coop.emulate) return cat("cooperative kernel: ", coop.choice.reason, device, coop.float32Note);
+    return cat(coopMatEmulationLabel(), emulated, iterations ? cat("; about ", iterations, " loop iterations per invocation") : std::string(),
+               coop.float32Note);
 }
 
 /**
@@ -398,7 +434,8 @@ KernelChoice teamVecRowVariant(const typename KernelInterface<Id>::Spec& spec, u
 
 /** "; not the cooperative <what>: <why the stage is off>" where a cooperative variant exists and the stage is switched off, else "". */
 std::string stageOffSuffix(const PolysketchPlanInputs& in, uint32_t stage, const char* what) {
-    if (!in.coop.variant || (in.coop.stages & stage)) return std::string();
+    if (!in.coop.variant) return in.coop.float32Note;  // float32 storage kept on the FP32 kernels, or ""
+    if (in.coop.stages & stage) return std::string();
     return cat("; not the cooperative ", what, ": ", stageOffReason(in.coop.switches, in.config, stage));
 }
 
@@ -409,9 +446,8 @@ std::string stageOffSuffix(const PolysketchPlanInputs& in, uint32_t stage, const
 std::optional<FeatureStagePlan> planCoopFeatures(const PolysketchPlanInputs& in, std::string& whyNot) {
     const CoopEligibility& coop = in.coop;
     const PackedSketch& sketch = in.sketch;
-    if (!coop.variant) return std::nullopt;
     whyNot = stageOffSuffix(in, kCoopFeatures, "feature map");
-    if (!whyNot.empty()) return std::nullopt;
+    if (!coop.variant || !whyNot.empty()) return std::nullopt;
     kernel::SketchFeaturesCoopMatSpec spec;
     spec.PRODUCT_TERMS = coop.switches.featureTerms;
     spec.DIAGNOSTIC = sketch.learned ? 0 : coop.switches.featureDiagnostic;  // the random sketch's intermediates only
@@ -614,9 +650,11 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     if (coop.variant && (coop.stages & kCoopStates) && subgroupArithmetic &&
         findCoopVariant(KernelId::BlockStatesCoopMat, *coop.variant, "", in.type) != nullptr) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
+        // Float32 storage: V as hi + lo too (shaders/block_states_coopmat.comp, "Precision").
+        const bool splitV = in.type == PSK_DATA_TYPE_FLOAT32;
         kernel::BlockStatesCoopMatSpec spec;
         if (coop.smallTiles) {
-            spec = planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared);
+            spec = planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
         } else if (coop.emulate) {
             // The GPU's tiling on the emulated backend's 16 x 16 x 16 products and 4-byte operands,
             // less the range maxima (2 floats per invocation).
@@ -625,12 +663,12 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
             emulated.shape = {16, 16, 16};
             const uint32_t maxima = 8 * 4 * in.caps.subgroupSize;
             const uint32_t budget = shared - std::min(shared, maxima);
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, in.caps.subgroupSize, R, dv, budget, true);
-            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared);
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, in.caps.subgroupSize, R, dv, budget, true, splitV);
+            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
             spec.Z_STRIDE = in.stateStride;
         } else {
             // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop.choice, in.caps.subgroupSize, R, dv, coop.shared - 1024);
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop.choice, in.caps.subgroupSize, R, dv, coop.shared - 1024, false, splitV);
             spec = cm.spec;
             spec.Z_STRIDE = in.stateStride;
         }

@@ -139,6 +139,9 @@ struct CoopEligibility {
     uint32_t m = 16, n = 16, k = 16;   // the product shape (16 x 16 x 16 emulated)
     bool cpuDevice = false;            // llvmpipe's loop budget applies to the emulation
     uint32_t requiredSubgroupSize = 0; // pinned where the device's subgroup size varies
+    // Float32 storage on a device (or emulation) with a path: why its stages take, or do not take,
+    // the split cooperative kernels (float32.cooperative, PSK_COOPMAT_FLOAT32); "" otherwise.
+    std::string float32Note;
 };
 
 /** What every stage's rule reads: the call's config, sketch and device, and the decisions shared by the stages. */

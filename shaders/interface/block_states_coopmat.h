@@ -20,7 +20,8 @@
     X(10, uint, KEY_TILE, 32) /* keys per step, a multiple of CM_K and of 8 */ \
     X(11, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 (zero padding) */ \
     X(12, uint, WALK, 0) /* 0: a workgroup per block writes H_l; 1: causal walk writing Z_l; 2: full walk writing the sum */ \
-    X(13, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the states are wrong): 1 no products, 2 no psi expansion, 4 no key-tile loads */
+    X(13, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the states are wrong): 1 no products, 2 no psi expansion, 4 no key-tile loads */ \
+    X(14, uint, SPLIT_V, 0) /* 1: V as hi + lo too, three products per step (float32 storage); 0: V one operand (16-bit storage) */
 
 // The push constants are the scalar kernel's: BlockStatesPush (block_states.h).
 #include "block_states.h"

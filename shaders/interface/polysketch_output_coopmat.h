@@ -24,7 +24,8 @@
     X(14, uint, FEAT_CHUNK, 32) /* features (Z rows) per step of phi(q)^T Z, a multiple of CM_K */ \
     X(15, uint, KEY_TILE, 32) /* local keys per step, a multiple of CM_K and of CM_N */ \
     X(16, uint, WIDTH_CHUNK, 64) /* local: q'/k' (or S) columns per step of the scores, a multiple of CM_K */ \
-    X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products */
+    X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products */ \
+    X(18, uint, SPLIT_LOCAL, 0) /* 1: the local part's Q, K, W and V as hi + lo, three products each (float32 storage); 0: one operand each */
 
 // The push constants are the generic kernel's: PolysketchOutputPush (polysketch_output.h), with
 // tiles_per_block = ceil(block_size / TILE_M).

@@ -356,6 +356,10 @@ do_tests() {
         say "tests: not run on lavapipe$( ((quick)) && echo ' --quick'): $left_out (CTest runs them on the build machine)"
     else
         [[ -x "$TESTS/conformance_polysketch_test" ]] && entries+=("{\"label\": \"conformance_polysketch_test.coopmat_emulated\", \"bin\": \"$TESTS/conformance_polysketch_test\", \"env\": {\"PSK_COOPMAT_EMULATION\": \"1\"}}")
+        # Float32 storage on the device's cooperative matrices with every operand split into
+        # float16 hi + lo (PSK_COOPMAT_FLOAT32=on; docs/MATH.md): the float32 sweep and the GPU
+        # tiles' float32 cases against the float32 threshold.
+        [[ -x "$TESTS/conformance_polysketch_test" ]] && entries+=("{\"label\": \"conformance_polysketch_test.float32_split\", \"bin\": \"$TESTS/conformance_polysketch_test\", \"env\": {\"PSK_COOPMAT_FLOAT32\": \"on\", \"GTEST_FILTER\": \"Sweep/*f32*:GpuTiles32/*\"}}")
         # The walking block states on the device's own cooperative matrices (the plan walks only
         # with >= 400 workgroups, which no test shape has): the 16-bit sweep with the walk forced.
         [[ -x "$TESTS/conformance_polysketch_test" ]] && entries+=("{\"label\": \"conformance_polysketch_test.states_walk\", \"bin\": \"$TESTS/conformance_polysketch_test\", \"env\": {\"PSK_COOPMAT_STATES_WALK\": \"on\", \"GTEST_FILTER\": \"Sweep16/*\"}}")

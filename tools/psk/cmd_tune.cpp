@@ -379,7 +379,8 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
             all = {9, 11, 10, 12, 3, 1, 4, 2, 13, 5, 6, 7, 0, 8};
             all.erase(std::remove(all.begin(), all.end(), model), all.end());
             return all;
-        case TuningParameter::OutputCooperative: all = {0, 1}; break;
+        case TuningParameter::OutputCooperative:
+        case TuningParameter::Float32Cooperative: all = {0, 1}; break;
         case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
         case TuningParameter::FeaturesLearnedTile: all = {0, 16, 32, 64}; break;
         case TuningParameter::BaselinesFp32Tile:
