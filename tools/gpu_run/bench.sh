@@ -463,14 +463,6 @@ do_stages() {
     (export PSK_DISABLE_COOPMAT=1; bench_call "stage-softmax-fp32-f16-n$n" 60 "${sm[@]}" --dtype f16) || rc=1
     (export PSK_FP32_BASELINE=rows; bench_call "stage-softmax-rows-f32-n$n" 60 "${sm[@]}" --dtype f32) || rc=1
     say "$( ((rc == 0)) && echo OK || echo FAIL) FP32 softmax n=$n h=$h H=$heads: f32 storage $(csv_summary "$work/bench/stage-softmax-fp32-f32-n$n.csv") | f16 storage, PSK_DISABLE_COOPMAT=1: $(csv_summary "$work/bench/stage-softmax-fp32-f16-n$n.csv") | the one-row kernel (PSK_FP32_BASELINE=rows), f32: $(csv_summary "$work/bench/stage-softmax-rows-f32-n$n.csv")"
-    # Float32 storage on the polysketch cooperative kernels with every operand split into float16
-    # hi + lo (PSK_COOPMAT_FLOAT32=on; docs/MATH.md, "Products on 16-bit matrix units") against the
-    # FP32 kernels float32 takes by default, side by side (docs/MODEL.md, "Float32 storage on the
-    # cooperative kernels", predicts the split 1.5-3x slower on an H200: float32.cooperative 0).
-    local b32=(--kinds polysketch --degree 4 --sketch-size 32 --block-size 256 --n "$n" --head-dim "$h" --dtype f32 --heads "$heads" --local-exact)
-    (export PSK_COOPMAT_FLOAT32=on; bench_call "stage-f32-split-n$n" 60 "${b32[@]}") || rc=1
-    bench_call "stage-f32-fp32-n$n" 60 "${b32[@]}" || rc=1
-    say "$( ((rc == 0)) && echo OK || echo FAIL) float32 polysketch n=$n h=$h H=$heads: split hi + lo on the cooperative kernels (PSK_COOPMAT_FLOAT32=on): $(csv_summary "$work/bench/stage-f32-split-n$n.csv") | FP32 kernels: $(csv_summary "$work/bench/stage-f32-fp32-n$n.csv")"
     # Softmax state passing past position 0 (a short query block over the KV cache, split keys;
     # docs/DECODING.md): one causal forward of 8k tokens, and the same as calls of 1024 and of 128
     # tokens each continuing the cache (host-form calls; the times are the sums over the calls).
@@ -499,6 +491,15 @@ do_stages() {
         done
     done
     say "$( ((rc == 0)) && echo OK || echo FAIL) states walk n=$n h=$h:$walk"
+    # Float32 storage on the polysketch cooperative kernels with every operand split into float16
+    # hi + lo (PSK_COOPMAT_FLOAT32=on; docs/MATH.md, "Products on 16-bit matrix units") against the
+    # FP32 kernels float32 takes by default, side by side (docs/MODEL.md, "Float32 storage on the
+    # cooperative kernels", predicts the split 1.5-3x slower on an H200: float32.cooperative 0).
+    # Last in the step: the ablations and the walk above decide more.
+    local b32=(--kinds polysketch --degree 4 --sketch-size 32 --block-size 256 --n "$n" --head-dim "$h" --dtype f32 --heads "$heads" --local-exact)
+    (export PSK_COOPMAT_FLOAT32=on; bench_call "stage-f32-split-n$n" 60 "${b32[@]}") || rc=1
+    bench_call "stage-f32-fp32-n$n" 60 "${b32[@]}" || rc=1
+    say "$( ((rc == 0)) && echo OK || echo FAIL) float32 polysketch n=$n h=$h H=$heads: split hi + lo on the cooperative kernels (PSK_COOPMAT_FLOAT32=on): $(csv_summary "$work/bench/stage-f32-split-n$n.csv") | FP32 kernels: $(csv_summary "$work/bench/stage-f32-fp32-n$n.csv")"
     local a b c d e
     a=$(csv_summary "$work/bench/stage-local-exact-n$n.csv")
     b=$(csv_summary "$work/bench/stage-sketched-local-n$n.csv")
