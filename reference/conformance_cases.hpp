@@ -141,7 +141,7 @@ std::vector<PolysketchCase> polysketchSweep16();
  *  p = 2 and 8, grouped-query heads, BNHD. */
 std::vector<PolysketchCase> polysketchGpuTilesSweep();
 /** Some of polysketchGpuTilesSweep in float32 storage (n around the block in every mode, the
- *  r = 32 and learned dv = 40 local-exact cases: 14 cases, 5 shapes): the GPU's tilings of the cooperative kernels with
+ *  r = 32, dv = 40 local-exact case: 13 cases, 4 shapes): the GPU's tilings of the cooperative kernels with
  *  every operand split into float16 hi + lo (PSK_COOPMAT_FLOAT32=on), held to the float32
  *  threshold; elsewhere more float32 cases of the FP32 kernels. */
 std::vector<PolysketchCase> polysketchGpuTilesSweep32();

@@ -104,36 +104,30 @@ bool parseCoopMatSwitches(const char* backend, const char* stages, const char* s
     return true;
 }
 
-bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* error) {
-    if (empty(value)) {
-        *out = StatesWalkRequest::Auto;
-        return true;
-    }
-    const std::string v(value);
-    if (v == "auto") *out = StatesWalkRequest::Auto;
-    else if (v == "on" || v == "1") *out = StatesWalkRequest::On;
-    else if (v == "off" || v == "0") *out = StatesWalkRequest::Off;
+namespace {
+
+/** An auto / on (1) / off (0) switch; null or empty is auto. */
+template <typename Request>
+bool parseAutoOnOff(const char* variable, const char* value, Request* out, std::string* error) {
+    const std::string v = empty(value) ? std::string("auto") : std::string(value);
+    if (v == "auto") *out = Request::Auto;
+    else if (v == "on" || v == "1") *out = Request::On;
+    else if (v == "off" || v == "0") *out = Request::Off;
     else {
-        *error = "PSK_COOPMAT_STATES_WALK=" + v + ": expected auto, on or off";
+        *error = std::string(variable) + "=" + v + ": expected auto, on or off";
         return false;
     }
     return true;
 }
 
+}  // namespace
+
+bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* error) {
+    return parseAutoOnOff("PSK_COOPMAT_STATES_WALK", value, out, error);
+}
+
 bool parseFloat32Request(const char* value, Float32Request* out, std::string* error) {
-    if (empty(value)) {
-        *out = Float32Request::Auto;
-        return true;
-    }
-    const std::string v(value);
-    if (v == "auto") *out = Float32Request::Auto;
-    else if (v == "on" || v == "1") *out = Float32Request::On;
-    else if (v == "off" || v == "0") *out = Float32Request::Off;
-    else {
-        *error = "PSK_COOPMAT_FLOAT32=" + v + ": expected auto, on or off";
-        return false;
-    }
-    return true;
+    return parseAutoOnOff("PSK_COOPMAT_FLOAT32", value, out, error);
 }
 
 bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error) {
