@@ -379,10 +379,11 @@ std::vector<PolysketchCase> polysketchGpuTilesSweep() {
 std::vector<PolysketchCase> polysketchGpuTilesSweep32() {
     std::vector<PolysketchCase> cases;
     for (PolysketchCase c : polysketchGpuTilesSweep()) {
-        // n around the block with every mode, and the r = 32, dv = 40 local-exact case (three column
-        // tiles over two subgroups); each other shape would cost the emulated kernels' compile
-        // again (~30 s of CPU each), and coopmat_emulated_f32 has the learned sketch.
-        const bool base = c.dv == 24 && c.b == 32 && c.degree == 4 && c.B == 1;
+        // n around the block, causal (sketched and local exact: the local part is what float32
+        // splits further), and the r = 32, dv = 40 local-exact case (three column tiles over two
+        // subgroups); each other shape would cost the emulated kernels' compile again (~30-40 s of
+        // CPU each, cold), and coopmat_emulated_f32 has full attention and the learned sketch.
+        const bool base = c.dv == 24 && c.b == 32 && c.degree == 4 && c.B == 1 && c.causal;
         const bool wide = c.dv == 40 && c.localExact && c.r == 32 && c.source == SketchSource::Seed;
         if (!base && !wide) continue;
         c.type = PSK_DATA_TYPE_FLOAT32;

@@ -140,8 +140,8 @@ std::vector<PolysketchCase> polysketchSweep16();
  *  32, b = 32 and 64, n around the block, causal / full, local exact, random and learned sketches,
  *  p = 2 and 8, grouped-query heads, BNHD. */
 std::vector<PolysketchCase> polysketchGpuTilesSweep();
-/** Some of polysketchGpuTilesSweep in float32 storage (n around the block in every mode, the
- *  r = 32, dv = 40 local-exact case: 13 cases, 4 shapes): the GPU's tilings of the cooperative kernels with
+/** Some of polysketchGpuTilesSweep in float32 storage (n around the block, causal sketched and
+ *  local exact, and the r = 32, dv = 40 local-exact case: 9 cases, 3 shapes): the GPU's tilings of the cooperative kernels with
  *  every operand split into float16 hi + lo (PSK_COOPMAT_FLOAT32=on), held to the float32
  *  threshold; elsewhere more float32 cases of the FP32 kernels. */
 std::vector<PolysketchCase> polysketchGpuTilesSweep32();
