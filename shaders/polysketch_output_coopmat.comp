@@ -157,6 +157,14 @@ float operand_scale(float x) {
 
 float range_max(uint slot) { return uintBitsToFloat(range_bits[slot]); }
 
+// x into the operand pool at `at` as hi = round(x), and lo = round(x - hi) at `at + lo` where lo is
+// not 0 (the parts of a split operand: step 2 always, step 3 with SPLIT_LOCAL).
+void put_operand(uint at, uint lo, float x) {
+    const CM_OPERAND hi = CM_TO_OPERAND(x);
+    op_pool[at] = hi;
+    if (lo != 0u) op_pool[at + lo] = CM_TO_OPERAND(x - float(hi));
+}
+
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
     [[unroll]] for (uint e = 1u; e < DEGREE; e *= 2u) w *= w;
@@ -262,9 +270,7 @@ void main() {
                         p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
                             f_pool[r * SKETCH + pair_second(entry)];
                     }
-                    const CM_OPERAND hi = CM_TO_OPERAND(p);
-                    op_pool[OP_A + r * LDA + f] = hi;
-                    op_pool[OP_A + A_LO + r * LDA + f] = CM_TO_OPERAND(p - float(hi));
+                    put_operand(OP_A + r * LDA + f, A_LO, p);
                 }
             }
             barrier();
@@ -276,9 +282,7 @@ void main() {
                     const uint f = i / NC, c = i % NC;
                     float z = 0.0;
                     if (f < flen && c <= VALUE_DIM) z = states[z_base + (f0 + f) * Z_STRIDE + c] * z_scale;
-                    const CM_OPERAND hi = CM_TO_OPERAND(z);
-                    op_pool[OP_B + f * LDB + c] = hi;
-                    op_pool[OP_B + B_LO + f * LDB + c] = CM_TO_OPERAND(z - float(hi));
+                    put_operand(OP_B + f * LDB + c, B_LO, z);
                 }
             }
             barrier();
@@ -340,9 +344,7 @@ void main() {
                             float x = 0.0;
                             if (row_begin + r < row_end && d < KEY_WIDTH)
                                 x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
-                            const CM_OPERAND hi = CM_TO_OPERAND(x);
-                            op_pool[OP_Q + r * LDQ + i % WIDTH_CHUNK] = hi;
-                            if (SPLIT_LOCAL != 0u) op_pool[OP_Q + Q_LO + r * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x - float(hi));
+                            put_operand(OP_Q + r * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * Q_LO, x);
                         }
                     }
                 }
@@ -353,9 +355,7 @@ void main() {
                         const uint j = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
                         float x = 0.0;
                         if (ks + j < key_end && d < KEY_WIDTH) x = k_local[k_base + (ks + j) * KEY_WIDTH + d] * k_scale;
-                        const CM_OPERAND hi = CM_TO_OPERAND(x);
-                        op_pool[OP_K + j * LDQ + i % WIDTH_CHUNK] = hi;
-                        if (SPLIT_LOCAL != 0u) op_pool[OP_K + K_LO + j * LDQ + i % WIDTH_CHUNK] = CM_TO_OPERAND(x - float(hi));
+                        put_operand(OP_K + j * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * K_LO, x);
                     }
                 }
                 // [V | 1] of the key tile, scaled (the ones column holds v_scale), once per key tile.
@@ -369,9 +369,7 @@ void main() {
                                 if (c < VALUE_DIM) x = LOAD_ELEM(v_data[v_base + (ks + j) * params.v_strides.token + c]) * v_scale;
                                 else if (c == VALUE_DIM) x = v_scale;
                             }
-                            const CM_OPERAND hi = CM_TO_OPERAND(x);
-                            op_pool[OP_V + j * LDB + c] = hi;
-                            if (SPLIT_LOCAL != 0u) op_pool[OP_V + V_LO + j * LDB + c] = CM_TO_OPERAND(x - float(hi));
+                            put_operand(OP_V + j * LDB + c, SPLIT_LOCAL * V_LO, x);
                         }
                     }
                 }
@@ -404,12 +402,7 @@ void main() {
             const float w_scale = operand_scale(range_max(R_W));
             [[unroll]] for (uint it = 0u; it < (F_SCORES + THREADS - 1u) / THREADS; ++it) {
                 const uint e = it * THREADS + lid;
-                if (e < F_SCORES) {
-                    const float x = f_pool[e] * w_scale;
-                    const CM_OPERAND hi = CM_TO_OPERAND(x);
-                    op_pool[OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE] = hi;
-                    if (SPLIT_LOCAL != 0u) op_pool[OP_W + W_LO + (e / KEY_TILE) * LDW + e % KEY_TILE] = CM_TO_OPERAND(x - float(hi));
-                }
+                if (e < F_SCORES) put_operand(OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE, SPLIT_LOCAL * W_LO, f_pool[e] * w_scale);
             }
             barrier();
             if (sees_keys) {

@@ -366,12 +366,14 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
     coop.smallTiles = emulation == CoopMatEmulation::SmallTiles;
     coop.shared = std::min<uint32_t>(limits.maxComputeSharedMemorySize, coop.emulate ? tiles.sharedBytesCap : tiles.coopSharedBytesCap);
     coop.choice = selectCoopMatWithSwitches(caps, coop.switches).forDataType(in.type);
-    bool splitFloat32 = false;
+    // The variant the stages could take; float32 storage keeps it only where split products are chosen.
+    coop.variant = coopVariantFor(coop.choice, coop.emulate, in.type, caps, /*splitFloat32=*/true);
     if (in.type == PSK_DATA_TYPE_FLOAT32) {
         const TuningEntry* entry = tuningEntry(in, TuningParameter::Float32Cooperative);
         const Float32Request request = coop.switches.float32;
-        splitFloat32 = request == Float32Request::On || (request == Float32Request::Auto && entry && entry->value != 0);
-        const bool possible = coopVariantFor(coop.choice, coop.emulate, in.type, caps, true).has_value();
+        const bool splitFloat32 = request == Float32Request::On || (request == Float32Request::Auto && entry && entry->value != 0);
+        const bool possible = coop.variant.has_value();
+        if (!splitFloat32) coop.variant.reset();
         if (possible && splitFloat32) {
             coop.float32Note = request == Float32Request::On
                                    ? std::string("; float32 storage on hi + lo products (PSK_COOPMAT_FLOAT32=on)")
@@ -386,7 +388,6 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
             coop.float32Note = ignoredNote(in, *entry, "no cooperative-matrix path for this device and storage type");
         }
     }
-    coop.variant = coopVariantFor(coop.choice, coop.emulate, in.type, caps, splitFloat32);
     coop.m = coop.emulate ? 16 : coop.choice.shape.m;
     coop.n = coop.emulate ? 16 : coop.choice.shape.n;
     coop.k = coop.emulate ? 16 : coop.choice.shape.k;
