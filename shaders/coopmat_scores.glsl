@@ -44,12 +44,15 @@
 
 // The subgroup's score tiles out to the float32 array `scores`, rows of `stride` (row r of the
 // workgroup's tile at r * stride).
-#define CM_SCORES_STORE(score, active, scores, stride)                                              \
-    if (active) {                                                                                   \
-        [[unroll]] for (uint u = 0u; u < SU; ++u) {                                                 \
-            const uint s = sg_n + u * SG_N;                                                         \
-            if (s < ST) CM_STORE_ROW(score[u], scores, sg_m * CM_M * (stride) + s * CM_N, stride);  \
-        }                                                                                           \
+#define CM_SCORES_STORE(score, active, scores, stride) CM_SCORES_STORE_AT(score, active, scores, 0u, stride)
+// The same from element `base` of `scores` (polysketch_output_coopmat.comp's FUSED_QUERY keeps
+// the S(q) rows before it).
+#define CM_SCORES_STORE_AT(score, active, scores, base, stride)                                             \
+    if (active) {                                                                                           \
+        [[unroll]] for (uint u = 0u; u < SU; ++u) {                                                         \
+            const uint s = sg_n + u * SG_N;                                                                 \
+            if (s < ST) CM_STORE_ROW(score[u], scores, (base) + sg_m * CM_M * (stride) + s * CM_N, stride); \
+        }                                                                                                   \
     }
 
 #endif

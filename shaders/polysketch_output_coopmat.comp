@@ -20,6 +20,12 @@
 // column of [V | 1]), so there is no separate sum.
 //
 //  1. S(q) rows of the tile are staged once (float32), with the range maxima of the operands.
+//     FUSED_QUERY: computed here from q itself instead of read from the feature map's rows (the
+//     random sketch without LayerNorm, where S(q) and q' depend on q alone): x = s q of the tile's
+//     rows is staged, then S(q) = x (degree 2) or c (x G_a) * (x G_b) (degree 4) in float32 on the
+//     FP32 units (TILE_M x r x h multiply-adds twice: a few percent of the workgroup's work), and
+//     the local part's q' = x is read from q again. So the forward writes and reads no query-side
+//     rows: the feature map runs for k alone (docs/ARCHITECTURE.md, "Which stages").
 //  2. Inter-block, chunks of FEAT_CHUNK features: A = phi(q) rows (TILE_M x FEAT_CHUNK, expanded
 //     from the pair table, self_tensor.glsl) and B = the Z chunk (FEAT_CHUNK x NT CM_N, zero past
 //     column dv), each as two operands, hi = round(x) and lo = round(x - hi); part = A_lo B_hi +
@@ -101,6 +107,11 @@ layout(std430, binding = BINDING_OUT) writeonly buffer OBuffer { ELEM o_data[]; 
 layout(std430, binding = BINDING_STATES) readonly buffer States { float states[]; };
 layout(std430, binding = BINDING_PAIRS) readonly buffer Pairs { uint pairs[]; };
 layout(std430, binding = BINDING_Q_LOCAL) readonly buffer QLocal { float q_local[]; };  // q' rows (LOCAL_EXACT)
+// FUSED_QUERY: the same bindings hold q itself and the packed sketch (every packed tensor starts
+// on a vec4), which replace the rows above (polysketch_output.h; Vulkan allows several variables
+// on one binding).
+layout(std430, binding = BINDING_Q_SKETCH) readonly buffer QRows { ELEM q_data[]; };
+layout(std430, binding = BINDING_Q_LOCAL) readonly buffer Weights { vec4 w_vec[]; };
 
 const uint TILE_M = SG_M * CM_M;
 const uint NT = (VALUE_DIM + CM_N) / CM_N;   // column tiles: ceil((dv + 1) / CM_N)
@@ -129,12 +140,19 @@ const uint OP_V = OP_W + PARTS * W_LO;
 const uint OP_LOCAL = CAUSAL ? OP_V + PARTS * V_LO : 0u;
 const uint OP_POOL = OP_INTER > OP_LOCAL ? OP_INTER : OP_LOCAL;
 // Float32 pool: [TILE_M][SKETCH] S(q) rows (steps 1-2), [TILE_M][KEY_TILE] scores (step 3),
-// [subgroup][CM_M][CM_N] (step 4).
+// [subgroup][CM_M][CM_N] (step 4). FUSED_QUERY = 2 stages x = s q ([TILE_M][HEAD_DIM]) after the
+// S(q) rows in step 1; FUSED_QUERY with a sketched local part keeps the S(q) rows through step 3
+// (they are its Q operand), so the scores start after them (F_SC).
 const uint F_SQ = TILE_M * SKETCH;
+const uint F_X = F_SQ;
+const uint F_XLEN = FUSED_QUERY == 2u ? TILE_M * HEAD_DIM : 0u;
+const uint F_SC = FUSED_QUERY != 0u && !LOCAL_EXACT ? F_SQ : 0u;
 const uint F_SCORES = TILE_M * KEY_TILE;
 const uint F_OUT = SG_M * SG_N * CM_M * CM_N;
-const uint F_POOL_12 = F_SQ > F_SCORES ? F_SQ : F_SCORES;
-const uint F_POOL = F_POOL_12 > F_OUT ? F_POOL_12 : F_OUT;
+const uint F_POOL_1 = F_SQ + F_XLEN;
+const uint F_POOL_3 = F_SC + F_SCORES;
+const uint F_POOL_13 = F_POOL_1 > F_POOL_3 ? F_POOL_1 : F_POOL_3;
+const uint F_POOL = F_POOL_13 > F_OUT ? F_POOL_13 : F_OUT;
 // Range maxima (float bits): S(q), q', k', v, two Z chunk slots, the key tile's weights.
 const uint R_S = 0u, R_Q = 1u, R_K = 2u, R_V = 3u, R_Z = 4u, R_W = 6u;
 const uint RANGE_SLOTS = 7u;
@@ -163,6 +181,11 @@ void put_operand(uint at, uint lo, float x) {
     const CM_OPERAND hi = CM_TO_OPERAND(x);
     op_pool[at] = hi;
     if (lo != 0u) op_pool[at + lo] = CM_TO_OPERAND(x - float(hi));
+}
+
+// FUSED_QUERY: element d of query row `row` times the score scale, x = s q (the feature map's input).
+float query_x(uint batch, uint q_head, uint row, uint d) {
+    return LOAD_ELEM(q_data[tensor_row(params.q_strides, batch, q_head, row) + d]) * params.scale;
 }
 
 float weight_power(float x) {
@@ -202,21 +225,68 @@ void main() {
 
     // ---- 1. S(q) rows of the tile (zero past its last row), and the operand ranges ----
     {
-        float s_max = 0.0;
-        [[unroll]] for (uint it = 0u; it < (F_SQ + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < F_SQ) {
-                const float s = row_begin + i / SKETCH < row_end ? q_sketch[(q_seq * params.n + row_begin) * SKETCH + i] : 0.0;
-                f_pool[i] = s;
-                s_max = max(s_max, abs(s));
+        float s_max = 0.0, x_max = 0.0;
+        if (FUSED_QUERY == 0u) {
+            [[unroll]] for (uint it = 0u; it < (F_SQ + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < F_SQ) {
+                    const float s = row_begin + i / SKETCH < row_end ? q_sketch[(q_seq * params.n + row_begin) * SKETCH + i] : 0.0;
+                    f_pool[i] = s;
+                    s_max = max(s_max, abs(s));
+                }
+            }
+        } else {
+            // x = s q of the tile's rows: S(q) itself (degree 2, SKETCH = HEAD_DIM) or the input of
+            // its two products (degree 4, at F_X).
+            const uint x_at = FUSED_QUERY == 1u ? 0u : F_X;
+            [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < TILE_M * HEAD_DIM) {
+                    const uint r = i / HEAD_DIM;
+                    const float x = row_begin + r < row_end ? query_x(batch, q_head, row_begin + r, i % HEAD_DIM) : 0.0;
+                    f_pool[x_at + i] = x;
+                    x_max = max(x_max, abs(x));
+                }
+            }
+            if (FUSED_QUERY == 1u) s_max = x_max;
+            if (FUSED_QUERY == 2u) {
+                barrier();  // the x rows are staged
+                // S(q)[r][c] = c_node (x_r . G_a[c]) (x_r . G_b[c]): consecutive invocations take
+                // consecutive columns of one row (x read as a broadcast, the weight rows from L1/L2).
+                [[dont_unroll]] for (uint i = lid; i < F_SQ; i += THREADS) {
+                    const uint r = i / SKETCH, c = i % SKETCH;
+                    const uint xr = F_X + r * HEAD_DIM;
+                    float a = 0.0, b = 0.0;
+                    if (HEAD_DIM % 4u == 0u) {
+                        const uint a4 = (params.w_a + c * HEAD_DIM) >> 2, b4 = (params.w_b + c * HEAD_DIM) >> 2;
+                        [[unroll]] for (uint d4 = 0u; d4 < HEAD_DIM / 4u; ++d4) {
+                            const vec4 x = vec4(f_pool[xr + 4u * d4], f_pool[xr + 4u * d4 + 1u], f_pool[xr + 4u * d4 + 2u],
+                                                f_pool[xr + 4u * d4 + 3u]);
+                            a += dot(x, w_vec[a4 + d4]);
+                            b += dot(x, w_vec[b4 + d4]);
+                        }
+                    } else {
+                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) {
+                            const uint ia = params.w_a + c * HEAD_DIM + d, ib = params.w_b + c * HEAD_DIM + d;
+                            a += f_pool[xr + d] * w_vec[ia >> 2][ia & 3u];
+                            b += f_pool[xr + d] * w_vec[ib >> 2][ib & 3u];
+                        }
+                    }
+                    const float s = params.node_scale * a * b;  // zero past the tile's last row (x = 0)
+                    f_pool[i] = s;
+                    s_max = max(s_max, abs(s));
+                }
             }
         }
         atomicMax(range_bits[R_S], floatBitsToUint(s_max));
         if (CAUSAL) {
             float q_max = 0.0, k_max = 0.0, v_max = 0.0;
             // Passes over the tile's q' rows and the block's keys and values up to the tile's last
-            // row, STAGE_BATCH loads in flight per invocation (staging.glsl).
-            if (LOCAL_EXACT) {
+            // row, STAGE_BATCH loads in flight per invocation (staging.glsl). FUSED_QUERY: q' = x,
+            // whose maximum the staging above took.
+            if (LOCAL_EXACT && FUSED_QUERY != 0u) {
+                q_max = x_max;
+            } else if (LOCAL_EXACT) {
                 const uint q_base = (q_seq * params.n + row_begin) * HEAD_DIM;
                 STAGED_ABS_MAX(q_max, (row_end - row_begin) * HEAD_DIM, THREADS, lid, q_local[q_base + i])
             }
@@ -342,8 +412,12 @@ void main() {
                         if (i < TILE_M * WIDTH_CHUNK) {
                             const uint r = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
                             float x = 0.0;
-                            if (row_begin + r < row_end && d < KEY_WIDTH)
-                                x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
+                            if (row_begin + r < row_end && d < KEY_WIDTH) {
+                                if (FUSED_QUERY != 0u)  // q' = x from q again, or the S(q) rows kept in the pool
+                                    x = (LOCAL_EXACT ? query_x(batch, q_head, row_begin + r, d) : f_pool[r * SKETCH + d]) * q_scale;
+                                else
+                                    x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
+                            }
                             put_operand(OP_Q + r * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * Q_LO, x);
                         }
                     }
@@ -380,7 +454,7 @@ void main() {
                 }
                 CM_SCORES_STEP(score, sees_keys, w0, KEY_WIDTH)
             }
-            CM_SCORES_STORE(score, sees_keys, f_pool, KEY_TILE)
+            CM_SCORES_STORE_AT(score, sees_keys, f_pool, F_SC, KEY_TILE)
             if (lid == 0u) range_bits[R_W] = 0u;  // its last reads were before the staging barrier
             barrier();
             // Weights in float32: unscaled scores, masked (j <= i inside the tile's rows; this also
@@ -391,9 +465,9 @@ void main() {
                 const uint e = it * THREADS + lid;
                 if (e < F_SCORES) {
                     const uint i = row_begin + e / KEY_TILE, j = ks + e % KEY_TILE;
-                    const float x = f_pool[e] * inv_qk;
+                    const float x = f_pool[F_SC + e] * inv_qk;
                     const float w = i < row_end && j <= i ? (LOCAL_EXACT ? weight_power(x) : x * x) : 0.0;
-                    f_pool[e] = w;
+                    f_pool[F_SC + e] = w;
                     w_max = max(w_max, abs(w));
                 }
             }
@@ -402,7 +476,7 @@ void main() {
             const float w_scale = operand_scale(range_max(R_W));
             [[unroll]] for (uint it = 0u; it < (F_SCORES + THREADS - 1u) / THREADS; ++it) {
                 const uint e = it * THREADS + lid;
-                if (e < F_SCORES) put_operand(OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE, SPLIT_LOCAL * W_LO, f_pool[e] * w_scale);
+                if (e < F_SCORES) put_operand(OP_W + (e / KEY_TILE) * LDW + e % KEY_TILE, SPLIT_LOCAL * W_LO, f_pool[F_SC + e] * w_scale);
             }
             barrier();
             if (sees_keys) {

@@ -130,6 +130,10 @@ bool parseFloat32Request(const char* value, Float32Request* out, std::string* er
     return parseAutoOnOff("PSK_COOPMAT_FLOAT32", value, out, error);
 }
 
+bool parseFusedQuery(const char* value, FusedQueryRequest* out, std::string* error) {
+    return parseAutoOnOff("PSK_COOPMAT_FUSED_QUERY", value, out, error);
+}
+
 bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error) {
     static const char* names[] = {"off", "rows", "identity", "product"};
     if (empty(value)) {
@@ -185,6 +189,7 @@ CoopMatSwitches coopMatSwitches() {
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseStatesWalk(std::getenv("PSK_COOPMAT_STATES_WALK"), &s.statesWalk, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFloat32Request(std::getenv("PSK_COOPMAT_FLOAT32"), &s.float32, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseFusedQuery(std::getenv("PSK_COOPMAT_FUSED_QUERY"), &s.fusedQuery, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFeatureDiagnostic(std::getenv("PSK_COOPMAT_FEATURE_DIAGNOSTIC"), &s.featureDiagnostic, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseAblate(std::getenv("PSK_ABLATE"), &s.ablateStates, &s.ablateOutput, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
@@ -256,6 +261,7 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");
     if (s.float32 == Float32Request::On) add("float32 storage on split products");
     if (s.float32 == Float32Request::Off) add("float32 storage on FP32 kernels");
+    if (s.fusedQuery == FusedQueryRequest::Off) add("query rows from the feature map (fused query off)");
     if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));
     return d;
 }

@@ -23,6 +23,10 @@
 //                              float16 hi + lo (docs/MATH.md, "Products on 16-bit matrix
 //                              units"); auto: where the device's tuning table says
 //                              float32.cooperative 1 (measured faster than FP32 there)
+//   PSK_COOPMAT_FUSED_QUERY    auto (default) | on | off: whether the cooperative output computes
+//                              S(q) and q' from q itself where they depend on q alone (random
+//                              sketch without LayerNorm), so the feature map runs for k alone;
+//                              on is auto (the plan says where it cannot), off keeps the rows
 //   PSK_COOPMAT_BASELINE       flash (default) | tiled: the cooperative softmax / exact polynomial
 //                              kernel for 16-bit storage (attention_flash_coopmat, or the older
 //                              attention_tiled_coopmat; read by forward/tiled_forward.cpp)
@@ -65,6 +69,7 @@ enum class CoopBackendRequest { Auto, KHR, NV, Emulated, Off };
 enum class CoopSelfTestMode { Off, Hardware, Always, Known };
 enum class StatesWalkRequest { Auto, On, Off };
 enum class Float32Request { Auto, On, Off };
+enum class FusedQueryRequest { Auto, On, Off };
 
 struct CoopMatSwitches {
     CoopBackendRequest backend = CoopBackendRequest::Auto;
@@ -74,6 +79,7 @@ struct CoopMatSwitches {
     uint32_t faultStages = 0;
     StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
     Float32Request float32 = Float32Request::Auto;  // PSK_COOPMAT_FLOAT32
+    FusedQueryRequest fusedQuery = FusedQueryRequest::Auto;  // PSK_COOPMAT_FUSED_QUERY
     /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product). */
     uint32_t featureDiagnostic = 0;
     /** PSK_ABLATE: parts of the cooperative block states and output left out (their ABLATE bits; timing only). */
@@ -98,6 +104,8 @@ bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* err
 
 /** PSK_COOPMAT_FLOAT32's value (null or empty: auto; on / 1, off / 0); false with `error` when not understood. */
 bool parseFloat32Request(const char* value, Float32Request* out, std::string* error);
+/** PSK_COOPMAT_FUSED_QUERY's value (null or empty: auto; on / 1, off / 0); false with `error` when not understood. */
+bool parseFusedQuery(const char* value, FusedQueryRequest* out, std::string* error);
 
 /**
  * Parses the switches from values (null or empty: the default); false with `error` naming the

@@ -33,10 +33,12 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
         return r;
     };
     const uint64_t R = plan.sketchLength;
-    ws.qSketch = region("q sketches", B * c.numQueryHeads * n * R);
+    // plan.fusedQuery: the output computes the query side itself; no q rows are stored.
+    const uint64_t qRows = plan.fusedQuery ? 0 : B * c.numQueryHeads * n;
+    ws.qSketch = region("q sketches", qRows * R);
     ws.kSketch = region("k sketches", B * c.numKeyValueHeads * n * R);
     if (c.causal && c.localExact) {
-        ws.qLocal = region("local q rows", B * c.numQueryHeads * n * c.headDim);
+        ws.qLocal = region("local q rows", qRows * c.headDim);
         ws.kLocal = region("local k rows", B * c.numKeyValueHeads * n * c.headDim);
     }
     if (plan.nodeScratch) {
@@ -75,12 +77,13 @@ void recordSelfTensor(Recorder& rec, VkPipeline pipeline, const DeviceCaps& caps
 FeatureMapRanges featureMapRanges(const PolysketchPlan& plan, const AttentionConfig& c, const BoundWorkspace& w) {
     using W = PolysketchWorkspace;
     FeatureMapRanges f;
-    f.qSketch = w[W::QSketch];
     f.kSketch = w[W::KSketch];
-    // Bindings the kernel does not write still need a valid range: the sketch rows stand in.
+    // Bindings the kernel does not write still need a valid range: the sketch rows stand in (the
+    // k rows for the query side's where the plan stores none: plan.fusedQuery, read by no kernel).
+    f.qSketch = plan.fusedQuery ? f.kSketch : w[W::QSketch];
     const bool local = c.causal && c.localExact;
-    f.qLocal = local ? w[W::QLocal] : f.qSketch;
     f.kLocal = local ? w[W::KLocal] : f.kSketch;
+    f.qLocal = !local ? f.qSketch : plan.fusedQuery ? f.kLocal : w[W::QLocal];
     f.qNodes = plan.nodeScratch ? w[W::QNodes] : f.qSketch;
     f.kNodes = plan.nodeScratch ? w[W::KNodes] : f.kSketch;
     return f;
@@ -107,14 +110,16 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
     // Bindings a configuration does not use get the sketch rows (featureMapRanges): written anyway.
     kernel::SketchFeaturesBindings b;
     b.WEIGHTS = res.weights;
-    fp.heads = c.numQueryHeads;
-    fp.scale = c.scale;
-    fp.x_strides = kernel::pushStrides(g.q.strides);
-    b.X_ROWS = q;
-    b.SKETCH_OUT = f.qSketch;
-    b.LOCAL_OUT = f.qLocal;
-    b.NODES = f.qNodes;
-    recordKernel(rec, pipeline(g.q.strides), b, fp, groups, c.numQueryHeads, g.batch);
+    if (!plan.fusedQuery) {  // else the cooperative output computes the query side from q
+        fp.heads = c.numQueryHeads;
+        fp.scale = c.scale;
+        fp.x_strides = kernel::pushStrides(g.q.strides);
+        b.X_ROWS = q;
+        b.SKETCH_OUT = f.qSketch;
+        b.LOCAL_OUT = f.qLocal;
+        b.NODES = f.qNodes;
+        recordKernel(rec, pipeline(g.q.strides), b, fp, groups, c.numQueryHeads, g.batch);
+    }
     fp.heads = c.numKeyValueHeads;
     fp.scale = 1.0f;  // k is never scaled
     fp.x_strides = kernel::pushStrides(g.k.strides);
@@ -170,8 +175,10 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     // A broken cooperative kernel on purpose (PSK_COOPMAT_FAULT, tests of the self-test): its
     // result replaced by infinities, as the first GPU run saw from a wrong kernel.
     constexpr uint32_t kInfinityBits = 0x7F800000u;
-    if (plan.faultStages & kCoopFeatures)
-        for (const BufferRange& r : {f.qSketch, f.kSketch}) rec.fill(r, fillableBytes(r), kInfinityBits);
+    if (plan.faultStages & kCoopFeatures) {
+        rec.fill(f.kSketch, fillableBytes(f.kSketch), kInfinityBits);
+        if (!plan.fusedQuery) rec.fill(f.qSketch, fillableBytes(f.qSketch), kInfinityBits);
+    }
     if (cont && cont->afterFeatureMaps) cont->afterFeatureMaps(rec, f);
 
     // 2. Block states H_l = phi(K_l)^T [V_l | 1].
@@ -223,16 +230,23 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.v_strides = kernel::pushStrides(g.v.strides);
     op.o_strides = kernel::pushStrides(g.out.strides);
     op.prefix_first = cont ? 1u : 0u;
+    // The cooperative output's FUSED_QUERY (plan.fusedQuery): S(q) = c (s q G_a) * (s q G_b), or s q.
+    op.q_strides = kernel::pushStrides(g.q.strides);
+    op.scale = c.scale;
+    op.node_scale = sketch.nodeScale;
+    op.w_a = sketch.offsets[0];
+    op.w_b = sketch.offsets[1];
     // Every output variant takes these push constants and this grid: plan.outputRows rows per
     // workgroup (the cooperative kernel's TILE_M = SG_M * CM_M); only the team kernel has a vec variant.
     kernel::PolysketchOutputBindings ob;
-    ob.Q_SKETCH = f.qSketch;
+    // plan.fusedQuery: the cooperative output reads q and the packed sketch through these two.
+    ob.Q_SKETCH = plan.fusedQuery ? t.q : f.qSketch;
     ob.K_LOCAL = local ? f.kLocal : f.kSketch;
     ob.V = t.v;
     ob.OUT = t.out;
     ob.STATES = states;
     ob.PAIRS = res.pairs;
-    ob.Q_LOCAL = f.qLocal;
+    ob.Q_LOCAL = plan.fusedQuery ? res.weights : f.qLocal;
     recordKernel(rec, alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output, ob, op,
                  static_cast<uint32_t>(outputGroups), c.numQueryHeads, g.batch);
     if (plan.faultStages & kCoopOutput) rec.fill(t.out, fillableBytes(t.out), kInfinityBits);

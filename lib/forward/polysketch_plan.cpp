@@ -97,7 +97,11 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
                                                                tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad))
                                       : 0;
     const uint32_t operandBytes = emulated ? 4 : 2;
-    const uint32_t fPool = std::max({tileM * s.SKETCH, tileM * s.KEY_TILE, subgroups * s.CM_M * s.CM_N});
+    // FUSED_QUERY: x = s q after the S(q) rows in step 1 (degree 4), the scores after the S(q)
+    // rows in step 3 (a sketched local part reads them there).
+    const uint32_t sq = tileM * s.SKETCH, x = s.FUSED_QUERY == 2 ? tileM * s.HEAD_DIM : 0;
+    const uint32_t scoresAt = s.FUSED_QUERY != 0 && !s.LOCAL_EXACT ? sq : 0;
+    const uint32_t fPool = std::max({sq + x, scoresAt + tileM * s.KEY_TILE, subgroups * s.CM_M * s.CM_N});
     const uint32_t exchange = emulated ? subgroups * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
     return operandBytes * std::max(opInter, opLocal) + 4 * (fPool + tileM + 7 + exchange);
 }
@@ -126,6 +130,7 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
         total += ceilDiv(blockSize * (keyWidth + s.VALUE_DIM) + s.SG_M * s.CM_M * s.HEAD_DIM, threads);  // maxima passes
     }
     total += (wn + 1) * (2 * tile + ceilDiv(m, lanes));  // output
+    if (s.FUSED_QUERY == 2) total += ceilDiv(s.SG_M * s.CM_M * s.SKETCH, threads);  // S(q) from q (its inner loop unrolled)
     return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
 }
 
@@ -926,13 +931,37 @@ std::string tuneCoopOutput(const PolysketchPlanInputs& in, kernel::PolysketchOut
  * lists (r >= ~96 at small dv) would exceed it; those keep the team / generic output, with the
  * reason in the plan (`whyNot`).
  */
+/**
+ * FUSED_QUERY of the cooperative output: 1 (degree 2, S(q) = s q) or 2 (degree 4, one level of the
+ * random sketch) where S(q) and q' depend on q alone (no LayerNorm), so the output computes them
+ * and the feature map runs for k alone; 0 otherwise. `note` says which and why for the plan.
+ */
+uint32_t fusedQueryFor(const PolysketchPlanInputs& in, std::string& note) {
+    const PackedSketch& sk = in.sketch;
+    const bool local = in.config.causal && in.config.localExact;
+    const char* whyNot = in.coop.switches.fusedQuery == FusedQueryRequest::Off ? "PSK_COOPMAT_FUSED_QUERY=off"
+                         : sk.learned                                            ? "a learned sketch"
+                         : sk.levels > 1                                         ? "degree 8 (two levels of products)"
+                         : sk.qkNorm                                             ? "a LayerNorm before the sketch"
+                         : local && sk.localNorm                                 ? "a local LayerNorm"
+                                                                                 : nullptr;
+    if (whyNot) {
+        note = cat("; S(q) and q' from the feature map's rows (", whyNot, ")");
+        return 0;
+    }
+    note = "; S(q) and q' computed from q in the kernel (the feature map runs for k alone)";
+    return sk.levels == 0 ? 1 : 2;
+}
+
 std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, std::string& whyNot) {
     const CoopEligibility& coop = in.coop;
     whyNot = stageOffSuffix(in, kCoopOutput, "output");
     if (!coop.variant || !(coop.stages & kCoopOutput) ||
         findCoopVariant(KernelId::PolysketchOutputCoopMat, *coop.variant, "", in.type) == nullptr)
         return std::nullopt;
+    std::string fusedNote;
     kernel::PolysketchOutputCoopMatSpec spec;
+    spec.FUSED_QUERY = fusedQueryFor(in, fusedNote);
     if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
                                      in.stateStride, coop.shared, spec)) {
         whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
@@ -942,6 +971,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     std::string tuned;
     if (const TuningEntry* e = tuningEntry(in, TuningParameter::OutputSgM)) {
         kernel::PolysketchOutputCoopMatSpec c;
+        c.FUSED_QUERY = spec.FUSED_QUERY;
         if (e->value * coop.m > in.config.blockSize + coop.m)
             tuned = ignoredNote(in, *e, cat(e->value, " row groups of ", coop.m, " rows exceed the block of ", in.config.blockSize));
         else if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
@@ -963,8 +993,9 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     if (!withinEmulatedLoopBudget(coop, "output", iterations, whyNot, kEmulatedOutputLoopBudget)) return std::nullopt;
     OutputStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
+    stage.fusedQuery = spec.FUSED_QUERY != 0;
     stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
-                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + tuned +
+                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + fusedNote + tuned +
                                         tunableNote({{TuningParameter::OutputFeatChunk, spec.FEAT_CHUNK},
                                                      {TuningParameter::OutputKeyTile, spec.KEY_TILE},
                                                      {TuningParameter::OutputWn, spec.WN},
@@ -1066,6 +1097,8 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     plan.outputKernelVec = output.kernelVec;
     plan.outputVecRowFloats = output.vecRowFloats;
     plan.outputRows = output.rows;
+    plan.fusedQuery = output.fusedQuery;
+    if (plan.fusedQuery) plan.featureKernel.reason += "; for k alone (the cooperative output computes S(q) and q' from q)";
 
     // Fault injection (tests of the self-test): only stages that took a cooperative kernel.
     uint32_t cooperative = 0;

@@ -105,6 +105,11 @@ struct PolysketchPlan {
     KernelChoice outputKernel, outputKernelVec;
     uint32_t outputVecRowFloats = 4;
     uint32_t outputRows = 64;  // query rows per workgroup
+    /**
+     * The cooperative output computes S(q) and q' from q (its FUSED_QUERY): the feature map runs
+     * for k alone and the workspace has no query-side rows.
+     */
+    bool fusedQuery = false;
     // The prefix (causal) or reduction (full) kernel depends on the number of blocks of a call:
     // forward/block_scan.hpp decides it per call.
 
@@ -185,6 +190,7 @@ struct OutputStagePlan {
     KernelChoice kernel, kernelVec;
     uint32_t vecRowFloats = 4;
     uint32_t rows = 64;
+    bool fusedQuery = false;  // PolysketchPlan::fusedQuery
 };
 /** Throws UNSUPPORTED where the generic output's tiling does not fit, whichever variant is chosen. */
 OutputStagePlan planOutputStage(const PolysketchPlanInputs& in);
@@ -199,7 +205,8 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in);
  * per-subgroup exchange region); otherwise 2-byte operands. `smallTiles`: the emulation's small
  * tiling (see the definition); otherwise the GPU's.
  * Returns false when even the smallest tiling does not fit. `sgM` (non-zero: a tuning table's
- * output.sg_m): exactly that many row groups, the other tiles shrunk until they fit.
+ * output.sg_m): exactly that many row groups, the other tiles shrunk until they fit. The
+ * caller's spec.FUSED_QUERY stays, and its shared memory counts.
  */
 bool planPolysketchOutputCoopMat(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, bool emulated, bool smallTiles,
                                  const AttentionConfig& config,

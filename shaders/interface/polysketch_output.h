@@ -52,13 +52,13 @@
 
 // polysketch_output*.comp
 #define PSK_POLYSKETCH_OUTPUT_BINDINGS(X) \
-    X(0, Q_SKETCH, read) /* S(q) rows, float32 */ \
+    X(0, Q_SKETCH, read) /* S(q) rows, float32; the cooperative kernel's FUSED_QUERY: q itself, storage type */ \
     X(1, K_LOCAL, read) /* S(k) rows, or k' rows (LOCAL_EXACT) */ \
     X(2, V, read) \
     X(3, OUT, write) \
     X(4, STATES, read) /* Z: the scanned (causal) or reduced (full) block states */ \
     X(5, PAIRS, read) /* the self-tensor pair table */ \
-    X(6, Q_LOCAL, read) /* q' rows (LOCAL_EXACT) */
+    X(6, Q_LOCAL, read) /* q' rows (LOCAL_EXACT); the cooperative kernel's FUSED_QUERY: the packed sketch */
 
 PSK_PUSH_BEGIN(PolysketchOutputPush)
     uint n;
@@ -72,6 +72,15 @@ PSK_PUSH_BEGIN(PolysketchOutputPush)
     TensorStrides v_strides;
     TensorStrides o_strides;
     uint prefix_first;  // causal: 1 when Z_0 is not zero (a decode state's z, docs/DECODING.md), so block 0 reads it too
+    // The cooperative kernel's FUSED_QUERY: q's strides, the score scale s, the sketch's node scale c
+    // and the offsets (floats) of G_a and G_b in the packed sketch (transposed: SKETCH rows of
+    // HEAD_DIM). Its bindings 0 and 6 then hold q and the packed sketch: every pipeline shares one
+    // layout of 8 storage buffers (vk/pipelines.hpp), and the rows they replace are not stored.
+    TensorStrides q_strides;
+    float scale;
+    float node_scale;
+    uint w_a;
+    uint w_b;
 PSK_PUSH_END
 
 #endif

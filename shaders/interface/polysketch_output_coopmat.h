@@ -25,10 +25,13 @@
     X(15, uint, KEY_TILE, 32) /* local keys per step, a multiple of CM_K and of CM_N */ \
     X(16, uint, WIDTH_CHUNK, 64) /* local: q'/k' (or S) columns per step of the scores, a multiple of CM_K */ \
     X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products */ \
-    X(18, uint, SPLIT_LOCAL, 0) /* 1: the local part's Q, K, W and V as hi + lo, three products each (float32 storage); 0: one operand each */
+    X(18, uint, SPLIT_LOCAL, 0) /* 1: the local part's Q, K, W and V as hi + lo, three products each (float32 storage); 0: one operand each */ \
+    X(19, uint, FUSED_QUERY, 0) /* 0: S(q) (and q') are the feature map's rows; the kernel computes them from q itself: 1 S(q) = s q (degree 2), 2 S(q) = c (s q G_a) * (s q G_b) (degree 4); random sketch without LayerNorm */
 
-// The push constants are the generic kernel's: PolysketchOutputPush (polysketch_output.h), with
-// tiles_per_block = ceil(block_size / TILE_M).
+// The push constants and bindings are the generic kernel's: PolysketchOutputPush and
+// PSK_POLYSKETCH_OUTPUT_BINDINGS (polysketch_output.h), with tiles_per_block = ceil(block_size /
+// TILE_M); only this kernel reads the push constants after prefix_first, and with FUSED_QUERY its
+// bindings Q_SKETCH and Q_LOCAL hold q and the packed sketch.
 #include "polysketch_output.h"
 
 #endif

@@ -481,6 +481,16 @@ do_stages() {
         ablations+=" $ab: $(csv_summary "$work/bench/stage-ablate-$ab-n$n.csv");"
     done
     say "$( ((rc == 0)) && echo OK || echo FAIL) ablations n=$n h=$h (cooperative states and output, one part left out):$ablations"
+    # The cooperative output computing S(q) and q' from q itself (FUSED_QUERY, planned where the
+    # sketch allows; the feature map then runs for k alone) against the feature map's rows, no
+    # tuning table so that the cooperative output runs (docs/MODEL.md, "The query side in the
+    # cooperative output" predicts features -0.4 ms, output +0.1-0.4 ms at 32k).
+    local fq fused=""
+    for fq in on off; do
+        (export PSK_TUNING_TABLE=none PSK_COOPMAT_FUSED_QUERY=$fq; bench_call "stage-fused-query-$fq-n$n" 60 "${base[@]}" --local-exact) || rc=1
+        fused+=" fused query $fq: $(csv_summary "$work/bench/stage-fused-query-$fq-n$n.csv");"
+    done
+    say "$( ((rc == 0)) && echo OK || echo FAIL) query side n=$n h=$h (cooperative output, no table):$fused"
     # The walking block states (PSK_COOPMAT_STATES_WALK) against the per-block kernel + scan, at H and
     # at 64 heads (docs/MODEL.md predicts the walk slower with 144 workgroups, faster with 576).
     local w hh walk=""

@@ -28,6 +28,9 @@
 //                                                        the sum, B Hkv F Z 4)
 //               + causal: B Hq n 4 w_q + B Hkv n (4 w_k + dv e)   the local part's rows
 //                 (w = h local exact, q', k'; w = r sketched, S(q), S(k) again)
+//   With the cooperative output computing the query side (fusedQuery: the plan's FUSED_QUERY),
+//   the feature map moves the k side alone and the output reads q (B Hq n h e, once: the tile's
+//   rows come from L2 the second time) instead of S(q) and q'.
 #include <algorithm>
 
 #include "bench.hpp"
@@ -77,7 +80,7 @@ double flops(const Config& c) {
     return sketch + states + prefix + output + local;
 }
 
-StageBytes stageBytes(const Config& c) {
+StageBytes stageBytes(const Config& c, bool fusedQuery) {
     StageBytes s;
     if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) return s;
     const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
@@ -89,13 +92,14 @@ StageBytes stageBytes(const Config& c) {
     const uint64_t b = c.blockSize ? c.blockSize : 256;
     const double t = double((uint64_t(c.n) + b - 1) / b);
     const double rowsQ = B * Hq * n, rowsK = B * Hkv * n, states = B * Hkv * t * F * z * 4, sum = B * Hkv * F * z * 4;
-    s.bytes[PSK_FORWARD_STAGE_FEATURE_MAP] = (rowsQ + rowsK) * (h * e + 4 * r) + (c.localExact ? (rowsQ + rowsK) * 4 * h : 0);
+    const double rowsF = fusedQuery ? rowsK : rowsQ + rowsK;  // rows through the feature map
+    s.bytes[PSK_FORWARD_STAGE_FEATURE_MAP] = rowsF * (h * e + 4 * r) + (c.localExact ? rowsF * 4 * h : 0);
     s.bytes[PSK_FORWARD_STAGE_BLOCK_STATES] = rowsK * (4 * r + dv * e) + states;
     s.bytes[PSK_FORWARD_STAGE_PREFIX] = states + (c.causal ? states : sum);
-    double output = rowsQ * (4 * r + dv * e) + (c.causal ? states : sum);
+    double output = rowsQ * ((fusedQuery ? h * e : 4 * r) + dv * e) + (c.causal ? states : sum);
     if (c.causal) {
         const double w = c.localExact ? h : r;
-        output += rowsQ * 4 * w + rowsK * (4 * w + dv * e);
+        output += (fusedQuery ? 0 : rowsQ * 4 * w) + rowsK * (4 * w + dv * e);
     }
     s.bytes[PSK_FORWARD_STAGE_OUTPUT] = output;
     return s;

@@ -448,12 +448,23 @@ double unixNow() { return std::chrono::duration<double>(std::chrono::system_cloc
  * of appearance, cooperative ones by backend: "cooperative/khr x3 + generic x2"; then how many
  * pipelines took their SPIR-V from PSK_SHADER_REPLACE, where any did: "generic x5, 5 replaced".
  */
-std::string planSummary(PskAttention attn) {
+std::string planText(PskAttention attn) {
     size_t size = 0;
     if (pskGetAttentionPlan(attn, nullptr, &size) != PSK_SUCCESS || size == 0) return "";
     std::string text(size, '\0');
     if (pskGetAttentionPlan(attn, text.data(), &size) != PSK_SUCCESS) return "";
     text.resize(std::strlen(text.c_str()));
+    return text;
+}
+
+/** Whether the plan's cooperative output computes S(q) and q' itself (its FUSED_QUERY; no query rows in HBM). */
+bool planFusesQuery(PskAttention attn) {
+    const std::string text = planText(attn);
+    return text.find("FUSED_QUERY=1") != std::string::npos || text.find("FUSED_QUERY=2") != std::string::npos;
+}
+
+std::string planSummary(PskAttention attn) {
+    const std::string text = planText(attn);
     std::vector<std::pair<std::string, int>> counts;
     int replaced = 0;
     size_t start = 0;
@@ -532,7 +543,7 @@ void printRow(const Result& r) {
         }
         std::printf("\n");
         // The bytes each stage must move, and the bandwidth that makes at its time.
-        const StageBytes sb = stageBytes(r.config);
+        const StageBytes sb = stageBytes(r.config, r.fusedQuery);
         if (sb.bytes[PSK_FORWARD_STAGE_OUTPUT] > 0) {
             std::printf("    compulsory HBM bytes per stage (GB/s at its time):");
             for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
@@ -670,6 +681,7 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
         return PSK_SUCCESS;
     };
     res.plan = planSummary(attn);
+    res.fusedQuery = planFusesQuery(attn);
     // Warm-up: at least o.warmup runs and o.warmupMs of them; then the timed runs.
     const auto w0 = std::chrono::steady_clock::now();
     for (uint32_t run = 0; r == PSK_SUCCESS && (run < o.warmup || msSince(w0) < o.warmupMs); ++run) {
@@ -730,6 +742,7 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
         return res;
     }
     res.plan = planSummary(attn);
+    res.fusedQuery = planFusesQuery(attn);
     std::vector<uint32_t> cu{0};
     for (uint32_t l : c.varlen) cu.push_back(cu.back() + l);
     // A packed batch (--varlen): batchSize sequences whose offsets cuSeqlens gives, tensors of
