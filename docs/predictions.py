@@ -1920,6 +1920,48 @@ def print_float32_split(m=None):
           f"the generic float32 states measured 2.507 (~1.3-1.8 predicted with padded value rows)\n")
 
 
+def stage_bytes(n=32768, heads=16, hd=64, vd=64, rs=32, bs=256, e=2, fused_query=False):
+    """psk bench's compulsory HBM bytes per stage (tools/psk/bench_stats.cpp), causal, local exact,
+    B = 1, Hq = Hkv = heads: features, states, prefix, output."""
+    F = rs * (rs + 1) // 2
+    z = (vd + 1 + 3) // 4 * 4
+    t = ceil_div(n, bs)
+    rows = heads * n
+    states = heads * t * F * z * 4
+    feat_rows = rows if fused_query else 2 * rows
+    features = feat_rows * (hd * e + 4 * rs) + feat_rows * 4 * hd
+    output = rows * ((hd * e if fused_query else 4 * rs) + vd * e) + states
+    output += (0 if fused_query else rows * 4 * hd) + rows * (4 * hd + vd * e)
+    return [features, rows * (4 * rs + vd * e) + states, 2 * states, output]
+
+
+def print_fused_query(m=None):
+    """The cooperative output computing S(q) and q' from q (FUSED_QUERY = 2; docs/MODEL.md, "The query
+    side in the cooperative output"): what it adds to each workgroup (TILE_M x r outputs of two dot
+    products over h on the FP32 units, x = s q from shared memory, the weight rows G_a[c], G_b[c] from
+    L1), what it removes (the feature map's q half, the S(q) and q' rows), 32k, h = 64, r = 32, H = 16."""
+    m = m or H200
+    n, heads, hd, rs, tile_m = 32768, 16, 64, 32, 32
+    warp_iters = tile_m * rs // 32 * (hd // 4)        # a lane owns one (row, column) output at a time
+    # Per warp and 4 of h: 4 scalar shared loads of x (128 B each: 1 cycle of the data path) and a
+    # vec4 load of each weight row (32 distinct rows, 512 B: 4 cycles; up to 8 where the 32 lines
+    # cost L1 tag cycles of their own). The 8 multiply-adds issue in the shadow of those.
+    lsu = [warp_iters * (4 + 2 * per) for per in (4, 8)]
+    wgs_per_sm = ceil_div(n, tile_m) * heads / m.sms
+    # Serial per SM (nothing overlaps it) or half hidden under the other resident workgroup's work.
+    added = [wgs_per_sm * c / m.clock for c in lsu]
+    unfused, fused = stage_bytes(), stage_bytes(fused_query=True)
+    print("### The query side in the cooperative output (FUSED_QUERY; written before a GPU runs it)\n")
+    print(f"- per workgroup: {tile_m * rs * hd * 2} multiply-adds, {lsu[0]}-{lsu[1]} cycles of the shared/L1 data path; "
+          f"{wgs_per_sm:.0f} workgroups per SM: output +{fmt_ms(added[0] / 2)}-{fmt_ms(added[1])} ms")
+    print(f"- the feature map's q half: -0.41 ms of the third run's 0.811 (-0.13 of the ~0.27 predicted with staged loads)")
+    print("- HBM bytes (MB, features / states / prefix / output / sum): rows "
+          + " / ".join(f"{x / 1e6:.0f}" for x in unfused) + f" / {sum(unfused) / 1e6:.0f}; fused "
+          + " / ".join(f"{x / 1e6:.0f}" for x in fused) + f" / {sum(fused) / 1e6:.0f} ({sum(fused) / sum(unfused) - 1:+.0%})")
+    print(f"- forward with the cooperative output (no table), 32k f16: 9.06 measured -> "
+          f"~{9.06 - 0.41 + added[0] / 2:.1f}-{9.06 - 0.41 + added[1]:.1f} ms\n")
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1939,6 +1981,7 @@ def main():
     print_flash_fp32()
     print_staging()
     print_float32_split()
+    print_fused_query()
 
 
 

@@ -251,30 +251,45 @@ void main() {
             if (FUSED_QUERY == 1u) s_max = x_max;
             if (FUSED_QUERY == 2u) {
                 barrier();  // the x rows are staged
-                // S(q)[r][c] = c_node (x_r . G_a[c]) (x_r . G_b[c]): consecutive invocations take
-                // consecutive columns of one row (x read as a broadcast, the weight rows from L1/L2).
-                [[dont_unroll]] for (uint i = lid; i < F_SQ; i += THREADS) {
-                    const uint r = i / SKETCH, c = i % SKETCH;
-                    const uint xr = F_X + r * HEAD_DIM;
-                    float a = 0.0, b = 0.0;
+                // S(q)[r][c] = c_node (x_r . G_a[c]) (x_r . G_b[c]) for 4 rows r = g + j TILE_M / 4 and
+                // one column c per invocation: each weight vec4 (from L1/L2) feeds 4 rows, each x
+                // value (a broadcast from shared memory: consecutive invocations, consecutive columns)
+                // the whole subgroup's columns.
+                const uint QG = TILE_M / 4u;
+                [[dont_unroll]] for (uint i = lid; i < QG * SKETCH; i += THREADS) {
+                    const uint g = i / SKETCH, c = i % SKETCH;
+                    float a[4], b[4];
+                    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+                        a[j] = 0.0;
+                        b[j] = 0.0;
+                    }
                     if (HEAD_DIM % 4u == 0u) {
                         const uint a4 = (params.w_a + c * HEAD_DIM) >> 2, b4 = (params.w_b + c * HEAD_DIM) >> 2;
                         [[unroll]] for (uint d4 = 0u; d4 < HEAD_DIM / 4u; ++d4) {
-                            const vec4 x = vec4(f_pool[xr + 4u * d4], f_pool[xr + 4u * d4 + 1u], f_pool[xr + 4u * d4 + 2u],
-                                                f_pool[xr + 4u * d4 + 3u]);
-                            a += dot(x, w_vec[a4 + d4]);
-                            b += dot(x, w_vec[b4 + d4]);
+                            const vec4 wa = w_vec[a4 + d4], wb = w_vec[b4 + d4];
+                            [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+                                const uint xr = F_X + (g + j * QG) * HEAD_DIM + 4u * d4;
+                                const vec4 x = vec4(f_pool[xr], f_pool[xr + 1u], f_pool[xr + 2u], f_pool[xr + 3u]);
+                                a[j] += dot(x, wa);
+                                b[j] += dot(x, wb);
+                            }
                         }
                     } else {
                         [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) {
                             const uint ia = params.w_a + c * HEAD_DIM + d, ib = params.w_b + c * HEAD_DIM + d;
-                            a += f_pool[xr + d] * w_vec[ia >> 2][ia & 3u];
-                            b += f_pool[xr + d] * w_vec[ib >> 2][ib & 3u];
+                            const float wa = w_vec[ia >> 2][ia & 3u], wb = w_vec[ib >> 2][ib & 3u];
+                            [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+                                const float x = f_pool[F_X + (g + j * QG) * HEAD_DIM + d];
+                                a[j] += x * wa;
+                                b[j] += x * wb;
+                            }
                         }
                     }
-                    const float s = params.node_scale * a * b;  // zero past the tile's last row (x = 0)
-                    f_pool[i] = s;
-                    s_max = max(s_max, abs(s));
+                    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+                        const float s = params.node_scale * a[j] * b[j];  // zero past the tile's last row (x = 0)
+                        f_pool[(g + j * QG) * SKETCH + c] = s;
+                        s_max = max(s_max, abs(s));
+                    }
                 }
             }
         }

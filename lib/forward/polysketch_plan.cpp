@@ -130,7 +130,7 @@ uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchO
         total += ceilDiv(blockSize * (keyWidth + s.VALUE_DIM) + s.SG_M * s.CM_M * s.HEAD_DIM, threads);  // maxima passes
     }
     total += (wn + 1) * (2 * tile + ceilDiv(m, lanes));  // output
-    if (s.FUSED_QUERY == 2) total += ceilDiv(s.SG_M * s.CM_M * s.SKETCH, threads);  // S(q) from q (its inner loop unrolled)
+    if (s.FUSED_QUERY == 2) total += ceilDiv(s.SG_M * s.CM_M / 4 * s.SKETCH, threads);  // S(q) from q, 4 rows per step (its inner loops unrolled)
     return uint32_t(std::min<uint64_t>(total, UINT32_MAX));
 }
 
