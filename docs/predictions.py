@@ -1942,11 +1942,13 @@ def print_fused_query(m=None):
     L1), what it removes (the feature map's q half, the S(q) and q' rows), 32k, h = 64, r = 32, H = 16."""
     m = m or H200
     n, heads, hd, rs, tile_m = 32768, 16, 64, 32, 32
-    warp_iters = tile_m * rs // 32 * (hd // 4)        # a lane owns one (row, column) output at a time
-    # Per warp and 4 of h: 4 scalar shared loads of x (128 B each: 1 cycle of the data path) and a
-    # vec4 load of each weight row (32 distinct rows, 512 B: 4 cycles; up to 8 where the 32 lines
-    # cost L1 tag cycles of their own). The 8 multiply-adds issue in the shadow of those.
-    lsu = [warp_iters * (4 + 2 * per) for per in (4, 8)]
+    rows = 4                                          # a lane owns 4 rows of one column at a time
+    warp_iters = tile_m // rows * rs // 32 * (hd // 4)
+    # Per warp and 4 of h: 4 x 4 scalar shared loads of x (broadcasts of 128 B: 1 cycle each of the
+    # data path) and a vec4 load of each weight row (32 distinct rows, 512 B: 4 cycles; up to 8 where
+    # the 32 lines cost L1 tag cycles of their own). The 32 multiply-adds issue in their shadow. (One
+    # row per lane, as first written, costs 6144-10240 cycles: the weights' loads fed one row.)
+    lsu = [warp_iters * (4 * rows + 2 * per) for per in (4, 8)]
     wgs_per_sm = ceil_div(n, tile_m) * heads / m.sms
     # Serial per SM (nothing overlaps it) or half hidden under the other resident workgroup's work.
     added = [wgs_per_sm * c / m.clock for c in lsu]
@@ -1959,7 +1961,7 @@ def print_fused_query(m=None):
           + " / ".join(f"{x / 1e6:.0f}" for x in unfused) + f" / {sum(unfused) / 1e6:.0f}; fused "
           + " / ".join(f"{x / 1e6:.0f}" for x in fused) + f" / {sum(fused) / 1e6:.0f} ({sum(fused) / sum(unfused) - 1:+.0%})")
     print(f"- forward with the cooperative output (no table), 32k f16: 9.06 measured -> "
-          f"~{9.06 - 0.41 + added[0] / 2:.1f}-{9.06 - 0.41 + added[1]:.1f} ms\n")
+          f"~{9.06 - 0.41 + added[0] / 2 * 1e3:.2f}-{9.06 - 0.41 + added[1] * 1e3:.2f} ms\n")
 
 
 def main():

@@ -21,11 +21,13 @@
 //
 //  1. S(q) rows of the tile are staged once (float32), with the range maxima of the operands.
 //     FUSED_QUERY: computed here from q itself instead of read from the feature map's rows (the
-//     random sketch without LayerNorm, where S(q) and q' depend on q alone): x = s q of the tile's
-//     rows is staged, then S(q) = x (degree 2) or c (x G_a) * (x G_b) (degree 4) in float32 on the
-//     FP32 units (TILE_M x r x h multiply-adds twice: a few percent of the workgroup's work), and
-//     the local part's q' = x is read from q again. So the forward writes and reads no query-side
-//     rows: the feature map runs for k alone (docs/ARCHITECTURE.md, "Which stages").
+//     random sketch of degree 2 or 4): the tile's q rows are staged, each row's LayerNorm
+//     statistics taken (QUERY_NORM), x = s LN(q) formed in place, then S(q) = x (degree 2) or
+//     c (x G_a) * (x G_b) (degree 4) in float32 on the FP32 units (TILE_M x r x h multiply-adds
+//     twice: a few percent of the workgroup's work), the arithmetic of sketch_features.comp; the
+//     local part's q' (x, or s LN_local(q)) is formed from q again with the kept statistics. So
+//     the forward writes and reads no query-side rows: the feature map runs for k alone
+//     (docs/ARCHITECTURE.md, "Which stages").
 //  2. Inter-block, chunks of FEAT_CHUNK features: A = phi(q) rows (TILE_M x FEAT_CHUNK, expanded
 //     from the pair table, self_tensor.glsl) and B = the Z chunk (FEAT_CHUNK x NT CM_N, zero past
 //     column dv), each as two operands, hi = round(x) and lo = round(x - hi); part = A_lo B_hi +
@@ -184,8 +186,31 @@ void put_operand(uint at, uint lo, float x) {
 }
 
 // FUSED_QUERY: element d of query row `row` times the score scale, x = s q (the feature map's input).
-float query_x(uint batch, uint q_head, uint row, uint d) {
-    return LOAD_ELEM(q_data[tensor_row(params.q_strides, batch, q_head, row) + d]) * params.scale;
+// FUSED_QUERY: each row's LayerNorm mean and 1 / sqrt(var + eps) (QUERY_NORM != 0; both norms of a
+// row share them: only their scale and bias differ).
+shared vec2 ln_row[TILE_M];
+const float LN_EPS = 1e-5;
+
+float sketch_weight(uint i) { return w_vec[i >> 2][i & 3u]; }
+
+// FUSED_QUERY: element d of query row r (of the tile) as it enters the sketch, x = s LN(q) (or s q),
+// from its raw value q.
+float query_x(float q, uint r, uint d) {
+    if ((QUERY_NORM & 1u) != 0u)
+        q = (q - ln_row[r].x) * ln_row[r].y * sketch_weight(params.ln_scale + d) + sketch_weight(params.ln_bias + d);
+    return q * params.scale;
+}
+
+// ... and as the local part uses it, q' = s LN_local(q) with a separate local LayerNorm, else x.
+float query_local(float q, uint r, uint d) {
+    if ((QUERY_NORM & 2u) != 0u)
+        return ((q - ln_row[r].x) * ln_row[r].y * sketch_weight(params.local_ln_scale + d) + sketch_weight(params.local_ln_bias + d)) *
+               params.scale;
+    return query_x(q, r, d);
+}
+
+float query_raw(uint batch, uint q_head, uint row, uint d) {
+    return LOAD_ELEM(q_data[tensor_row(params.q_strides, batch, q_head, row) + d]);
 }
 
 float weight_power(float x) {
@@ -225,7 +250,7 @@ void main() {
 
     // ---- 1. S(q) rows of the tile (zero past its last row), and the operand ranges ----
     {
-        float s_max = 0.0, x_max = 0.0;
+        float s_max = 0.0, s_x_max = 0.0, x_max = 0.0;  // S(q), x, q' (FUSED_QUERY)
         if (FUSED_QUERY == 0u) {
             [[unroll]] for (uint it = 0u; it < (F_SQ + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
@@ -236,19 +261,49 @@ void main() {
                 }
             }
         } else {
-            // x = s q of the tile's rows: S(q) itself (degree 2, SKETCH = HEAD_DIM) or the input of
-            // its two products (degree 4, at F_X).
+            // The tile's q rows (zero past its last row) where x = s LN(q) will be: S(q) itself
+            // (degree 2, SKETCH = HEAD_DIM) or the input of its two products (degree 4, at F_X).
             const uint x_at = FUSED_QUERY == 1u ? 0u : F_X;
             [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
                 if (i < TILE_M * HEAD_DIM) {
                     const uint r = i / HEAD_DIM;
-                    const float x = row_begin + r < row_end ? query_x(batch, q_head, row_begin + r, i % HEAD_DIM) : 0.0;
-                    f_pool[x_at + i] = x;
-                    x_max = max(x_max, abs(x));
+                    f_pool[x_at + i] = row_begin + r < row_end ? query_raw(batch, q_head, row_begin + r, i % HEAD_DIM) : 0.0;
                 }
             }
-            if (FUSED_QUERY == 1u) s_max = x_max;
+            if (QUERY_NORM != 0u) {
+                barrier();  // the rows are staged
+                // Each row's statistics, as sketch_features.comp's LAYER_NORM (population variance, eps inside).
+                [[unroll]] for (uint it = 0u; it < (TILE_M + THREADS - 1u) / THREADS; ++it) {
+                    const uint r = it * THREADS + lid;
+                    if (r < TILE_M) {
+                        float mean = 0.0;
+                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) mean += f_pool[x_at + r * HEAD_DIM + d];
+                        mean /= float(HEAD_DIM);
+                        float var = 0.0;
+                        [[unroll]] for (uint d = 0u; d < HEAD_DIM; ++d) {
+                            const float c = f_pool[x_at + r * HEAD_DIM + d] - mean;
+                            var += c * c;
+                        }
+                        ln_row[r] = vec2(mean, inversesqrt(var / float(HEAD_DIM) + LN_EPS));
+                    }
+                }
+                barrier();
+            }
+            // x in place (each invocation its own elements), with the ranges of x and of q'.
+            [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                if (i < TILE_M * HEAD_DIM) {
+                    const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
+                    const bool valid = row_begin + r < row_end;
+                    const float q = f_pool[x_at + i];
+                    const float x = valid ? query_x(q, r, d) : 0.0;
+                    f_pool[x_at + i] = x;
+                    s_x_max = max(s_x_max, abs(x));
+                    if (LOCAL_EXACT) x_max = max(x_max, abs((QUERY_NORM & 2u) != 0u && valid ? query_local(q, r, d) : x));
+                }
+            }
+            if (FUSED_QUERY == 1u) s_max = s_x_max;
             if (FUSED_QUERY == 2u) {
                 barrier();  // the x rows are staged
                 // S(q)[r][c] = c_node (x_r . G_a[c]) (x_r . G_b[c]) for 4 rows r = g + j TILE_M / 4 and
@@ -297,8 +352,8 @@ void main() {
         if (CAUSAL) {
             float q_max = 0.0, k_max = 0.0, v_max = 0.0;
             // Passes over the tile's q' rows and the block's keys and values up to the tile's last
-            // row, STAGE_BATCH loads in flight per invocation (staging.glsl). FUSED_QUERY: q' = x,
-            // whose maximum the staging above took.
+            // row, STAGE_BATCH loads in flight per invocation (staging.glsl). FUSED_QUERY: q' is
+            // formed from q, and its maximum was taken above.
             if (LOCAL_EXACT && FUSED_QUERY != 0u) {
                 q_max = x_max;
             } else if (LOCAL_EXACT) {
@@ -428,8 +483,8 @@ void main() {
                             const uint r = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
                             float x = 0.0;
                             if (row_begin + r < row_end && d < KEY_WIDTH) {
-                                if (FUSED_QUERY != 0u)  // q' = x from q again, or the S(q) rows kept in the pool
-                                    x = (LOCAL_EXACT ? query_x(batch, q_head, row_begin + r, d) : f_pool[r * SKETCH + d]) * q_scale;
+                                if (FUSED_QUERY != 0u)  // q' formed from q again, or the S(q) rows kept in the pool
+                                    x = (LOCAL_EXACT ? query_local(query_raw(batch, q_head, row_begin + r, d), r, d) : f_pool[r * SKETCH + d]) * q_scale;
                                 else
                                     x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
                             }

@@ -33,19 +33,6 @@ PskAttentionCreateInfo polysketchInfo(bool causal, PskDataType type) {
     return info;
 }
 
-std::string planOf(PskContext ctx, const PskAttentionCreateInfo& info) {
-    PskAttention attn = nullptr;
-    if (pskCreateAttention(ctx, &info, &attn) != PSK_SUCCESS) return {};
-    size_t size = 0;
-    std::string plan;
-    if (pskGetAttentionPlan(attn, nullptr, &size) == PSK_SUCCESS) {
-        plan.assign(size, '\0');
-        pskGetAttentionPlan(attn, plan.data(), &size);
-    }
-    pskDestroyAttention(attn);
-    return plan;
-}
-
 bool hasWalk(const std::string& plan, const char* walk) {
     return plan.find("block_states_coopmat.emu_f16.f16") != std::string::npos && plan.find(walk) != std::string::npos;
 }
@@ -59,17 +46,17 @@ TEST_F(StatesWalk, PlannedUnderEmulationAndSwitchedOff) {
     ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
     {
         ScopedEnv walk("PSK_COOPMAT_STATES_WALK", nullptr);
-        const std::string causal = planOf(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT16));
+        const std::string causal = psk::test::attentionPlan(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT16));
         EXPECT_TRUE(hasWalk(causal, "WALK=1 ABLATE=0 SPLIT_V=0: walking the blocks")) << causal;
         EXPECT_NE(causal.find("WALK=0 ABLATE=0 SPLIT_V=0: "), std::string::npos) << causal;
-        const std::string full = planOf(ctx, polysketchInfo(false, PSK_DATA_TYPE_FLOAT16));
+        const std::string full = psk::test::attentionPlan(ctx, polysketchInfo(false, PSK_DATA_TYPE_FLOAT16));
         EXPECT_TRUE(hasWalk(full, "WALK=2 ABLATE=0 SPLIT_V=0: walking the blocks")) << full;
-        const std::string f32 = planOf(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT32));
+        const std::string f32 = psk::test::attentionPlan(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT32));
         EXPECT_EQ(f32.find("WALK="), std::string::npos) << f32;
     }
     {
         ScopedEnv walk("PSK_COOPMAT_STATES_WALK", "off");
-        const std::string causal = planOf(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT16));
+        const std::string causal = psk::test::attentionPlan(ctx, polysketchInfo(true, PSK_DATA_TYPE_FLOAT16));
         EXPECT_EQ(causal.find("walking the blocks"), std::string::npos) << causal;
         EXPECT_NE(causal.find("states walk off"), std::string::npos) << causal;  // the plan's switches line
     }
@@ -110,7 +97,7 @@ void walkEqualsPerBlockAndScan(PskContext ctx, const char* emulation) {
             ScopedEnv walk("PSK_COOPMAT_STATES_WALK", walkOn ? "on" : "off");
             PskAttention attn = nullptr;
             ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
-            const std::string plan = planOf(ctx, info);
+            const std::string plan = psk::test::attentionPlan(ctx, info);
             EXPECT_EQ(plan.find(causal ? "WALK=1 ABLATE=0 SPLIT_V=0: walking" : "WALK=2 ABLATE=0 SPLIT_V=0: walking") != std::string::npos, walkOn == 1) << plan;
             psk::test::HostForward fwd;
             fwd.layout = {1, n, PSK_LAYOUT_BHND, 0};

@@ -24,9 +24,9 @@
 //                              units"); auto: where the device's tuning table says
 //                              float32.cooperative 1 (measured faster than FP32 there)
 //   PSK_COOPMAT_FUSED_QUERY    auto (default) | on | off: whether the cooperative output computes
-//                              S(q) and q' from q itself where they depend on q alone (random
-//                              sketch without LayerNorm), so the feature map runs for k alone;
-//                              on is auto (the plan says where it cannot), off keeps the rows
+//                              S(q) and q' from q itself (random sketch of degree 2 or 4, with its
+//                              LayerNorms), so the feature map runs for k alone; on is auto (the
+//                              plan says where it cannot), off keeps the feature map's rows
 //   PSK_COOPMAT_BASELINE       flash (default) | tiled: the cooperative softmax / exact polynomial
 //                              kernel for 16-bit storage (attention_flash_coopmat, or the older
 //                              attention_tiled_coopmat; read by forward/tiled_forward.cpp)

@@ -108,26 +108,22 @@ void recordFeatureMaps(Recorder& rec, const PolysketchPlan& plan, const Polysket
         return alignedRows(st, plan.featureVecRowFloats) && res.featuresVec ? res.featuresVec : res.features;
     };
     // Bindings a configuration does not use get the sketch rows (featureMapRanges): written anyway.
-    kernel::SketchFeaturesBindings b;
-    b.WEIGHTS = res.weights;
-    if (!plan.fusedQuery) {  // else the cooperative output computes the query side from q
-        fp.heads = c.numQueryHeads;
-        fp.scale = c.scale;
-        fp.x_strides = kernel::pushStrides(g.q.strides);
-        b.X_ROWS = q;
-        b.SKETCH_OUT = f.qSketch;
-        b.LOCAL_OUT = f.qLocal;
-        b.NODES = f.qNodes;
-        recordKernel(rec, pipeline(g.q.strides), b, fp, groups, c.numQueryHeads, g.batch);
-    }
-    fp.heads = c.numKeyValueHeads;
-    fp.scale = 1.0f;  // k is never scaled
-    fp.x_strides = kernel::pushStrides(g.k.strides);
-    b.X_ROWS = k;
-    b.SKETCH_OUT = f.kSketch;
-    b.LOCAL_OUT = f.kLocal;
-    b.NODES = f.kNodes;
-    recordKernel(rec, pipeline(g.k.strides), b, fp, groups, c.numKeyValueHeads, g.batch);
+    auto side = [&](uint32_t heads, float scale, const TensorGeometry& x, BufferRange rows, BufferRange sketchOut,
+                    BufferRange localOut, BufferRange nodes) {
+        fp.heads = heads;
+        fp.scale = scale;
+        fp.x_strides = kernel::pushStrides(x.strides);
+        kernel::SketchFeaturesBindings b;
+        b.WEIGHTS = res.weights;
+        b.X_ROWS = rows;
+        b.SKETCH_OUT = sketchOut;
+        b.LOCAL_OUT = localOut;
+        b.NODES = nodes;
+        recordKernel(rec, pipeline(x.strides), b, fp, groups, heads, g.batch);
+    };
+    // plan.fusedQuery: the cooperative output computes the query side from q itself.
+    if (!plan.fusedQuery) side(c.numQueryHeads, c.scale, g.q, q, f.qSketch, f.qLocal, f.qNodes);
+    side(c.numKeyValueHeads, 1.0f, g.k, k, f.kSketch, f.kLocal, f.kNodes);  // k is never scaled
 }
 
 void checkPolysketchDispatch(const PolysketchPlan& plan, const AttentionConfig& c, const ForwardGeometry& g) {
@@ -236,6 +232,10 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     op.node_scale = sketch.nodeScale;
     op.w_a = sketch.offsets[0];
     op.w_b = sketch.offsets[1];
+    op.ln_scale = sketch.lnScale;
+    op.ln_bias = sketch.lnBias;
+    op.local_ln_scale = sketch.localLnScale;
+    op.local_ln_bias = sketch.localLnBias;
     // Every output variant takes these push constants and this grid: plan.outputRows rows per
     // workgroup (the cooperative kernel's TILE_M = SG_M * CM_M); only the team kernel has a vec variant.
     kernel::PolysketchOutputBindings ob;

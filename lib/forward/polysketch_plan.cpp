@@ -103,7 +103,8 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
     const uint32_t scoresAt = s.FUSED_QUERY != 0 && !s.LOCAL_EXACT ? sq : 0;
     const uint32_t fPool = std::max({sq + x, scoresAt + tileM * s.KEY_TILE, subgroups * s.CM_M * s.CM_N});
     const uint32_t exchange = emulated ? subgroups * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
-    return operandBytes * std::max(opInter, opLocal) + 4 * (fPool + tileM + 7 + exchange);
+    const uint32_t lnRows = s.FUSED_QUERY != 0 ? 2 * tileM : 0;  // ln_row: a row's LayerNorm mean and inverse deviation
+    return operandBytes * std::max(opInter, opLocal) + 4 * (fPool + tileM + 7 + exchange + lnRows);
 }
 
 uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchOutputCoopMatSpec& s, uint32_t subgroupSize,
@@ -932,25 +933,23 @@ std::string tuneCoopOutput(const PolysketchPlanInputs& in, kernel::PolysketchOut
  * reason in the plan (`whyNot`).
  */
 /**
- * FUSED_QUERY of the cooperative output: 1 (degree 2, S(q) = s q) or 2 (degree 4, one level of the
- * random sketch) where S(q) and q' depend on q alone (no LayerNorm), so the output computes them
- * and the feature map runs for k alone; 0 otherwise. `note` says which and why for the plan.
+ * FUSED_QUERY and QUERY_NORM of the cooperative output: the random sketch of degree 2 (S(q) = x)
+ * or 4 (one level of products), x = s LN(q), whose output computes S(q) and q' from q (with the
+ * LayerNorms: bit 1 before the sketch, bit 2 the separate local one), so the feature map runs for
+ * k alone; 0 for the learned sketch (four FF levels: a GEMM chain for the feature map's own
+ * kernel) and degree 8. `note` says which and why for the plan.
  */
-uint32_t fusedQueryFor(const PolysketchPlanInputs& in, std::string& note) {
+void setFusedQuery(const PolysketchPlanInputs& in, kernel::PolysketchOutputCoopMatSpec& spec, std::string& note) {
     const PackedSketch& sk = in.sketch;
     const bool local = in.config.causal && in.config.localExact;
     const char* whyNot = in.coop.switches.fusedQuery == FusedQueryRequest::Off ? "PSK_COOPMAT_FUSED_QUERY=off"
                          : sk.learned                                            ? "a learned sketch"
                          : sk.levels > 1                                         ? "degree 8 (two levels of products)"
-                         : sk.qkNorm                                             ? "a LayerNorm before the sketch"
-                         : local && sk.localNorm                                 ? "a local LayerNorm"
                                                                                  : nullptr;
-    if (whyNot) {
-        note = cat("; S(q) and q' from the feature map's rows (", whyNot, ")");
-        return 0;
-    }
-    note = "; S(q) and q' computed from q in the kernel (the feature map runs for k alone)";
-    return sk.levels == 0 ? 1 : 2;
+    spec.FUSED_QUERY = whyNot ? 0 : sk.levels == 0 ? 1 : 2;
+    spec.QUERY_NORM = whyNot ? 0 : (sk.qkNorm ? 1u : 0u) | (local && sk.localNorm ? 2u : 0u);
+    note = whyNot ? cat("; S(q) and q' from the feature map's rows (", whyNot, ")")
+                  : std::string("; S(q) and q' computed from q in the kernel (the feature map runs for k alone)");
 }
 
 std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, std::string& whyNot) {
@@ -961,7 +960,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         return std::nullopt;
     std::string fusedNote;
     kernel::PolysketchOutputCoopMatSpec spec;
-    spec.FUSED_QUERY = fusedQueryFor(in, fusedNote);
+    setFusedQuery(in, spec, fusedNote);
     if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
                                      in.stateStride, coop.shared, spec)) {
         whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
@@ -972,6 +971,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     if (const TuningEntry* e = tuningEntry(in, TuningParameter::OutputSgM)) {
         kernel::PolysketchOutputCoopMatSpec c;
         c.FUSED_QUERY = spec.FUSED_QUERY;
+        c.QUERY_NORM = spec.QUERY_NORM;
         if (e->value * coop.m > in.config.blockSize + coop.m)
             tuned = ignoredNote(in, *e, cat(e->value, " row groups of ", coop.m, " rows exceed the block of ", in.config.blockSize));
         else if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,

@@ -72,15 +72,16 @@ PSK_PUSH_BEGIN(PolysketchOutputPush)
     TensorStrides v_strides;
     TensorStrides o_strides;
     uint prefix_first;  // causal: 1 when Z_0 is not zero (a decode state's z, docs/DECODING.md), so block 0 reads it too
-    // The cooperative kernel's FUSED_QUERY: q's strides, the score scale s, the sketch's node scale c
-    // and the offsets (floats) of G_a and G_b in the packed sketch (transposed: SKETCH rows of
-    // HEAD_DIM). Its bindings 0 and 6 then hold q and the packed sketch: every pipeline shares one
+    // The cooperative kernel's FUSED_QUERY: q's strides, the score scale s, the sketch's node scale c,
+    // the offsets (floats) in the packed sketch of G_a and G_b (transposed: SKETCH rows of HEAD_DIM)
+    // and of the LayerNorms' scale and bias (QUERY_NORM). Its bindings 0 and 6 then hold q and the packed sketch: every pipeline shares one
     // layout of 8 storage buffers (vk/pipelines.hpp), and the rows they replace are not stored.
     TensorStrides q_strides;
     float scale;
     float node_scale;
     uint w_a;
     uint w_b;
+    uint ln_scale, ln_bias, local_ln_scale, local_ln_bias;
 PSK_PUSH_END
 
 #endif

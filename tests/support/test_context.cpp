@@ -81,6 +81,23 @@ void ContextTest::TearDown() {
     for (const std::string& m : log.validation) ADD_FAILURE() << "validation message: " << m;
 }
 
+std::string attentionPlan(PskAttention attention) {
+    size_t size = 0;
+    if (pskGetAttentionPlan(attention, nullptr, &size) != PSK_SUCCESS || size == 0) return {};
+    std::string plan(size, '\0');
+    if (pskGetAttentionPlan(attention, plan.data(), &size) != PSK_SUCCESS) return {};
+    plan.resize(plan.find('\0') == std::string::npos ? plan.size() : plan.find('\0'));
+    return plan;
+}
+
+std::string attentionPlan(PskContext context, const PskAttentionCreateInfo& info) {
+    PskAttention attn = nullptr;
+    if (pskCreateAttention(context, &info, &attn) != PSK_SUCCESS) return {};
+    const std::string plan = attentionPlan(attn);
+    pskDestroyAttention(attn);
+    return plan;
+}
+
 std::vector<float> randomNormal(size_t count, uint64_t seed, float sigma) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> dist(0.0f, sigma);

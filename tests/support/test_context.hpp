@@ -46,6 +46,11 @@ protected:
     PskContext ctx = nullptr;
 };
 
+/** An attention's plan text (pskGetAttentionPlan); "" where it cannot be read. */
+std::string attentionPlan(PskAttention attention);
+/** The plan of an attention created from `info` and destroyed again; "" where creation fails. */
+std::string attentionPlan(PskContext context, const PskAttentionCreateInfo& info);
+
 /** Normal random floats (mean 0, stddev `sigma`), deterministic per seed. */
 std::vector<float> randomNormal(size_t count, uint64_t seed, float sigma = 1.0f);
 
