@@ -1,6 +1,6 @@
 // The cooperative output computing S(q) and q' from q itself (shaders/polysketch_output_coopmat.comp,
-// FUSED_QUERY; PolysketchPlan::fusedQuery): where the plan takes it and where it cannot (the query
-// side must depend on q alone), what PSK_COOPMAT_FUSED_QUERY does, that the workspace then holds no
+// FUSED_QUERY, QUERY_NORM; PolysketchPlan::fusedQuery): where the plan takes it and where it does
+// not (the learned sketch, degree 8), what PSK_COOPMAT_FUSED_QUERY does, that the workspace then holds no
 // query-side rows, and that the fused output equals the one computed from the feature map's rows.
 // The conformance sweep's emulated runs hold it to the float64 reference (its random cases of
 // degree 2 and 4 take it, with and without LayerNorms; the learned and degree-8 cases keep the rows).

@@ -95,6 +95,9 @@ std::string planText(PskAttention attn) {
 }
 
 std::unique_ptr<Run> runForward(PskContext ctx, const Shape& s) {
+    // Every intermediate in the workspace, q's sketch and local rows too, which a cooperative output
+    // that computes the query side itself (PSK_COOPMAT_FUSED_QUERY; fused_query_test) leaves out.
+    psk::test::ScopedEnv fusedQuery("PSK_COOPMAT_FUSED_QUERY", "off");
     auto run = std::make_unique<Run>();
     run->s = s;
     const uint64_t seed = psk::conformance::caseSeed(name(s));
