@@ -52,8 +52,8 @@ using FusedQuery = psk::test::ContextTest;
 // Under the emulation the cooperative output is planned for 16-bit storage: degree 4 computes S(q)
 // from q (FUSED_QUERY=2), degree 2 takes x itself (1), with the LayerNorms as QUERY_NORM bits, and
 // the feature map's line says it runs for k alone; degree 8, the learned sketch and
-// PSK_COOPMAT_FUSED_QUERY=off keep the rows, each with its reason. Without the emulation (lavapipe
-// has no cooperative matrices) nothing is fused.
+// PSK_COOPMAT_FUSED_QUERY=off keep the rows, each with its reason. Without the emulation it is fused
+// exactly where the device's output is cooperative (never on lavapipe).
 TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
     {
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
@@ -94,11 +94,17 @@ TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
         EXPECT_TRUE(has(p4, "fused query off")) << p4;  // the plan's switches line
     }
     {
+        // The device's own kernels: fused exactly where the output is cooperative (on a GPU with
+        // cooperative matrices; never on lavapipe).
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
         const std::string p4 = psk::test::attentionPlan(ctx, polysketchInfo(4, kLocalExact, PSK_DATA_TYPE_FLOAT16));
         ASSERT_FALSE(p4.empty());
-        EXPECT_FALSE(has(p4, "FUSED_QUERY")) << p4;
-        EXPECT_FALSE(has(p4, "for k alone")) << p4;
+        const bool coopOutput = has(p4, "polysketch_output_coopmat.");
+        EXPECT_EQ(has(p4, " FUSED_QUERY=2 "), coopOutput) << p4;
+        EXPECT_EQ(has(p4, "for k alone"), coopOutput) << p4;
+        PskDeviceInfo device{};
+        ASSERT_EQ(pskGetDeviceInfo(ctx, &device), PSK_SUCCESS);
+        if (!device.cooperativeMatrixKHR && !device.cooperativeMatrixNV) EXPECT_FALSE(coopOutput) << p4;
     }
 }
 
