@@ -142,7 +142,7 @@ const uint OP_V = OP_W + PARTS * W_LO;
 const uint OP_LOCAL = CAUSAL ? OP_V + PARTS * V_LO : 0u;
 const uint OP_POOL = OP_INTER > OP_LOCAL ? OP_INTER : OP_LOCAL;
 // Float32 pool: [TILE_M][SKETCH] S(q) rows (steps 1-2), [TILE_M][KEY_TILE] scores (step 3),
-// [subgroup][CM_M][CM_N] (step 4). FUSED_QUERY = 2 stages x = s q ([TILE_M][HEAD_DIM]) after the
+// [subgroup][CM_M][CM_N] (step 4). FUSED_QUERY = 2 stages x = s LN(q) ([TILE_M][HEAD_DIM]) after the
 // S(q) rows in step 1; FUSED_QUERY with a sketched local part keeps the S(q) rows through step 3
 // (they are its Q operand), so the scores start after them (F_SC).
 const uint F_SQ = TILE_M * SKETCH;
@@ -185,7 +185,6 @@ void put_operand(uint at, uint lo, float x) {
     if (lo != 0u) op_pool[at + lo] = CM_TO_OPERAND(x - float(hi));
 }
 
-// FUSED_QUERY: element d of query row `row` times the score scale, x = s q (the feature map's input).
 // FUSED_QUERY: each row's LayerNorm mean and 1 / sqrt(var + eps) (QUERY_NORM != 0; both norms of a
 // row share them: only their scale and bias differ).
 shared vec2 ln_row[TILE_M];
