@@ -51,8 +51,8 @@ using FusedQuery = psk::test::ContextTest;
 
 // Under the emulation the cooperative output is planned for 16-bit storage: degree 4 computes S(q)
 // from q (FUSED_QUERY=2), degree 2 takes x itself (1), with the LayerNorms as QUERY_NORM bits, and
-// the feature map's line says it runs for k alone; degree 8, the learned sketch and
-// PSK_COOPMAT_FUSED_QUERY=off keep the rows, each with its reason. Without the emulation it is fused
+// the feature map's line says it runs for k alone; degree 8, the learned sketch, a tiling the
+// fused pools would shrink and PSK_COOPMAT_FUSED_QUERY=off keep the rows, each with its reason. Without the emulation it is fused
 // exactly where the device's output is cooperative (never on lavapipe).
 TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
     {
@@ -84,6 +84,23 @@ TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
         EXPECT_TRUE(has(fromRows, " FUSED_QUERY=0 QUERY_NORM=0: ")) << fromRows;
         EXPECT_TRUE(has(fromRows, "; S(q) and q' from the feature map's rows (a learned sketch)")) << fromRows;
         EXPECT_FALSE(has(fromRows, "for k alone")) << fromRows;
+    }
+    {
+        // The GPU's tiling in lavapipe's 32 KiB: at r = 32, dv = 40 the pools of x would shrink the
+        // tiles, so the rows stay; at r = 16, dv = 24 the tiling is the same either way.
+        ScopedEnv emulation("PSK_COOPMAT_EMULATION", "gpu-tiles");
+        ScopedEnv unset("PSK_COOPMAT_FUSED_QUERY", nullptr);
+        PskAttentionCreateInfo info = polysketchInfo(4, kLocalExact, PSK_DATA_TYPE_FLOAT16);
+        info.headDim = 16;
+        info.sketchSize = 32;
+        const std::string wide = psk::test::attentionPlan(ctx, info);
+        EXPECT_TRUE(has(wide, " FUSED_QUERY=0 QUERY_NORM=0: ")) << wide;
+        EXPECT_TRUE(has(wide, "(computing them here would shrink the tiles to fit shared memory)")) << wide;
+        info.sketchSize = 16;
+        info.valueDim = 24;
+        const std::string narrow = psk::test::attentionPlan(ctx, info);
+        EXPECT_TRUE(has(narrow, " FUSED_QUERY=2 QUERY_NORM=0: ")) << narrow;
+        EXPECT_TRUE(has(narrow, " SG_M=2 ")) << narrow;  // two row groups: the GPU's tiling
     }
     {
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");

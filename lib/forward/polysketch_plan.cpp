@@ -958,13 +958,26 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     if (!coop.variant || !(coop.stages & kCoopOutput) ||
         findCoopVariant(KernelId::PolysketchOutputCoopMat, *coop.variant, "", in.type) == nullptr)
         return std::nullopt;
-    std::string fusedNote;
     kernel::PolysketchOutputCoopMatSpec spec;
-    setFusedQuery(in, spec, fusedNote);
     if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
                                      in.stateStride, coop.shared, spec)) {
         whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
         return std::nullopt;
+    }
+    // The query side computed here where the sketch allows it and its pools (x = s LN(q) of the
+    // tile's rows: TILE_M x h floats) leave the tiling as it is: smaller tiles would cost the
+    // products more than the feature map's q half saves (h = 128 on a 48 KiB device).
+    std::string fusedNote;
+    kernel::PolysketchOutputCoopMatSpec fused;
+    setFusedQuery(in, fused, fusedNote);
+    if (fused.FUSED_QUERY != 0) {
+        const bool fits = planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles,
+                                                      in.config, in.R, in.stateStride, coop.shared, fused);
+        if (fits && fused.SG_M == spec.SG_M && fused.SG_N == spec.SG_N && fused.WN == spec.WN && fused.FEAT_CHUNK == spec.FEAT_CHUNK &&
+            fused.KEY_TILE == spec.KEY_TILE && fused.WIDTH_CHUNK == spec.WIDTH_CHUNK)
+            spec = fused;
+        else
+            fusedNote = "; S(q) and q' from the feature map's rows (computing them here would shrink the tiles to fit shared memory)";
     }
     // output.sg_m first (it re-plans the other tiles around the row groups), then the others on top.
     std::string tuned;
