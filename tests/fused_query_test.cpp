@@ -201,10 +201,10 @@ TEST_F(FusedQuery, FusedEqualsFeatureMapRows) {
         std::vector<float> out[2];
         for (int fused = 0; fused < 2; ++fused) {
             ScopedEnv mode("PSK_COOPMAT_FUSED_QUERY", fused ? "on" : "off");
-            const std::string plan = psk::test::attentionPlan(ctx, info);
-            EXPECT_EQ(has(plan, " FUSED_QUERY=0 "), fused == 0) << what << "\n" << plan;
             PskAttention attn = nullptr;
             ASSERT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS) << what;
+            const std::string plan = psk::test::attentionPlan(attn);
+            EXPECT_EQ(has(plan, " FUSED_QUERY=0 "), fused == 0) << what << "\n" << plan;
             psk::test::HostForward fwd;
             // BHND: 3 padding elements after every token (strides passed); BNHD: the heads interleaved.
             fwd.layout = {1, n, c.layout, c.layout == PSK_LAYOUT_BHND ? 3u : 0u};

@@ -458,13 +458,11 @@ std::string planText(PskAttention attn) {
 }
 
 /** Whether the plan's cooperative output computes S(q) and q' itself (its FUSED_QUERY; no query rows in HBM). */
-bool planFusesQuery(PskAttention attn) {
-    const std::string text = planText(attn);
+bool planFusesQuery(const std::string& text) {
     return text.find("FUSED_QUERY=1") != std::string::npos || text.find("FUSED_QUERY=2") != std::string::npos;
 }
 
-std::string planSummary(PskAttention attn) {
-    const std::string text = planText(attn);
+std::string planSummary(const std::string& text) {
     std::vector<std::pair<std::string, int>> counts;
     int replaced = 0;
     size_t start = 0;
@@ -680,8 +678,9 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
         stats = sum;
         return PSK_SUCCESS;
     };
-    res.plan = planSummary(attn);
-    res.fusedQuery = planFusesQuery(attn);
+    const std::string plan = planText(attn);
+    res.plan = planSummary(plan);
+    res.fusedQuery = planFusesQuery(plan);
     // Warm-up: at least o.warmup runs and o.warmupMs of them; then the timed runs.
     const auto w0 = std::chrono::steady_clock::now();
     for (uint32_t run = 0; r == PSK_SUCCESS && (run < o.warmup || msSince(w0) < o.warmupMs); ++run) {
@@ -741,8 +740,9 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
         res.reason = sink.describe(r);
         return res;
     }
-    res.plan = planSummary(attn);
-    res.fusedQuery = planFusesQuery(attn);
+    const std::string plan = planText(attn);
+    res.plan = planSummary(plan);
+    res.fusedQuery = planFusesQuery(plan);
     std::vector<uint32_t> cu{0};
     for (uint32_t l : c.varlen) cu.push_back(cu.back() + l);
     // A packed batch (--varlen): batchSize sequences whose offsets cuSeqlens gives, tensors of
