@@ -1964,6 +1964,28 @@ def print_fused_query(m=None):
           f"~{9.06 - 0.41 + added[0] / 2 * 1e3:.2f}-{9.06 - 0.41 + added[1] * 1e3:.2f} ms\n")
 
 
+def print_micro_coopmat(m=None):
+    """psk micro's cooperative products (micro_coopmat.comp; docs/MODEL.md, "Cooperative products and
+    their fragment loads"): per product of 16 x 16 x 16 (8192 FLOP) and SM, the tensor cycles at the
+    Vulkan peak (Machine.tc_vk) against the shared/L1 data path's 4 cycles per 512-byte fragment
+    load (the model's charge in every cooperative kernel), the larger of the two; the loop's other
+    instructions (a few per product) issue in their shadow."""
+    m = m or H200
+    flop = 2 * 16 * 16 * 16
+    tensor = flop / m.tc_per_clk()
+    frag = 512 / m.lsu_bytes
+    print("### psk micro: cooperative products and their fragment loads (written before a GPU runs it)\n")
+    print(f"{m.name}, {m.clock / 1e9:.2f} GHz: a 16x16x16 product is {tensor:.2f} cycles of the tensor units per SM at "
+          f"{m.tc_vk / 1e12:.0f} TFLOP/s, a fragment load {frag:.0f} cycles of the data path.\n")
+    print("| operands | fragment loads per product | cycles per product and SM | ns per product and SM | TFLOP/s (4 workgroups per SM) |")
+    print("|---|---|---|---|---|")
+    for name, loads in (("registers", 0), ("reload", 2), ("reuse A", 1.25), ("packed", 2)):
+        cyc = max(tensor, loads * frag)
+        print(f"| {name} | {loads:g} | {cyc:.2f} | {cyc / m.clock * 1e9:.2f} | {flop / cyc * m.sms * m.clock / 1e12:.0f} |")
+    print(f"\nAt 1 workgroup per SM (one warp per scheduler, 4 independent accumulators) the same within ~20%: "
+          f"a step's 4 products take ~{4 * 4 * tensor:.0f} cycles of one scheduler's tensor unit, more than a product's latency.\n")
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -1984,6 +2006,7 @@ def main():
     print_staging()
     print_float32_split()
     print_fused_query()
+    print_micro_coopmat()
 
 
 

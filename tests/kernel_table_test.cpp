@@ -131,6 +131,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::MicroBarrier: return SpecConstants::of(MicroBarrierSpec{});
         case KernelId::MicroChase: return SpecConstants::of(NoSpec{});
         case KernelId::MicroSharedStore: return SpecConstants::of(MicroSharedStoreSpec{});
+        case KernelId::MicroCoopMat: return SpecConstants::of(MicroCoopMatSpec{});
         default: return {};
     }
 }

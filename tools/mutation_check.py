@@ -325,6 +325,12 @@ MUTATIONS: List[Mutation] = [
                 "u0 + i / SKETCH < HIDDEN ? W(d2 + (u0 + i / SKETCH) * SKETCH + i % SKETCH) : 0.0,",
                 "u0 + i / SKETCH < HIDDEN ? W(d2 + (i / SKETCH) * SKETCH + i % SKETCH) : 0.0,")],
              quick=["generic_kernels.Sweep/PolysketchConformance.MatchesFloat64Reference/learned_p4_r16_b32_causal_localexact_f32_bhnd_B1_Hq2_Hkv1_n77_h32_dv32"]),
+    Mutation("micro_coopmat_reload_shares_a",
+             "psk micro's cooperative products: the reload form loads one A tile per step (the reuse form's loads), not each product's own",
+             [P("shaders/micro_coopmat.comp",
+                "const uint ta = (i + w) % TILES, tb = (i + 2u * w) % TILES;",
+                "const uint ta = i % TILES, tb = (i + 2u * w) % TILES;")],
+             quick=["psk_micro_quick"]),
 ]
 
 

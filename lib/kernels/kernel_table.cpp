@@ -81,6 +81,9 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::MicroSharedStore, "micro_shared_store", "micro_shared_store.comp", KernelImpl::Generic, "f32",
      "MicroSharedStoreSpec", "MicroPush",
      "psk micro: a tile of 16-bit operands stored to shared memory (eight 16-bit or one 16-byte store per chunk), barrier, read back, barrier"},
+    {KernelId::MicroCoopMat, "micro_coopmat", "micro_coopmat.comp", KernelImpl::Cooperative, "nv_f16|khr_f16|emu_f16 f32",
+     "MicroCoopMatSpec", "MicroPush",
+     "psk micro: cooperative-matrix products with their operands in registers or loaded from shared memory as the kernels load them"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

@@ -47,6 +47,7 @@ enum class KernelId : uint8_t {
     MicroBarrier,          // psk micro only: the workgroup barrier round
     MicroChase,            // psk micro only: dependent-load latency (pointer chase)
     MicroSharedStore,      // psk micro only: 16-bit operands stored to shared memory, 2 or 16 bytes a store
+    MicroCoopMat,          // psk micro only: cooperative-matrix products, operands from registers or shared memory
     Count
 };
 
@@ -84,7 +85,8 @@ enum class KernelId : uint8_t {
     X(DecodeSoftmax, DecodeSoftmaxSpec, DecodeSoftmaxPush, DecodeSoftmaxBindings)                     \
     X(MicroBarrier, MicroBarrierSpec, MicroPush, MicroBarrierBindings)                                \
     X(MicroChase, NoSpec, MicroPush, MicroChaseBindings)                                              \
-    X(MicroSharedStore, MicroSharedStoreSpec, MicroPush, MicroBarrierBindings)
+    X(MicroSharedStore, MicroSharedStoreSpec, MicroPush, MicroBarrierBindings)                        \
+    X(MicroCoopMat, MicroCoopMatSpec, MicroPush, MicroBarrierBindings)
 
 /** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
 template <KernelId Id>

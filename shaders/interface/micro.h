@@ -1,8 +1,9 @@
 // Kernel interface of micro_barrier.comp, micro_chase.comp and micro_shared_store.comp (see
 // common.h): the micro-kernels of `psk micro` (tools only; no forward or decode ever runs them),
 // which measure machine constants docs/predictions.py assumes: the workgroup barrier round, the
-// latency of a dependent load that hits L2 or goes to HBM, and the cost of staging 16-bit operands
-// in shared memory 2 bytes or 16 bytes per store.
+// latency of a dependent load that hits L2 or goes to HBM, the cost of staging 16-bit operands
+// in shared memory 2 bytes or 16 bytes per store, and the rate of cooperative-matrix products with
+// their operands in registers or loaded from shared memory the ways the cooperative kernels load them.
 #ifndef PSK_INTERFACE_MICRO_H
 #define PSK_INTERFACE_MICRO_H
 
@@ -21,6 +22,23 @@
     X(0, uint, THREADS, 128) /* invocations per workgroup (local_size_x_id = 0); divides 512 */ \
     X(1, uint, PACKED, 0)    /* 0: a 16-byte chunk as eight 16-bit stores; 1: as one 16-byte (uvec4) store; 2: eight 16-bit stores, each warp's contiguous (no bank conflicts) */
 
+// micro_coopmat.comp (its one binding is micro_barrier.comp's list: RESULT holds the float32
+// accumulators, CM_M x CM_N row-major, per subgroup and accumulator)
+#define PSK_MICRO_COOPMAT_SPEC(X) \
+    X(0, uint, THREADS, 128) /* SUBGROUPS x the subgroup size (local_size_x_id = 0) */ \
+    X(1, uint, CM_M, 16) \
+    X(2, uint, CM_N, 16) \
+    X(3, uint, CM_K, 16) \
+    X(4, uint, SUBGROUPS, 4) /* subgroups per workgroup */ \
+    X(5, uint, FORM, 0) /* PSK_MICRO_COOPMAT_* below: where each product's operands come from */
+
+#define PSK_MICRO_COOPMAT_REGISTERS 0u  // A and the B operands loaded once, before the loop: the product rate alone
+#define PSK_MICRO_COOPMAT_RELOAD 1u     // every product loads its own A and B from a 16-bit shared array (the feature map's pattern)
+#define PSK_MICRO_COOPMAT_REUSE_A 2u    // one A load per step, then each accumulator's B (the output's and the block states' pattern)
+#define PSK_MICRO_COOPMAT_PACKED 3u     // as RELOAD, from a uvec4 array (CM_LOAD_ROW_A_V: the packed operand pools)
+#define PSK_MICRO_COOPMAT_WN 4u         // accumulators per subgroup
+#define PSK_MICRO_COOPMAT_TILES 4u      // A and B tiles in shared memory, chosen per step and accumulator
+
 // micro_chase.comp (one invocation; no specialization constants)
 #define PSK_MICRO_CHASE_BINDINGS(X) \
     X(0, CHAIN, read) /* next[i]: element index of the next line, a single cycle over the lines */ \
@@ -30,8 +48,9 @@
 PSK_PUSH_BEGIN(MicroPush)
     uint iterations;  // barrier: rounds (a neighbour's shared value loaded, barrier, own value stored,
                       // barrier); chase: dependent loads i = chain[i]; shared store: rounds (a
-                      // 64 x 64 tile of 16-bit operands stored, barrier, one word read back, barrier)
-    uint seed;        // barrier, shared store: mixed into every invocation's start value (the host
+                      // 64 x 64 tile of 16-bit operands stored, barrier, one word read back, barrier);
+                      // cooperative products: steps of PSK_MICRO_COOPMAT_WN products per subgroup
+    uint seed;        // barrier, shared store, cooperative products: mixed into every invocation's start value (the host
                       // recomputes workgroups' values to check them)
     uint start;       // chase: element index of the first load
 PSK_PUSH_END

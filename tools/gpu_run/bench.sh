@@ -310,7 +310,8 @@ do_bench() {
     t0=$SECONDS t0_unix=$(date +%s.%N)
     write_clocks_py
     # psk micro (docs/MODEL.md): the barrier round and the L2 / HBM dependent-load latency that the
-    # model's Machine constants barrier, lat_l2 and lat_hbm assume; a few seconds, before the sweep.
+    # model's Machine constants barrier, lat_l2 and lat_hbm assume, shared-memory stores, and the
+    # cooperative products' rate with their fragment loads (tc_vk); a few seconds, before the sweep.
     mkdir -p "$work/bench"
     local micro_rc=0
     tmo 30 "$PSK" micro --json "$work/bench/micro.json" >"$work/bench/micro.txt" 2>&1 || micro_rc=$?
@@ -327,6 +328,14 @@ if s.get("16-bit") is not None and s.get("128-bit"):
     c += "; shared stores (128 threads x 4 wg/SM) ns per iteration: 16-bit %.1f, packed %.1f, ratio %.2f" % (s["16-bit"], s["128-bit"], s["16-bit"] / s["128-bit"])
     if s.get("16-bit-contiguous") is not None:
         c += ", 16-bit contiguous %.1f" % s["16-bit-contiguous"]
+cm = m.get("coopmat") or {}
+rows = [r for r in cm.get("rows", []) if r["tflops"] is not None]
+if rows:
+    c += "; cooperative products (%s, TFLOP/s at 1 / 4 wg/SM): %s" % (cm["variant"], ", ".join(
+        "%s %s" % (op, " / ".join("%.0f" % r["tflops"] for r in rows if r["operands"] == op))
+        for op in dict.fromkeys(r["operands"] for r in rows)))
+elif cm:
+    c += "; cooperative products: %s" % cm.get("note", "")
 print("ns per barrier (threads x workgroups/SM, %d SMs): %s; ns per dependent load: %s" % (m["multiprocessors"], b, c))
 PY
 )"

@@ -15,7 +15,14 @@
 //     stores with each warp's 64 bytes contiguous), then a barrier, one word read back, a barrier; THREADS = 128 and 256, 1 and 4
 //     workgroups per multiprocessor. The barrier round above (two barriers with a shared load and
 //     store) is in every round: the baseline to subtract before comparing the stores with a model
-//     of the shared-memory data path. Needs shaderFloat16 (skipped without it).
+//     of the shared-memory data path. Needs shaderFloat16 (skipped without it);
+//   - cooperative-matrix products (Machine.tc_vk, and the model's charge for a fragment load):
+//     micro_coopmat.comp, 4 subgroups per workgroup, 4 accumulators each, a product per
+//     accumulator and step with its operands in registers (the product rate alone), or loaded
+//     from shared memory before each product (the feature map's pattern), A once per step and B
+//     per product (the output's and the block states'), or from a uvec4 array (the packed pools);
+//     1 and 4 workgroups per multiprocessor, on the path the library's kernels take on the device
+//     (KHR or NV, its shape); on a CPU device the emulated backend checks the harness alone.
 // Each configuration: one untimed warm-up run, then the median GPU time (timestamps around the
 // dispatch only: uploads and readbacks are outside the timed span) of 5 runs. Every result is
 // checked against the host's own computation (workgroup 0's and the last workgroup's values; the
@@ -23,7 +30,7 @@
 // loops after 65535 iterations in total) is a FAIL, not a fast number.
 //
 // The kernels are the library's tools-only kernels (kernels/kernel_table.hpp: MicroBarrier,
-// MicroChase, MicroSharedStore; shaders/interface/micro.h), run on a context of the library's own
+// MicroChase, MicroSharedStore, MicroCoopMat; shaders/interface/micro.h), run on a context of the library's own
 // objects that psk links statically (psk_micro_lib, tools/CMakeLists.txt), as the shared library
 // hides them.
 #include <polysketch/polysketch.h>
@@ -41,6 +48,7 @@
 
 #include "cli_util.hpp"
 #include "commands.hpp"
+#include "forward/coopmat_selection.hpp"
 #include "json.hpp"
 #include "kernels/kernel_dispatch.hpp"
 #include "kernels/kernel_pipeline.hpp"
@@ -65,6 +73,8 @@ constexpr uint32_t kBarrierSeed = 12345;
 constexpr uint32_t kSharedStoreSeed = 67890;
 constexpr uint32_t kTileChunks = 64 * 8;                  // micro_shared_store.comp: 16-byte chunks per 64 x 64 tile
 constexpr uint32_t kTileSharedBytes = 2 * 64 * 72 * 2;    // its two pools (16-bit and uvec4), 64 rows of 72 halves each
+constexpr uint32_t kCoopSeed = 424242;
+constexpr uint32_t kCoopSubgroups = 4;                    // micro_coopmat.comp: subgroups per workgroup
 
 const char* kUsage =
     "usage: psk micro [--quick] [--device N|NAME] [--json FILE] [--sms N]\n"
@@ -88,6 +98,14 @@ const char* kUsage =
     "                  Reports ns per iteration and the ratio 16-bit / 16-byte; an iteration includes\n"
     "                  the barrier round's two barriers, load and store (the baseline to subtract).\n"
     "                  Skipped without shaderFloat16.\n"
+    "  coop products   micro_coopmat.comp: 4 subgroups per workgroup, 4 float32 accumulators each, one\n"
+    "                  cooperative product per accumulator and step, its operands (16-bit) in registers\n"
+    "                  ('registers'), loaded from shared memory right before it ('reload': two fragment\n"
+    "                  loads), A once per step and B per product ('reuse A': 1.25 loads), or as 'reload'\n"
+    "                  from a uvec4 array ('packed'); 1 and 4 workgroups per multiprocessor. Reports\n"
+    "                  TFLOP/s over the device and ns per product and multiprocessor. Runs the path\n"
+    "                  the library's kernels take (PSK_DISABLE_COOPMAT applies); on a CPU device the\n"
+    "                  emulated backend (a check of the harness, not a rate); skipped on a GPU without.\n"
     "Every result is checked against the host's computation; exit status 1 when one differs.\n"
     "\n"
     "  --quick        few iterations and a 16 MiB big buffer (lavapipe: seconds; llvmpipe ends an\n"
@@ -323,6 +341,170 @@ ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const char* leve
     return row;
 }
 
+/** A row of micro_coopmat.comp: a form of operand loads at perSm workgroups per multiprocessor. */
+struct CoopRow {
+    uint32_t form = 0, perSm = 0, groups = 0, threads = 0, iterations = 0;
+    std::vector<double> runsMs;
+    double medianMs = 0;
+    bool ok = false;
+    std::string note;
+};
+
+/** The cooperative path psk micro measures: the variant's axis and shape, or why there is none. */
+struct CoopPath {
+    std::string axis;  // "khr_f16", "nv_f16", "emu_f16"; empty: skipped (note)
+    uint32_t m = 16, n = 16, k = 16;
+    std::string note;
+};
+
+const char* const kCoopFormNames[] = {"registers", "reload", "reuse A", "packed"};
+const double kCoopLoadsPerProduct[] = {0.0, 2.0, 1.25, 2.0};
+
+CoopPath coopPath(const PskContext_T& ctx) {
+    const psk::DeviceCaps& caps = ctx.caps();
+    const psk::CoopMatChoice choice = psk::selectCoopMatForDevice(caps).float16;
+    CoopPath p;
+    if (choice.path == psk::CoopMatPath::KHR || choice.path == psk::CoopMatPath::NV) {
+        p.axis = choice.path == psk::CoopMatPath::KHR ? "khr_f16" : "nv_f16";
+        p.m = choice.shape.m;
+        p.n = choice.shape.n;
+        p.k = choice.shape.k;
+        p.note = choice.reason;
+    } else if (caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        p.axis = "emu_f16";
+        p.note = "emulated backend (a CPU device): checks the harness; its times are not a rate";
+        if (16u * 16u > 64u * caps.subgroupSize) {
+            p.axis.clear();
+            p.note = "skipped: the emulated backend needs subgroups of 4 or more invocations";
+        }
+    } else {
+        p.note = "skipped: no cooperative-matrix path on this device (" + choice.reason + ")";
+    }
+    if (!p.axis.empty() && !psk::findShader(psk::kernelVariant(psk::KernelId::MicroCoopMat, p.axis, PSK_DATA_TYPE_FLOAT32))) {
+        p.note = "skipped: micro_coopmat." + p.axis + " is not built into this psk (no compiler for it)";
+        p.axis.clear();
+    }
+    return p;
+}
+
+/** Element j of micro_coopmat.comp's operand pool (A's elements, then B's; see operand_value there). */
+int coopOperand(const CoopPath& p, uint32_t seed, uint32_t j) {
+    const uint32_t lda = 4 * p.k + 8, ldb = 4 * p.n + 8, aOps = p.m * lda;
+    const bool isB = j >= aOps;
+    const uint32_t e = isB ? j - aOps : j, ld = isB ? ldb : lda, width = isB ? p.n : p.k;
+    const uint32_t row = e / ld, col = e % ld;
+    if (col >= 4 * width) return 0;
+    uint32_t h = ((isB ? 1u : 0u) * 977u + (col / width) * 131u + row * 17u + col % width) * 2654435761u + seed;
+    h ^= h >> 16;
+    h *= 0x7FEB352Du;
+    h ^= h >> 15;
+    return int(h % 3u) - 1;
+}
+
+/**
+ * micro_coopmat.comp's accumulators of one subgroup after `iterations` steps of `form`: M x N
+ * row-major per accumulator w. Step i adds A tile ta times B tile tb, which depend on i % 4 alone.
+ */
+std::vector<float> hostCoopAccumulators(const CoopPath& p, uint32_t form, uint32_t iterations, uint32_t seed) {
+    const uint32_t lda = 4 * p.k + 8, ldb = 4 * p.n + 8, aOps = p.m * lda;
+    std::vector<float> out(size_t(4) * p.m * p.n);
+    for (uint32_t w = 0; w < 4; ++w) {
+        std::vector<int64_t> sum(size_t(p.m) * p.n, 0);
+        for (uint32_t c = 0; c < 4; ++c) {
+            const int64_t count = iterations / 4 + (c < iterations % 4 ? 1 : 0);
+            uint32_t ta = 0, tb = w;  // registers: A tile 0, B tile w at every step
+            if (form == PSK_MICRO_COOPMAT_REUSE_A) {
+                ta = c;
+                tb = (c + 2 * w) % 4;
+            } else if (form != PSK_MICRO_COOPMAT_REGISTERS) {
+                ta = (c + w) % 4;
+                tb = (c + 2 * w) % 4;
+            }
+            for (uint32_t r = 0; r < p.m; ++r)
+                for (uint32_t col = 0; col < p.n; ++col) {
+                    int64_t dot = 0;
+                    for (uint32_t k = 0; k < p.k; ++k)
+                        dot += int64_t(coopOperand(p, seed, r * lda + ta * p.k + k)) * coopOperand(p, seed, aOps + k * ldb + tb * p.n + col);
+                    sum[size_t(r) * p.n + col] += count * dot;
+                }
+        }
+        for (size_t e = 0; e < sum.size(); ++e) out[size_t(w) * p.m * p.n + e] = float(sum[e]);
+    }
+    return out;
+}
+
+CoopRow runCoopMat(PskContext_T& ctx, psk::Submitter& submitter, const CoopPath& path, uint32_t form, uint32_t perSm, uint32_t sms,
+                   uint32_t iterations) {
+    const psk::DeviceCaps& caps = ctx.caps();
+    CoopRow row;
+    row.form = form;
+    row.perSm = perSm;
+    row.groups = perSm * sms;
+    row.iterations = iterations;
+    row.threads = kCoopSubgroups * caps.subgroupSize;
+    if (path.axis.empty()) {
+        row.note = path.note;
+        return row;
+    }
+    if (row.threads > caps.limits().maxComputeWorkGroupInvocations || row.threads > caps.limits().maxComputeWorkGroupSize[0]) {
+        row.note = "skipped: more invocations than the device's workgroup limit";
+        return row;
+    }
+    psk::kernel::MicroCoopMatSpec spec;
+    spec.THREADS = row.threads;
+    spec.CM_M = path.m;
+    spec.CM_N = path.n;
+    spec.CM_K = path.k;
+    spec.SUBGROUPS = kCoopSubgroups;
+    spec.FORM = form;
+    psk::KernelChoice choice = psk::KernelChoice::make<psk::KernelId::MicroCoopMat>(path.axis, PSK_DATA_TYPE_FLOAT32, spec, "psk micro");
+    // The kernel assumes SUBGROUPS subgroups of the device's size: pinned where the size can vary.
+    choice.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
+    const psk::KernelPipeline pipeline = psk::kernelPipeline(ctx.pipelines(), choice);
+    const size_t perSubgroup = size_t(4) * path.m * path.n;  // floats: 4 accumulators
+    const VkDeviceSize bytes = VkDeviceSize(row.groups) * kCoopSubgroups * perSubgroup * 4;
+    psk::Buffer result(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::DeviceLocal);
+    psk::Buffer readback(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::HostReadback);
+    psk::kernel::MicroBarrierBindings b;
+    b.RESULT = whole(result);
+    const psk::kernel::MicroPush push{iterations, kCoopSeed, 0};
+    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
+        double ms = 0;
+        submitter.run(
+            [&](psk::Recorder& rec) {
+                submitter.startTiming();
+                psk::recordKernel(rec, pipeline, b, push, row.groups);
+                submitter.stopTiming();
+                rec.copy(whole(result), whole(readback), bytes);
+            },
+            &ms);
+        if (run > 0) row.runsMs.push_back(ms);
+    }
+    row.medianMs = median(row.runsMs);
+    // Every subgroup of workgroup 0 and of the last one against the host's sums (exact integers).
+    const std::vector<float> want = hostCoopAccumulators(path, form, iterations, kCoopSeed);
+    const auto* got = reinterpret_cast<const float*>(readback.mapped());
+    row.ok = true;
+    for (uint32_t group : {0u, row.groups - 1})
+        for (uint32_t sg = 0; sg < kCoopSubgroups && row.ok; ++sg)
+            if (std::memcmp(got + (size_t(group) * kCoopSubgroups + sg) * perSubgroup, want.data(), perSubgroup * 4) != 0) {
+                row.ok = false;
+                row.note = "workgroup " + std::to_string(group) + ", subgroup " + std::to_string(sg) +
+                           ": the accumulators differ from the host's exact sums over " + std::to_string(iterations) + " steps";
+            }
+    return row;
+}
+
+/** FLOP per second over the device, and ns per product and multiprocessor, of a timed row. */
+double coopTflops(const CoopRow& r, const CoopPath& p) {
+    const double products = double(r.groups) * kCoopSubgroups * 4 * r.iterations;
+    return r.medianMs > 0 ? products * 2.0 * p.m * p.n * p.k / (r.medianMs * 1e-3) / 1e12 : 0;
+}
+double coopNsPerProductPerSm(const CoopRow& r) {
+    const double perSm = double(r.perSm) * kCoopSubgroups * 4 * r.iterations;
+    return r.medianMs * 1e6 / perSm;
+}
+
 }  // namespace
 
 int runMicro(int argc, char** argv) {
@@ -387,6 +569,7 @@ int runMicro(int argc, char** argv) {
     // Iterations: >= 1 ms per dispatch on a GPU; --quick stays far below llvmpipe's 65535 loop iterations.
     const uint32_t barrierIterations = o.quick ? 256 : 20000;
     const uint32_t sharedStoreIterations = barrierIterations;
+    const uint32_t coopIterations = o.quick ? 8 : 20000;  // emulated on a CPU: ~1000 loop iterations per step
     uint32_t chaseSteps = o.quick ? 4096 : 100000;
     if (cpu) chaseSteps = std::min(chaseSteps, 60000u);
     const uint64_t range = caps.limits().maxStorageBufferRange;
@@ -404,6 +587,8 @@ int runMicro(int argc, char** argv) {
     std::vector<RoundRow> barriers;
     std::vector<ChaseRow> chases;
     std::vector<RoundRow> sharedStores;
+    std::vector<CoopRow> coops;
+    const CoopPath coop = coopPath(*ctx);
     try {
         psk::Submitter submitter(*ctx);
         std::printf("\nbarrier round: shared load, barrier, shared store, barrier (%u iterations per invocation)\n", barrierIterations);
@@ -470,6 +655,27 @@ int runMicro(int argc, char** argv) {
                     sharedStores.push_back(std::move(r));
                 }
             }
+
+        std::printf(
+            "\ncooperative products: %s %ux%ux%u (%s); %u subgroups x 4 accumulators per workgroup, %u steps of one product "
+            "per accumulator, operands 'registers' (loaded once), 'reload' (A and B from shared memory per product), 'reuse A' "
+            "(A per step, B per product), 'packed' (reload from a uvec4 array)\n",
+            coop.axis.empty() ? "-" : coop.axis.c_str(), coop.m, coop.n, coop.k, coop.note.c_str(), kCoopSubgroups, coopIterations);
+        std::printf("%10s %6s %11s %10s %14s %9s %16s  %s\n", "operands", "wg/SM", "workgroups", "time (ms)", "loads/product", "TFLOP/s",
+                    "ns/product/SM", "check");
+        for (uint32_t form : {PSK_MICRO_COOPMAT_REGISTERS, PSK_MICRO_COOPMAT_RELOAD, PSK_MICRO_COOPMAT_REUSE_A, PSK_MICRO_COOPMAT_PACKED})
+            for (uint32_t perSm : {1u, 4u}) {
+                CoopRow r = runCoopMat(*ctx, submitter, coop, form, perSm, sms, coopIterations);
+                if (r.runsMs.empty())
+                    std::printf("%10s %6u %11u %10s %14.2f %9s %16s  %s\n", kCoopFormNames[form], r.perSm, r.groups, "-",
+                                kCoopLoadsPerProduct[form], "-", "-", r.note.c_str());
+                else
+                    std::printf("%10s %6u %11u %10.3f %14.2f %9.1f %16.4f  %s\n", kCoopFormNames[form], r.perSm, r.groups, r.medianMs,
+                                kCoopLoadsPerProduct[form], coopTflops(r, coop), coopNsPerProductPerSm(r),
+                                r.ok ? "ok" : ("FAIL: " + r.note).c_str());
+                std::fflush(stdout);
+                coops.push_back(std::move(r));
+            }
     } catch (const psk::Error& e) {
         std::fprintf(stderr, "psk micro: %s (%s)\n", e.what(), pskResultToString(e.code()));
         return 1;
@@ -482,6 +688,7 @@ int runMicro(int argc, char** argv) {
     for (const RoundRow& r : barriers) ok = ok && (r.ok || r.runsMs.empty());
     for (const ChaseRow& r : chases) ok = ok && r.ok;
     for (const RoundRow& r : sharedStores) ok = ok && (r.ok || r.runsMs.empty());
+    for (const CoopRow& r : coops) ok = ok && (r.ok || r.runsMs.empty());
     std::printf("\n%s\n", ok ? "micro: every check passed" : "micro: FAIL (a kernel's result differs from the host's)");
 
     if (!o.json.empty()) {
@@ -528,7 +735,21 @@ int runMicro(int argc, char** argv) {
                  (r.runsMs.empty() ? "null" : number(r.medianMs * 1e6 / r.iterations)) + ", \"runs_ms\": " + list(r.runsMs) +
                  ", \"ok\": " + (r.ok ? "true" : "false") + ", \"note\": " + quote(r.note) + "}";
         }
-        j += "\n  ]\n}\n";
+        j += "\n  ],\n  \"coopmat\": {\"variant\": " + quote(coop.axis.empty() ? "" : "micro_coopmat." + coop.axis + ".f32") +
+             ", \"m\": " + std::to_string(coop.m) + ", \"n\": " + std::to_string(coop.n) + ", \"k\": " + std::to_string(coop.k) +
+             ", \"subgroups\": " + std::to_string(kCoopSubgroups) + ", \"accumulators\": 4, \"note\": " + quote(coop.note) + ", \"rows\": [";
+        for (size_t i = 0; i < coops.size(); ++i) {
+            const CoopRow& r = coops[i];
+            const bool timed = !r.runsMs.empty();
+            j += std::string(i ? "," : "") + "\n    {\"operands\": " + quote(kCoopFormNames[r.form]) + ", \"loads_per_product\": " +
+                 number(kCoopLoadsPerProduct[r.form]) + ", \"threads\": " + std::to_string(r.threads) + ", \"workgroups_per_sm\": " +
+                 std::to_string(r.perSm) + ", \"workgroups\": " + std::to_string(r.groups) + ", \"steps\": " +
+                 std::to_string(r.iterations) + ", \"median_ms\": " + (timed ? number(r.medianMs) : "null") + ", \"tflops\": " +
+                 (timed ? number(coopTflops(r, coop)) : "null") + ", \"ns_per_product_per_sm\": " +
+                 (timed ? number(coopNsPerProductPerSm(r)) : "null") + ", \"runs_ms\": " + list(r.runsMs) + ", \"ok\": " +
+                 (r.ok ? "true" : "false") + ", \"note\": " + quote(r.note) + "}";
+        }
+        j += "\n  ]}\n}\n";
         std::ofstream f(o.json, std::ios::binary);
         f << j;
         if (!f.flush()) {
