@@ -375,7 +375,9 @@ void main() {
     [[unroll]] for (uint w = 0u; w < WN; ++w) acc[w] = CM_ACC_ZERO;
 
     // ---- 2. phi(q)^T Z: everything before this block (causal) or everything (full) ----
-    // ABLATE (PSK_ABLATE, timing only): parts left out, so that a GPU run assigns the time to them.
+    // ABLATE (PSK_ABLATE, timing only): parts left out, so that a GPU run assigns the time to them
+    // (interface/polysketch_output_coopmat.h: 8, 16, 32 split step 2 into the Z chunk's range pass,
+    // the expansion of phi(q) and the staging of the Z chunk; 64 is step 3's key-tile staging).
     const bool products = (ABLATE & 4u) == 0u;
     if ((ABLATE & 1u) == 0u && (!CAUSAL || block > 0u || params.prefix_first != 0u)) {
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
@@ -389,19 +391,21 @@ void main() {
             barrier();  // the previous chunk's operands and its maximum slot are read
             if (lid == 0u) range_bits[R_Z + ((chunk + 1u) & 1u)] = 0u;  // the next chunk's slot
             // The chunk's largest |Z| (normalizer column included) ...
-            float z_max = 0.0;
-            [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * (VALUE_DIM + 1u) + THREADS - 1u) / THREADS; ++it) {
-                const uint i = it * THREADS + lid;
-                if (i < flen * (VALUE_DIM + 1u)) {
-                    const uint f = i / (VALUE_DIM + 1u), c = i % (VALUE_DIM + 1u);
-                    z_max = max(z_max, abs(states[z_base + (f0 + f) * Z_STRIDE + c]));
+            if ((ABLATE & 8u) == 0u) {
+                float z_max = 0.0;
+                [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * (VALUE_DIM + 1u) + THREADS - 1u) / THREADS; ++it) {
+                    const uint i = it * THREADS + lid;
+                    if (i < flen * (VALUE_DIM + 1u)) {
+                        const uint f = i / (VALUE_DIM + 1u), c = i % (VALUE_DIM + 1u);
+                        z_max = max(z_max, abs(states[z_base + (f0 + f) * Z_STRIDE + c]));
+                    }
                 }
+                atomicMax(range_bits[slot], floatBitsToUint(z_max));
             }
-            atomicMax(range_bits[slot], floatBitsToUint(z_max));
             // ... while A = phi(q) rows of the chunk are expanded (features past F are zero).
             [[unroll]] for (uint it = 0u; it < (TILE_M * FEAT_CHUNK + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < TILE_M * FEAT_CHUNK) {
+                if (i < TILE_M * FEAT_CHUNK && (ABLATE & 16u) == 0u) {
                     const uint r = i / FEAT_CHUNK, f = i % FEAT_CHUNK;
                     float p = 0.0;
                     if (f < flen) {
@@ -413,11 +417,13 @@ void main() {
                 }
             }
             barrier();
-            // B = the Z chunk, scaled by its own power of two, zero past column dv, hi + lo.
-            const float z_scale = operand_scale(range_max(slot));
+            // B = the Z chunk, scaled by its own power of two, zero past column dv, hi + lo. (Without
+            // the range pass, ABLATE 8, the scale is the slot's 0: Z reads as zeros and its scale is
+            // undone as infinity, a value the compiler cannot fold, so the staging still runs.)
+            const float z_scale = (ABLATE & 8u) != 0u ? range_max(slot) : operand_scale(range_max(slot));
             [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * NC + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < FEAT_CHUNK * NC) {
+                if (i < FEAT_CHUNK * NC && (ABLATE & 32u) == 0u) {
                     const uint f = i / NC, c = i % NC;
                     float z = 0.0;
                     if (f < flen && c <= VALUE_DIM) z = states[z_base + (f0 + f) * Z_STRIDE + c] * z_scale;
@@ -494,7 +500,7 @@ void main() {
                 // K: the key tile's rows (zero past the last key any row of the tile sees).
                 [[unroll]] for (uint it = 0u; it < (KEY_TILE * WIDTH_CHUNK + THREADS - 1u) / THREADS; ++it) {
                     const uint i = it * THREADS + lid;
-                    if (i < KEY_TILE * WIDTH_CHUNK) {
+                    if (i < KEY_TILE * WIDTH_CHUNK && (ABLATE & 64u) == 0u) {
                         const uint j = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
                         float x = 0.0;
                         if (ks + j < key_end && d < KEY_WIDTH) x = k_local[k_base + (ks + j) * KEY_WIDTH + d] * k_scale;
@@ -502,7 +508,7 @@ void main() {
                     }
                 }
                 // [V | 1] of the key tile, scaled (the ones column holds v_scale), once per key tile.
-                if (w0 == 0u) {
+                if (w0 == 0u && (ABLATE & 64u) == 0u) {
                     [[unroll]] for (uint it = 0u; it < (KEY_TILE * NC + THREADS - 1u) / THREADS; ++it) {
                         const uint i = it * THREADS + lid;
                         if (i < KEY_TILE * NC) {

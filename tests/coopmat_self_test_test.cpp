@@ -316,6 +316,9 @@ TEST(CoopMatSwitches, AblateValues) {
     ASSERT_TRUE(psk::parseAblate("states.expand,output.inter", &st, &out, &error)) << error;
     EXPECT_EQ(st, 2u);
     EXPECT_EQ(out, 1u);
+    ASSERT_TRUE(psk::parseAblate("output.zrange,output.expand,output.zstage,output.kvstage", &st, &out, &error)) << error;
+    EXPECT_EQ(st, 0u);
+    EXPECT_EQ(out, 120u);
     EXPECT_FALSE(psk::parseAblate("states.products,features.loads", &st, &out, &error));
     EXPECT_NE(error.find("PSK_ABLATE: unknown part 'features.loads'"), std::string::npos) << error;
     psk::CoopMatSwitches sw;
@@ -324,10 +327,12 @@ TEST(CoopMatSwitches, AblateValues) {
 }
 
 // Each ablation reaches its kernel (ABLATE in the plan) and changes the output: left out, the part
-// is missing from it (the emulated kernels, self-test off); the output stays finite but where psi
-// is never staged.
+// is missing from it (the emulated kernels, self-test off); the output stays finite but where an
+// operand is never staged (psi, phi(q), the Z chunk, the key tile: the products read the
+// emulation's poisoned shared memory) or where the Z chunk's scale is the unset maximum's 0.
 TEST(CoopMatAblations, EachPartLeftOutChangesTheOutput) {
-    for (const char* part : {"states.products", "states.expand", "output.inter", "output.local", "output.products"}) {
+    for (const char* part : {"states.products", "states.expand", "output.inter", "output.local", "output.products", "output.zrange",
+                             "output.expand", "output.zstage", "output.kvstage"}) {
         SCOPED_TRACE(part);
         EnvScope env(EnvScope::Values{{"PSK_COOPMAT_EMULATION", "1"}, {"PSK_COOPMAT_SELFTEST", "0"}, {"PSK_ABLATE", part}});
         const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH);
@@ -338,8 +343,11 @@ TEST(CoopMatAblations, EachPartLeftOutChangesTheOutput) {
         ASSERT_NE(at, std::string::npos) << o.plan;
         EXPECT_EQ(o.plan.substr(at, o.plan.find('\n', at) - at).find(" ABLATE=0"), std::string::npos) << o.plan;
         EXPECT_NE(o.comments.find("ABLATED"), std::string::npos) << o.comments;
-        if (std::string(part) == "states.expand") {
-            // psi never staged: the products read the emulation's poisoned (NaN) shared memory.
+        const std::string name(part);
+        if (name == "states.expand" || name == "output.zrange" || name == "output.expand" || name == "output.zstage" ||
+            name == "output.kvstage") {
+            // An operand never staged: the products read the emulation's poisoned (NaN) shared
+            // memory; or (zrange) the Z chunk scaled by 0 and its scale undone as infinity.
             EXPECT_GT(o.nonFinite, 0u) << "the ablation changed nothing: this test would prove nothing";
         } else {
             EXPECT_EQ(o.nonFinite, 0u);

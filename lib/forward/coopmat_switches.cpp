@@ -156,7 +156,9 @@ bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::str
         uint32_t bit;
     };
     const Part parts[] = {{"states.products", states, 1}, {"states.expand", states, 2}, {"states.loads", states, 4},
-                          {"output.inter", output, 1},    {"output.local", output, 2},  {"output.products", output, 4}};
+                          {"output.inter", output, 1},    {"output.local", output, 2},  {"output.products", output, 4},
+                          {"output.zrange", output, 8},   {"output.expand", output, 16}, {"output.zstage", output, 32},
+                          {"output.kvstage", output, 64}};
     *states = *output = 0;
     if (empty(value)) return true;
     const std::string list(value);
@@ -173,7 +175,8 @@ bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::str
             }
         if (!known) {
             *error = "PSK_ABLATE: unknown part '" + item +
-                     "' (expected a comma list of states.products, states.expand, states.loads, output.inter, output.local, output.products)";
+                     "' (expected a comma list of states.products, states.expand, states.loads, output.inter, output.local, output.products, "
+                     "output.zrange, output.expand, output.zstage, output.kvstage)";
             return false;
         }
     }

@@ -88,7 +88,8 @@ struct CoopMatSwitches {
 
 /**
  * PSK_ABLATE's value: a comma list of states.products (1), states.expand (2), states.loads (4),
- * output.inter (1), output.local (2), output.products (4) (null or empty: none; the shaders'
+ * output.inter (1), output.local (2), output.products (4), output.zrange (8), output.expand (16),
+ * output.zstage (32), output.kvstage (64) (null or empty: none; the shaders'
  * ABLATE constants); false with `error` naming what is not understood.
  */
 bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::string* error);

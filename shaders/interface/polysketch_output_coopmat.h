@@ -24,7 +24,7 @@
     X(14, uint, FEAT_CHUNK, 32) /* features (Z rows) per step of phi(q)^T Z, a multiple of CM_K */ \
     X(15, uint, KEY_TILE, 32) /* local keys per step, a multiple of CM_K and of CM_N */ \
     X(16, uint, WIDTH_CHUNK, 64) /* local: q'/k' (or S) columns per step of the scores, a multiple of CM_K */ \
-    X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products */ \
+    X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products, 8 no Z range pass, 16 no phi(q) expansion, 32 no Z staging, 64 no key-tile (K, V) staging */ \
     X(18, uint, SPLIT_LOCAL, 0) /* 1: the local part's Q, K, W and V as hi + lo, three products each (float32 storage); 0: one operand each */ \
     X(19, uint, FUSED_QUERY, 0) /* 0: S(q) (and q') are the feature map's rows; the kernel computes them from q itself (random sketch): 1 S(q) = x (degree 2), 2 S(q) = c (x G_a) * (x G_b) (degree 4), x = s LN(q) */ \
     X(20, uint, QUERY_NORM, 0) /* FUSED_QUERY's LayerNorms, bits: 1 LN before the sketch (x = s LN(q), and q' = x), 2 a separate local LayerNorm (q' = s LN_local(q)) */

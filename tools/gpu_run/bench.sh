@@ -482,8 +482,11 @@ do_stages() {
     # Ablations (PSK_ABLATE, docs/MODEL.md "Held against the third H200 run"): the cooperative states
     # and output with one part left out each, so that their stage times say where the time goes (the
     # outputs are wrong: timing only, self-test off, no tuning table, so the cooperative output runs).
+    # The output's phi(q)^T Z part split further (its Z range pass, phi(q) expansion, Z staging) and
+    # the local part's key-tile staging: docs/MODEL.md, "Where the cooperative output's time goes".
     local ab ablations=""
-    for ab in none states.products states.expand states.loads output.inter output.local output.products; do
+    for ab in none states.products states.expand states.loads output.inter output.local output.products \
+        output.zrange output.expand output.zstage output.kvstage; do
         (export PSK_TUNING_TABLE=none PSK_COOPMAT_SELFTEST=0
          [[ $ab != none ]] && export PSK_ABLATE=$ab
          bench_call "stage-ablate-$ab-n$n" 40 "${base[@]}" --local-exact) || rc=1
