@@ -130,9 +130,11 @@ struct Rig {
     float scale = 0;
     // Per sequence, token-major: q [t][Hq][h], k [t][Hkv][h], v [t][Hkv][dv], out [t][Hq][dv].
     std::vector<std::vector<float>> q, k, v, out;
+    // Per sequence: how many of its first tokens a prefill computed (the rest are steps).
+    std::vector<uint32_t> prefilled;
     uint64_t rng = 500;
 
-    explicit Rig(PskContext ctx, const Case& cs) : c(cs), q(cs.B), k(cs.B), v(cs.B), out(cs.B) {
+    explicit Rig(PskContext ctx, const Case& cs) : c(cs), q(cs.B), k(cs.B), v(cs.B), out(cs.B), prefilled(cs.B, 0) {
         PskAttentionCreateInfo info{};
         info.kind = c.softmax ? PSK_ATTENTION_KIND_SOFTMAX : PSK_ATTENTION_KIND_POLYSKETCH;
         info.flags = PSK_ATTENTION_CAUSAL_BIT | (c.localExact ? PSK_ATTENTION_LOCAL_EXACT_BIT : 0);
@@ -236,6 +238,24 @@ struct Rig {
         const std::vector<float> o = callWith(info, qb, kb, vb, size_t(n) * c.Hq * c.dv,
                                               [&](PskDecodePrefillInfo& i) { return pskDecodePrefillHost(state, &i); });
         out[s] = bhnd(o, n, c.Hq, c.dv, false);
+        prefilled[s] = n;
+    }
+
+    /**
+     * Where sequence s's largest error against `want` (token-major, as out[s]) sits: "token t (a
+     * prefill row)" or "(a step row)", so that a failure names the path that made the row (the
+     * forward's kernels or the decode step).
+     */
+    std::string worstToken(uint32_t s, const std::vector<double>& want) const {
+        const size_t per = size_t(c.Hq) * c.dv;
+        double worst = -1;
+        size_t at = 0;
+        for (size_t i = 0; i < out[s].size() && i < want.size(); ++i) {
+            const double e = std::fabs(double(out[s][i]) - want[i]);
+            if (e > worst) worst = e, at = i;
+        }
+        const size_t t = at / per;
+        return "token " + std::to_string(t) + (t < prefilled[s] ? " (a prefill row)" : " (a step row)");
     }
 
     /** One step of every sequence. */
@@ -269,8 +289,10 @@ struct Rig {
             const std::vector<float> o = callWith(f, qb, kb, vb, size_t(n) * c.Hq * c.dv,
                                                   [&](PskForwardHostInfo& i) { return pskAttentionForwardHost(attention, &i); });
             const std::vector<float> forward = bhnd(o, n, c.Hq, c.dv, false);
-            const double eForward = relativeMaxError(out[s], std::vector<double>(forward.begin(), forward.end()));
-            EXPECT_LE(eForward, toForward) << c.name << ": sequence " << s << " of " << n << " tokens vs the library forward";
+            const std::vector<double> forward64(forward.begin(), forward.end());
+            const double eForward = relativeMaxError(out[s], forward64);
+            EXPECT_LE(eForward, toForward) << c.name << ": sequence " << s << " of " << n << " tokens vs the library forward, worst at "
+                                           << worstToken(s, forward64);
 
             psk::ref::Shape shape;
             shape.Hq = int(c.Hq);
@@ -290,9 +312,11 @@ struct Rig {
                     for (uint32_t e = 0; e < c.dv; ++e)
                         wantTokenMajor[(size_t(t) * c.Hq + hd) * c.dv + e] = want[(size_t(hd) * n + t) * c.dv + e];
             const double eRef = relativeMaxError(out[s], wantTokenMajor);
-            EXPECT_LE(eRef, toReference) << c.name << ": sequence " << s << " of " << n << " tokens vs the float64 reference";
-            std::printf("[ decode ] %s sequence %u, %u tokens: error vs forward %.2e, vs reference %.2e\n", c.name.c_str(), s, n,
-                        eForward, eRef);
+            EXPECT_LE(eRef, toReference) << c.name << ": sequence " << s << " of " << n << " tokens vs the float64 reference, worst at "
+                                         << worstToken(s, wantTokenMajor);
+            std::printf("[ decode ] %s sequence %u, %u tokens (%u prefilled): error vs forward %.2e (%s), vs reference %.2e (%s)\n",
+                        c.name.c_str(), s, n, prefilled[s], eForward, worstToken(s, forward64).c_str(), eRef,
+                        worstToken(s, wantTokenMajor).c_str());
         }
     }
 };
@@ -351,6 +375,7 @@ TEST_P(SplitDecodeStep, MatchesForwardAcrossBlocksResetAndRestore) {
     rig.check();
 
     ASSERT_EQ(pskResetDecodeSequence(rig.state, 0), PSK_SUCCESS);
+    rig.prefilled[0] = 0;
     rig.q[0].clear();
     rig.k[0].clear();
     rig.v[0].clear();
