@@ -314,7 +314,11 @@ do_bench() {
     # cooperative products' rate with their fragment loads (tc_vk); a few seconds, before the sweep.
     mkdir -p "$work/bench"
     local micro_rc=0
-    tmo 30 "$PSK" micro --json "$work/bench/micro.json" >"$work/bench/micro.txt" 2>&1 || micro_rc=$?
+    # --quick on a quick run (lavapipe's self-test: the emulated cooperative products' pipelines
+    # alone take tens of seconds to build there).
+    local micro_quick=()
+    ((quick)) && micro_quick=(--quick)
+    tmo 30 "$PSK" micro "${micro_quick[@]}" --json "$work/bench/micro.json" >"$work/bench/micro.txt" 2>&1 || micro_rc=$?
     cat "$work/bench/micro.txt"
     if ((micro_rc == 0)) && [[ -s "$work/bench/micro.json" ]]; then
         say "OK micro: $(python3 - "$work/bench/micro.json" <<'PY'
