@@ -192,6 +192,29 @@ constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_
 psk::BufferRange whole(const psk::Buffer& b) { return {b.handle(), 0, b.size()}; }
 
 /**
+ * One untimed warm-up dispatch of `groups` workgroups and kRuns timed ones (GPU timestamps around
+ * the dispatch alone), each followed by a copy of `result` into `readback`: the timed runs' ms.
+ */
+template <typename Bindings>
+std::vector<double> timedRuns(psk::Submitter& submitter, const psk::KernelPipeline& pipeline, const Bindings& b,
+                              const psk::kernel::MicroPush& push, uint32_t groups, const psk::Buffer& result, const psk::Buffer& readback) {
+    std::vector<double> runsMs;
+    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
+        double ms = 0;
+        submitter.run(
+            [&](psk::Recorder& rec) {
+                submitter.startTiming();
+                psk::recordKernel(rec, pipeline, b, push, groups);
+                submitter.stopTiming();
+                rec.copy(whole(result), whole(readback), result.size());
+            },
+            &ms);
+        if (run > 0) runsMs.push_back(ms);
+    }
+    return runsMs;
+}
+
+/**
  * Runs a round kernel (bindings: one uint per invocation) over row.groups workgroups of row.threads
  * invocations: one warm-up and kRuns timed runs; row.ok when workgroup 0's and the last one's
  * values are hostValues(threads, group, iterations, seed).
@@ -206,19 +229,7 @@ void runRounds(PskContext_T& ctx, psk::Submitter& submitter, const typename psk:
     psk::Buffer readback(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::HostReadback);
     typename psk::KernelInterface<Id>::Bindings b;
     b.RESULT = whole(result);
-    const psk::kernel::MicroPush push{row.iterations, seed, 0};
-    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
-        double ms = 0;
-        submitter.run(
-            [&](psk::Recorder& rec) {
-                submitter.startTiming();
-                psk::recordKernel(rec, pipeline, b, push, row.groups);
-                submitter.stopTiming();
-                rec.copy(whole(result), whole(readback), bytes);
-            },
-            &ms);
-        if (run > 0) row.runsMs.push_back(ms);
-    }
+    row.runsMs = timedRuns(submitter, pipeline, b, psk::kernel::MicroPush{row.iterations, seed, 0}, row.groups, result, readback);
     row.medianMs = median(row.runsMs);
     // Workgroup 0 and the last one against the host's rounds.
     row.ok = true;
@@ -467,19 +478,7 @@ CoopRow runCoopMat(PskContext_T& ctx, psk::Submitter& submitter, const CoopPath&
     psk::Buffer readback(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::HostReadback);
     psk::kernel::MicroBarrierBindings b;
     b.RESULT = whole(result);
-    const psk::kernel::MicroPush push{iterations, kCoopSeed, 0};
-    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
-        double ms = 0;
-        submitter.run(
-            [&](psk::Recorder& rec) {
-                submitter.startTiming();
-                psk::recordKernel(rec, pipeline, b, push, row.groups);
-                submitter.stopTiming();
-                rec.copy(whole(result), whole(readback), bytes);
-            },
-            &ms);
-        if (run > 0) row.runsMs.push_back(ms);
-    }
+    row.runsMs = timedRuns(submitter, pipeline, b, psk::kernel::MicroPush{iterations, kCoopSeed, 0}, row.groups, result, readback);
     row.medianMs = median(row.runsMs);
     // Every subgroup of workgroup 0 and of the last one against the host's sums (exact integers).
     const std::vector<float> want = hostCoopAccumulators(path, form, iterations, kCoopSeed);
