@@ -75,6 +75,8 @@ constexpr uint32_t kTileChunks = 64 * 8;                  // micro_shared_store.
 constexpr uint32_t kTileSharedBytes = 2 * 64 * 72 * 2;    // its two pools (16-bit and uvec4), 64 rows of 72 halves each
 constexpr uint32_t kCoopSeed = 424242;
 constexpr uint32_t kCoopSubgroups = 4;                    // micro_coopmat.comp: subgroups per workgroup
+constexpr uint32_t kCoopAccumulators = PSK_MICRO_COOPMAT_WN;  // ... accumulators per subgroup
+constexpr uint32_t kCoopTiles = PSK_MICRO_COOPMAT_TILES;      // ... A and B tiles in shared memory
 
 const char* kUsage =
     "usage: psk micro [--quick] [--device N|NAME] [--json FILE] [--sms N]\n"
@@ -400,11 +402,11 @@ CoopPath coopPath(const PskContext_T& ctx) {
 
 /** Element j of micro_coopmat.comp's operand pool (A's elements, then B's; see operand_value there). */
 int coopOperand(const CoopPath& p, uint32_t seed, uint32_t j) {
-    const uint32_t lda = 4 * p.k + 8, ldb = 4 * p.n + 8, aOps = p.m * lda;
+    const uint32_t lda = kCoopTiles * p.k + 8, ldb = kCoopTiles * p.n + 8, aOps = p.m * lda;
     const bool isB = j >= aOps;
     const uint32_t e = isB ? j - aOps : j, ld = isB ? ldb : lda, width = isB ? p.n : p.k;
     const uint32_t row = e / ld, col = e % ld;
-    if (col >= 4 * width) return 0;
+    if (col >= kCoopTiles * width) return 0;
     uint32_t h = ((isB ? 1u : 0u) * 977u + (col / width) * 131u + row * 17u + col % width) * 2654435761u + seed;
     h ^= h >> 16;
     h *= 0x7FEB352Du;
@@ -417,19 +419,19 @@ int coopOperand(const CoopPath& p, uint32_t seed, uint32_t j) {
  * row-major per accumulator w. Step i adds A tile ta times B tile tb, which depend on i % 4 alone.
  */
 std::vector<float> hostCoopAccumulators(const CoopPath& p, uint32_t form, uint32_t iterations, uint32_t seed) {
-    const uint32_t lda = 4 * p.k + 8, ldb = 4 * p.n + 8, aOps = p.m * lda;
-    std::vector<float> out(size_t(4) * p.m * p.n);
-    for (uint32_t w = 0; w < 4; ++w) {
+    const uint32_t lda = kCoopTiles * p.k + 8, ldb = kCoopTiles * p.n + 8, aOps = p.m * lda;
+    std::vector<float> out(size_t(kCoopAccumulators) * p.m * p.n);
+    for (uint32_t w = 0; w < kCoopAccumulators; ++w) {
         std::vector<int64_t> sum(size_t(p.m) * p.n, 0);
-        for (uint32_t c = 0; c < 4; ++c) {
-            const int64_t count = iterations / 4 + (c < iterations % 4 ? 1 : 0);
+        for (uint32_t c = 0; c < kCoopTiles; ++c) {
+            const int64_t count = iterations / kCoopTiles + (c < iterations % kCoopTiles ? 1 : 0);
             uint32_t ta = 0, tb = w;  // registers: A tile 0, B tile w at every step
             if (form == PSK_MICRO_COOPMAT_REUSE_A) {
                 ta = c;
-                tb = (c + 2 * w) % 4;
+                tb = (c + 2 * w) % kCoopTiles;
             } else if (form != PSK_MICRO_COOPMAT_REGISTERS) {
-                ta = (c + w) % 4;
-                tb = (c + 2 * w) % 4;
+                ta = (c + w) % kCoopTiles;
+                tb = (c + 2 * w) % kCoopTiles;
             }
             for (uint32_t r = 0; r < p.m; ++r)
                 for (uint32_t col = 0; col < p.n; ++col) {
@@ -472,7 +474,7 @@ CoopRow runCoopMat(PskContext_T& ctx, psk::Submitter& submitter, const CoopPath&
     // The kernel assumes SUBGROUPS subgroups of the device's size: pinned where the size can vary.
     choice.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
     const psk::KernelPipeline pipeline = psk::kernelPipeline(ctx.pipelines(), choice);
-    const size_t perSubgroup = size_t(4) * path.m * path.n;  // floats: 4 accumulators
+    const size_t perSubgroup = size_t(kCoopAccumulators) * path.m * path.n;  // floats
     const VkDeviceSize bytes = VkDeviceSize(row.groups) * kCoopSubgroups * perSubgroup * 4;
     psk::Buffer result(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::DeviceLocal);
     psk::Buffer readback(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::HostReadback);
@@ -496,11 +498,11 @@ CoopRow runCoopMat(PskContext_T& ctx, psk::Submitter& submitter, const CoopPath&
 
 /** FLOP per second over the device, and ns per product and multiprocessor, of a timed row. */
 double coopTflops(const CoopRow& r, const CoopPath& p) {
-    const double products = double(r.groups) * kCoopSubgroups * 4 * r.iterations;
+    const double products = double(r.groups) * kCoopSubgroups * kCoopAccumulators * r.iterations;
     return r.medianMs > 0 ? products * 2.0 * p.m * p.n * p.k / (r.medianMs * 1e-3) / 1e12 : 0;
 }
 double coopNsPerProductPerSm(const CoopRow& r) {
-    const double perSm = double(r.perSm) * kCoopSubgroups * 4 * r.iterations;
+    const double perSm = double(r.perSm) * kCoopSubgroups * kCoopAccumulators * r.iterations;
     return r.medianMs * 1e6 / perSm;
 }
 
