@@ -50,6 +50,12 @@
 //     4 for accumulators); a violation makes the matrix NaN (a load or product) or stores NaN, so
 //     the output is non-finite and the test that ran it fails.
 // CM_POISON_SHARED is empty on the hardware backends.
+//
+// How the emulation adds a product's terms is a specialization constant the host sets
+// (interface/emulated_products.h, PSK_COOPMAT_EMULATED_PRODUCTS): by default each term is a
+// float32 multiply-add rounded to nearest; "tensor-core" models the block fused multiply-add
+// measured on NVIDIA's tensor cores (truncating alignment to the largest term, truncated sum), so
+// that an error budget can be checked against the matrix units' accumulation on lavapipe.
 #ifndef PSK_COOPMAT_GLSL
 #define PSK_COOPMAT_GLSL
 
@@ -174,6 +180,46 @@ float cm_unpack_operand(uvec4 v, uint i) {
         }                                                                                             \
     }
 
+#include "interface/emulated_products.h"
+layout(constant_id = PSK_EMULATED_PRODUCTS_ID) const uint CM_PRODUCTS = PSK_EMULATED_PRODUCTS_IEEE;
+
+// x 2^n for n in -252..254, exact where the result is a normal float (two factors: 2^n alone
+// may not be one).
+float cm_pow2(int n) { return uintBitsToFloat(uint(clamp(n, -126, 127) + 127) << 23); }
+float cm_scale2(float x, int n) { return x * cm_pow2(n / 2) * cm_pow2(n - n / 2); }
+
+// c + sum of prod[k] as a tensor core's block fused multiply-add (PSK_EMULATED_PRODUCTS_TENSOR_CORE):
+// each term (the products are exact in float32: two 16-bit operands) cut toward zero to a multiple
+// of 2^(e_max - 24), where 2^e_max bounds the largest term, the multiples summed exactly in two
+// integer halves (12 low bits and the rest, which stay inside 32 bits for 17 terms), the total
+// cut to float32's 24 bits toward zero. `exponent_bits` is the largest term's biased exponent
+// field (floatBitsToUint & 0x7F800000); a non-finite term, or none but zeros, takes the ordinary
+// float32 sum (NaN and infinity stay what they are: the strict checks depend on them).
+float cm_tensor_core_sum(float c, float prod[CM_K], bool finite, uint exponent_bits) {
+    if (!finite || exponent_bits == 0u) {
+        float sum = c;
+        [[unroll]] for (uint k = 0u; k < CM_K; ++k) sum += prod[k];
+        return sum;
+    }
+    const int shift = 24 - (max(int(exponent_bits >> 23), 1) - 126);  // the largest term times 2^shift < 2^24
+    int m = int(trunc(cm_scale2(c, shift)));
+    int high = m >> 12, low = m & 4095;
+    [[unroll]] for (uint k = 0u; k < CM_K; ++k) {
+        m = int(trunc(cm_scale2(prod[k], shift)));
+        high += m >> 12;
+        low += m & 4095;
+    }
+    high += low >> 12;
+    low &= 4095;
+    // |total| = magnitude_high 4096 + magnitude_low, then cut to 24 significant bits.
+    const bool negative = high < 0;
+    const int magnitude_high = negative ? (low > 0 ? -high - 1 : -high) : high;
+    const int magnitude_low = negative ? (low > 0 ? 4096 - low : 0) : low;
+    const int drop = magnitude_high < 4096 ? 0 : findMSB(magnitude_high) - 11;
+    const float magnitude = float(magnitude_high) * 4096.0 + float((magnitude_low >> drop) << drop);
+    return cm_scale2(negative ? -magnitude : magnitude, -shift);
+}
+
 const uint CM_SCRATCH = CM_M * CM_K + CM_K * CM_N;  // per subgroup: A, then B, row-major
 shared float cm_scratch[CM_SUBGROUPS * CM_SCRATCH];
 
@@ -194,8 +240,22 @@ CmFragment cm_muladd(CmFragment a, CmFragment b, CmFragment c) {
         if (e < CM_M * CM_N) {
             const uint r = e / CM_N, col = e % CM_N;
             float sum = c.e[s];
-            [[unroll]] for (uint k = 0u; k < CM_K; ++k)
-                sum += cm_scratch[base + r * CM_K + k] * cm_scratch[base + CM_M * CM_K + k * CM_N + col];
+            if (CM_PRODUCTS == PSK_EMULATED_PRODUCTS_TENSOR_CORE) {
+                // Unrolled, no loop of its own: llvmpipe counts every loop iteration against its budget.
+                float prod[CM_K];
+                uint exponent_bits = sum != 0.0 ? floatBitsToUint(sum) & 0x7F800000u : 0u;
+                bool finite = (floatBitsToUint(sum) & 0x7F800000u) != 0x7F800000u;
+                [[unroll]] for (uint k = 0u; k < CM_K; ++k) {
+                    prod[k] = cm_scratch[base + r * CM_K + k] * cm_scratch[base + CM_M * CM_K + k * CM_N + col];
+                    const uint bits = floatBitsToUint(prod[k]) & 0x7F800000u;
+                    finite = finite && bits != 0x7F800000u;
+                    exponent_bits = max(exponent_bits, bits);
+                }
+                sum = cm_tensor_core_sum(sum, prod, finite, exponent_bits);
+            } else {
+                [[unroll]] for (uint k = 0u; k < CM_K; ++k)
+                    sum += cm_scratch[base + r * CM_K + k] * cm_scratch[base + CM_M * CM_K + k * CM_N + col];
+            }
             c.e[s] = converged ? sum : CM_NAN;
         }
     }

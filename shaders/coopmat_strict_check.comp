@@ -24,8 +24,14 @@ const uint OPS = OP_B + CM_K * LD;
 shared CM_OPERAND op[OPS];
 shared float c_tile[CM_M * CM_N];
 
-float a_value(uint r, uint k) { return float(int((r * 7u + k * 3u) % 5u) - 2); }
-float b_value(uint k, uint c) { return float(int((k * 5u + c) % 7u) - 3); }
+float a_value(uint r, uint k) {
+    if (params.mode == PSK_STRICT_ROUNDING) return k == 0u ? 4096.0 : k == 1u ? 1.0 : 0.0;
+    return float(int((r * 7u + k * 3u) % 5u) - 2);
+}
+float b_value(uint k, uint c) {
+    if (params.mode == PSK_STRICT_ROUNDING) return (k == 0u ? 4096.0 : k == 1u ? 1.5 : 0.0) * ((c & 1u) != 0u ? -1.0 : 1.0);
+    return float(int((k * 5u + c) % 7u) - 3);
+}
 
 void main() {
     CM_POISON_SHARED(op, OPS);

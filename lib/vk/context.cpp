@@ -48,7 +48,7 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
             maxAllocationSize_ = info.maxAllocationSize;
         allocator_ = std::make_unique<Allocator>(vk_, device_, memProps, maxAllocationSize_, info.deviceMemoryLimit);
         replacement = ShaderReplacement::fromEnvironment();
-        pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_, replacement);
+        pipelines_ = std::make_unique<Pipelines>(vk_, device_, caps_, replacement, emulatedProductsFromEnvironment());
         // A table named by the create info is read now, so that a bad path fails here.
         tuningGiven_ = info.tuningTable && info.tuningTable[0];
         tuning_ = selectTuningTable(tuningGiven_ ? info.tuningTable : "", "PskContextCreateInfo::tuningTable", tuningIdentity(caps_),
@@ -62,6 +62,10 @@ PskContext_T::PskContext_T(const PskContextCreateInfo& info)
     message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
             cat("device: ", caps_.properties.deviceName, " (", caps_.driverName, ")",
                 external_ ? ", the application's" : "", instance_ && instance_->validationEnabled() ? ", validation on" : ""));
+    if (pipelines_->emulatedProducts() != EmulatedProducts::Ieee)
+        message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
+                cat("emulated cooperative products: ", emulatedProductsName(pipelines_->emulatedProducts()),
+                    " (PSK_COOPMAT_EMULATED_PRODUCTS, a diagnostic: vk/emulated_products.hpp)"));
     if (replacement.active())
         message(PSK_MESSAGE_SEVERITY_INFO, PSK_SUCCESS,
                 cat("shader replacement (a diagnostic, vk/shader_replacement.hpp):",

@@ -118,7 +118,8 @@ WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint
     return size;
 }
 
-Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps, ShaderReplacement replacement)
+Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps, ShaderReplacement replacement,
+                     EmulatedProducts emulatedProducts)
     : vk_(vk),
       device_(device),
       pushDescriptors_(caps.pushDescriptors),
@@ -130,7 +131,8 @@ Pipelines::Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCap
       fullSubgroups_(caps.subgroupSizeControl && caps.computeFullSubgroups),
       captureStatistics_(caps.pipelineExecutableInfo && vk.vkGetPipelineExecutablePropertiesKHR &&
                          vk.vkGetPipelineExecutableStatisticsKHR),
-      replacement_(std::move(replacement)) {
+      replacement_(std::move(replacement)),
+      emulatedProducts_(emulatedProducts) {
     VkDescriptorSetLayoutBinding bindings[kMaxBindings];
     for (uint32_t i = 0; i < kMaxBindings; ++i) {
         bindings[i] = VkDescriptorSetLayoutBinding{};
@@ -218,11 +220,18 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
 
     std::vector<VkSpecializationMapEntry> entries(specConstants.size());
     for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = {i, i * 4u, 4u};
+    std::vector<uint32_t> values = specConstants;
+    // The emulated backend's product arithmetic, where it is not the default (the same pipelines,
+    // and the same driver caches, as before the switch existed when it is off).
+    if (emulatedProducts_ != EmulatedProducts::Ieee && isEmulatedVariant(code->name)) {
+        entries.push_back({PSK_EMULATED_PRODUCTS_ID, uint32_t(values.size() * 4u), 4u});
+        values.push_back(static_cast<uint32_t>(emulatedProducts_));
+    }
     VkSpecializationInfo spec{};
     spec.mapEntryCount = static_cast<uint32_t>(entries.size());
     spec.pMapEntries = entries.data();
-    spec.dataSize = specConstants.size() * 4u;
-    spec.pData = specConstants.data();
+    spec.dataSize = values.size() * 4u;
+    spec.pData = values.data();
 
     VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     info.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;

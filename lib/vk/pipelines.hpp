@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "vk/device_caps.hpp"
+#include "vk/emulated_products.hpp"
 #include "vk/shader_code.hpp"
 #include "vk/shader_replacement.hpp"
 #include "vk/vulkan_functions.hpp"
@@ -49,8 +50,13 @@ public:
     static constexpr uint32_t kMaxBindings = 8;
     static constexpr uint32_t kPushConstantBytes = 128;
 
-    /** `replacement`: the diagnostic SPIR-V dump and replacement (vk/shader_replacement.hpp). */
-    Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps, ShaderReplacement replacement = {});
+    /**
+     * `replacement`: the diagnostic SPIR-V dump and replacement (vk/shader_replacement.hpp).
+     * `emulatedProducts`: the arithmetic of the emulated backend's products (vk/emulated_products.hpp),
+     * set as constant PSK_EMULATED_PRODUCTS_ID on every emulated variant when it is not the default.
+     */
+    Pipelines(const DeviceFunctions& vk, VkDevice device, const DeviceCaps& caps, ShaderReplacement replacement = {},
+              EmulatedProducts emulatedProducts = EmulatedProducts::Ieee);
     ~Pipelines();
     Pipelines(const Pipelines&) = delete;
     Pipelines& operator=(const Pipelines&) = delete;
@@ -98,6 +104,7 @@ public:
     VkPipelineLayout layout() const { return layout_; }
     VkDescriptorSetLayout setLayout() const { return setLayout_; }
     bool usesPushDescriptors() const { return pushDescriptors_; }
+    EmulatedProducts emulatedProducts() const { return emulatedProducts_; }
     size_t size() const;
 
 private:
@@ -109,6 +116,7 @@ private:
     bool sizeControl_, fullSubgroups_;
     bool captureStatistics_;  // DeviceCaps::pipelineExecutableInfo, enabled on the device
     ShaderReplacement replacement_;
+    EmulatedProducts emulatedProducts_;
     VkDescriptorSetLayout setLayout_ = VK_NULL_HANDLE;
     VkPipelineLayout layout_ = VK_NULL_HANDLE;
     /** A pipeline is its SPIR-V variant, its specialization constants (by constant_id) and its

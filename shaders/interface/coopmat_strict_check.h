@@ -18,6 +18,11 @@
 #define PSK_STRICT_MISALIGNED 3u     // A at an offset of 4 elements (8 bytes)
 #define PSK_STRICT_UNWRITTEN 4u      // B's last row is never written, then multiplied
 #define PSK_STRICT_STRIDE 5u         // A with a stride of 20 elements (40 bytes)
+// Not a violation: a legal product whose exact value float32 cannot hold, so that the result
+// shows the emulated products' arithmetic (interface/emulated_products.h): every row of A is
+// (4096, 1, 0, ...), column c of B is +-(4096, 1.5, 0, ...) (minus for odd c), C = +-(2^24 + 1.5):
+// +-(2^24 + 2) rounded to nearest term by term, +-2^24 through a tensor core's truncation.
+#define PSK_STRICT_ROUNDING 6u
 
 PSK_PUSH_BEGIN(CoopMatStrictCheckPush)
     uint mode;
