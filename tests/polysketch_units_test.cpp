@@ -551,6 +551,41 @@ INSTANTIATE_TEST_SUITE_P(Lengths, SelfTensor, ::testing::Values(1u, 8u, 17u, 32u
 
 class PolysketchProperties : public ContextTest {};
 
+// The test fixtures run every forward on a workspace filled with NaN first (PSK_POISON_WORKSPACE,
+// tests/support/test_context.cpp): the plan says so, the forward's output stays right (no kernel
+// reads a workspace element its call did not write; every test of the suite checks the same), and
+// the switch takes 0 and 1 only.
+TEST_F(PolysketchProperties, PoisonedWorkspaceIsNamedInThePlanAndChangesNothing) {
+    const std::string note = "# workspace filled with NaN before the kernels (PSK_POISON_WORKSPACE=1, a diagnostic)";
+    Shape s;
+    s.n = 45;
+    s.localExact = true;
+    for (const char* value : {"1", "0"}) {
+        psk::test::ScopedEnv poison("PSK_POISON_WORKSPACE", value);
+        const auto run = runForward(ctx, s);
+        ASSERT_TRUE(run);
+        EXPECT_EQ(run->plan.find(note) != std::string::npos, value[0] == '1') << run->plan;
+        std::vector<double> want;
+        psk::ref::Shape shape{int(s.B), int(s.Hq), int(s.Hkv), int(s.n), int(s.h), int(s.dv)};
+        const std::vector<double> q(run->q.begin(), run->q.end()), k(run->k.begin(), run->k.end()), v(run->v.begin(), run->v.end());
+        psk::ref::polysketchAttention(shape, q, k, v, run->config, want);
+        EXPECT_LE(relativeMaxError(run->out, want), 2e-4) << "PSK_POISON_WORKSPACE=" << value;
+    }
+    psk::test::ScopedEnv poison("PSK_POISON_WORKSPACE", "yes");
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.numQueryHeads = info.numKeyValueHeads = 1;
+    info.headDim = info.valueDim = 16;
+    PskAttention attn = nullptr;
+    EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(attn, nullptr);
+    pskDestroyAttention(attn);
+    const psk::test::MessageLog& log = psk::test::sharedLog();
+    ASSERT_FALSE(log.errors.empty());
+    EXPECT_NE(log.errors.back().find("PSK_POISON_WORKSPACE=yes: expected 0 or 1"), std::string::npos) << log.errors.back();
+    psk::test::sharedLog().clear();
+}
+
 TEST_F(PolysketchProperties, SketchedLocalOutputMatchesReferenceAtEveryBlockSize) {
     // Sketched local weights are the same inner products as the prefix part, so the block size
     // only changes the order of float32 sums: the float64 reference gives the same output for every

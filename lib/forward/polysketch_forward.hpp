@@ -105,7 +105,11 @@ public:
     void record(Recorder& recorder, const BoundTensors& tensors, const PolysketchContinuation& continuation) const;
     std::vector<KernelChoice> kernels() const override;
     /** "tuning table: ..." (which table the plan read, forward/tuning_table.hpp). */
-    std::vector<std::string> planNotes() const override { return {"tuning table: " + plan_.tuning}; }
+    std::vector<std::string> planNotes() const override {
+        std::vector<std::string> notes{"tuning table: " + plan_.tuning};
+        if (plan_.poisonWorkspace) notes.push_back("workspace filled with NaN before the kernels (PSK_POISON_WORKSPACE=1, a diagnostic)");
+        return notes;
+    }
 
     PolysketchWorkspace workspace(const ForwardGeometry& geometry) const { return polysketchWorkspace(plan_, config_, geometry); }
     const PolysketchPlan& plan() const { return plan_; }

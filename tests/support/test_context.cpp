@@ -22,6 +22,18 @@ namespace {
 #endif
     return true;
 }();
+// Every polysketch forward of the tests hands its kernels a workspace of NaN
+// (PolysketchPlan::poisonWorkspace): lavapipe's fresh memory is zero, a GPU's is not, and a kernel
+// that reads workspace its call did not write must fail here rather than there. Same rules as
+// above (a developer's own setting stays).
+[[maybe_unused]] const bool kPoisonWorkspace = [] {
+#if defined(_WIN32)
+    if (!std::getenv("PSK_POISON_WORKSPACE")) _putenv_s("PSK_POISON_WORKSPACE", "1");
+#else
+    setenv("PSK_POISON_WORKSPACE", "1", 0);
+#endif
+    return true;
+}();
 }  // namespace
 
 void MessageLog::clear() {
