@@ -25,6 +25,7 @@
 #include "io/safetensors.hpp"
 #include "sketch/sketch_files.hpp"
 #include "support/app_vulkan.hpp"
+#include "reference/reference.hpp"
 #include "reference/sketch_fixtures.hpp"
 #include "support/handles.hpp"
 #include "support/test_context.hpp"
@@ -253,6 +254,27 @@ TEST_F(ContextTest, BaselineKeyChunkStateUnderTheCap) {
     std::vector<uint8_t> expected, got;
     PskForwardHostInfo f = hostInfo(s, in, expected);
     ASSERT_EQ(pskAttentionForwardHost(whole.get(), &f), PSK_SUCCESS) << lastError(psk::test::sharedLog());
+    {
+        // The call against the float64 reference too: its key chunks hand their state on through
+        // the workspace, which the tests fill with NaN first (PSK_POISON_WORKSPACE), so a chunk
+        // reading what the one before did not write fails here, not only on a GPU.
+        auto halves = [](const std::vector<uint8_t>& bytes) {
+            std::vector<float> x(bytes.size() / 2);
+            for (size_t i = 0; i < x.size(); ++i) {
+                uint16_t u;
+                std::memcpy(&u, &bytes[2 * i], 2);
+                x[i] = psk::halfToFloat(u);
+            }
+            return x;
+        };
+        auto wide = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+        std::vector<double> want;
+        const psk::ref::Shape shape{int(s.B), int(s.Hq), int(s.Hkv), int(s.n), int(s.h), int(s.dv)};
+        psk::ref::softmaxAttention(shape, wide(halves(in.q)), wide(halves(in.k)), wide(halves(in.v)), 1.0 / std::sqrt(double(s.h)),
+                                   true, want);
+        EXPECT_LE(psk::test::relativeMaxError(halves(expected), want),
+                  psk::conformance::threshold(PSK_DATA_TYPE_FLOAT16, psk::conformance::Family::Quadratic));
+    }
     {
         const Context capped = cappedContext(kCap, log);
         const Attention a = makeAttention(capped.get(), s, "");

@@ -166,11 +166,10 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     const uint32_t kvSequences = g.batch * c.numKeyValueHeads;
 
     // The workspace as a GPU may hand it over (PolysketchPlan::poisonWorkspace): NaN everywhere.
-    constexpr uint32_t kNaNBits = 0x7FC00000u;
     if (plan.poisonWorkspace)
         for (size_t i = 0; i < t.workspace.size(); ++i)
             if (t.workspace[i].buffer != VK_NULL_HANDLE && t.workspace[i].size >= 4)
-                rec.fill(t.workspace[i], fillableBytes(t.workspace[i]), kNaNBits);
+                rec.fill(t.workspace[i], fillableBytes(t.workspace[i]), kWorkspacePoisonBits);
 
     // 1. Feature map of q and of k (independent: no barrier between them).
     rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "forward/coopmat_switches.hpp"
+#include "forward/workspace.hpp"
 #include "kernels/coop_variants.hpp"
 #include "kernels/team_kernels.hpp"
 #include "forward/coopmat_selection.hpp"
@@ -29,14 +30,6 @@ const char* coopMatEmulationLabel() {
 }
 
 namespace {
-
-/** PSK_POISON_WORKSPACE: unset, "" or "0" off, "1" on; any other value is INVALID_ARGUMENT. */
-bool poisonWorkspaceFromEnvironment() {
-    const char* env = std::getenv("PSK_POISON_WORKSPACE");
-    if (!env || !env[0] || std::strcmp(env, "0") == 0) return false;
-    if (std::strcmp(env, "1") == 0) return true;
-    fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_POISON_WORKSPACE=", env, ": expected 0 or 1");
-}
 
 // Loop iterations per invocation the emulated cooperative kernels may take on a CPU driver: half
 // of llvmpipe's 65535 (their counts are estimates, e.g. sketchFeaturesCoopMatEmulatedLoopIterations).

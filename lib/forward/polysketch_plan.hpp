@@ -73,12 +73,7 @@ inline constexpr FeatureCoopMatTile kFeatureCoopMatEmulatedTiles[] = {{1, 4, 64,
 struct PolysketchPlan {
     /** Stages (CoopStageBit) whose cooperative kernel is made wrong on purpose (PSK_COOPMAT_FAULT; tests only). */
     uint32_t faultStages = 0;
-    /**
-     * PSK_POISON_WORKSPACE=1 (a diagnostic; the test fixtures set it): every workspace region is
-     * filled with NaN before a forward's first kernel, so a kernel that reads workspace memory the
-     * call did not write gives a non-finite output on every device, not only where fresh device
-     * memory happens not to be zero (lavapipe's is; a GPU's holds what was there before).
-     */
+    /** Every workspace region filled with NaN before the first kernel (forward/workspace.hpp, PSK_POISON_WORKSPACE). */
     bool poisonWorkspace = false;
     uint32_t sketchLength = 0;  // R
     uint32_t features = 0;      // F = R (R + 1) / 2

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "forward/polysketch_plan.hpp"
+#include "forward/workspace.hpp"
 #include "util/error.hpp"
 #include "util/sizes.hpp"
 #include "vk/context.hpp"
@@ -587,6 +588,8 @@ void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, co
         if (aligned) rowFlags = kernel::FLAG_ALIGNED_ROWS;
     }
     const uint32_t chunks = tiledKeyChunks(plan, t.geometry.tokens);
+    // The key-chunk state as a GPU may hand it over: each chunk must write what the next one reads.
+    if (plan.poisonWorkspace && chunks > 1) recorder.fill(t.workspace[0], fillableBytes(t.workspace[0]), kWorkspacePoisonBits);
     for (uint32_t chunk = 0; chunk < chunks; ++chunk) {
         const bool last = chunk + 1 == chunks;
         push.key_begin = chunk * plan.keysPerDispatch;
@@ -606,6 +609,7 @@ void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, co
 
 TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)
     : context_(context), config_(config), plan_(planTiledAttention(config, context->caps(), context->tuningSelection().table.get())) {
+    plan_.poisonWorkspace = poisonWorkspaceFromEnvironment();
     pipeline_ = kernelPipeline(context->pipelines(), plan_.kernel);
 }
 

@@ -36,6 +36,7 @@ struct TiledAttentionPlan {
     // each invocation's loop iterations (see the llvmpipe note in attention_tiled.comp).
     uint32_t keysPerDispatch = kBaselineKeysPerDispatch;
     bool faultInjected = false;  // PSK_COOPMAT_FAULT=baselines on the cooperative kernel (tests only)
+    bool poisonWorkspace = false;  // the key-chunk state filled with NaN first (forward/workspace.hpp)
 };
 
 /** `tuning`: a per-device table whose baselines.tile entries pick the FlashAttention-2 kernel's tiling. */
@@ -85,6 +86,10 @@ public:
     WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const override;
     void record(Recorder& recorder, const BoundTensors& tensors) const override;
     std::vector<KernelChoice> kernels() const override { return {plan_.kernel}; }
+    std::vector<std::string> planNotes() const override {
+        if (!plan_.poisonWorkspace) return {};
+        return {"key-chunk state filled with NaN before the kernels (PSK_POISON_WORKSPACE=1, a diagnostic)"};
+    }
 
 private:
     PskContext_T* context_;

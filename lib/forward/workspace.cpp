@@ -1,6 +1,8 @@
 #include "forward/workspace.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "util/error.hpp"
@@ -111,6 +113,13 @@ BoundWorkspace bindWorkspace(const WorkspaceLayout& L, const WorkspacePacking& p
 
 BoundWorkspace bindContiguous(const WorkspaceLayout& L, BufferRange buffer) {
     return bindWorkspace(L, packWorkspace(L, 0, ""), {buffer});
+}
+
+bool poisonWorkspaceFromEnvironment() {
+    const char* env = std::getenv("PSK_POISON_WORKSPACE");
+    if (!env || !env[0] || std::strcmp(env, "0") == 0) return false;
+    if (std::strcmp(env, "1") == 0) return true;
+    fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_POISON_WORKSPACE=", env, ": expected 0 or 1");
 }
 
 }  // namespace psk

@@ -77,4 +77,15 @@ BoundWorkspace bindWorkspace(const WorkspaceLayout& layout, const WorkspacePacki
 /** Every region in one buffer at its contiguous offset (the historical single-buffer layout). */
 BoundWorkspace bindContiguous(const WorkspaceLayout& layout, BufferRange buffer);
 
+/**
+ * PSK_POISON_WORKSPACE, a diagnostic the test fixtures turn on: "1" has a forward fill its
+ * workspace with kWorkspacePoisonBits before its first kernel, so that a kernel reading workspace
+ * memory its call did not write gives a non-finite result on every device, not only where fresh
+ * device memory happens not to be zero (lavapipe's is; a GPU's holds what was there before).
+ * Unset, "" or "0": off; another value throws PSK_ERROR_INVALID_ARGUMENT. Read when an attention
+ * is created (polysketch and tiled plans).
+ */
+bool poisonWorkspaceFromEnvironment();
+inline constexpr uint32_t kWorkspacePoisonBits = 0x7FC00000u;  // a float32 NaN
+
 }  // namespace psk
