@@ -165,14 +165,14 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     const uint64_t outputGroups = uint64_t(ws.blocks) * tilesPerBlock;
     const uint32_t kvSequences = g.batch * c.numKeyValueHeads;
 
+    // 1. Feature map of q and of k (independent: no barrier between them).
+    rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);
     // The workspace as a GPU may hand it over (PolysketchPlan::poisonWorkspace): NaN everywhere.
+    // Inside the first stage, so that the stage times still add up to the call's.
     if (plan.poisonWorkspace)
         for (size_t i = 0; i < t.workspace.size(); ++i)
             if (t.workspace[i].buffer != VK_NULL_HANDLE && t.workspace[i].size >= 4)
                 rec.fill(t.workspace[i], fillableBytes(t.workspace[i]), kWorkspacePoisonBits);
-
-    // 1. Feature map of q and of k (independent: no barrier between them).
-    rec.beginStage(PSK_FORWARD_STAGE_FEATURE_MAP);
     recordFeatureMaps(rec, plan, res, sketch, c, g, t.q, t.k, f);
     // A broken cooperative kernel on purpose (PSK_COOPMAT_FAULT, tests of the self-test): its
     // result replaced by infinities, as the first GPU run saw from a wrong kernel.
