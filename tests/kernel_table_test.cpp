@@ -19,7 +19,7 @@
 #include "kernels/kernel_table.hpp"
 #include "util/error.hpp"
 #include "kernels/shader_registry.hpp"
-#include "interface/emulated_products.h"
+#include "vk/emulated_products.hpp"
 
 namespace {
 
@@ -200,7 +200,7 @@ TEST(KernelTable, SpecConstantsOfEveryBuiltVariantAreTheHostStructsFields) {
             // backend's own (interface/emulated_products.h), which vk/pipelines.cpp sets on the
             // emulated variants whatever the kernel.
             for (const auto& [cid, values] : specIdDefaults(*code)) {
-                if (cid == PSK_EMULATED_PRODUCTS_ID && v.find(".emu_") != std::string::npos) {
+                if (cid == PSK_EMULATED_PRODUCTS_ID && psk::isEmulatedVariant(v.c_str())) {
                     EXPECT_TRUE(values.count(PSK_EMULATED_PRODUCTS_IEEE)) << v << ": the emulated products' default is not ieee";
                     ++emulatedProducts;
                     continue;
