@@ -1986,6 +1986,84 @@ def print_micro_coopmat(m=None):
           f"a step's 4 products take ~{4 * 4 * tensor:.0f} cycles of one scheduler's tensor unit, more than a product's latency.\n")
 
 
+# ============================================================== psk micro: loads in flight (before a GPU runs it)
+INFLIGHT_CHAINS = 8          # shaders/interface/micro.h
+INFLIGHT_WORK_STEPS = 32
+INFLIGHT_STEP_CYCLES = 13.5  # x = (x ^ (x >> 13)) * c: shift, xor, multiply, each ~4.5 cycles to the next (dependent integer ops)
+INFLIGHT_ROUND_CYCLES = 8 * 4.5 + 10   # x = x * 31 + v[k] for the 8 loads, and the loop's own instructions
+
+
+def inflight_rounds(m, lat, unrolled=True, barrier_waits=False):
+    """ns per round of each form of micro_inflight.comp at one workgroup of 128 invocations per SM:
+    each round's loads go out together (one latency) when the loop over them is unrolled, one after
+    the other when not; the work is a dependent chain; loads+work takes the longer of the two, and
+    loads+barriers too unless a barrier waits for the loads issued before it (then their sum)."""
+    work = INFLIGHT_WORK_STEPS * INFLIGHT_STEP_CYCLES
+    serial = INFLIGHT_CHAINS * (lat + 10)
+    loads = lat + INFLIGHT_CHAINS if unrolled else serial
+    bars = 2 * m.barrier
+    cyc = {
+        "literal": lat + INFLIGHT_CHAINS + INFLIGHT_ROUND_CYCLES,
+        "spec": loads + INFLIGHT_ROUND_CYCLES,
+        "runtime": serial + INFLIGHT_ROUND_CYCLES,
+        "work": work + INFLIGHT_ROUND_CYCLES,
+        "loads+work": max(lat, work) + INFLIGHT_ROUND_CYCLES,
+        "work+barriers": work + bars + INFLIGHT_ROUND_CYCLES,
+        "loads+barriers": (lat + work + bars if barrier_waits else max(lat, work + bars)) + INFLIGHT_ROUND_CYCLES,
+    }
+    return {k: v / m.clock * 1e9 for k, v in cyc.items()}
+
+
+def print_micro_inflight():
+    """psk micro's loads in flight (micro_inflight.comp; docs/MODEL.md, "Loads in flight"), predicted
+    with the third run's measured constants, and what each alternative reading would make of the
+    cooperative block states (the kernel the model misses by 3.1x, whose staging loops run over
+    specialization constants and whose next tile's loads are issued before two barriers)."""
+    saved = {k: getattr(H200, k) for k in THIRD_CONSTANTS}
+    for k, v in THIRD_CONSTANTS.items():
+        setattr(H200, k, v)
+    try:
+        m = H200
+        print("### psk micro: loads in flight (micro_inflight.comp; written before a GPU runs it)\n")
+        print(f"ns per round, one workgroup of 128 invocations per SM, 8 chains, {INFLIGHT_WORK_STEPS} work steps "
+              f"(~{INFLIGHT_WORK_STEPS * INFLIGHT_STEP_CYCLES:.0f} cycles); the third run's constants "
+              f"(L2 {m.lat_l2}, HBM {m.lat_hbm}, barrier {m.barrier} cycles).\n")
+        print("| level | form | the model (unrolled; barriers leave loads in flight) | if the driver keeps specialized loops rolled | if a barrier waits for the loads |")
+        print("| --- | --- | --- | --- | --- |")
+        for level, lat in (("L2", m.lat_l2), ("HBM", m.lat_hbm)):
+            base = inflight_rounds(m, lat)
+            rolled = inflight_rounds(m, lat, unrolled=False)
+            waits = inflight_rounds(m, lat, barrier_waits=True)
+            for form in base:
+                print(f"| {level} | {form} | {base[form]:.0f} | {rolled[form]:.0f} | {waits[form]:.0f} |")
+        for level, lat in (("L2", m.lat_l2), ("HBM", m.lat_hbm)):
+            b = inflight_rounds(m, lat)
+            r = inflight_rounds(m, lat, unrolled=False)
+            w = inflight_rounds(m, lat, barrier_waits=True)
+            def hidden(t):
+                return (t["literal"] + t["work+barriers"] - t["loads+barriers"]) / min(t["literal"], t["work+barriers"])
+            under = (b["literal"] + b["work"] - b["loads+work"]) / min(b["literal"], b["work"])
+            print(f"\n- {level}: spec / literal {b['spec'] / b['literal']:.2f}x as modelled, {r['spec'] / r['literal']:.1f}x if rolled;"
+                  f" runtime / literal {b['runtime'] / b['literal']:.1f}x; loads hidden under the work {100 * under:.0f}%,"
+                  f" across the barriers {100 * hidden(b):.0f}% as modelled, {100 * hidden(w):.0f}% if a barrier waits.")
+        # The cooperative block states (per block + scan, 32k, H = 16, f16) under each reading: per
+        # key tile the prefetch's 8 S(k) and 16 value loads per invocation (L2: the feature map wrote
+        # S(k) just before) either overlap as modelled, go one after the other (rolled loops), or
+        # are waited for at the first barrier (one L2 latency more per tile).
+        def states(extra_chain):
+            ks = coop_states_as_built(32768, 16, 64, 32, 256, False, m)
+            ks[0].regs = 204
+            ks[0].chain += extra_chain * ceil_div(256, 32)
+            return sum(run(k, m)[0] for k in ks) * 1e3
+        as_modelled, rolled, waits = states(0), states(24 * (m.lat_l2 + 10)), states(m.lat_l2)
+        print(f"\nThe cooperative block states per block + scan, 32k f16 (measured 2.208 ms): {as_modelled:.2f} ms as modelled; "
+              f"{rolled:.2f} ms if its specialized staging loops stay rolled (24 loads of a key tile one after the other); "
+              f"{waits:.2f} ms if a barrier waits for the prefetched tile.\n")
+    finally:
+        for k, v in saved.items():
+            setattr(H200, k, v)
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -2007,6 +2085,7 @@ def main():
     print_float32_split()
     print_fused_query()
     print_micro_coopmat()
+    print_micro_inflight()
 
 
 

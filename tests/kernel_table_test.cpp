@@ -133,6 +133,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::MicroChase: return SpecConstants::of(NoSpec{});
         case KernelId::MicroSharedStore: return SpecConstants::of(MicroSharedStoreSpec{});
         case KernelId::MicroCoopMat: return SpecConstants::of(MicroCoopMatSpec{});
+        case KernelId::MicroInflight: return SpecConstants::of(MicroInflightSpec{});
         default: return {};
     }
 }

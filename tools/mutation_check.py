@@ -331,6 +331,12 @@ MUTATIONS: List[Mutation] = [
                 "const uint ta = (i + w) % TILES, tb = (i + 2u * w) % TILES;",
                 "const uint ta = i % TILES, tb = (i + 2u * w) % TILES;")],
              quick=["psk_micro_quick"]),
+    Mutation("micro_inflight_spec_one_chain",
+             "psk micro's loads in flight: the specialized form loads chain 0's next line for every chain (one load in flight, not LOADS)",
+             [P("shaders/micro_inflight.comp",
+                "[[unroll]] for (uint k = 0u; k < LOADS; ++k) v[k] = chain[held[k]];",
+                "[[unroll]] for (uint k = 0u; k < LOADS; ++k) v[k] = chain[held[0]];")],
+             quick=["psk_micro_quick"]),
 ]
 
 

@@ -84,6 +84,8 @@ constexpr KernelInfo kKernels[] = {
     {KernelId::MicroCoopMat, "micro_coopmat", "micro_coopmat.comp", KernelImpl::Cooperative, "nv_f16|khr_f16|emu_f16 f32",
      "MicroCoopMatSpec", "MicroPush",
      "psk micro: cooperative-matrix products with their operands in registers or loaded from shared memory as the kernels load them"},
+    {KernelId::MicroInflight, "micro_inflight", "micro_inflight.comp", KernelImpl::Generic, "f32", "MicroInflightSpec", "MicroPush",
+     "psk micro: loads in flight per invocation (loops over a literal, specialized or run-time count; across barriers)"},
 };
 static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == size_t(KernelId::Count), "one row per KernelId");
 

@@ -48,6 +48,7 @@ enum class KernelId : uint8_t {
     MicroChase,            // psk micro only: dependent-load latency (pointer chase)
     MicroSharedStore,      // psk micro only: 16-bit operands stored to shared memory, 2 or 16 bytes a store
     MicroCoopMat,          // psk micro only: cooperative-matrix products, operands from registers or shared memory
+    MicroInflight,         // psk micro only: loads in flight per invocation (literal, specialized, run-time loops; across barriers)
     Count
 };
 
@@ -86,7 +87,8 @@ enum class KernelId : uint8_t {
     X(MicroBarrier, MicroBarrierSpec, MicroPush, MicroBarrierBindings)                                \
     X(MicroChase, NoSpec, MicroPush, MicroChaseBindings)                                              \
     X(MicroSharedStore, MicroSharedStoreSpec, MicroPush, MicroBarrierBindings)                        \
-    X(MicroCoopMat, MicroCoopMatSpec, MicroPush, MicroBarrierBindings)
+    X(MicroCoopMat, MicroCoopMatSpec, MicroPush, MicroBarrierBindings)                                \
+    X(MicroInflight, MicroInflightSpec, MicroPush, MicroInflightBindings)
 
 /** The interface of kernel Id (defined for the rows of PSK_KERNEL_INTERFACES). */
 template <KernelId Id>

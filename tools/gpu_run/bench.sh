@@ -310,8 +310,9 @@ do_bench() {
     t0=$SECONDS t0_unix=$(date +%s.%N)
     write_clocks_py
     # psk micro (docs/MODEL.md): the barrier round and the L2 / HBM dependent-load latency that the
-    # model's Machine constants barrier, lat_l2 and lat_hbm assume, shared-memory stores, and the
-    # cooperative products' rate with their fragment loads (tc_vk); a few seconds, before the sweep.
+    # model's Machine constants barrier, lat_l2 and lat_hbm assume, the loads an invocation keeps in
+    # flight (specialized loops, across barriers), shared-memory stores, and the cooperative
+    # products' rate with their fragment loads (tc_vk); a few seconds, before the sweep.
     mkdir -p "$work/bench"
     local micro_rc=0
     # --quick on a quick run (lavapipe's self-test: the emulated cooperative products' pipelines
@@ -340,6 +341,13 @@ if rows:
         for op in dict.fromkeys(r["operands"] for r in rows)))
 elif cm:
     c += "; cooperative products: %s" % cm.get("note", "")
+f = lambda v, fmt: "-" if v is None else fmt % v
+pct = lambda v: "-" if v is None else "%.0f%%" % (100 * v)
+inf = (m.get("inflight") or {}).get("summary", [])
+if inf:
+    c += "; loads in flight (spec / runtime loops over literal; latency hidden under work / across barriers): " + ", ".join(
+        "%s %s / %s; %s / %s" % (r["level"], f(r["spec_over_literal"], "%.2fx"), f(r["runtime_over_literal"], "%.2fx"),
+                                pct(r["hidden_under_work"]), pct(r["hidden_across_barriers"])) for r in inf)
 print("ns per barrier (threads x workgroups/SM, %d SMs): %s; ns per dependent load: %s" % (m["multiprocessors"], b, c))
 PY
 )"

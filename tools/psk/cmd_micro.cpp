@@ -7,6 +7,13 @@
 //     invocation following i = chain[i] through a random single cycle over 128-byte lines of a
 //     4 MiB buffer (L2-resident on a GPU with tens of MiB of L2) and of the largest power of two
 //     <= min(1 GiB, maxStorageBufferRange, a quarter of device-local memory) (HBM);
+//   - how many loads an invocation keeps in flight (the model's latency chains assume a staging
+//     round's loads overlap, and that loads issued before a barrier stay in flight across it):
+//     micro_inflight.comp, 8 chains of the same cycles per workgroup, the loop over the loads over a
+//     literal count (unrolled when compiled), a specialization constant (the kernels' staging loops:
+//     the driver must unroll them) and a push constant (a loop no compiler can unroll: the rolled
+//     reference); and a round of dependent integer work alone, under the loads, and between two
+//     barriers with the loads issued before the first (the kernels' prefetch of the next tile);
 //   - the cost of staging 16-bit operands in shared memory 2 bytes or 16 bytes per store:
 //     micro_shared_store.comp stores a 64 x 64 tile of float16 operands per workgroup and round in
 //     the cooperative kernels' layout (rows of 64 padded by 8), a 16-byte chunk of 8 operands as
@@ -30,12 +37,13 @@
 // loops after 65535 iterations in total) is a FAIL, not a fast number.
 //
 // The kernels are the library's tools-only kernels (kernels/kernel_table.hpp: MicroBarrier,
-// MicroChase, MicroSharedStore, MicroCoopMat; shaders/interface/micro.h), run on a context of the library's own
+// MicroChase, MicroInflight, MicroSharedStore, MicroCoopMat; shaders/interface/micro.h), run on a context of the library's own
 // objects that psk links statically (psk_micro_lib, tools/CMakeLists.txt), as the shared library
 // hides them.
 #include <polysketch/polysketch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +99,13 @@ const char* kUsage =
     "                  over 128-byte lines (every load a new line) of a 4 MiB buffer (L2) and of the\n"
     "                  largest power of two <= min(1 GiB, maxStorageBufferRange, device-local memory / 4)\n"
     "                  (HBM). Reports ns per load.\n"
+    "  loads in flight micro_inflight.comp: one workgroup of 128 invocations per multiprocessor follows 8\n"
+    "                  chains of the same cycles (L2 and HBM), one load per chain and round, with the\n"
+    "                  loops over the loads written over a literal count, a specialization constant\n"
+    "                  and a push constant; and 32 dependent integer steps per round alone, under the\n"
+    "                  loads, and between two barriers with and without the loads issued before them.\n"
+    "                  Reports ns per round, each form's time over the literal loads', and the share\n"
+    "                  of the loads' latency hidden under the work, without and across the barriers.\n"
     "  shared stores   micro_shared_store.comp: each workgroup stores a 64 x 64 tile of float16 operands\n"
     "                  (rows of 64 padded by 8) per iteration, each 16-byte chunk of 8 operands as eight\n"
     "                  16-bit stores or as one 16-byte store, then barrier(), one word read back,\n"
@@ -286,41 +301,62 @@ RoundRow runSharedStore(PskContext_T& ctx, psk::Submitter& submitter, uint32_t t
     return row;
 }
 
-ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const char* level, uint64_t bytes, uint32_t iterations,
-                  uint64_t seed) {
-    ChaseRow row;
-    row.level = level;
-    row.bytes = bytes;
-    row.lines = uint32_t(bytes / kLineBytes);
-    row.iterations = iterations;
-    const psk::KernelPipeline pipeline = psk::kernelPipeline(
-        ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroChase>("", PSK_DATA_TYPE_FLOAT32, psk::kernel::NoSpec{}, "psk micro"));
+/**
+ * A random single cycle over the 128-byte lines of `bytes` (Sattolo's shuffle) in a device buffer
+ * as micro_chase.comp and micro_inflight.comp read it: the first uint of each line holds the next
+ * line's element index (the rest is never read). One per level, shared by both kernels' rows.
+ */
+struct ChainLevel {
+    std::string level;
+    uint64_t bytes = 0;
+    uint32_t lines = 0;
+    std::vector<uint32_t> next;   // next[line]: the line after it
+    std::vector<uint32_t> order;  // order[p]: the line p steps after line 0
+    psk::Buffer buffer;
+};
 
-    // One random cycle over the lines (Sattolo's shuffle): next[line] is the line after it.
-    std::vector<uint32_t> next(row.lines);
-    for (uint32_t i = 0; i < row.lines; ++i) next[i] = i;
+ChainLevel makeChainLevel(PskContext_T& ctx, const char* level, uint64_t bytes, uint64_t seed) {
+    ChainLevel c;
+    c.level = level;
+    c.bytes = bytes;
+    c.lines = uint32_t(bytes / kLineBytes);
+    c.next.resize(c.lines);
+    for (uint32_t i = 0; i < c.lines; ++i) c.next[i] = i;
     std::mt19937_64 rng(seed);
-    for (uint32_t i = row.lines - 1; i > 0; --i) {
+    for (uint32_t i = c.lines - 1; i > 0; --i) {
         const uint32_t j = uint32_t(std::uniform_int_distribution<uint64_t>(0, i - 1)(rng));
-        std::swap(next[i], next[j]);
+        std::swap(c.next[i], c.next[j]);
     }
-    // The chain: the first uint of each line holds the next line's element index (the rest is never read).
-    psk::Buffer chain(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::DeviceLocal);
+    c.order.resize(c.lines);
+    uint32_t line = 0;
+    for (uint32_t p = 0; p < c.lines; ++p, line = c.next[line]) c.order[p] = line;
+    c.buffer = psk::Buffer(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::DeviceLocal);
     auto fill = [&](uint8_t* mapped) {
         auto* words = reinterpret_cast<uint32_t*>(mapped);
-        for (uint32_t i = 0; i < row.lines; ++i) words[size_t(i) * kLineElements] = next[i] * kLineElements;
+        for (uint32_t i = 0; i < c.lines; ++i) words[size_t(i) * kLineElements] = c.next[i] * kLineElements;
     };
-    if (chain.mapped()) {
-        fill(chain.mapped());
+    if (c.buffer.mapped()) {
+        fill(c.buffer.mapped());
     } else {
         psk::Buffer staging(ctx.allocator(), bytes, kStorage, psk::MemoryUsage::HostUpload);
         fill(staging.mapped());
-        ctx.execute([&](psk::Recorder& rec) { rec.copy(whole(staging), whole(chain), bytes); });
+        ctx.execute([&](psk::Recorder& rec) { rec.copy(whole(staging), whole(c.buffer), bytes); });
     }
+    return c;
+}
+
+ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t iterations) {
+    ChaseRow row;
+    row.level = chain.level;
+    row.bytes = chain.bytes;
+    row.lines = chain.lines;
+    row.iterations = iterations;
+    const psk::KernelPipeline pipeline = psk::kernelPipeline(
+        ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroChase>("", PSK_DATA_TYPE_FLOAT32, psk::kernel::NoSpec{}, "psk micro"));
     psk::Buffer result(ctx.allocator(), 4, kStorage, psk::MemoryUsage::DeviceLocal);
     psk::Buffer readback(ctx.allocator(), 4, kStorage, psk::MemoryUsage::HostReadback);
     psk::kernel::MicroChaseBindings b;
-    b.CHAIN = whole(chain);
+    b.CHAIN = whole(chain.buffer);
     b.RESULT = whole(result);
 
     // Each run goes on where the last one ended, so that no run finds lines an earlier one left in
@@ -340,7 +376,7 @@ ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const char* leve
             &ms);
         if (run > 0) row.runsMs.push_back(ms);
         uint32_t want = start / kLineElements;
-        for (uint32_t s = 0; s < iterations; ++s) want = next[want];
+        for (uint32_t s = 0; s < iterations; ++s) want = chain.next[want];
         uint32_t got = 0;
         std::memcpy(&got, readback.mapped(), 4);
         if (got != want * kLineElements && row.ok) {
@@ -352,6 +388,165 @@ ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const char* leve
     }
     row.medianMs = median(row.runsMs);
     return row;
+}
+
+/** A row of micro_inflight.comp: one form of a round on one level's cycle. */
+struct InflightRow {
+    std::string level;
+    uint32_t form = 0, groups = 0, threads = 0, rounds = 0;
+    std::vector<double> runsMs;
+    double medianMs = 0;
+    bool ok = false;
+    std::string note;
+};
+
+const char* const kInflightFormNames[] = {"literal", "spec", "runtime", "work", "loads+work", "work+barriers", "loads+barriers"};
+static_assert(sizeof(kInflightFormNames) / sizeof(kInflightFormNames[0]) == PSK_MICRO_INFLIGHT_FORMS, "a name per form");
+constexpr uint32_t kInflightThreads = 128;  // 4 warps of 32: the barrier has warps to wait for
+constexpr uint32_t kInflightSeed = 97531;
+
+bool inflightLoads(uint32_t form) { return form != PSK_MICRO_INFLIGHT_WORK && form != PSK_MICRO_INFLIGHT_WORK_BARRIERS; }
+bool inflightWorks(uint32_t form) {
+    return form == PSK_MICRO_INFLIGHT_WORK || form == PSK_MICRO_INFLIGHT_LOADS_WORK || form == PSK_MICRO_INFLIGHT_WORK_BARRIERS ||
+           form == PSK_MICRO_INFLIGHT_LOADS_BARRIERS;
+}
+
+/** micro_inflight.comp's work(x) (INFLIGHT_WORK_STEPS xor-shift-multiply steps). */
+uint32_t inflightWork(uint32_t x) {
+    for (uint32_t s = 0; s < INFLIGHT_WORK_STEPS; ++s) x = (x ^ (x >> 13)) * 0x5BD1E995u;
+    return x;
+}
+
+/**
+ * Runs one form over `sms` workgroups (one per multiprocessor) of kInflightThreads invocations,
+ * INFLIGHT_CHAINS chains each, started evenly spaced along the cycle (no chain reaches a line
+ * another touched in the same run while lines >= chains x rounds): one warm-up and kRuns timed runs,
+ * each going on where the last ended (the device copies the chains' ends to their starts). The
+ * last run is checked: every chain's end, and x of every invocation of workgroup 0 and the last.
+ */
+InflightRow runInflight(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t form, uint32_t sms,
+                        uint32_t rounds) {
+    InflightRow row;
+    row.level = chain.level;
+    row.form = form;
+    row.groups = sms;
+    row.threads = kInflightThreads;
+    row.rounds = rounds;
+    const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
+    if (row.threads > limits.maxComputeWorkGroupInvocations || row.threads > limits.maxComputeWorkGroupSize[0]) {
+        row.note = "skipped: more invocations than the device's workgroup limit";
+        return row;
+    }
+    psk::kernel::MicroInflightSpec spec;
+    spec.THREADS = row.threads;
+    spec.LOADS = INFLIGHT_CHAINS;
+    spec.FORM = form;
+    const psk::KernelPipeline pipeline = psk::kernelPipeline(
+        ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroInflight>("", PSK_DATA_TYPE_FLOAT32, spec, "psk micro"));
+
+    const uint32_t chains = row.groups * INFLIGHT_CHAINS;
+    const uint32_t spacing = std::max(1u, chain.lines / chains);
+    std::vector<uint32_t> position(chains);  // each chain's position along the cycle (order[])
+    for (uint32_t c = 0; c < chains; ++c) position[c] = uint32_t((uint64_t(c) * spacing) % chain.lines);
+    const VkDeviceSize startBytes = VkDeviceSize(chains) * 4;
+    const VkDeviceSize resultBytes = VkDeviceSize(row.groups) * row.threads * 4 + startBytes;
+    psk::Buffer starts(ctx.allocator(), startBytes, kStorage, psk::MemoryUsage::DeviceLocal);
+    psk::Buffer result(ctx.allocator(), resultBytes, kStorage, psk::MemoryUsage::DeviceLocal);
+    psk::Buffer readback(ctx.allocator(), resultBytes, kStorage, psk::MemoryUsage::HostReadback);
+    {
+        psk::Buffer staging(ctx.allocator(), startBytes, kStorage, psk::MemoryUsage::HostUpload);
+        auto* words = reinterpret_cast<uint32_t*>(staging.mapped());
+        for (uint32_t c = 0; c < chains; ++c) words[c] = chain.order[position[c]] * kLineElements;
+        ctx.execute([&](psk::Recorder& rec) { rec.copy(whole(staging), whole(starts), startBytes); });
+    }
+    psk::kernel::MicroInflightBindings b;
+    b.CHAIN = whole(chain.buffer);
+    b.STARTS = whole(starts);
+    b.RESULT = whole(result);
+    const psk::kernel::MicroPush push{rounds, kInflightSeed, INFLIGHT_CHAINS};  // start: the run-time form's loads per round
+    const VkDeviceSize endsOffset = resultBytes - startBytes;
+    const bool moves = inflightLoads(form);
+    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
+        double ms = 0;
+        submitter.run(
+            [&](psk::Recorder& rec) {
+                submitter.startTiming();
+                psk::recordKernel(rec, pipeline, b, push, row.groups);
+                submitter.stopTiming();
+                rec.copy(whole(result), whole(readback), resultBytes);
+                rec.copy({result.handle(), endsOffset, startBytes}, whole(starts), startBytes);  // the next run goes on from here
+            },
+            &ms);
+        if (run > 0) row.runsMs.push_back(ms);
+        if (run < kRuns && moves)
+            for (uint32_t& p : position) p = uint32_t((uint64_t(p) + rounds) % chain.lines);
+    }
+    row.medianMs = median(row.runsMs);
+
+    // The last run, which started at `position`.
+    row.ok = true;
+    const auto* got = reinterpret_cast<const uint32_t*>(readback.mapped());
+    auto element = [&](uint32_t c, uint32_t step) {  // chain c's element index `step` loads into the last run
+        return chain.order[(uint64_t(position[c]) + step) % chain.lines] * kLineElements;
+    };
+    for (uint32_t c = 0; c < chains && row.ok; ++c) {
+        const uint32_t want = element(c, moves ? rounds : 0);
+        if (got[endsOffset / 4 + c] != want) {
+            row.ok = false;
+            row.note = "chain " + std::to_string(c) + " ended at element " + std::to_string(got[endsOffset / 4 + c]) + ", the host's at " +
+                       std::to_string(want) + " (a loop cut short?)";
+        }
+    }
+    for (uint32_t group : {0u, row.groups - 1}) {
+        if (!row.ok) break;
+        std::vector<uint32_t> loaded;  // round i's loads at [i * INFLIGHT_CHAINS ...]: the same for every invocation
+        if (moves)
+            for (uint32_t i = 0; i < rounds; ++i)
+                for (uint32_t k = 0; k < INFLIGHT_CHAINS; ++k) loaded.push_back(element(group * INFLIGHT_CHAINS + k, i + 1));
+        for (uint32_t t = 0; t < row.threads && row.ok; ++t) {
+            uint32_t x = (t + 1u) * 2654435761u + kInflightSeed + group * 40503u;
+            for (uint32_t i = 0; i < rounds; ++i) {
+                if (inflightWorks(form)) x = inflightWork(x);
+                if (moves)
+                    for (uint32_t k = 0; k < INFLIGHT_CHAINS; ++k) x = x * 31u + loaded[size_t(i) * INFLIGHT_CHAINS + k];
+                else
+                    x = x * 31u + i;
+            }
+            if (got[size_t(group) * row.threads + t] != x) {
+                row.ok = false;
+                row.note = "workgroup " + std::to_string(group) + ", invocation " + std::to_string(t) +
+                           ": x differs from the host's " + std::to_string(rounds) + " rounds (a loop cut short?)";
+            }
+        }
+    }
+    return row;
+}
+
+/**
+ * What a level's rows say: the specialized and run-time loops' time over the literal's, and the
+ * share of the loads' latency hidden under the work without and with the two barriers
+ * (1: the round takes the longer of the two; 0: their sum; below 0: longer than the sum).
+ * NaN where a row is missing or failed.
+ */
+struct InflightSummary {
+    double specOverLiteral = NAN, runtimeOverLiteral = NAN, hiddenUnderWork = NAN, hiddenAcrossBarriers = NAN;
+};
+
+InflightSummary summarizeInflight(const std::vector<InflightRow>& rows, const std::string& level) {
+    double t[PSK_MICRO_INFLIGHT_FORMS];
+    for (double& v : t) v = 0;
+    for (const InflightRow& r : rows)
+        if (r.level == level && r.ok && r.medianMs > 0) t[r.form] = r.medianMs;
+    InflightSummary s;
+    const double literal = t[PSK_MICRO_INFLIGHT_LITERAL];
+    if (literal > 0 && t[PSK_MICRO_INFLIGHT_SPEC_COUNT] > 0) s.specOverLiteral = t[PSK_MICRO_INFLIGHT_SPEC_COUNT] / literal;
+    if (literal > 0 && t[PSK_MICRO_INFLIGHT_RUNTIME] > 0) s.runtimeOverLiteral = t[PSK_MICRO_INFLIGHT_RUNTIME] / literal;
+    auto hidden = [&](double work, double both) {
+        return literal > 0 && work > 0 && both > 0 ? (literal + work - both) / std::min(literal, work) : double(NAN);
+    };
+    s.hiddenUnderWork = hidden(t[PSK_MICRO_INFLIGHT_WORK], t[PSK_MICRO_INFLIGHT_LOADS_WORK]);
+    s.hiddenAcrossBarriers = hidden(t[PSK_MICRO_INFLIGHT_WORK_BARRIERS], t[PSK_MICRO_INFLIGHT_LOADS_BARRIERS]);
+    return s;
 }
 
 /** A row of micro_coopmat.comp: a form of operand loads at perSm workgroups per multiprocessor. */
@@ -573,6 +768,9 @@ int runMicro(int argc, char** argv) {
     // On a CPU device the emulated products check the harness only (~1000 of llvmpipe's 65535 loop
     // iterations per step, and seconds per row): the quick count there whatever the mode.
     const uint32_t coopIterations = o.quick || cpu ? 8 : 20000;
+    // Loads in flight: ~1-10 ms per row on a GPU; on a CPU device (seconds per row, 17 of llvmpipe's
+    // loop iterations per round in the run-time form) the quick count.
+    const uint32_t inflightRounds = o.quick || cpu ? 64 : 4000;
     uint32_t chaseSteps = o.quick ? 4096 : 100000;
     if (cpu) chaseSteps = std::min(chaseSteps, 60000u);
     const uint64_t range = caps.limits().maxStorageBufferRange;
@@ -591,6 +789,7 @@ int runMicro(int argc, char** argv) {
     std::vector<ChaseRow> chases;
     std::vector<RoundRow> sharedStores;
     std::vector<CoopRow> coops;
+    std::vector<InflightRow> inflights;
     const CoopPath coop = coopPath(*ctx);
     try {
         psk::Submitter submitter(*ctx);
@@ -613,17 +812,49 @@ int runMicro(int argc, char** argv) {
         std::printf("\ndependent load: one invocation, i = chain[i] over a random cycle of 128-byte lines (%u loads per run)\n",
                     chaseSteps);
         std::printf("%-6s %13s %10s %10s %10s  %s\n", "level", "buffer (MiB)", "lines", "time (ms)", "ns/load", "check");
-        const struct {
-            const char* level;
-            uint64_t bytes;
-        } levels[] = {{"L2", l2Bytes}, {"HBM", bigBytes}};
-        uint64_t seed = 2024;
-        for (const auto& l : levels) {
-            ChaseRow r = runChase(*ctx, submitter, l.level, l.bytes, chaseSteps, seed++);
+        std::vector<ChainLevel> levels;
+        levels.push_back(makeChainLevel(*ctx, "L2", l2Bytes, 2024));
+        levels.push_back(makeChainLevel(*ctx, "HBM", bigBytes, 2025));
+        for (const ChainLevel& l : levels) {
+            ChaseRow r = runChase(*ctx, submitter, l, chaseSteps);
             std::printf("%-6s %13.1f %10u %10.3f %10.2f  %s\n", r.level.c_str(), double(r.bytes) / (1 << 20), r.lines, r.medianMs,
                         r.medianMs * 1e6 / r.iterations, r.ok ? "ok" : ("FAIL: " + r.note).c_str());
             std::fflush(stdout);
             chases.push_back(std::move(r));
+        }
+
+        std::printf(
+            "\nloads in flight: one workgroup of %u invocations per multiprocessor, %u chains per workgroup (a load is one "
+            "line for the whole subgroup), %u rounds of one load per chain; the loops over a literal count ('literal'), a "
+            "specialization constant ('spec'), a push constant ('runtime'); %u dependent integer steps ('work'), alone or under "
+            "the literal loads, without and with a barrier before and after them ('+barriers')\n",
+            kInflightThreads, INFLIGHT_CHAINS, inflightRounds, INFLIGHT_WORK_STEPS);
+        std::printf("%-6s %15s %11s %10s %10s %11s  %s\n", "level", "form", "workgroups", "time (ms)", "ns/round", "x literal", "check");
+        for (const ChainLevel& l : levels) {
+            const size_t first = inflights.size();  // this level's literal row
+            for (uint32_t form = 0; form < PSK_MICRO_INFLIGHT_FORMS; ++form) {
+                InflightRow r = runInflight(*ctx, submitter, l, form, sms, inflightRounds);
+                std::string ratio = form == PSK_MICRO_INFLIGHT_LITERAL && r.ok ? "1.00" : "-";
+                if (r.ok && inflights.size() > first && inflights[first].ok && inflights[first].medianMs > 0) {
+                    char buf[32];
+                    std::snprintf(buf, sizeof buf, "%.2f", r.medianMs / inflights[first].medianMs);
+                    ratio = buf;
+                }
+                if (r.runsMs.empty())
+                    std::printf("%-6s %15s %11u %10s %10s %11s  %s\n", r.level.c_str(), kInflightFormNames[form], r.groups, "-", "-", "-",
+                                r.note.c_str());
+                else
+                    std::printf("%-6s %15s %11u %10.3f %10.1f %11s  %s\n", r.level.c_str(), kInflightFormNames[form], r.groups, r.medianMs,
+                                r.medianMs * 1e6 / r.rounds, ratio.c_str(), r.ok ? "ok" : ("FAIL: " + r.note).c_str());
+                std::fflush(stdout);
+                inflights.push_back(std::move(r));
+            }
+            const InflightSummary sum = summarizeInflight(inflights, l.level);
+            std::printf("%-6s loops over a specialization constant %.2fx the literal's (1: unrolled by the driver; ~%u: each load "
+                        "waits for the one before), over a push constant %.2fx; loads hidden under the work %.0f%%, across two "
+                        "barriers %.0f%% (100: the round takes the longer of the two; 0: their sum)\n",
+                        l.level.c_str(), sum.specOverLiteral, INFLIGHT_CHAINS, sum.runtimeOverLiteral, 100 * sum.hiddenUnderWork,
+                        100 * sum.hiddenAcrossBarriers);
         }
 
         std::printf(
@@ -692,6 +923,7 @@ int runMicro(int argc, char** argv) {
     for (const ChaseRow& r : chases) ok = ok && r.ok;
     for (const RoundRow& r : sharedStores) ok = ok && (r.ok || r.runsMs.empty());
     for (const CoopRow& r : coops) ok = ok && (r.ok || r.runsMs.empty());
+    for (const InflightRow& r : inflights) ok = ok && (r.ok || r.runsMs.empty());
     std::printf("\n%s\n", ok ? "micro: every check passed" : "micro: FAIL (a kernel's result differs from the host's)");
 
     if (!o.json.empty()) {
@@ -727,7 +959,30 @@ int runMicro(int argc, char** argv) {
                  number(r.medianMs * 1e6 / r.iterations) + ", \"runs_ms\": " + list(r.runsMs) + ", \"ok\": " + (r.ok ? "true" : "false") +
                  ", \"note\": " + quote(r.note) + "}";
         }
-        j += "\n  ],\n  \"shared_store\": [";
+        j += "\n  ],\n  \"inflight\": {\"threads\": " + std::to_string(kInflightThreads) + ", \"chains\": " +
+             std::to_string(INFLIGHT_CHAINS) + ", \"work_steps\": " + std::to_string(INFLIGHT_WORK_STEPS) + ", \"rows\": [";
+        for (size_t i = 0; i < inflights.size(); ++i) {
+            const InflightRow& r = inflights[i];
+            const bool timed = !r.runsMs.empty();
+            j += std::string(i ? "," : "") + "\n    {\"level\": " + quote(r.level) + ", \"form\": " + quote(kInflightFormNames[r.form]) +
+                 ", \"workgroups\": " + std::to_string(r.groups) + ", \"rounds\": " + std::to_string(r.rounds) + ", \"median_ms\": " +
+                 (timed ? number(r.medianMs) : "null") + ", \"ns_per_round\": " + (timed ? number(r.medianMs * 1e6 / r.rounds) : "null") +
+                 ", \"runs_ms\": " + list(r.runsMs) + ", \"ok\": " + (r.ok ? "true" : "false") + ", \"note\": " + quote(r.note) + "}";
+        }
+        j += "\n  ], \"summary\": [";
+        {
+            bool firstLevel = true;
+            for (const std::string level : {"L2", "HBM"}) {
+                const InflightSummary sum = summarizeInflight(inflights, level);
+                auto value = [&](double v) { return std::isnan(v) ? std::string("null") : number(v); };
+                j += std::string(firstLevel ? "" : ",") + "\n    {\"level\": " + quote(level) + ", \"spec_over_literal\": " +
+                     value(sum.specOverLiteral) + ", \"runtime_over_literal\": " + value(sum.runtimeOverLiteral) +
+                     ", \"hidden_under_work\": " + value(sum.hiddenUnderWork) + ", \"hidden_across_barriers\": " +
+                     value(sum.hiddenAcrossBarriers) + "}";
+                firstLevel = false;
+            }
+        }
+        j += "\n  ]},\n  \"shared_store\": [";
         for (size_t i = 0; i < sharedStores.size(); ++i) {
             const RoundRow& r = sharedStores[i];
             j += std::string(i ? "," : "") + "\n    {\"threads\": " + std::to_string(r.threads) + ", \"workgroups_per_sm\": " +
