@@ -252,16 +252,20 @@ list() { # comma list with k suffixes -> space-separated integers
     for item in ${1//,/ }; do to_tokens "$item"; done | tr '\n' ' '
 }
 
-PSK="$bin_dir/bin/psk"
-TESTS="$bin_dir/tests"
-# gpu_prepare.sh packs the test binaries as one xz tarball (36 MiB of binaries in ~2 MiB): unpacked
-# into $scratch (outside $work, whose files are the results; removed at exit), with Python's
-# tarfile (no xz binary needed on the GPU machine).
-if [[ ! -d "$TESTS" && -f "$bin_dir/tests.tar.xz" ]]; then
-    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bin_dir/tests.tar.xz" "$scratch" ||
-        echo "gpu_run: could not unpack $bin_dir/tests.tar.xz" >&2
-    TESTS="$scratch/tests"
+# The binaries: bin/, lib/ and tests/ under $bin_dir, or gpu_prepare.sh's one xz tarball of them
+# (binaries.tar.xz, ~135 MiB of binaries in ~5 MiB) unpacked into $scratch (outside $work, whose
+# files are the results; removed at exit) with Python's tarfile (no xz binary needed on the GPU
+# machine).
+bin_root="$bin_dir"
+if [[ ! -x "$bin_dir/bin/psk" && -f "$bin_dir/binaries.tar.xz" ]]; then
+    if python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$bin_dir/binaries.tar.xz" "$scratch"; then
+        bin_root="$scratch"
+    else
+        echo "gpu_run: could not unpack $bin_dir/binaries.tar.xz" >&2
+    fi
 fi
+PSK="$bin_root/bin/psk"
+TESTS="$bin_root/tests"
 # spirv-opt and spirv-val for the frozen step (tools/freeze_shaders.py), packed the same way.
 SPIRV_TOOLS="$bin_dir/spirv-tools"
 if [[ ! -d "$SPIRV_TOOLS" && -f "$bin_dir/spirv-tools.tar.xz" ]]; then
@@ -301,7 +305,7 @@ do_setup() {
         say "FAIL setup: no $PSK (run tools/gpu_prepare.sh on the build machine and copy .gpu along)"
         return 1
     fi
-    export LD_LIBRARY_PATH="$bin_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$bin_root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export PSK_TOOLS_DIR="$repo/tools"
     local loader="system" want
     if ((lavapipe)); then

@@ -124,12 +124,12 @@ do_tinylm() {
     # model with softmax attention (KV cache): docs/PERFORMANCE.md, "tinylm generation".
     local rc=0 m ctx=1024,4096,16384,32768 tokens=128 line=""
     ((quick)) && ctx=256,1024 && tokens=16
-    [[ -x "$bin_dir/bin/tinylm" ]] || { say "SKIP tinylm: not packed"; return 0; }
+    [[ -x "$bin_root/bin/tinylm" ]] || { say "SKIP tinylm: not packed"; return 0; }
     mkdir -p "$work/tinylm"
     for m in bytes_polysketch bytes_softmax; do
         local model="$repo/samples/tinylm/models/$m.safetensors"
         [[ -f "$model" ]] || continue
-        tmo 150 "$bin_dir/bin/tinylm" bench "$model" --context "$ctx" --tokens "$tokens" --json "$work/tinylm/$m.json" \
+        tmo 150 "$bin_root/bin/tinylm" bench "$model" --context "$ctx" --tokens "$tokens" --json "$work/tinylm/$m.json" \
             >"$work/tinylm/$m.txt" 2>&1 || rc=$?
         cat "$work/tinylm/$m.txt"
         line+="$m: $(awk -F'|' '/^\| [0-9]/ { printf "L=%d %.2f ms/token, ", $2, $5 }' "$work/tinylm/$m.txt"); "
@@ -137,7 +137,7 @@ do_tinylm() {
     # The same polysketch model recording every token's command buffer (the replayed step's comparison).
     local model="$repo/samples/tinylm/models/bytes_polysketch.safetensors"
     if [[ -f "$model" ]]; then
-        TINYLM_RECORD_EACH_STEP=1 tmo 150 "$bin_dir/bin/tinylm" bench "$model" --context "$ctx" --tokens "$tokens" \
+        TINYLM_RECORD_EACH_STEP=1 tmo 150 "$bin_root/bin/tinylm" bench "$model" --context "$ctx" --tokens "$tokens" \
             --json "$work/tinylm/bytes_polysketch_recorded.json" >"$work/tinylm/bytes_polysketch_recorded.txt" 2>&1 || rc=$?
         cat "$work/tinylm/bytes_polysketch_recorded.txt"
         line+="bytes_polysketch recorded per token: $(awk -F'|' '/^\| [0-9]/ { printf "L=%d %.2f ms/token, ", $2, $5 }' "$work/tinylm/bytes_polysketch_recorded.txt"); "
