@@ -61,7 +61,11 @@
 // by an intermediate, each known to the host, so that a device that gets S wrong shows which step
 // does: 1 the A operand as staged (hi + lo, scaled back: x itself, zero past h); 2 the first
 // product with the staged weights replaced by the identity (x again, through the cooperative loads,
-// products and stores); 3 the first product with the real weights (x @ G1_0a, no node product).
+// products and stores); 3 the first product with the real weights (x @ G1_0a, no node product);
+// 4 x's float32 tile loaded as accumulators (CM_LOAD_ROW_ACC, rows HEAD_DIM apart) and stored as
+// the products' results are (CM_STORE_ROW into the product tile, rows N_CHUNK apart), no operand
+// load and no product (x again for HEAD_DIM a multiple of CM_N; column tiles past h stay zero):
+// with 2 failing and 4 passing, the fault is in the operand loads or the products.
 //
 // One source for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix and the emulated backend
 // (coopmat.glsl). The workgroup must consist of exactly SG_M * SG_N subgroups: the host sets
@@ -328,6 +332,29 @@ void main() {
         }
     }
     const float back = 1.0 / x_scale;  // exact: a power of two
+    if (DIAGNOSTIC == 4u) {
+        const uint sg = gl_SubgroupID;
+        const uint sg_m = sg % SG_M, sg_n = sg / SG_M;
+        [[dont_unroll]] for (uint c0 = 0u; c0 < SKETCH; c0 += N_CHUNK) {
+            barrier();  // the x tile is complete; the previous chunk's product tile is read
+            const uint tiles = min(NT, (SKETCH - c0 + CM_N - 1u) / CM_N);
+            [[unroll]] for (uint w = 0u; w < WN; ++w) {
+                const uint t = sg_n + w * SG_N;
+                if (t < tiles) {
+                    CM_ACC acc = CM_ACC_ZERO;
+                    if (c0 + (t + 1u) * CM_N <= HEAD_DIM) CM_LOAD_ROW_ACC(acc, f_pool, F_X + sg_m * CM_M * HEAD_DIM + c0 + t * CM_N, HEAD_DIM);
+                    CM_STORE_ROW(acc, f_pool, F_P0 + sg_m * CM_M * N_CHUNK + t * CM_N, N_CHUNK);
+                }
+            }
+            barrier();
+            [[unroll]] for (uint it = 0u; it < (TILE_M * N_CHUNK + THREADS - 1u) / THREADS; ++it) {
+                const uint i = it * THREADS + lid;
+                const uint r = i / N_CHUNK, c = c0 + i % N_CHUNK;
+                if (i < TILE_M * N_CHUNK && r < rows && c < SKETCH) sketch_out[(out_row0 + r) * SKETCH + c] = f_pool[F_P0 + i];
+            }
+        }
+        return;
+    }
     if (DIAGNOSTIC == 1u) {
         barrier();
         [[unroll]] for (uint it = 0u; it < (TILE_M * SKETCH + THREADS - 1u) / THREADS; ++it) {

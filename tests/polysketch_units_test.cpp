@@ -354,7 +354,7 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
                             if (diag == "product") {
                                 for (uint32_t d = 0; d < s.h; ++d) v += xi[d] * double(ga[size_t(d) * s.r + col]);
                             } else if (col < s.h) {
-                                v = xi[col];  // "rows" and "identity": x itself, zero past h
+                                v = xi[col];  // "rows", "identity" and "accumulators": x itself, zero past h
                             }
                             want.push_back(v);
                         }
@@ -414,10 +414,11 @@ std::vector<FeatureCase16> featureCases16() {
             s.variant = 10 + uint32_t(tile);
             cases.push_back({s, path, tile});
         }
-    // The random sketch's intermediates (rows, identity product, first product), on the device
-    // and emulated: where the device's S is wrong, the first of these that is wrong names the step.
+    // The random sketch's intermediates (rows, identity product, first product, accumulator loads
+    // and stores alone), on the device and emulated: where the device's S is wrong, the first of
+    // these that is wrong names the step.
     for (const char* path : {"device", "emulated"})
-        for (const char* diagnostic : {"rows", "identity", "product"}) {
+        for (const char* diagnostic : {"rows", "identity", "product", "accumulators"}) {
             Shape s;
             s.dataType = PSK_DATA_TYPE_FLOAT16;
             s.r = 32;
