@@ -19,6 +19,7 @@
 //                          then stages 16 bytes per store instead of one operand
 //   CM_POISON_SHARED_V(arr, count)  CM_POISON_SHARED for a CM_PACKED array
 //   CM_STORE_ROW(m, arr, element, stride) store m row-major
+//   CM_STORE_ROW_A(m, arr, element, stride) store an A operand row-major into a CM_OPERAND array (diagnostics)
 //   CM_MULADD(a, b, c)     a * b + c
 //   CM_ADD_SCALED(total, m, s)  total += m * s for float32 accumulators and a float s (component-wise;
 //                          with s a power of two, this undoes operand scaling exactly)
@@ -171,14 +172,17 @@ float cm_unpack_operand(uvec4 v, uint i) {
 #define CM_LOAD_ROW_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, false, 2u)
 #define CM_LOAD_COL_B(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_K, CM_N, true, 2u)
 #define CM_LOAD_ROW_ACC(m, arr, element, stride) CM_EMU_LOAD(m, arr, element, stride, CM_M, CM_N, false, 4u)
-#define CM_STORE_ROW(m, arr, element, stride)                                                       \
+// Element e of a rows x cols matrix stored row-major at arr[element + r * stride + c].
+#define CM_EMU_STORE(m, arr, element, stride, rows, cols, bytes)                                    \
     {                                                                                                 \
-        const bool cm_ok = cm_legal(element, stride, 4u);                                             \
-        for (uint cm_s = 0u; cm_s * gl_SubgroupSize < CM_M * CM_N; ++cm_s) {                          \
+        const bool cm_ok = cm_legal(element, stride, bytes);                                         \
+        for (uint cm_s = 0u; cm_s * gl_SubgroupSize < (rows) * (cols); ++cm_s) {                      \
             const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                        \
-            if (cm_e < CM_M * CM_N) arr[(element) + (cm_e / CM_N) * (stride) + cm_e % CM_N] = cm_ok ? m.e[cm_s] : CM_NAN; \
+            if (cm_e < (rows) * (cols)) arr[(element) + (cm_e / (cols)) * (stride) + cm_e % (cols)] = cm_ok ? m.e[cm_s] : CM_NAN; \
         }                                                                                             \
     }
+#define CM_STORE_ROW(m, arr, element, stride) CM_EMU_STORE(m, arr, element, stride, CM_M, CM_N, 4u)
+#define CM_STORE_ROW_A(m, arr, element, stride) CM_EMU_STORE(m, arr, element, stride, CM_M, CM_K, 2u)
 
 #include "interface/emulated_products.h"
 layout(constant_id = PSK_EMULATED_PRODUCTS_ID) const uint CM_PRODUCTS = PSK_EMULATED_PRODUCTS_IEEE;
@@ -303,6 +307,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #define CM_LOAD_COL_B CM_LOAD_COL
 #define CM_LOAD_ROW_ACC CM_LOAD_ROW
 #define CM_STORE_ROW(m, arr, element, stride) coopMatStoreNV(m, arr, element, stride, false)
+#define CM_STORE_ROW_A CM_STORE_ROW
 #define CM_MULADD(a, b, c) coopMatMulAddNV(a, b, c)
 #elif defined(COOPMAT_KHR)
 #extension GL_KHR_cooperative_matrix : require
@@ -314,6 +319,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
     coopMatLoad(m, arr, element, stride, gl_CooperativeMatrixLayoutColumnMajor)
 #define CM_STORE_ROW(m, arr, element, stride) \
     coopMatStore(m, arr, element, stride, gl_CooperativeMatrixLayoutRowMajor)
+#define CM_STORE_ROW_A CM_STORE_ROW
 #define CM_MULADD(a, b, c) coopMatMulAdd(a, b, c)
 #define CM_LOAD_ROW_A CM_LOAD_ROW
 #define CM_LOAD_COL_A CM_LOAD_COL

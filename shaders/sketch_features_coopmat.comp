@@ -65,7 +65,9 @@
 // 4 x's float32 tile loaded as accumulators (CM_LOAD_ROW_ACC, rows HEAD_DIM apart) and stored as
 // the products' results are (CM_STORE_ROW into the product tile, rows N_CHUNK apart), no operand
 // load and no product (x again for HEAD_DIM a multiple of CM_N; column tiles past h stay zero):
-// with 2 failing and 4 passing, the fault is in the operand loads or the products.
+// with 2 failing and 4 passing, the fault is in the operand loads or the products; 5 the staged A
+// operand's high parts through a cooperative load and an operand store alone (x rounded to the
+// operand type): with 5 passing too, in the weights' loads or the products.
 //
 // One source for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix and the emulated backend
 // (coopmat.glsl). The workgroup must consist of exactly SG_M * SG_N subgroups: the host sets
@@ -352,6 +354,26 @@ void main() {
                 const uint r = i / N_CHUNK, c = c0 + i % N_CHUNK;
                 if (i < TILE_M * N_CHUNK && r < rows && c < SKETCH) sketch_out[(out_row0 + r) * SKETCH + c] = f_pool[F_P0 + i];
             }
+        }
+        return;
+    }
+    if (DIAGNOSTIC == 5u) {
+        const uint sg = gl_SubgroupID;
+        const uint sg_m = sg % SG_M, sg_n = sg / SG_M;
+        barrier();  // A is staged
+        if (sg_n == 0u) {  // each row group's subgroup of column group 0: its CM_M x CM_K tiles over the low parts
+            [[unroll]] for (uint kk = 0u; kk < KA; kk += CM_K) {
+                CM_A ma;
+                CM_LOAD_ROW_A(ma, op_pool, OP_A + sg_m * CM_M * LDA + kk, LDA);
+                CM_STORE_ROW_A(ma, op_pool, OP_A + A_LO + sg_m * CM_M * LDA + kk, LDA);
+            }
+        }
+        barrier();
+        [[unroll]] for (uint it = 0u; it < (TILE_M * SKETCH + THREADS - 1u) / THREADS; ++it) {
+            const uint i = it * THREADS + lid;
+            const uint r = i / SKETCH, c = i % SKETCH;
+            if (i < TILE_M * SKETCH && r < rows)
+                sketch_out[(out_row0 + r) * SKETCH + c] = c < HEAD_DIM ? float(op_pool[OP_A + A_LO + r * LDA + c]) * back : 0.0;
         }
         return;
     }

@@ -361,13 +361,13 @@ TEST(CoopMatSwitches, FeatureDiagnosticValues) {
     std::string error;
     ASSERT_TRUE(psk::parseFeatureDiagnostic(nullptr, &d, &error));
     EXPECT_EQ(d, 0u);
-    const char* names[] = {"off", "rows", "identity", "product", "accumulators"};
-    for (uint32_t i = 0; i < 5; ++i) {
+    const char* names[] = {"off", "rows", "identity", "product", "accumulators", "operands"};
+    for (uint32_t i = 0; i < 6; ++i) {
         ASSERT_TRUE(psk::parseFeatureDiagnostic(names[i], &d, &error)) << names[i];
         EXPECT_EQ(d, i);
     }
     EXPECT_FALSE(psk::parseFeatureDiagnostic("weights", &d, &error));
-    EXPECT_NE(error.find("PSK_COOPMAT_FEATURE_DIAGNOSTIC=weights: expected off, rows, identity, product or accumulators"), std::string::npos) << error;
+    EXPECT_NE(error.find("PSK_COOPMAT_FEATURE_DIAGNOSTIC=weights: expected off, rows, identity, product, accumulators or operands"), std::string::npos) << error;
     psk::CoopMatSwitches s;
     s.featureDiagnostic = 3;
     EXPECT_EQ(psk::describeCoopMatSwitches(s), "FEATURE-MAP DIAGNOSTIC 3 (the S rows are not S)");

@@ -28,6 +28,7 @@
 #include "reference/storage_types.hpp"
 #include "support/scoped_env.hpp"
 #include "support/test_context.hpp"
+#include "util/float16.hpp"
 
 namespace {
 
@@ -353,6 +354,8 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
                             double v = 0.0;
                             if (diag == "product") {
                                 for (uint32_t d = 0; d < s.h; ++d) v += xi[d] * double(ga[size_t(d) * s.r + col]);
+                            } else if (col < s.h && diag == "operands") {
+                                v = psk::halfToFloat(psk::floatToHalf(float(xi[col])));  // x rounded to float16 (the high part)
                             } else if (col < s.h) {
                                 v = xi[col];  // "rows", "identity" and "accumulators": x itself, zero past h
                             }
@@ -415,10 +418,10 @@ std::vector<FeatureCase16> featureCases16() {
             cases.push_back({s, path, tile});
         }
     // The random sketch's intermediates (rows, identity product, first product, accumulator loads
-    // and stores alone), on the device and emulated: where the device's S is wrong, the first of
-    // these that is wrong names the step.
+    // and stores alone, operand loads and stores alone), on the device and emulated: where the
+    // device's S is wrong, the first of these that is wrong names the step.
     for (const char* path : {"device", "emulated"})
-        for (const char* diagnostic : {"rows", "identity", "product", "accumulators"}) {
+        for (const char* diagnostic : {"rows", "identity", "product", "accumulators", "operands"}) {
             Shape s;
             s.dataType = PSK_DATA_TYPE_FLOAT16;
             s.r = 32;

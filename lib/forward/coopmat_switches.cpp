@@ -135,17 +135,17 @@ bool parseFusedQuery(const char* value, FusedQueryRequest* out, std::string* err
 }
 
 bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error) {
-    static const char* names[] = {"off", "rows", "identity", "product", "accumulators"};
+    static const char* names[] = {"off", "rows", "identity", "product", "accumulators", "operands"};
     if (empty(value)) {
         *out = 0;
         return true;
     }
-    for (uint32_t i = 0; i < 5; ++i)
+    for (uint32_t i = 0; i < 6; ++i)
         if (std::string(value) == names[i]) {
             *out = i;
             return true;
         }
-    *error = "PSK_COOPMAT_FEATURE_DIAGNOSTIC=" + std::string(value) + ": expected off, rows, identity, product or accumulators";
+    *error = "PSK_COOPMAT_FEATURE_DIAGNOSTIC=" + std::string(value) + ": expected off, rows, identity, product, accumulators or operands";
     return false;
 }
 

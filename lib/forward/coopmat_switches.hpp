@@ -80,7 +80,7 @@ struct CoopMatSwitches {
     StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
     Float32Request float32 = Float32Request::Auto;  // PSK_COOPMAT_FLOAT32
     FusedQueryRequest fusedQuery = FusedQueryRequest::Auto;  // PSK_COOPMAT_FUSED_QUERY
-    /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product, 4 accumulators). */
+    /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product, 4 accumulators, 5 operands). */
     uint32_t featureDiagnostic = 0;
     /** PSK_ABLATE: parts of the cooperative block states and output left out (their ABLATE bits; timing only). */
     uint32_t ablateStates = 0, ablateOutput = 0;
@@ -96,8 +96,8 @@ bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::str
 
 /**
  * PSK_COOPMAT_FEATURE_DIAGNOSTIC's value (null, empty or "off": 0; "rows" 1, "identity" 2,
- * "product" 3, "accumulators" 4: shaders/sketch_features_coopmat.comp, "Diagnostics"); false with
- * `error` otherwise.
+ * "product" 3, "accumulators" 4, "operands" 5: shaders/sketch_features_coopmat.comp, "Diagnostics");
+ * false with `error` otherwise.
  */
 bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error);
 

@@ -19,7 +19,7 @@
     X(9, uint, N_CHUNK, 32) /* product columns per step (sketch columns, hidden units), a multiple of CM_N and CM_K */ \
     X(10, uint, K_CHUNK, 32) /* weight rows staged per step, a multiple of CM_K */ \
     X(11, uint, PRODUCT_TERMS, 3) /* hi/lo products per step: 3 (A_lo W_hi, A_hi W_lo, A_hi W_hi), or 1 (A_hi W_hi; diagnostic) */ \
-    X(12, uint, DIAGNOSTIC, 0) /* random sketch: 0 S; 1 the staged A operand; 2 x through the products with identity weights; 3 x @ G1_0a; 4 x's float32 tile through accumulator loads and stores alone */
+    X(12, uint, DIAGNOSTIC, 0) /* random sketch: 0 S; 1 the staged A operand; 2 x through the products with identity weights; 3 x @ G1_0a; 4 x's float32 tile through accumulator loads and stores alone; 5 A's high parts through an operand load and store alone */
 
 // The push constants are the generic kernel's: SketchFeaturesPush (sketch_features.h); the
 // workgroup grid too, with TILE_M rows per workgroup.
