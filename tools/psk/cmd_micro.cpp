@@ -421,8 +421,8 @@ uint32_t inflightWork(uint32_t x) {
  * Runs one form over `sms` workgroups (one per multiprocessor) of kInflightThreads invocations,
  * INFLIGHT_CHAINS chains each, started evenly spaced along the cycle (no chain reaches a line
  * another touched in the same run while lines >= chains x rounds): one warm-up and kRuns timed runs,
- * each going on where the last ended (the device copies the chains' ends to their starts). The
- * last run is checked: every chain's end, and x of every invocation of workgroup 0 and the last.
+ * each going on where the last ended (so that no run finds the lines of an earlier one in a cache).
+ * The last run is checked: every chain's end, and x of every invocation of workgroup 0 and the last.
  */
 InflightRow runInflight(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t form, uint32_t sms,
                         uint32_t rounds) {
@@ -451,14 +451,9 @@ InflightRow runInflight(PskContext_T& ctx, psk::Submitter& submitter, const Chai
     const VkDeviceSize startBytes = VkDeviceSize(chains) * 4;
     const VkDeviceSize resultBytes = VkDeviceSize(row.groups) * row.threads * 4 + startBytes;
     psk::Buffer starts(ctx.allocator(), startBytes, kStorage, psk::MemoryUsage::DeviceLocal);
+    psk::Buffer upload(ctx.allocator(), startBytes, kStorage, psk::MemoryUsage::HostUpload);
     psk::Buffer result(ctx.allocator(), resultBytes, kStorage, psk::MemoryUsage::DeviceLocal);
     psk::Buffer readback(ctx.allocator(), resultBytes, kStorage, psk::MemoryUsage::HostReadback);
-    {
-        psk::Buffer staging(ctx.allocator(), startBytes, kStorage, psk::MemoryUsage::HostUpload);
-        auto* words = reinterpret_cast<uint32_t*>(staging.mapped());
-        for (uint32_t c = 0; c < chains; ++c) words[c] = chain.order[position[c]] * kLineElements;
-        ctx.execute([&](psk::Recorder& rec) { rec.copy(whole(staging), whole(starts), startBytes); });
-    }
     psk::kernel::MicroInflightBindings b;
     b.CHAIN = whole(chain.buffer);
     b.STARTS = whole(starts);
@@ -467,14 +462,18 @@ InflightRow runInflight(PskContext_T& ctx, psk::Submitter& submitter, const Chai
     const VkDeviceSize endsOffset = resultBytes - startBytes;
     const bool moves = inflightLoads(form);
     for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
+        // Where this run's chains start, from the host (which knows the cycle): each submission's
+        // input comes from the host, never from an earlier submission's writes.
+        auto* words = reinterpret_cast<uint32_t*>(upload.mapped());
+        for (uint32_t c = 0; c < chains; ++c) words[c] = chain.order[position[c]] * kLineElements;
         double ms = 0;
         submitter.run(
             [&](psk::Recorder& rec) {
+                rec.copy(whole(upload), whole(starts), startBytes);  // outside the timed span
                 submitter.startTiming();
                 psk::recordKernel(rec, pipeline, b, push, row.groups);
                 submitter.stopTiming();
                 rec.copy(whole(result), whole(readback), resultBytes);
-                rec.copy({result.handle(), endsOffset, startBytes}, whole(starts), startBytes);  // the next run goes on from here
             },
             &ms);
         if (run > 0) row.runsMs.push_back(ms);
