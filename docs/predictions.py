@@ -24,6 +24,7 @@ so. The measurements it is held against are listed in MEASURED with their source
 docs/runs/2026-11-26-h200-f3fdf3d/ is present, read back from those files and checked.
 """
 
+import contextlib
 import copy
 import math
 import os
@@ -1580,13 +1581,23 @@ THIRD_MEASURED = [
 THIRD_CONSTANTS = {"barrier": round(28.64e-9 * 1.98e9), "lat_l2": round(146.4e-9 * 1.98e9), "lat_hbm": round(341.1e-9 * 1.98e9)}
 
 
+@contextlib.contextmanager
+def third_run_constants(apply=True):
+    """H200 with psk micro's measured constants (THIRD_CONSTANTS) inside the block, as written after it."""
+    saved = {k: getattr(H200, k) for k in THIRD_CONSTANTS}
+    if apply:
+        for k, v in THIRD_CONSTANTS.items():
+            setattr(H200, k, v)
+    try:
+        yield H200
+    finally:
+        for k, v in saved.items():
+            setattr(H200, k, v)
+
+
 def third_run_predictions(measured_constants, measured_regs, mechanisms=False):
     """The model's times of THIRD_MEASURED (ms, or us for the decode steps): as written
     (False, False), with psk micro's constants, and with the driver's register counts as well."""
-    saved = {k: getattr(H200, k) for k in THIRD_CONSTANTS}
-    if measured_constants:
-        for k, v in THIRD_CONSTANTS.items():
-            setattr(H200, k, v)
     regs = {key: r for key, _, _, r in THIRD_MEASURED}
     def timed(key, kernels):
         total = 0.0
@@ -1595,7 +1606,7 @@ def third_run_predictions(measured_constants, measured_regs, mechanisms=False):
                 kern.regs = regs[key]
             total += run(kern, H200)[0]
         return total * 1e3
-    try:
+    with third_run_constants(measured_constants):
         out = {}
         out["generic row output f32 32k"] = timed("generic row output f32 32k", [output_generic(32768, 16, 64, 64, 32, 256, 4)])
         # mechanisms: the two found after the run (docs/MODEL.md): the feature map's staging loops
@@ -1615,9 +1626,6 @@ def third_run_predictions(measured_constants, measured_regs, mechanisms=False):
             out[f"fa2 softmax {n // 1024}k"] = plan_time(fa2_softmax(n, 16, 64, 64), H200)[0] * 1e3
         for rs_ in (32, 64):
             out[f"decode r{rs_}"] = plan_time(decode_split_step(16, 64, 64, rs_, 256, 128, H200, True), H200)[0] * 1e6
-    finally:
-        for k, v in saved.items():
-            setattr(H200, k, v)
     return out
 
 
@@ -2019,33 +2027,27 @@ def print_micro_inflight():
     with the third run's measured constants, and what each alternative reading would make of the
     cooperative block states (the kernel the model misses by 3.1x, whose staging loops run over
     specialization constants and whose next tile's loads are issued before two barriers)."""
-    saved = {k: getattr(H200, k) for k in THIRD_CONSTANTS}
-    for k, v in THIRD_CONSTANTS.items():
-        setattr(H200, k, v)
-    try:
-        m = H200
+    with third_run_constants() as m:
         print("### psk micro: loads in flight (micro_inflight.comp; written before a GPU runs it)\n")
         print(f"ns per round, one workgroup of 128 invocations per SM, 8 chains, {INFLIGHT_WORK_STEPS} work steps "
               f"(~{INFLIGHT_WORK_STEPS * INFLIGHT_STEP_CYCLES:.0f} cycles); the third run's constants "
               f"(L2 {m.lat_l2}, HBM {m.lat_hbm}, barrier {m.barrier} cycles).\n")
         print("| level | form | the model (unrolled; barriers leave loads in flight) | if the driver keeps specialized loops rolled | if a barrier waits for the loads |")
         print("| --- | --- | --- | --- | --- |")
-        for level, lat in (("L2", m.lat_l2), ("HBM", m.lat_hbm)):
-            base = inflight_rounds(m, lat)
-            rolled = inflight_rounds(m, lat, unrolled=False)
-            waits = inflight_rounds(m, lat, barrier_waits=True)
-            for form in base:
-                print(f"| {level} | {form} | {base[form]:.0f} | {rolled[form]:.0f} | {waits[form]:.0f} |")
-        for level, lat in (("L2", m.lat_l2), ("HBM", m.lat_hbm)):
-            b = inflight_rounds(m, lat)
-            r = inflight_rounds(m, lat, unrolled=False)
-            w = inflight_rounds(m, lat, barrier_waits=True)
-            def hidden(t):
-                return (t["literal"] + t["work+barriers"] - t["loads+barriers"]) / min(t["literal"], t["work+barriers"])
-            under = (b["literal"] + b["work"] - b["loads+work"]) / min(b["literal"], b["work"])
+        readings = {level: (inflight_rounds(m, lat), inflight_rounds(m, lat, unrolled=False), inflight_rounds(m, lat, barrier_waits=True))
+                    for level, lat in (("L2", m.lat_l2), ("HBM", m.lat_hbm))}
+        for level, (b, r, w) in readings.items():
+            for form in b:
+                print(f"| {level} | {form} | {b[form]:.0f} | {r[form]:.0f} | {w[form]:.0f} |")
+
+        def hidden(t, work, both):  # the loads' latency hidden under `work` in the form `both`
+            return (t["literal"] + t[work] - t[both]) / min(t["literal"], t[work])
+        for level, (b, r, w) in readings.items():
             print(f"\n- {level}: spec / literal {b['spec'] / b['literal']:.2f}x as modelled, {r['spec'] / r['literal']:.1f}x if rolled;"
-                  f" runtime / literal {b['runtime'] / b['literal']:.1f}x; loads hidden under the work {100 * under:.0f}%,"
-                  f" across the barriers {100 * hidden(b):.0f}% as modelled, {100 * hidden(w):.0f}% if a barrier waits.")
+                  f" runtime / literal {b['runtime'] / b['literal']:.1f}x; loads hidden under the work"
+                  f" {100 * hidden(b, 'work', 'loads+work'):.0f}%, across the barriers"
+                  f" {100 * hidden(b, 'work+barriers', 'loads+barriers'):.0f}% as modelled,"
+                  f" {100 * hidden(w, 'work+barriers', 'loads+barriers'):.0f}% if a barrier waits.")
         # The cooperative block states (per block + scan, 32k, H = 16, f16) under each reading: per
         # key tile the prefetch's 8 S(k) and 16 value loads per invocation (L2: the feature map wrote
         # S(k) just before) either overlap as modelled, go one after the other (rolled loops), or
@@ -2059,10 +2061,6 @@ def print_micro_inflight():
         print(f"\nThe cooperative block states per block + scan, 32k f16 (measured 2.208 ms): {as_modelled:.2f} ms as modelled; "
               f"{rolled:.2f} ms if its specialized staging loops stay rolled (24 loads of a key tile one after the other); "
               f"{waits:.2f} ms if a barrier waits for the prefetched tile.\n")
-    finally:
-        for k, v in saved.items():
-            setattr(H200, k, v)
-
 
 def main():
     vals, notes = read_measurements()

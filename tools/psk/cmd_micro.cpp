@@ -48,6 +48,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -211,15 +212,18 @@ psk::BufferRange whole(const psk::Buffer& b) { return {b.handle(), 0, b.size()};
 /**
  * One untimed warm-up dispatch of `groups` workgroups and kRuns timed ones (GPU timestamps around
  * the dispatch alone), each followed by a copy of `result` into `readback`: the timed runs' ms.
+ * `before(run, rec)`, where given, prepares each run (host writes, commands before the timed span).
  */
 template <typename Bindings>
 std::vector<double> timedRuns(psk::Submitter& submitter, const psk::KernelPipeline& pipeline, const Bindings& b,
-                              const psk::kernel::MicroPush& push, uint32_t groups, const psk::Buffer& result, const psk::Buffer& readback) {
+                              const psk::kernel::MicroPush& push, uint32_t groups, const psk::Buffer& result, const psk::Buffer& readback,
+                              const std::function<void(uint32_t, psk::Recorder&)>& before = {}) {
     std::vector<double> runsMs;
     for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
         double ms = 0;
         submitter.run(
             [&](psk::Recorder& rec) {
+                if (before) before(run, rec);
                 submitter.startTiming();
                 psk::recordKernel(rec, pipeline, b, push, groups);
                 submitter.stopTiming();
@@ -431,12 +435,7 @@ InflightRow runInflight(PskContext_T& ctx, psk::Submitter& submitter, const Chai
     row.form = form;
     row.groups = sms;
     row.threads = kInflightThreads;
-    row.rounds = rounds;
-    const VkPhysicalDeviceLimits& limits = ctx.caps().limits();
-    if (row.threads > limits.maxComputeWorkGroupInvocations || row.threads > limits.maxComputeWorkGroupSize[0]) {
-        row.note = "skipped: more invocations than the device's workgroup limit";
-        return row;
-    }
+    row.rounds = rounds;  // 128 invocations: every Vulkan device's workgroup holds them
     psk::kernel::MicroInflightSpec spec;
     spec.THREADS = row.threads;
     spec.LOADS = INFLIGHT_CHAINS;
@@ -461,25 +460,15 @@ InflightRow runInflight(PskContext_T& ctx, psk::Submitter& submitter, const Chai
     const psk::kernel::MicroPush push{rounds, kInflightSeed, INFLIGHT_CHAINS};  // start: the run-time form's loads per round
     const VkDeviceSize endsOffset = resultBytes - startBytes;
     const bool moves = inflightLoads(form);
-    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
+    row.runsMs = timedRuns(submitter, pipeline, b, push, row.groups, result, readback, [&](uint32_t run, psk::Recorder& rec) {
         // Where this run's chains start, from the host (which knows the cycle): each submission's
         // input comes from the host, never from an earlier submission's writes.
+        if (run > 0 && moves)
+            for (uint32_t& p : position) p = uint32_t((uint64_t(p) + rounds) % chain.lines);
         auto* words = reinterpret_cast<uint32_t*>(upload.mapped());
         for (uint32_t c = 0; c < chains; ++c) words[c] = chain.order[position[c]] * kLineElements;
-        double ms = 0;
-        submitter.run(
-            [&](psk::Recorder& rec) {
-                rec.copy(whole(upload), whole(starts), startBytes);  // outside the timed span
-                submitter.startTiming();
-                psk::recordKernel(rec, pipeline, b, push, row.groups);
-                submitter.stopTiming();
-                rec.copy(whole(result), whole(readback), resultBytes);
-            },
-            &ms);
-        if (run > 0) row.runsMs.push_back(ms);
-        if (run < kRuns && moves)
-            for (uint32_t& p : position) p = uint32_t((uint64_t(p) + rounds) % chain.lines);
-    }
+        rec.copy(whole(upload), whole(starts), startBytes);  // outside the timed span
+    });
     row.medianMs = median(row.runsMs);
 
     // The last run, which started at `position`.
