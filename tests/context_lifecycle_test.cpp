@@ -1,9 +1,11 @@
 // Contexts created and destroyed many times in one process, as test binaries and applications that
 // open a context per job do: without and with the validation layer, and from 8 threads at once.
 // Every cycle creates a context and an attention, runs one small causal forward and destroys them:
-// a softmax attention (one pipeline, the staging buffers), and every 25th cycle a polysketch one
-// (five kernels, a workspace; its pipelines take lavapipe some 250 ms to compile, too long for
-// every cycle). The checks:
+// a softmax attention on the one-row FP32 kernel (one pipeline, the staging buffers), every 25th
+// cycle a polysketch one (five kernels, a workspace) and every 25th, 12 cycles later, a softmax one
+// on the default FP32 kernel (FlashAttention-2). The last two kinds' pipelines take lavapipe some
+// 170-250 ms each to compile, too long for every cycle: with the FlashAttention-2 kernel in every
+// softmax cycle the loops took 110-240 s each, a third of the whole suite. The checks:
 //  - no cycle fails, and every forward gives the first one's output bit for bit;
 //  - device memory: the library's count of live VkDeviceMemory objects (lib/vk/memory.hpp) is back
 //    to zero after every cycle, so a cycle that leaves one allocation behind fails (a test below
@@ -53,13 +55,12 @@ using psk::test::ScopedEnv;
 using psk::test::Attention;
 using psk::test::Context;
 
-// Cycle counts. lavapipe, 2 cores, RelWithDebInfo: a softmax cycle alone took about 20 ms without
-// the validation layer and 65 ms with it. The loops of 500 (20 of them polysketch) took 20 to 29 s
-// without the layer (12.6 s of CPU) and 29 to 50 s with it (17.6 s of CPU), the longer times on a
-// machine loaded 3 to 4 times over by other jobs; the 8 x 40 threads 9 to 15 s. That keeps each
+// Cycle counts. lavapipe, 2 cores, RelWithDebInfo: a one-row softmax cycle alone takes about 28 ms
+// without the validation layer; a polysketch or FlashAttention-2 cycle about 200 ms. The loops of
+// 500 (20 of each of the two slow kinds) are measured in the test's output line; that keeps each
 // test under a minute, so both loops run the full 500.
 constexpr int kCycles = 500;
-constexpr int kPolysketchEvery = 25;
+constexpr int kSlowKindEvery = 25;  // a polysketch cycle at 0 modulo this, a FlashAttention-2 one at half of it
 constexpr int kWarmUp = 20;  // cycles before the first host-memory reading (allocator arenas, caches)
 constexpr int kThreads = 8;
 constexpr int kCyclesPerThread = 40;
@@ -281,17 +282,20 @@ void expectNoGrowth(const Resources& before, const Resources& after, bool checkR
 void runLoop(PskContextCreateFlags flags) {
     const Problem problem;
     const DeviceMemory baseline;
-    std::vector<float> first[2];  // softmax, polysketch
+    enum Kind { kSoftmaxRows, kPolysketch, kSoftmaxFlash };
+    std::vector<float> first[3];  // the first output of each kind
     Resources afterWarmUp;
     const auto start = std::chrono::steady_clock::now();
     for (int cycle = 0; cycle < kCycles; ++cycle) {
-        const bool polysketch = cycle % kPolysketchEvery == 0;
-        const CycleOutcome o = runCycle(flags, problem, polysketch ? PSK_ATTENTION_KIND_POLYSKETCH : PSK_ATTENTION_KIND_SOFTMAX);
+        const int slot = cycle % kSlowKindEvery;
+        const Kind kind = slot == 0 ? kPolysketch : slot == kSlowKindEvery / 2 ? kSoftmaxFlash : kSoftmaxRows;
+        const ScopedEnv fp32Kernel("PSK_FP32_BASELINE", kind == kSoftmaxRows ? "rows" : "flash");
+        const CycleOutcome o = runCycle(flags, problem, kind == kPolysketch ? PSK_ATTENTION_KIND_POLYSKETCH : PSK_ATTENTION_KIND_SOFTMAX);
         ASSERT_EQ(o.failure, "") << "cycle " << cycle;
         ASSERT_GT(o.liveAllocationsDuring, baseline.allocations) << "cycle " << cycle << ": the forward allocated no device memory?";
         expectDeviceMemoryReleased(baseline, "after cycle " + std::to_string(cycle));
         if (::testing::Test::HasFailure()) return;
-        std::vector<float>& want = first[polysketch];
+        std::vector<float>& want = first[kind];
         if (want.empty()) {
             want = o.out;
             for (float x : want) ASSERT_TRUE(std::isfinite(x)) << "cycle " << cycle << ": output not finite";
@@ -317,6 +321,8 @@ TEST(ContextLifecycle, EightThreadsAtOnceWithValidation) {
     const Problem problem;
     const DeviceMemory baseline;
     const PskContextCreateFlags flags = validationFlags();
+    // Softmax on the one-row kernel, as most cycles of the loops above (set before any thread starts).
+    const ScopedEnv fp32Kernel("PSK_FP32_BASELINE", "rows");
     // One cycle of each kind first: the outputs every thread must reproduce, and the warm-up.
     const CycleOutcome reference[2] = {runCycle(flags, problem, PSK_ATTENTION_KIND_SOFTMAX),
                                        runCycle(flags, problem, PSK_ATTENTION_KIND_POLYSKETCH)};
