@@ -85,13 +85,21 @@ void Submitter::run(const Record& record, double* gpuMs, double* stageMs) {
     begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     PSK_VK(vk.vkBeginCommandBuffer(commandBuffer_, &begin));
     // Earlier batches on this queue (this submitter's previous runs, other threads' work on a shared
-    // context) have finished by the time their fences were waited for, but the device orders a write
-    // here after an earlier batch's read of the same memory only through a dependency. One execution
-    // barrier from every earlier compute / transfer command states that order (write-after-read needs
-    // no memory barrier); without it the synchronization validation layer reports a WAR hazard now
-    // and then when threads share a queue (threads_test). It costs one barrier per host-form call.
+    // context) have finished by the time their fences were waited for, but the device orders this
+    // batch's accesses after theirs only through a dependency, and makes their writes visible to it
+    // only through a memory dependency: a decode step reads the state the previous step wrote, a
+    // forward overwrites the workspace the previous one wrote and read. One barrier from every
+    // earlier compute / transfer command states both: the execution order (write-after-read; without
+    // it the synchronization validation layer reports a WAR hazard now and then when threads share a
+    // queue, threads_test) and their writes made visible to this batch's reads and writes
+    // (read-after-write, write-after-write: an execution barrier alone leaves them to a driver whose
+    // caches happen to be coherent across batches). It costs one barrier per host-form call.
+    VkMemoryBarrier earlier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    earlier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    earlier.dstAccessMask =
+        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
     vk.vkCmdPipelineBarrier(commandBuffer_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 0, nullptr, 0, nullptr, 0,
+                            VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &earlier, 0, nullptr, 0,
                             nullptr);
     Recorder rec(vk, commandBuffer_, context_.pipelines(), descriptors_.get());
     if (timed) {
