@@ -15,8 +15,9 @@ moves, the anchor is not found and the mutation is reported STALE (not caught, n
 the table never silently checks nothing. A mutation that no longer compiles is reported BUILD.
 
 Modes:
-  (default)  the whole default test set per mutation (CTest without filters, minus the label
-             `mutation`, i.e. this check itself): ~70 min on two idle cores (.ci/mutation);
+  (default)  the whole default test set per mutation (CTest without filters, minus the labels
+             `mutation`, this check itself, and `cases`, the per-case tests of the sweeps the default
+             run takes as shards): ~70 min on two idle cores (.ci/mutation);
   --quick    per mutation, the few tests listed with it below (known to catch it); each build then
              relinks only the executables of those tests: ~2 min on two idle cores, a fresh build
              of the worktree included (the CTest test mutation_check_quick, label `mutation`);
@@ -45,6 +46,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 MUTATION_LABEL = "mutation"  # the CTest label of this check: never run from inside itself
+CASES_LABEL = "cases"  # the sharded sweeps' per-case tests (tests/CMakeLists.txt): not in the default set
 
 
 @dataclass
@@ -484,8 +486,11 @@ class Checker:
         junit = self.logs / f"{tag}.xml"
         if junit.exists():
             junit.unlink()
+        # The default set is tools/run_tests.sh's: without this check and without the per-case tests
+        # of the sharded sweeps (label `cases`, the same cases as the shards); named tests may be either.
+        excluded = f"^{MUTATION_LABEL}$" if names is not None else f"^({MUTATION_LABEL}|{CASES_LABEL})$"
         cmd = ["ctest", "-j", str(self.args.jobs), "--timeout", str(self.args.timeout), "--output-junit", str(junit),
-               "-LE", f"^{MUTATION_LABEL}$"]
+               "-LE", excluded]
         if names is not None:
             names = [n for n in names if not exclude or n not in exclude]
             cmd += ["-R", ctest_regex(names)]
