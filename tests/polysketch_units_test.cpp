@@ -296,6 +296,18 @@ struct FeatureCase16 {
 
 class FeatureMap16 : public ContextTest, public ::testing::WithParamInterface<FeatureCase16> {};
 
+// A failing case's arrays as raw little-endian files in $PSK_TEST_ARTIFACTS (the GPU check sets
+// it; tools/gpu_run/feature_map_forensics.py reads them): what the kernel wrote, what the float64
+// reference wants, the rows it read, and the random sketch's weights, so that a wrong S can be
+// held against hypotheses about its layout on a machine without the GPU.
+template <typename T>
+void writeArtifact(const std::string& path, const std::vector<T>& values) {
+    if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
+        std::fwrite(values.data(), sizeof(T), values.size(), f);
+        std::fclose(f);
+    }
+}
+
 TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
     const FeatureCase16 c = GetParam();
     const std::string path = c.path;
@@ -340,10 +352,11 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
     const std::vector<uint32_t> heads = {s.Hq, s.Hkv};
     const psk::PolysketchWorkspace::Region* regions[] = {&run->layout.qSketch, &run->layout.kSketch};
     for (int side = 0; side < 2; ++side) {
-        std::vector<double> want;
+        std::vector<double> want, rowsRead;
         for (uint32_t b = 0; b < s.B; ++b)
             for (uint32_t hd = 0; hd < heads[side]; ++hd) {
                 const std::vector<double> x = run->prepared(side == 0 ? run->q : run->k, heads[side], b, hd, side == 0, run->config.qkNorm);
+                rowsRead.insert(rowsRead.end(), x.begin(), x.end());
                 for (uint32_t i = 0; i < s.n; ++i) {
                     const double* xi = &x[size_t(i) * s.h];
                     if (diag.empty()) {
@@ -387,9 +400,24 @@ TEST_P(FeatureMap16, SketchRowsOfTheRawKernelMatchReference) {
             if (byRow[i]) rows << " " << i << ":" << byRow[i];
         for (uint32_t i = 0; i < r; ++i)
             if (byColumn[i]) columns << " " << i << ":" << byColumn[i];
+        std::string artifacts;
+        if (const char* dir = std::getenv("PSK_TEST_ARTIFACTS")) {
+            // <case>.<q|k>.{got.f32, want.f64, x.f64} (B x heads x n x r, or x h) and <case>.G.<name>.f32 (h x r).
+            std::string testName = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+            std::replace(testName.begin(), testName.end(), '/', '.');
+            const std::string base = std::string(dir) + "/" + testName;
+            const std::string sideName = side == 0 ? "q" : "k";
+            writeArtifact(base + "." + sideName + ".got.f32", got);
+            writeArtifact(base + "." + sideName + ".want.f64", want);
+            writeArtifact(base + "." + sideName + ".x.f64", rowsRead);
+            if (!s.learned)
+                for (const auto& [tensor, g] : psk::generateRandomSketch(psk::conformance::caseSeed(name(s)), s.degree, s.h, s.r).g)
+                    writeArtifact(base + ".G." + tensor + ".f32", g);
+            artifacts = "\n  arrays in " + base + "." + sideName + ".*";
+        }
         ADD_FAILURE() << (side == 0 ? "q" : "k") << (diag.empty() ? "" : " diagnostic " + diag) << " sketch rows: error " << error << " (limit 1e-4) with " << featureKernel << "; " << bad
                       << " of " << got.size() << " entries wrong;" << first.str() << "\n  wrong entries by row modulo 64:" << rows.str()
-                      << "\n  by column:" << columns.str();
+                      << "\n  by column:" << columns.str() << artifacts;
     }
 }
 

@@ -376,7 +376,10 @@ do_tests() {
     say "tests: ${#entries[@]} binaries, $jobs at a time, ${test_limit}s per test, ${left}s in all, PSK_REQUIRE_VALIDATION=${PSK_REQUIRE_VALIDATION:-unset}"
     # The runner prints one summary line per binary: to the caller too.
     # No tuning table under the tests (their kernels, not a device's table's routing, are checked).
-    PSK_TUNING_TABLE="${PSK_TUNING_TABLE:-none}" tmo $((left + 4)) python3 "$work/gtest_runner.py" "$spec" |
+    # A failing FeatureMap16 case leaves its arrays in tests/artifacts/ (read them with
+    # tools/gpu_run/feature_map_forensics.py on any machine).
+    mkdir -p "$work/tests/artifacts"
+    PSK_TEST_ARTIFACTS="$work/tests/artifacts" PSK_TUNING_TABLE="${PSK_TUNING_TABLE:-none}" tmo $((left + 4)) python3 "$work/gtest_runner.py" "$spec" |
         while IFS= read -r line; do say "$line"; done
     local rc=${PIPESTATUS[0]}
     ((rc == 0)) && say "OK tests: every binary passed" || say "FAIL tests: exit $rc (tests/*.log, tests/tests.json)"
