@@ -15,6 +15,7 @@
 #include "forward/tiled_forward.hpp"
 #include "forward/coopmat_selection.hpp"
 #include "vk/device_caps.hpp"
+#include "util/error.hpp"
 #include "support/scoped_env.hpp"
 
 namespace {
@@ -237,6 +238,31 @@ TEST(CoopMatSelection, IntelXe2Like8x16x16) {
     const auto plan = psk::planBlockStatesCoopMat(s.float16, 16, 32, 64, 65536);
     EXPECT_EQ(plan.threads, 64u);  // 2 x 2 subgroups of 16
     EXPECT_EQ(plan.tileC % 16, 0u);
+}
+
+// The emulated backend's shape (PSK_COOPMAT_EMULATION_SHAPE): 16 x 16 x 16 by default, the shapes
+// of other vendors' matrix units when asked, and a clear refusal of what the emulation cannot hold.
+TEST(CoopMatEmulationShape, DefaultVendorShapesAndRefusals) {
+    {
+        ScopedEnv unset("PSK_COOPMAT_EMULATION_SHAPE", nullptr);
+        const psk::CoopMatShapeChoice s = psk::coopMatEmulationShape();
+        EXPECT_EQ(s.m * 10000 + s.n * 100 + s.k, 161616u);
+    }
+    for (const char* value : {"8x8x16", "8x16x16", "16x8x16", "16x8x8", "16x16x16"}) {
+        ScopedEnv shape("PSK_COOPMAT_EMULATION_SHAPE", value);
+        const psk::CoopMatShapeChoice s = psk::coopMatEmulationShape();
+        EXPECT_EQ(std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k), value);
+    }
+    for (const char* value : {"16x16", "16x16x16x", "4x16x16", "12x16x16", "32x16x16", "16x16x72", "big", "16x16x16 "}) {
+        ScopedEnv shape("PSK_COOPMAT_EMULATION_SHAPE", value);
+        try {
+            psk::coopMatEmulationShape();
+            ADD_FAILURE() << value << " was accepted";
+        } catch (const psk::Error& e) {
+            EXPECT_EQ(e.code(), PSK_ERROR_INVALID_ARGUMENT) << value;
+            EXPECT_NE(std::string(e.what()).find("PSK_COOPMAT_EMULATION_SHAPE"), std::string::npos) << e.what();
+        }
+    }
 }
 
 TEST(CoopMatSelection, LavapipeLikeHasNothing) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -23,6 +24,19 @@ CoopMatEmulation coopMatEmulationMode() {
 }
 
 bool coopMatEmulationRequested() { return coopMatEmulationMode() != CoopMatEmulation::Off; }
+
+CoopMatShapeChoice coopMatEmulationShape() {
+    const char* env = std::getenv("PSK_COOPMAT_EMULATION_SHAPE");
+    if (!env || !*env) return {16, 16, 16};
+    unsigned m = 0, n = 0, k = 0;
+    char tail = 0;
+    auto usable = [](unsigned d) { return d >= 8 && d <= 64 && d % 8 == 0; };
+    if (std::sscanf(env, "%ux%ux%u%c", &m, &n, &k, &tail) != 3 || !usable(m) || !usable(n) || !usable(k) || m * n > 256 ||
+        m * k > 256 || k * n > 256)
+        fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_COOPMAT_EMULATION_SHAPE=", env,
+             ": want MxNxK, each a multiple of 8 from 8 to 64, with M N, M K and K N at most 256 (e.g. 8x16x16)");
+    return {m, n, k};
+}
 
 const char* coopMatEmulationLabel() {
     return coopMatEmulationMode() == CoopMatEmulation::GpuTiles ? "cooperative kernel, emulated with the GPU's tiling (PSK_COOPMAT_EMULATION=gpu-tiles)"
@@ -47,18 +61,21 @@ constexpr uint32_t kEmulatedWalkIterationsPerTile = 640;
 
 /**
  * The cooperative-matrix block-state kernel on a device that has no cooperative matrices
- * (COOPMAT_EMULATED in shaders/coopmat.glsl): 16 x 16 x 16 products, 1 x 4 subgroups of one
- * matrix each (a 16 x 64 tile: the emulated product costs per element, so one matrix per subgroup
- * keeps the per-invocation work, and llvmpipe's loop budget, small), keys 32 at a time or fewer
- * when shared memory is short. Operands stay float in shared memory (4 bytes). One subgroup along
- * the features makes the workgroup (4 x 8 lanes) wider than its 16 features, so two invocations
- * share each feature's normalizer sum, as on a GPU (128 invocations, 64 features); the GPU's
- * tiling under the emulation has the other case (32 invocations, 64 features).
+ * (COOPMAT_EMULATED in shaders/coopmat.glsl): m x n x k products (coopMatEmulationShape: 16 x 16 x
+ * 16 unless asked otherwise), 1 x 4 subgroups of one matrix each (an m x 4n tile: the emulated
+ * product costs per element, so one matrix per subgroup keeps the per-invocation work, and
+ * llvmpipe's loop budget, small), keys 32 at a time or fewer when shared memory is short. Operands
+ * stay float in shared memory (4 bytes). One subgroup along the features makes the workgroup (4 x
+ * 8 lanes) wider than its 16 features, so two invocations share each feature's normalizer sum, as
+ * on a GPU (128 invocations, 64 features); the GPU's tiling under the emulation has the other case
+ * (32 invocations, 64 features).
  */
-kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, uint32_t R, uint32_t dv, uint32_t zStride,
-                                                       uint32_t sharedBytes, bool splitV) {
+kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t R, uint32_t dv,
+                                                       uint32_t zStride, uint32_t sharedBytes, bool splitV) {
     kernel::BlockStatesCoopMatSpec spec;
-    spec.CM_M = spec.CM_N = spec.CM_K = 16;
+    spec.CM_M = m;
+    spec.CM_N = n;
+    spec.CM_K = k;
     spec.SG_M = 1;
     spec.SG_N = 4;
     spec.WM = spec.WN = 1;
@@ -67,15 +84,16 @@ kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t subgroupSize, ui
     spec.VALUE_DIM = dv;
     spec.Z_STRIDE = zStride;
     spec.SPLIT_V = splitV ? 1 : 0;
-    const uint32_t tileM = 16, tileN = 64, subgroups = 4;
+    const uint32_t tileM = m, tileN = 4 * n, subgroups = 4;
     auto bytes = [&](uint32_t keyTile) {
         return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + (1 + spec.SPLIT_V) * 4 * keyTile * (tileN + 8) + 4 * tileM +
-               4 * subgroups * 16 * 16 + 4 * subgroups * (16 * 16 + 16 * 16) +
+               4 * subgroups * m * n + 4 * subgroups * (m * k + k * n) +
                8 * spec.THREADS;  // sketch rows, A (hi + lo), B (hi, and lo when split), pairs, C scratch,
                                   // product scratch, range maxima and normalizer partials
     };
-    spec.KEY_TILE = 32;
-    if (bytes(spec.KEY_TILE) > sharedBytes) spec.KEY_TILE = 16;
+    // Key tiles are whole steps of k keys.
+    spec.KEY_TILE = std::max(k, 32 / k * k);
+    if (bytes(spec.KEY_TILE) > sharedBytes) spec.KEY_TILE = k;
     if (bytes(spec.KEY_TILE) > sharedBytes) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     return spec;
 }
@@ -395,9 +413,10 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
             coop.float32Note = ignoredNote(in, *entry, "no cooperative-matrix path for this device and storage type");
         }
     }
-    coop.m = coop.emulate ? 16 : coop.choice.shape.m;
-    coop.n = coop.emulate ? 16 : coop.choice.shape.n;
-    coop.k = coop.emulate ? 16 : coop.choice.shape.k;
+    const CoopMatShapeChoice matrix = coop.emulate ? coopMatEmulationShape() : coop.choice.shape;
+    coop.m = matrix.m;
+    coop.n = matrix.n;
+    coop.k = matrix.k;
     coop.cpuDevice = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     coop.requiredSubgroupSize = caps.minSubgroupSize != caps.maxSubgroupSize ? caps.subgroupSize : 0;
     return in;
@@ -662,17 +681,17 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         const bool splitV = in.type == PSK_DATA_TYPE_FLOAT32;
         kernel::BlockStatesCoopMatSpec spec;
         if (coop.smallTiles) {
-            spec = planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
+            spec = planEmulatedBlockStates(coop.m, coop.n, coop.k, in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
         } else if (coop.emulate) {
-            // The GPU's tiling on the emulated backend's 16 x 16 x 16 products and 4-byte operands,
-            // less the range maxima (2 floats per invocation).
+            // The GPU's tiling on the emulated backend's products (coopMatEmulationShape) and
+            // 4-byte operands, less the range maxima (2 floats per invocation).
             CoopMatChoice emulated;
             emulated.path = CoopMatPath::KHR;
-            emulated.shape = {16, 16, 16};
+            emulated.shape = {coop.m, coop.n, coop.k};
             const uint32_t maxima = 8 * 4 * in.caps.subgroupSize;
             const uint32_t budget = shared - std::min(shared, maxima);
             const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, in.caps.subgroupSize, R, dv, budget, true, splitV);
-            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
+            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(coop.m, coop.n, coop.k, in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
             spec.Z_STRIDE = in.stateStride;
         } else {
             // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).

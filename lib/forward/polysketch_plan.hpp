@@ -255,6 +255,14 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
  */
 enum class CoopMatEmulation { Off, SmallTiles, GpuTiles };
 CoopMatEmulation coopMatEmulationMode();
+/**
+ * The emulated backend's matrix shape: PSK_COOPMAT_EMULATION_SHAPE=MxNxK (unset or empty: 16x16x16,
+ * the shape NVIDIA's and AMD's matrix units take), e.g. 8x8x16 or 8x16x16 (Intel's), 16x8x16
+ * (NVIDIA's other float16 shape), so that the kernels' tilings of every vendor's shape run on
+ * lavapipe. Each of M, N, K a multiple of 8 from 8 to 64, and M x N, M x K, K x N at most 256 (the
+ * emulation's 64 slots per lane at 4 lanes). Throws PSK_ERROR_INVALID_ARGUMENT otherwise.
+ */
+CoopMatShapeChoice coopMatEmulationShape();
 /** Why a stage keeps its scalar kernel under the switches and the config's coopStages (plan reasons). */
 std::string stageOffReason(const CoopMatSwitches& switches, const AttentionConfig& config, uint32_t stage);
 /** coopMatEmulationMode() != CoopMatEmulation::Off. */

@@ -384,7 +384,8 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
             whyNotCoop = cat("; not the cooperative kernel: ", coop.reason);
         else if (!variant)
             whyNotCoop = "; not the emulated cooperative kernel: it needs a fixed subgroup size of 4 or more";
-        const uint32_t m = emulate ? 16 : coop.shape.m, n = emulate ? 16 : coop.shape.n, k = emulate ? 16 : coop.shape.k;
+        const CoopMatShapeChoice shape = emulate ? coopMatEmulationShape() : coop.shape;
+        const uint32_t m = shape.m, n = shape.n, k = shape.k;
         // The FlashAttention-2 kernel (attention_flash_coopmat.comp) takes q, k and v as operands
         // exactly as stored, so it needs the operand type to be the storage type: float16 data, or
         // bfloat16 data where the backend has bfloat16 operands (KHR with GL_EXT_bfloat16, the
