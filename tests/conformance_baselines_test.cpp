@@ -190,6 +190,11 @@ TEST_P(FlashTilings, EntryMatchesFloat64Reference) {
         return at == std::string::npos ? 0ul : std::stoul(plan.substr(at + key.size() + 2));
     };
     EXPECT_EQ(value("THREADS"), device.subgroupSize * value("SG_M")) << plan;
+    // The emulated shape (16 x 16 x 16, or PSK_COOPMAT_EMULATION_SHAPE's: the coopmat_shape_ runs).
+    unsigned m = 16, n = 16, k = 16;
+    if (const char* shape = std::getenv("PSK_COOPMAT_EMULATION_SHAPE"); shape && *shape)
+        ASSERT_EQ(std::sscanf(shape, "%ux%ux%u", &m, &n, &k), 3) << shape;
+    EXPECT_EQ(value("CM_M") * 10000 + value("CM_N") * 100 + value("CM_K"), m * 10000 + n * 100 + k) << plan;
     const char* width = std::getenv("LP_NATIVE_VECTOR_WIDTH");
     if (width && std::string(width) == "512" && std::string(device.name).find("llvmpipe") != std::string::npos)
         EXPECT_EQ(device.subgroupSize, 16u) << "LP_NATIVE_VECTOR_WIDTH=512 did not give llvmpipe 16 lanes";
