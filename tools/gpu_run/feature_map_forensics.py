@@ -62,27 +62,17 @@ def shape_of(case, side):
 def matmul(x, n, k, w, m, transpose_a=False, transpose_b=False):
     """x (n x k, row-major) @ w (k x m), with either operand read transposed inside each 16 x 16
     fragment (row i, column j of a fragment taken from row j, column i of the same fragment)."""
+    a = transposed_fragments(x, n, k) if transpose_a else x
+    b = transposed_fragments(w, k, m) if transpose_b else w
     out = [0.0] * (n * m)
     for i in range(n):
+        row = [0.0] * m
         for kk in range(k):
-            if transpose_a:
-                i0, k0 = i - i % FRAG, kk - kk % FRAG
-                si, sk = i0 + kk % FRAG, k0 + i % FRAG
-                a = x[si * k + sk] if si < n and sk < k else 0.0
-            else:
-                a = x[i * k + kk]
-            if a == 0.0:
-                continue
-            row = out[i * m:(i + 1) * m]
-            for j in range(m):
-                if transpose_b:
-                    k0, j0 = kk - kk % FRAG, j - j % FRAG
-                    sk, sj = k0 + j % FRAG, j0 + kk % FRAG
-                    b = w[sk * m + sj] if sk < k and sj < m else 0.0
-                else:
-                    b = w[kk * m + j]
-                row[j] += a * b
-            out[i * m:(i + 1) * m] = row
+            v = a[i * k + kk]
+            if v != 0.0:
+                for j in range(m):
+                    row[j] += v * b[kk * m + j]
+        out[i * m:(i + 1) * m] = row
     return out
 
 
