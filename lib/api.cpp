@@ -11,6 +11,7 @@
 #include "forward/coopmat_self_test.hpp"
 #include "forward/coopmat_switches.hpp"
 #include "forward/polysketch_forward.hpp"
+#include "forward/polysketch_plan.hpp"
 #include "forward/tiled_forward.hpp"
 #include "kernels/kernel_pipeline.hpp"
 #include "vk/context.hpp"
@@ -279,7 +280,12 @@ PskResult pskGetAttentionPlan(PskAttention attention, char* text, size_t* pSize)
         // switches that differ from the defaults, and the self-test's verdicts on this device
         // (forward/coopmat_self_test.hpp).
         for (const std::string& note : attention->forward().planNotes()) plan += "# " + note + "\n";
-        const std::string switches = psk::describeCoopMatSwitches(psk::coopMatSwitches());
+        std::string switches = psk::describeCoopMatSwitches(psk::coopMatSwitches());
+        if (psk::coopMatEmulationRequested()) {
+            const psk::CoopMatShapeChoice shape = psk::coopMatEmulationShape();
+            if (shape.m != 16 || shape.n != 16 || shape.k != 16)
+                switches += psk::cat(switches.empty() ? "" : ", ", "emulated shape ", shape.m, "x", shape.n, "x", shape.k);
+        }
         if (!switches.empty()) plan += "# cooperative switches: " + switches + "\n";
         for (const psk::CoopSelfTestVerdict& v : psk::coopSelfTestVerdicts(attention->context()->caps()))
             plan += "# self-test: " + v.kernel + ": " + (v.passed ? "passed" : "FAILED, disabled on this device") + " (" + v.detail + ")\n";
