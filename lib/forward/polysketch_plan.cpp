@@ -66,9 +66,9 @@ constexpr uint32_t kEmulatedWalkIterationsPerTile = 640;
  * product costs per element, so one matrix per subgroup keeps the per-invocation work, and
  * llvmpipe's loop budget, small), keys 32 at a time or fewer when shared memory is short. Operands
  * stay float in shared memory (4 bytes). One subgroup along the features makes the workgroup (4 x
- * 8 lanes) wider than its 16 features, so two invocations share each feature's normalizer sum, as
- * on a GPU (128 invocations, 64 features); the GPU's tiling under the emulation has the other case
- * (32 invocations, 64 features).
+ * 8 lanes) wider than its m features (16, or 8), so two (four) invocations share each feature's
+ * normalizer sum, as on a GPU (128 invocations, 64 features); the GPU's tiling under the emulation
+ * has the other case (32 invocations, 64 features).
  */
 kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t m, uint32_t n, uint32_t k, uint32_t subgroupSize, uint32_t R, uint32_t dv,
                                                        uint32_t zStride, uint32_t sharedBytes, bool splitV) {
