@@ -38,7 +38,8 @@
 // hardware path up to the order of the float32 additions. The multiply-add exchanges the
 // operands through a per-subgroup region of shared memory: the kernel defines CM_SUBGROUPS
 // (subgroups per workgroup) before the include. Shapes up to M * N, M * K, K * N <= 64 x the
-// subgroup size (the host plans 16 x 16 x 16 with subgroups of 4 or more).
+// subgroup size (the host plans 16 x 16 x 16, or PSK_COOPMAT_EMULATION_SHAPE's, with subgroups of 4
+// or more).
 //
 // The emulation is also strict about what a driver may do differently from it, so that a kernel
 // that depends on one driver's luck fails on lavapipe:

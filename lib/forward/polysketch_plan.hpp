@@ -143,7 +143,7 @@ struct CoopEligibility {
     uint32_t shared = 0;               // shared memory the cooperative kernels may use
     CoopMatChoice choice;              // the device's path and shape for the storage type
     std::optional<CoopVariant> variant;  // the built backend that runs it; none: every stage scalar
-    uint32_t m = 16, n = 16, k = 16;   // the product shape (16 x 16 x 16 emulated)
+    uint32_t m = 16, n = 16, k = 16;   // the product shape (emulated: coopMatEmulationShape, 16 x 16 x 16 by default)
     bool cpuDevice = false;            // llvmpipe's loop budget applies to the emulation
     uint32_t requiredSubgroupSize = 0; // pinned where the device's subgroup size varies
     // Float32 storage on a device (or emulation) with a path: why its stages take, or do not take,
@@ -248,7 +248,8 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
  * staging, edge tiles and scaling are tested where no device has cooperative matrices (lavapipe in
  * CI), with small tiles (one row group of 16 rows) that keep llvmpipe's per-invocation loops short.
  * PSK_COOPMAT_EMULATION=gpu-tiles: the same backend with the tilings the planners choose on a GPU
- * (16 x 16 x 16 products: several row groups of subgroups, several tiles per subgroup, 64-wide
+ * (16 x 16 x 16 products unless PSK_COOPMAT_EMULATION_SHAPE says otherwise; several row groups of
+ * subgroups, several tiles per subgroup, 64-wide
  * steps), as far as the device's shared memory holds them with the emulation's 4-byte operands, so
  * that the multi-subgroup indexing a GPU runs is tested on lavapipe too. Slow; for tests, never for
  * speed. Read when an attention object is created.
