@@ -249,10 +249,9 @@ uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeature
  * CI), with small tiles (one row group of 16 rows) that keep llvmpipe's per-invocation loops short.
  * PSK_COOPMAT_EMULATION=gpu-tiles: the same backend with the tilings the planners choose on a GPU
  * (16 x 16 x 16 products unless PSK_COOPMAT_EMULATION_SHAPE says otherwise; several row groups of
- * subgroups, several tiles per subgroup, 64-wide
- * steps), as far as the device's shared memory holds them with the emulation's 4-byte operands, so
- * that the multi-subgroup indexing a GPU runs is tested on lavapipe too. Slow; for tests, never for
- * speed. Read when an attention object is created.
+ * subgroups, several tiles per subgroup, 64-wide steps), as far as the device's shared memory holds
+ * them with the emulation's 4-byte operands, so that the multi-subgroup indexing a GPU runs is
+ * tested on lavapipe too. Slow; for tests, never for speed. Read when an attention object is created.
  */
 enum class CoopMatEmulation { Off, SmallTiles, GpuTiles };
 CoopMatEmulation coopMatEmulationMode();
