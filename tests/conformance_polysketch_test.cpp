@@ -234,26 +234,22 @@ TEST_F(ContextTest, CooperativeKernelsRunExactlyWhenEmulationIsRequested) {
             ASSERT_EQ(pskGetAttentionPlan(attn, plan.data(), &size), PSK_SUCCESS);
             pskDestroyAttention(attn);
             // Kernel lines only: the '# self-test:' comments name cooperative kernels of other plans.
+            // Every emulated kernel on the requested shape (PSK_COOPMAT_EMULATION_SHAPE, whose runs
+            // hold the kernels to the reference on other vendors' shapes).
+            const psk::CoopMatShapeChoice shape = psk::coopMatEmulationShape();
+            const std::string dims = "CM_M=" + std::to_string(shape.m) + " CM_N=" + std::to_string(shape.n) + " CM_K=" + std::to_string(shape.k) + " ";
             std::string kernels;
             for (size_t at = 0; at < plan.size();) {
                 size_t end = plan.find('\n', at);
                 if (end == std::string::npos) end = plan.size();
-                if (plan[at] != '#') kernels += plan.substr(at, end - at + 1);
+                const std::string line = plan.substr(at, end - at);
                 at = end + 1;
+                if (line.rfind('#', 0) == 0) continue;
+                kernels += line + "\n";
+                if (line.find("_coopmat.emu_") != std::string::npos) EXPECT_NE(line.find(dims), std::string::npos) << line;
             }
             const bool coop = kernels.find("_coopmat.") != std::string::npos;
             if (psk::coopMatEmulationRequested() && type != PSK_DATA_TYPE_FLOAT32) {
-                // Every emulated kernel on the requested shape (PSK_COOPMAT_EMULATION_SHAPE, whose
-                // runs hold the kernels to the reference on other vendors' shapes).
-                const psk::CoopMatShapeChoice shape = psk::coopMatEmulationShape();
-                const std::string dims = "CM_M=" + std::to_string(shape.m) + " CM_N=" + std::to_string(shape.n) + " CM_K=" + std::to_string(shape.k) + " ";
-                for (size_t at = 0; at < kernels.size();) {
-                    size_t end = kernels.find('\n', at);
-                    if (end == std::string::npos) end = kernels.size();
-                    const std::string line = kernels.substr(at, end - at);
-                    if (line.find("_coopmat.emu_") != std::string::npos) EXPECT_NE(line.find(dims), std::string::npos) << line;
-                    at = end + 1;
-                }
                 const std::string operand = type == PSK_DATA_TYPE_BFLOAT16 ? "emu_bf16" : "emu_f16";
                 const std::string storage = type == PSK_DATA_TYPE_BFLOAT16 ? ".bf16" : ".f16";
                 if (kind == PSK_ATTENTION_KIND_POLYSKETCH) {
