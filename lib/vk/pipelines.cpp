@@ -65,8 +65,12 @@ std::string formatPipelineStatistics(const std::vector<ExecutableStatistics>& ex
     // One line of the plan: no line breaks from a driver's names, and a bounded length.
     for (char& c : text)
         if (c == '\n' || c == '\r') c = ' ';
-    if (text.size() > maxChars) text = maxChars > 3 ? text.substr(0, maxChars - 3) + "..." : text.substr(0, maxChars);
-    return text;
+    return boundedText(text, maxChars);
+}
+
+std::string boundedText(const std::string& text, size_t maxChars) {
+    if (text.size() <= maxChars) return text;
+    return maxChars > 3 ? text.substr(0, maxChars - 3) + "..." : text.substr(0, maxChars);
 }
 
 WorkgroupSize shaderWorkgroupSize(const ShaderCode& code, const std::vector<uint32_t>& specConstants) {
@@ -261,8 +265,8 @@ VkPipeline Pipelines::get(const ShaderCode& shader, const std::vector<uint32_t>&
     const VkResult r = vk_.vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &info, vk_.callbacks, &pipeline);
     vk_.vkDestroyShaderModule(device_, module, vk_.callbacks);
     checkVk(r, "vkCreateComputePipelines");
-    Entry entry{pipeline, captureStatistics_ ? readStatistics(pipeline) : std::string()};
-    if (replaced) entry.statistics = "SPIR-V replaced by " + replacedPath + (entry.statistics.empty() ? "" : "; " + entry.statistics);
+    Entry entry{pipeline, replaced ? "SPIR-V replaced by " + replacedPath : std::string(),
+                captureStatistics_ ? readStatistics(pipeline) : std::string()};
     cache_.emplace(std::move(key), std::move(entry));
     return pipeline;
 }
@@ -292,14 +296,18 @@ std::string Pipelines::readStatistics(VkPipeline pipeline) const {
         stats.resize(statCount);
         executables[i].statistics = std::move(stats);
     }
-    return formatPipelineStatistics(executables, kMaxStatisticsChars);
+    return formatPipelineStatistics(executables, std::string::npos);
 }
 
 std::string Pipelines::statistics(const ShaderCode& code, const std::vector<uint32_t>& specConstants,
-                                  uint32_t requiredSubgroupSize) const {
+                                  uint32_t requiredSubgroupSize, size_t maxChars) const {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto it = cache_.find(Key{&code, specConstants, requiredSubgroupSize});
-    return it == cache_.end() ? std::string() : it->second.statistics;
+    if (it == cache_.end()) return {};
+    const Entry& e = it->second;
+    const std::string stats = boundedText(e.statistics, maxChars);
+    if (e.replacedBy.empty()) return stats;
+    return e.replacedBy + (stats.empty() ? "" : "; " + stats);
 }
 
 }  // namespace psk

@@ -45,6 +45,9 @@ struct ExecutableStatistics {
  */
 std::string formatPipelineStatistics(const std::vector<ExecutableStatistics>& executables, size_t maxChars);
 
+/** `text` cut to at most `maxChars` characters, ending in "..." where it was cut (maxChars > 3). */
+std::string boundedText(const std::string& text, size_t maxChars);
+
 class Pipelines {
 public:
     static constexpr uint32_t kMaxBindings = 8;
@@ -80,14 +83,14 @@ public:
      * The compiler's statistics of the pipeline get() made for these arguments, one line as
      * "Name = value, ..." (VK_KHR_pipeline_executable_properties: registers, spills, memory,
      * instructions, whatever the driver reports; several executables each after their name), at
-     * most kMaxStatisticsChars. Empty when the device does not capture them
+     * most `maxChars` (then ending in "..."). Empty when the device does not capture them
      * (DeviceCaps::pipelineExecutableInfo, PSK_PIPELINE_STATISTICS=1), the driver reported none,
      * or no such pipeline was created: a lookup, it creates nothing. A pipeline whose module was
      * replaced (PSK_SHADER_REPLACE) says so first: "SPIR-V replaced by <file>". Thread-safe.
      */
-    std::string statistics(const ShaderCode& code, const std::vector<uint32_t>& specConstants,
-                           uint32_t requiredSubgroupSize) const;
     static constexpr size_t kMaxStatisticsChars = 300;
+    std::string statistics(const ShaderCode& code, const std::vector<uint32_t>& specConstants,
+                           uint32_t requiredSubgroupSize, size_t maxChars = kMaxStatisticsChars) const;
     /** True when pipelines are created with their statistics captured. */
     bool capturesStatistics() const { return captureStatistics_; }
 
@@ -135,7 +138,8 @@ private:
     /** A cached pipeline and its statistics text (empty unless captured). */
     struct Entry {
         VkPipeline pipeline = VK_NULL_HANDLE;
-        std::string statistics;  // the compiler's, after "SPIR-V replaced by <file>" where it was
+        std::string replacedBy;  // "SPIR-V replaced by <file>" where the module was replaced
+        std::string statistics;  // the compiler's, whole
     };
     /** The statistics text of `pipeline`, read right after its creation. */
     std::string readStatistics(VkPipeline pipeline) const;
