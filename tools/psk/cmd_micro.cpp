@@ -62,6 +62,7 @@
 #include "kernels/kernel_dispatch.hpp"
 #include "kernels/kernel_pipeline.hpp"
 #include "kernels/kernel_table.hpp"
+#include "tool_context.hpp"
 #include "util/error.hpp"
 #include "vk/context.hpp"
 #include "vk/memory.hpp"
@@ -720,17 +721,8 @@ int runMicro(int argc, char** argv) {
     }
 
     psk::cli::MessageSink sink;
-    PskContextCreateInfo ci{};
-    ci.device = o.device.empty() ? nullptr : o.device.c_str();
-    ci.messageCallback = psk::cli::MessageSink::callback;
-    ci.messageUserData = &sink;
-    std::unique_ptr<PskContext_T> ctx;
-    try {
-        ctx = std::make_unique<PskContext_T>(ci);
-    } catch (const psk::Error& e) {
-        std::fprintf(stderr, "psk micro: no context: %s (%s)\n", e.what(), pskResultToString(e.code()));
-        return 1;
-    }
+    std::unique_ptr<PskContext_T> ctx = psk::cli::makeToolContext(o.device, sink, "micro");
+    if (!ctx) return 1;
     const psk::DeviceCaps& caps = ctx->caps();
     const bool cpu = caps.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     if (caps.timestampValidBits == 0) {

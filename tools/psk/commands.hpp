@@ -8,3 +8,4 @@ int runBench(int argc, char** argv);
 int runConformance(int argc, char** argv);
 int runTune(int argc, char** argv);
 int runMicro(int argc, char** argv);
+int runCompile(int argc, char** argv);

@@ -24,6 +24,10 @@ void usage(FILE* out) {
                  "         device and write a tuning table that the library reads\n"
                  "  micro  measure the barrier round and the L2 / HBM dependent-load latency on\n"
                  "         the device (the performance model's machine constants)\n"
+                 "  compile\n"
+                 "         compile every kernel of a plan on a device without running it and print\n"
+                 "         the driver's statistics (registers, spills, instructions); works on a\n"
+                 "         driver without a GPU behind it (Mesa RADV's null device)\n"
                  "\n"
                  "Run 'psk <command> --help' for a command's options.\n");
 }
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "conformance")) return runConformance(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "tune")) return runTune(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "micro")) return runMicro(argc - 2, argv + 2);
+    if (!std::strcmp(cmd, "compile")) return runCompile(argc - 2, argv + 2);
     if (!std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h") || !std::strcmp(cmd, "help")) {
         usage(stdout);
         return 0;
