@@ -1649,6 +1649,99 @@ def print_vs_third_run():
     print()
 
 
+# ============================================================== an issue floor from a compiler's instruction
+# counts (docs/MODEL.md, "An issue floor from a compiler's instruction counts"): written after the
+# third run, from what AMD's compiler makes of the H200's kernels (no GPU: RADV's null device).
+
+# Instructions per warp of the third run's plan (docs/runs/2026-11-27-h200-3728c9d/, plan.txt), as
+# Mesa 25.0.7's RADV (ACO, RDNA3 navi31, wave32) compiled them: `source .radv/env &&
+# RADV_DEBUG=shaders,nocache RADV_FORCE_FAMILY=navi31 build/tools/psk compile plan.txt > dump.txt
+# 2>&1 && python3 tools/aco_loops.py dump.txt`. Per kernel: its run-time loops (instructions per
+# iteration, scalar ones among them, iterations per workgroup) and the rest (once), the workgroups
+# and warps of the 32k, H = 16, h = 64 call, the whole program's ACO instruction count and the
+# H200's "Binary Size" of the same pipeline (the run's `# stats:` lines; 16 bytes per Hopper
+# instruction), the resident warps per scheduler (the registers: 2 workgroups of 4 warps per SM),
+# and the measured time (ms).
+ACO_KERNELS = {
+    # key tiles of 64: query tile w of 512 needs w + 1 of them (causal), 16 heads
+    "FlashAttention-2 softmax f16": dict(
+        parts=[("key tile", 3570, 1449, None), ("rest", 3794, 2033, 1)], wgs=8192, warps=4, aco_total=7364,
+        nv_bytes=62720, per_sched=2, measured=27.32, pairs=lambda n: 16 * sum(w + 1 for w in range(n // 64))),
+    # 8 key tiles of 32 per block; the states' write loops (4 x ~30 instructions, 8 iterations each)
+    "cooperative block states, per block f16": dict(
+        parts=[("key tile", 1609, 656, 8), ("state writes", 122, 62, 8), ("rest", 798, 431, 1)], wgs=18432, warps=4,
+        aco_total=2529, nv_bytes=31488, per_sched=2, measured=1.984),
+    # 9 feature chunks of 64 (the first block's workgroups skip them); the local part's key tiles of 64
+    # up to each 32-row tile (1, 1, 2, 2, 3, 3, 4, 4 in a block of 256: 2.5)
+    "cooperative output, phi(q)^T Z": dict(
+        parts=[("feature chunk", 3733, 1498, 9 * 127 / 128)], wgs=16384, warps=4, aco_total=9499, nv_bytes=82432,
+        per_sched=2, measured=3.03),
+    "cooperative output, local part": dict(
+        parts=[("key tile", 4711, 2191, 2.5)], wgs=16384, warps=4, aco_total=9499, nv_bytes=82432, per_sched=2,
+        measured=6.039 - 3.03),
+}
+# The cooperative output's ablations (PSK_ABLATE; the stages step's `OK ablations` line): ACO's
+# instructions per warp that each takes out of its loop's iteration (the whole program's count with
+# ABLATE = 0 minus with the bit set, same plan line), the loop's iterations per workgroup.
+ACO_OUTPUT_ABLATIONS = [("output.zrange", 8, 641, 9 * 127 / 128), ("output.expand", 16, 680, 9 * 127 / 128),
+                        ("output.zstage", 32, 1496, 9 * 127 / 128), ("output.kvstage", 64, 2748, 2.5)]
+ISSUE_DEPENDENT_CYCLES = 4   # a warp's next instruction waits ~4 cycles for its previous one (the FMA's latency)
+
+
+def issue_floor_ms(k, m=None, n=None, scalar=True, scale_to_nv=True):
+    """ms at one warp-instruction per cycle per scheduler (4 per SM) for the kernel's instructions,
+    ACO's counts scaled to the H200's binary (scale_to_nv), with or without the scalar ones."""
+    m = m or H200
+    warp_instr = 0.0
+    for _, total, salu, iters in k["parts"]:
+        count = total if scalar else total - salu
+        if iters is None:  # per (workgroup, key tile) pair
+            warp_instr += count * k["pairs"](n or 32768) * k["warps"]
+        else:
+            warp_instr += count * iters * k["wgs"] * k["warps"]
+    if scale_to_nv:
+        warp_instr *= (k["nv_bytes"] / 16) / k["aco_total"]
+    return warp_instr / (m.sms * 4 * m.clock) * 1e3
+
+
+def issue_model_ms(k, **kw):
+    """The issue floor at the cycles per instruction that the resident warps allow: a scheduler
+    with w warps issues every max(1, ISSUE_DEPENDENT_CYCLES / w) cycles when each warp's
+    instructions depend on its previous ones."""
+    return issue_floor_ms(k, **kw) * max(1.0, ISSUE_DEPENDENT_CYCLES / k["per_sched"])
+
+
+def print_issue_floor():
+    print("### An issue floor from a compiler's instruction counts (H200, 32k, H = 16, h = 64; docs/MODEL.md)\n")
+    print("ACO: AMD's compiler's instructions (RADV null device, the H200's tilings) at one warp-instruction per")
+    print("cycle per scheduler; x NV: scaled by the H200 binary's size to ACO's; model: x NV at the cycles per")
+    print(f"instruction of 2 warps per scheduler ({ISSUE_DEPENDENT_CYCLES}-cycle dependent issue).\n")
+    print("| kernel | ACO, no scalar | ACO | x NV | model | measured | measured / model |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    rows = []
+    for name, k in ACO_KERNELS.items():
+        rows.append((name, k, None))
+    for n in (4096, 131072):
+        rows.append((f"FlashAttention-2 softmax f16, n = {n // 1024}k", ACO_KERNELS["FlashAttention-2 softmax f16"], n))
+    fa2_measured = {4096: 0.544, 131072: 428.94}
+    for name, k, n in rows:
+        meas = k["measured"] if n is None else fa2_measured[n]
+        vec = issue_floor_ms(k, n=n, scalar=False, scale_to_nv=False)
+        aco = issue_floor_ms(k, n=n, scale_to_nv=False)
+        nv = issue_floor_ms(k, n=n)
+        model = issue_model_ms(k, n=n)
+        print(f"| {name} | {vec:.3g} | {aco:.3g} | {nv:.3g} | {model:.3g} | {meas:.4g} | {meas / model:.2f}x |")
+    print()
+    out = ACO_KERNELS["cooperative output, phi(q)^T Z"]
+    print("The cooperative output's ablations, predicted by the same model (ms off the 32k output):\n")
+    print("| ablation (ABLATE) | ACO instructions out per iteration | iterations | predicted saving |")
+    print("| --- | --- | --- | --- |")
+    for name, bit, delta, iters in ACO_OUTPUT_ABLATIONS:
+        k = dict(out, parts=[(name, delta, 0, iters)])
+        print(f"| {name} ({bit}) | {delta} | {iters:.3g} | {issue_model_ms(k):.2f} |")
+    print()
+
+
 # ============================================================== the FlashAttention-2 softmax's shared-memory data
 # path (docs/MODEL.md, "The FlashAttention-2 softmax with row tiles"): written before the run that
 # measures the packed operand pool and the row tiles (library after 3728c9d).
@@ -2084,6 +2177,7 @@ def main():
     print_fused_query()
     print_micro_coopmat()
     print_micro_inflight()
+    print_issue_floor()
 
 
 
