@@ -117,18 +117,26 @@ float operand_scale(float x) {
 }
 
 // The key tile [start, start + len) of this workgroup into pre_s / pre_v (zeros past len: keys past
-// the end of a short block add nothing). len = 0 loads nothing.
+// the end of a short block add nothing). Without branches: every lane loads, past the tile (or the
+// value columns) the tile's last key (last column), and len = 0 reads key 0 of the sequence, then
+// selects zero. A load under a per-lane condition is a branch, inside which a compiler waits for
+// it, so the tile's loads went one after the other (polysketch_output_coopmat.comp, "Loads without
+// branches"; docs/MODEL.md, "An issue floor from a compiler's instruction counts").
 #define LOAD_KEY_TILE(start, len)                                                                   \
-    [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) {                                        \
-        const uint i = it * THREADS + lid;                                                          \
-        pre_s[it] = i < (len) * SKETCH ? k_sketch[sk_base + (start) * SKETCH + i] : 0.0;            \
-    }                                                                                               \
-    [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) {                                        \
-        const uint i = it * THREADS + lid;                                                          \
-        const uint j = i / TILE_N, c = i % TILE_N;                                                  \
-        pre_v[it] = j < (len) && c0 + c < VALUE_DIM                                                 \
-                        ? LOAD_ELEM(v_data[v_base + ((start) + j) * params.v_strides.token + c0 + c]) \
-                        : 0.0;                                                                      \
+    {                                                                                               \
+        const uint tile_row_ = (len) > 0u ? (start) : 0u, tile_last_ = max((len), 1u) - 1u;         \
+        [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) {                                    \
+            const uint i = it * THREADS + lid;                                                      \
+            const float s = k_sketch[sk_base + tile_row_ * SKETCH + min(i, tile_last_ * SKETCH + SKETCH - 1u)]; \
+            pre_s[it] = i < (len) * SKETCH ? s : 0.0;                                               \
+        }                                                                                           \
+        [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) {                                    \
+            const uint i = it * THREADS + lid;                                                      \
+            const uint j = i / TILE_N, c = i % TILE_N;                                              \
+            const float v = LOAD_ELEM(v_data[v_base + (tile_row_ + min(j, tile_last_)) * params.v_strides.token + \
+                                             min(c0 + c, VALUE_DIM - 1u)]);                         \
+            pre_v[it] = j < (len) && c0 + c < VALUE_DIM ? v : 0.0;                                  \
+        }                                                                                           \
     }
 
 void main() {

@@ -82,6 +82,14 @@
 // over a scratch tile and, in the emulated backend, its per-lane loops over matrix elements (about
 // (M K + 2 K N + M N) / lanes per product: the host keeps their sum bounded, see planPolysketch).
 //
+// Loads without branches: the staging rounds of global data (the Z chunk's range pass and
+// staging, phi(q)'s pair table, the key tile's K and V) load in every lane, from a valid element
+// where the lane has none (the last feature, key or column: indices clamped), and select zero
+// afterwards. A load inside `if (in range)` is a branch per element, and a compiler waits for each
+// load before the branch that follows it, so the rounds' loads went one after the other;
+// branch-free they are in flight together, with fewer instructions per element (docs/MODEL.md, "An
+// issue floor from a compiler's instruction counts", counted by AMD's compiler).
+//
 // One source for GL_KHR_cooperative_matrix, GL_NV_cooperative_matrix and the emulated backend
 // (coopmat.glsl). The workgroup must consist of exactly SG_M * SG_N subgroups: the host sets
 // THREADS = SG_M * SG_N * subgroup size and pins the subgroup size where it can vary.
@@ -124,6 +132,13 @@ const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 const uint PAD = 8u;
 const uint LDA = FEAT_CHUNK + PAD;   // A: phi(q) rows, row-major
 const uint LDB = NC + PAD;           // B: Z chunk rows / V rows, row-major
+const uint K_ROUNDS = (KEY_TILE * WIDTH_CHUNK + THREADS - 1u) / THREADS;  // step 3's staging rounds of K ...
+const uint V_ROUNDS = (KEY_TILE * NC + THREADS - 1u) / THREADS;           // ... and of [V | 1]
+// Whether those rounds are whole (every lane has an element in each): then no lane tests its index,
+// a test a compiler cannot fold (it does not know lid < THREADS), and into whose branch it would
+// move the round's load ("Loads without branches").
+const bool K_WHOLE = (KEY_TILE * WIDTH_CHUNK) % THREADS == 0u;
+const bool V_WHOLE = (KEY_TILE * NC) % THREADS == 0u;
 const uint LDQ = WIDTH_CHUNK + PAD;  // Q rows (row-major A), K rows (column-major B = K^T)
 const uint LDW = KEY_TILE + PAD;     // W rows, row-major
 // Operand pool: step 2 [A | B hi | B lo], step 3 [Q | K | W | V], each of step 3's followed by
@@ -392,13 +407,14 @@ void main() {
             if (lid == 0u) range_bits[R_Z + ((chunk + 1u) & 1u)] = 0u;  // the next chunk's slot
             // The chunk's largest |Z| (normalizer column included) ...
             if ((ABLATE & 8u) == 0u) {
+                // Branch-free rounds (see "Loads without branches" in the header): every lane loads,
+                // past the chunk from its last feature, and keeps what is in it.
                 float z_max = 0.0;
                 [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * (VALUE_DIM + 1u) + THREADS - 1u) / THREADS; ++it) {
                     const uint i = it * THREADS + lid;
-                    if (i < flen * (VALUE_DIM + 1u)) {
-                        const uint f = i / (VALUE_DIM + 1u), c = i % (VALUE_DIM + 1u);
-                        z_max = max(z_max, abs(states[z_base + (f0 + f) * Z_STRIDE + c]));
-                    }
+                    const uint f = i / (VALUE_DIM + 1u), c = i % (VALUE_DIM + 1u);
+                    const float z = abs(states[z_base + (f0 + min(f, flen - 1u)) * Z_STRIDE + c]);
+                    z_max = i < flen * (VALUE_DIM + 1u) ? max(z_max, z) : z_max;
                 }
                 atomicMax(range_bits[slot], floatBitsToUint(z_max));
             }
@@ -407,13 +423,10 @@ void main() {
                 const uint i = it * THREADS + lid;
                 if (i < TILE_M * FEAT_CHUNK && (ABLATE & 16u) == 0u) {
                     const uint r = i / FEAT_CHUNK, f = i % FEAT_CHUNK;
-                    float p = 0.0;
-                    if (f < flen) {
-                        const uint entry = pairs[f0 + f];
-                        p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
-                            f_pool[r * SKETCH + pair_second(entry)];
-                    }
-                    put_operand(OP_A + r * LDA + f, A_LO, p);
+                    const uint entry = pairs[f0 + min(f, flen - 1u)];  // branch-free: past F, the last feature's
+                    const float p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
+                                    f_pool[r * SKETCH + pair_second(entry)];
+                    put_operand(OP_A + r * LDA + f, A_LO, f < flen ? p : 0.0);
                 }
             }
             barrier();
@@ -425,9 +438,8 @@ void main() {
                 const uint i = it * THREADS + lid;
                 if (i < FEAT_CHUNK * NC && (ABLATE & 32u) == 0u) {
                     const uint f = i / NC, c = i % NC;
-                    float z = 0.0;
-                    if (f < flen && c <= VALUE_DIM) z = states[z_base + (f0 + f) * Z_STRIDE + c] * z_scale;
-                    put_operand(OP_B + f * LDB + c, B_LO, z);
+                    const float z = states[z_base + (f0 + min(f, flen - 1u)) * Z_STRIDE + min(c, VALUE_DIM)] * z_scale;  // branch-free
+                    put_operand(OP_B + f * LDB + c, B_LO, f < flen && c <= VALUE_DIM ? z : 0.0);
                 }
             }
             barrier();
@@ -497,28 +509,42 @@ void main() {
                         }
                     }
                 }
-                // K: the key tile's rows (zero past the last key any row of the tile sees).
-                [[unroll]] for (uint it = 0u; it < (KEY_TILE * WIDTH_CHUNK + THREADS - 1u) / THREADS; ++it) {
-                    const uint i = it * THREADS + lid;
-                    if (i < KEY_TILE * WIDTH_CHUNK && (ABLATE & 64u) == 0u) {
+                // K: the key tile's rows (zero past the last key any row of the tile sees). Rounds of
+                // STAGE_BATCH loads, then their stores ("Loads without branches" in the header);
+                // past the last key (or the width) a lane loads the last key's (last column's) value.
+                [[unroll]] for (uint r0 = 0u; r0 < K_ROUNDS && (ABLATE & 64u) == 0u; r0 += STAGE_BATCH) {
+                    float loaded[STAGE_BATCH];
+                    [[unroll]] for (uint u = 0u; u < STAGE_BATCH; ++u) {
+                        const uint i = (r0 + u) * THREADS + lid;
+                        loaded[u] = r0 + u < K_ROUNDS ? k_local[k_base + min(ks + i / WIDTH_CHUNK, key_end - 1u) * KEY_WIDTH +
+                                                                 min(w0 + i % WIDTH_CHUNK, KEY_WIDTH - 1u)]
+                                                      : 0.0;
+                    }
+                    [[unroll]] for (uint u = 0u; u < STAGE_BATCH; ++u) {
+                        const uint i = (r0 + u) * THREADS + lid;
                         const uint j = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
-                        float x = 0.0;
-                        if (ks + j < key_end && d < KEY_WIDTH) x = k_local[k_base + (ks + j) * KEY_WIDTH + d] * k_scale;
-                        put_operand(OP_K + j * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * K_LO, x);
+                        if (r0 + u < K_ROUNDS && (K_WHOLE || i < KEY_TILE * WIDTH_CHUNK))
+                            put_operand(OP_K + j * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * K_LO,
+                                        ks + j < key_end && d < KEY_WIDTH ? loaded[u] * k_scale : 0.0);
                     }
                 }
                 // [V | 1] of the key tile, scaled (the ones column holds v_scale), once per key tile.
                 if (w0 == 0u && (ABLATE & 64u) == 0u) {
-                    [[unroll]] for (uint it = 0u; it < (KEY_TILE * NC + THREADS - 1u) / THREADS; ++it) {
-                        const uint i = it * THREADS + lid;
-                        if (i < KEY_TILE * NC) {
+                    // Rounds of STAGE_BATCH loads, then their stores, as K's (past the last key or
+                    // value column, the last one's).
+                    [[unroll]] for (uint r0 = 0u; r0 < V_ROUNDS; r0 += STAGE_BATCH) {
+                        float loaded[STAGE_BATCH];
+                        [[unroll]] for (uint u = 0u; u < STAGE_BATCH; ++u) {
+                            const uint i = (r0 + u) * THREADS + lid;
+                            loaded[u] = r0 + u < V_ROUNDS ? LOAD_ELEM(v_data[v_base + min(ks + i / NC, key_end - 1u) * params.v_strides.token +
+                                                                             min(i % NC, VALUE_DIM - 1u)])
+                                                          : 0.0;
+                        }
+                        [[unroll]] for (uint u = 0u; u < STAGE_BATCH; ++u) {
+                            const uint i = (r0 + u) * THREADS + lid;
                             const uint j = i / NC, c = i % NC;
-                            float x = 0.0;
-                            if (ks + j < key_end) {
-                                if (c < VALUE_DIM) x = LOAD_ELEM(v_data[v_base + (ks + j) * params.v_strides.token + c]) * v_scale;
-                                else if (c == VALUE_DIM) x = v_scale;
-                            }
-                            put_operand(OP_V + j * LDB + c, SPLIT_LOCAL * V_LO, x);
+                            const float x = c < VALUE_DIM ? loaded[u] * v_scale : (c == VALUE_DIM ? v_scale : 0.0);
+                            if (r0 + u < V_ROUNDS && (V_WHOLE || i < KEY_TILE * NC)) put_operand(OP_V + j * LDB + c, SPLIT_LOCAL * V_LO, ks + j < key_end ? x : 0.0);
                         }
                     }
                 }
