@@ -87,13 +87,15 @@ void main() {
     for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
         const uint tile_len = min(KEY_TILE, key_end - tile_start);
         barrier();  // the previous tile is no longer being read
-        STAGED_COPY(tile_len * SKETCH, THREADS, lid, k_sketch[sk_base + tile_start * SKETCH + i], sk_tile[i] = v)
+        STAGED_COPY(tile_len * SKETCH, THREADS, lid, k_sketch[sk_base + tile_start * SKETCH + i], true, sk_tile[i] = v)
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
             const uint j = i / TILE_C, cc = i % TILE_C, c = c0 + cc;
             const uint at = j * TILE_C4P * 4u + (cc / COLS_PER_THREAD) * CPT4P * 4u + cc % COLS_PER_THREAD;  // padded row
-            if (j < tile_len)
-                v_tile[at / 4u][at % 4u] = c < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + c]) : 0.0;
+            // Without branches (staging.glsl): every lane loads a valid element and stores; rows past
+            // the tile hold zeros, which nothing reads.
+            const float x = LOAD_ELEM(v_data[v_base + (tile_start + min(j, tile_len - 1u)) * params.v_strides.token + min(c, VALUE_DIM - 1u)]);
+            v_tile[at / 4u][at % 4u] = j < tile_len && c < VALUE_DIM ? x : 0.0;
         }
         barrier();
         [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {

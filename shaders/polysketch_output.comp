@@ -106,15 +106,15 @@ void main() {
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
     if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
-        STAGED_COPY(ROWS * SKETCH, THREADS, lid, i / SKETCH < tile_rows ? q_sketch[q_row0 * SKETCH + i] : 0.0,
-                    POOL(SQ_OFF + (i % SKETCH) * RS + i / SKETCH) = v)
+        STAGED_COPY(ROWS * SKETCH, THREADS, lid, q_sketch[(q_row0 + min(i / SKETCH, tile_rows - 1u)) * SKETCH + i % SKETCH],
+                    i / SKETCH < tile_rows, POOL(SQ_OFF + (i % SKETCH) * RS + i / SKETCH) = v)
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_TILE) {
             const uint flen = min(FEAT_TILE, params.features - f0);
             barrier();
             STAGED_COPY(FEAT_TILE * ZW4 * 4u, THREADS, lid,
-                        i / (ZW4 * 4u) < flen && i % (ZW4 * 4u) < Z_STRIDE ? states[z_base + (f0 + i / (ZW4 * 4u)) * Z_STRIDE + i % (ZW4 * 4u)] : 0.0,
-                        POOL(Z_OFF + i) = v)
+                        states[z_base + (f0 + min(i / (ZW4 * 4u), flen - 1u)) * Z_STRIDE + min(i % (ZW4 * 4u), Z_STRIDE - 1u)],
+                        i / (ZW4 * 4u) < flen && i % (ZW4 * 4u) < Z_STRIDE, POOL(Z_OFF + i) = v)
             for (uint i = lid; i < flen; i += THREADS) pair_tile[i] = pairs[f0 + i];
             barrier();
             for (uint k = 0u; k < flen; ++k) {
@@ -144,21 +144,19 @@ void main() {
                 barrier();
                 // q rows (q' or S(q)) and k rows of the chunk, transposed; i = row WIDTH_CHUNK + d.
                 STAGED_COPY(ROWS * WIDTH_CHUNK, THREADS, lid,
-                            i / WIDTH_CHUNK < tile_rows && i % WIDTH_CHUNK < dlen
-                                ? (LOCAL_EXACT ? q_local[(q_row0 + i / WIDTH_CHUNK) * KEY_WIDTH + d0 + i % WIDTH_CHUNK]
-                                               : q_sketch[(q_row0 + i / WIDTH_CHUNK) * KEY_WIDTH + d0 + i % WIDTH_CHUNK])
-                                : 0.0,
+                            LOCAL_EXACT ? q_local[(q_row0 + min(i / WIDTH_CHUNK, tile_rows - 1u)) * KEY_WIDTH + d0 + min(i % WIDTH_CHUNK, dlen - 1u)]
+                                        : q_sketch[(q_row0 + min(i / WIDTH_CHUNK, tile_rows - 1u)) * KEY_WIDTH + d0 + min(i % WIDTH_CHUNK, dlen - 1u)],
+                            i / WIDTH_CHUNK < tile_rows && i % WIDTH_CHUNK < dlen,
                             POOL(QC_OFF + (i % WIDTH_CHUNK) * RS + i / WIDTH_CHUNK) = v)
                 STAGED_COPY(KEY_TILE * WIDTH_CHUNK, THREADS, lid,
-                            i / WIDTH_CHUNK < tile_len && i % WIDTH_CHUNK < dlen
-                                ? k_local[(k_row0 + tile_start + i / WIDTH_CHUNK) * KEY_WIDTH + d0 + i % WIDTH_CHUNK]
-                                : 0.0,
+                            k_local[(k_row0 + tile_start + min(i / WIDTH_CHUNK, tile_len - 1u)) * KEY_WIDTH + d0 + min(i % WIDTH_CHUNK, dlen - 1u)],
+                            i / WIDTH_CHUNK < tile_len && i % WIDTH_CHUNK < dlen,
                             POOL(KC_OFF + (i % WIDTH_CHUNK) * KEY_TILE + i / WIDTH_CHUNK) = v)
                 if (d0 == 0u) {
                     STAGED_COPY(KEY_TILE * SLICE4 * 4u, THREADS, lid,
-                                i / (SLICE4 * 4u) < tile_len && i % (SLICE4 * 4u) < VALUE_DIM
-                                    ? LOAD_ELEM(v_data[v_base + (tile_start + i / (SLICE4 * 4u)) * params.v_strides.token + i % (SLICE4 * 4u)])
-                                    : 0.0,
+                                LOAD_ELEM(v_data[v_base + (tile_start + min(i / (SLICE4 * 4u), tile_len - 1u)) * params.v_strides.token +
+                                                 min(i % (SLICE4 * 4u), VALUE_DIM - 1u)]),
+                                i / (SLICE4 * 4u) < tile_len && i % (SLICE4 * 4u) < VALUE_DIM,
                                 POOL(V_OFF + i) = v)
                 }
                 barrier();

@@ -169,8 +169,8 @@ void main() {
 
     // The tile's rows, coalesced (zeros past n), STAGE_BATCH loads in flight per invocation.
     STAGED_COPY(ROWS * HEAD_DIM, ROWS, lid,
-                i / HEAD_DIM < rows_here ? LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + i / HEAD_DIM) + i % HEAD_DIM]) : 0.0,
-                xs[(i / HEAD_DIM) * XS + i % HEAD_DIM] = v)
+                LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + min(i / HEAD_DIM, max(rows_here, 1u) - 1u)) + i % HEAD_DIM]),
+                i / HEAD_DIM < rows_here, xs[(i / HEAD_DIM) * XS + i % HEAD_DIM] = v)
     barrier();
     if ((params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) {
         row_stats[lid] = staged_row_stats(lid);
@@ -216,9 +216,8 @@ void main() {
                 // gt[d][g CW + cc] = G_g[column c0 + cc][input d0 + d] (zero past r or h); consecutive invocations, consecutive d.
                 // i = (g CW + cc) W_CHUNK + d.
                 STAGED_COPY(2u * CW * W_CHUNK, ROWS, lid,
-                            c0 + (i / W_CHUNK) % CW < SKETCH && d0 + i % W_CHUNK < HEAD_DIM
-                                ? W(params.w[i / W_CHUNK / CW] + (c0 + (i / W_CHUNK) % CW) * HEAD_DIM + d0 + i % W_CHUNK)
-                                : 0.0,
+                            W(params.w[i / W_CHUNK / CW] + min(c0 + (i / W_CHUNK) % CW, SKETCH - 1u) * HEAD_DIM + min(d0 + i % W_CHUNK, HEAD_DIM - 1u)),
+                            c0 + (i / W_CHUNK) % CW < SKETCH && d0 + i % W_CHUNK < HEAD_DIM,
                             gt[(i % W_CHUNK) * GS + i / W_CHUNK] = v)
                 barrier();
                 for (uint d = 0u; d < W_CHUNK; ++d) {
@@ -278,7 +277,7 @@ void main() {
                 [[dont_unroll]] for (uint u0 = 0u; u0 < HIDDEN; u0 += HC) {
                     barrier();  // act is written (first chunk); wt and hid of the previous chunk are read
                     // D1^T is packed HIDDEN x in (unit u's weights contiguous): consecutive invocations, consecutive inputs.
-                    STAGED_COPY(in_len * HC, ROWS, lid, u0 + i / in_len < HIDDEN ? W(d1 + (u0 + i / in_len) * in_len + i % in_len) : 0.0,
+                    STAGED_COPY(in_len * HC, ROWS, lid, W(d1 + min(u0 + i / in_len, HIDDEN - 1u) * in_len + i % in_len), u0 + i / in_len < HIDDEN,
                                 wt[(i % in_len) * HS + i / in_len] = v)
                     barrier();
                     float h[4][HC4];
@@ -296,7 +295,7 @@ void main() {
                     [[unroll]] for (uint e = 0u; e < 4u; ++e)
                         [[unroll]] for (uint m = 0u; m < HC4; ++m) hid[(4u * r4 + e) * HS + cg + 4u * m] = gelu_tanh(h[e][m]);
                     // D2 is packed HIDDEN x r, row-major: rows u0 .. of this chunk.
-                    STAGED_COPY(HC * SKETCH, ROWS, lid, u0 + i / SKETCH < HIDDEN ? W(d2 + (u0 + i / SKETCH) * SKETCH + i % SKETCH) : 0.0,
+                    STAGED_COPY(HC * SKETCH, ROWS, lid, W(d2 + min(u0 + i / SKETCH, HIDDEN - 1u) * SKETCH + i % SKETCH), u0 + i / SKETCH < HIDDEN,
                                 wt[(i / SKETCH) * OS + i % SKETCH] = v)
                     barrier();
                     for (uint u = 0u; u < HC; ++u) {

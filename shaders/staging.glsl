@@ -8,6 +8,12 @@
 // resident workgroups hide only as far as there are enough of them. STAGED_COPY issues
 // STAGE_BATCH loads into registers before the first of their stores, so the latency is paid once
 // per batch (docs/MODEL.md, "Staging: loads in flight").
+//
+// Without branches: a load under a condition (`i < N ? load : 0`, `if (row < rows) ...`) is a
+// branch, and a compiler waits for the load inside it, so the batch's loads went one after the
+// other all the same (AMD's compiler showed it: docs/MODEL.md, "Loads without branches"). So every
+// lane loads: past N at element N - 1, and LOAD clamps its own rows and columns to valid ones;
+// what is not in range is selected away afterwards (KEEP).
 #ifndef PSK_STAGING_GLSL
 #define PSK_STAGING_GLSL
 
@@ -15,29 +21,34 @@
 
 const uint STAGE_BATCH = 8u;
 
-// For every i = FIRST + k STRIDE < N (k = 0, 1, ...): v = VALUE (an expression of i), then STORE
-// (a statement of i and v), STAGE_BATCH values loaded before they are stored.
-#define STAGED_COPY(N, STRIDE, FIRST, VALUE, STORE)                                                    \
+// For every i = FIRST + k STRIDE < N (k = 0, 1, ...): v = KEEP ? LOAD : 0 (expressions of i), then
+// STORE (a statement of i and v), STAGE_BATCH values loaded before they are stored. LOAD must be
+// valid for every i < N, KEEP false or not (clamp its rows and columns); lanes past N load at N - 1.
+#define STAGED_COPY(N, STRIDE, FIRST, LOAD, KEEP, STORE)                                               \
     for (uint stage_i0_ = (FIRST); stage_i0_ < (N); stage_i0_ += STAGE_BATCH * (STRIDE)) {            \
         float stage_v_[STAGE_BATCH];                                                                 \
         [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
-            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
-            stage_v_[stage_u_] = i < (N) ? (VALUE) : 0.0;                                             \
+            const uint i = min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u);                            \
+            stage_v_[stage_u_] = (LOAD);                                                             \
         }                                                                                            \
         [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
             const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
-            const float v = stage_v_[stage_u_];                                                      \
+            const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                       \
             if (i < (N)) { STORE; }                                                                  \
         }                                                                                            \
     }
 
-// m = max(m, |VALUE|) over every i = FIRST + k STRIDE < N, STAGE_BATCH loads in flight.
+// m = max(m, |VALUE|) over every i = FIRST + k STRIDE < N, STAGE_BATCH loads in flight (lanes past N
+// load at N - 1 and keep m).
 #define STAGED_ABS_MAX(m, N, STRIDE, FIRST, VALUE)                                                     \
     for (uint stage_i0_ = (FIRST); stage_i0_ < (N); stage_i0_ += STAGE_BATCH * (STRIDE)) {            \
+        float stage_v_[STAGE_BATCH];                                                                 \
         [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
-            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
-            if (i < (N)) m = max(m, abs(VALUE));                                                     \
+            const uint i = min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u);                            \
+            stage_v_[stage_u_] = abs(VALUE);                                                         \
         }                                                                                            \
+        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_)                      \
+            m = stage_i0_ + stage_u_ * (STRIDE) < (N) ? max(m, stage_v_[stage_u_]) : m;               \
     }
 
 #endif
