@@ -1693,7 +1693,7 @@ ACO_OUTPUT_ABLATIONS = [("output.zrange", 8, 219, 9 * 127 / 128), ("output.expan
 # shader's "Loads without branches"), the same plan line through the same compiler: 3231
 # instructions per feature chunk (888 scalar), 3449 per local key tile (1027 scalar), 7656 in all;
 # ACO keeps up to 33 of a round's loads in flight where it kept 1.
-ACO_OUTPUT_BRANCH_FREE = {"chunk": (3231, 888), "key tile": (3449, 1027), "aco_total": 7656}
+ACO_OUTPUT_BRANCH_FREE = {"chunk": (3231, 888), "key tile": (3449, 1027)}
 ISSUE_DEPENDENT_CYCLES = 4   # a warp's next instruction waits ~4 cycles for its previous one (the FMA's latency)
 
 
