@@ -146,8 +146,8 @@ const float NEG_INF = -1.0 / 0.0;
 #endif
 
 shared CM_PACKED op_pool[OP_POOL / 8u];  // eight operands per element (offsets below count operands)
-shared float f_pool[F_POOL];
-shared float reduce_pool[SG_M * LANES];
+shared float f_pool[CM_SHARED_COUNT(F_POOL, 4u)];
+shared float reduce_pool[CM_SHARED_COUNT(SG_M * LANES, 4u)];
 
 // Two elements as the operand type's 16 bits each: exact for data of the operand type, rounded to
 // nearest even otherwise (the weights P).

@@ -93,14 +93,14 @@ const uint R_Q = 0u, R_K = 1u, R_V = 2u;  // range maxima (float bits)
 const uint RANGE_SLOTS = 3u;
 const uint STATE_ROW = VALUE_DIM + 2u;
 
-shared CM_OPERAND op_pool[OP_POOL];
-shared float f_pool[F_POOL];
-shared float o_acc[TILE_M * VALUE_DIM];
-shared float row_max[TILE_M];
-shared float row_den[TILE_M];
-shared float row_corr[TILE_M];  // this key tile's rescale of o (softmax; 1 for the polynomial)
-shared float row_back[TILE_M];  // 1 / (scale_W scale_V) of this key tile
-shared uint range_bits[RANGE_SLOTS];
+shared CM_OPERAND op_pool[CM_SHARED_COUNT(OP_POOL, CM_OPERAND_BYTES)];
+shared float f_pool[CM_SHARED_COUNT(F_POOL, 4u)];
+shared float o_acc[CM_SHARED_COUNT(TILE_M * VALUE_DIM, 4u)];
+shared float row_max[CM_SHARED_COUNT(TILE_M, 4u)];
+shared float row_den[CM_SHARED_COUNT(TILE_M, 4u)];
+shared float row_corr[CM_SHARED_COUNT(TILE_M, 4u)];  // this key tile's rescale of o (softmax; 1 for the polynomial)
+shared float row_back[CM_SHARED_COUNT(TILE_M, 4u)];  // 1 / (scale_W scale_V) of this key tile
+shared uint range_bits[CM_SHARED_COUNT(RANGE_SLOTS, 4u)];
 
 // 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 so that the product of
 // two inverse scales stays a normal float32.

@@ -95,14 +95,14 @@ layout(std430, binding = BINDING_STATES) writeonly buffer States { float states[
 
 // The scalar kernel's parameters (BlockStatesPush).
 
-shared float sk_tile[KEY_TILE * SKETCH];
-shared CM_OPERAND a_tile[2u * KEY_TILE * LDA];  // high parts, then low parts
+shared float sk_tile[CM_SHARED_COUNT(KEY_TILE * SKETCH, 4u)];
+shared CM_OPERAND a_tile[CM_SHARED_COUNT(2u * KEY_TILE * LDA, CM_OPERAND_BYTES)];  // high parts, then low parts
 const uint B_LO = KEY_TILE * LDB;  // the low parts of B follow its high parts (SPLIT_V)
-shared CM_OPERAND b_tile[(1u + SPLIT_V) * KEY_TILE * LDB];
-shared uint pair_tile[TILE_M];
-shared float c_scratch[SG_M * SG_N * CM_M * CM_N];
-shared float range_max[2u * CM_SUBGROUPS];  // per subgroup: max |S(k)|, max |v| of the key tile
-shared float ones_share[ONES_SHARE];  // the normalizer's partial sums, entry e for feature e % TILE_M
+shared CM_OPERAND b_tile[CM_SHARED_COUNT((1u + SPLIT_V) * KEY_TILE * LDB, CM_OPERAND_BYTES)];
+shared uint pair_tile[CM_SHARED_COUNT(TILE_M, 4u)];
+shared float c_scratch[CM_SHARED_COUNT(SG_M * SG_N * CM_M * CM_N, 4u)];
+shared float range_max[CM_SHARED_COUNT(2u * CM_SUBGROUPS, 4u)];  // per subgroup: max |S(k)|, max |v| of the key tile
+shared float ones_share[CM_SHARED_COUNT(ONES_SHARE, 4u)];  // the normalizer's partial sums, entry e for feature e % TILE_M
 
 // Elements of a key tile's S(k) rows and value columns each invocation loads (see "Latency").
 const uint S_PER_THREAD = (KEY_TILE * SKETCH + THREADS - 1u) / THREADS;
@@ -226,9 +226,9 @@ void main() {
                 const uint i = it * THREADS + lid;
                 if (i < KEY_TILE * TILE_N) {
                     const float b = pre_v[it] * b_scale;
-                    const CM_OPERAND hi = CM_TO_OPERAND(b);
-                    b_tile[(i / TILE_N) * LDB + i % TILE_N] = hi;
-                    if (SPLIT_V != 0u) b_tile[B_LO + (i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(b - float(hi));
+                    const float hi = SPLIT_V != 0u ? CM_SPLIT_HIGH(b) : b;  // rounded by the store alone
+                    b_tile[(i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(hi);
+                    if (SPLIT_V != 0u) b_tile[B_LO + (i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(b - hi);
                 }
             }
             // The next tile (of this block, else of the next one walked) loads while this one is used.
@@ -256,11 +256,11 @@ void main() {
                     if (entry != 0xFFFFFFFFu)
                         p = pair_coefficient(entry) * a_scale * sk_tile[j * SKETCH + pair_first(entry)] *
                             sk_tile[j * SKETCH + pair_second(entry)];
-                    const CM_OPERAND hi = CM_TO_OPERAND(p);
-                    const CM_OPERAND lo = CM_TO_OPERAND(p - float(hi));
-                    a_tile[j * LDA + f] = hi;
+                    const float hi = CM_SPLIT_HIGH(p);
+                    const CM_OPERAND lo = CM_TO_OPERAND(p - hi);
+                    a_tile[j * LDA + f] = CM_TO_OPERAND(hi);
                     a_tile[A_LO + j * LDA + f] = lo;
-                    tile_sum[it % ONES_PER_THREAD] += float(hi) + float(lo);  // what the products see
+                    tile_sum[it % ONES_PER_THREAD] += hi + float(lo);  // what the products see
                 }
             }
             [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) ones_part[i] += tile_sum[i] * inv_a;

@@ -5,7 +5,9 @@
 // constants CM_M, CM_N, CM_K before including it. Products are accumulated in float32 whatever
 // the operand type.
 //
-//   CM_OPERAND             scalar type of the A and B operands in shared memory
+//   CM_OPERAND             scalar type of the A and B operands in shared memory (CM_OPERAND_BYTES each)
+//   CM_SHARED_COUNT(n, bytes)  the count a shared array of n elements of `bytes` is declared with (below)
+//   CM_SPLIT_HIGH(v)       the high part of v split into two operands, hi + lo (at the end)
 //   CM_TO_OPERAND(x)       a float rounded to the operand type (store it in a CM_OPERAND array)
 //   CM_A, CM_B, CM_ACC     types of an M x K operand, a K x N operand, an M x N float32 accumulator
 //   CM_ACC_ZERO            a zero accumulator
@@ -61,6 +63,16 @@
 #ifndef PSK_COOPMAT_GLSL
 #define PSK_COOPMAT_GLSL
 
+// Shared arrays in a kernel with cooperative loads and stores are declared with
+// CM_SHARED_COUNT(count, bytes per element): the count rounded up to a multiple of 16 bytes, so
+// that wherever and in whatever order a driver places the workgroup's arrays (each at its own
+// element alignment, one after another), every array starts 16-byte aligned, as the cooperative
+// loads and stores need their addresses to be. A lone 4-byte variable placed first moved every
+// array after it by 4 bytes on NVIDIA's driver, and its cooperative loads read 16-byte aligned
+// addresses below the intended ones (docs/RELIABILITY.md, "The cooperative feature map on
+// NVIDIA"). tools/shader_lint.py checks every declaration.
+#define CM_SHARED_COUNT(count, bytes) ((((count) * (bytes) + 15u) / 16u) * 16u / (bytes))
+
 #if defined(COOPMAT_EMULATED)
 
 #extension GL_KHR_shader_subgroup_basic : require
@@ -70,21 +82,28 @@
 #error "the emulated backend needs CM_SUBGROUPS (subgroups per workgroup) defined before the include"
 #endif
 #define CM_OPERAND float
+#define CM_OPERAND_BYTES 4u  // what a CM_OPERAND element takes in shared memory
 #define CM_PACKED uvec4
+#include "interface/emulated_products.h"
+layout(constant_id = PSK_EMULATED_PRODUCTS_ID) const uint CM_PRODUCTS = PSK_EMULATED_PRODUCTS_IEEE;
+// PSK_EMULATED_FOLDED_CONVERSIONS: operands are rounded where the matrix units read them (the
+// fragment loads), not where they are staged, so that float(CM_TO_OPERAND(v)) is v in the kernel's
+// own arithmetic, as a driver may compile it (see CM_SPLIT_HIGH below).
+const bool CM_FOLDED = (CM_PRODUCTS & PSK_EMULATED_FOLDED_CONVERSIONS) != 0u;
 #if defined(OPERAND_F16)
 // Round to float16 (nearest even) and back: packHalf2x16 is core GLSL, no float16 arithmetic needed.
-#define CM_TO_OPERAND(value) unpackHalf2x16(packHalf2x16(vec2(value, 0.0))).x
+float cm_round_operand(float value) { return unpackHalf2x16(packHalf2x16(vec2(value, 0.0))).x; }
 #elif defined(OPERAND_BF16)
-float cm_round_bf16(float x) {
+float cm_round_operand(float x) {
     uint u = floatBitsToUint(x);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u) return x;  // NaN stays NaN
     u += 0x7FFFu + ((u >> 16) & 1u);
     return uintBitsToFloat(u & 0xFFFF0000u);
 }
-#define CM_TO_OPERAND(x) cm_round_bf16(x)
 #else
 #error "define OPERAND_F16 or OPERAND_BF16"
 #endif
+#define CM_TO_OPERAND(x) (CM_FOLDED ? (x) : cm_round_operand(x))
 
 const uint CM_SLOTS = 64u;  // per lane: M * N / subgroup size at most (checked by the host)
 struct CmFragment {
@@ -129,6 +148,10 @@ bool cm_legal(uint element, uint stride, uint bytes) {
            (stride * bytes) % 16u == 0u;
 }
 
+// What a fragment load hands the matrix units: an operand (2 bytes) rounded to the operand type
+// when staging left it unrounded (CM_FOLDED), an accumulator (4 bytes) as it is.
+float cm_fragment_value(float v, uint bytes) { return CM_FOLDED && bytes == 2u ? cm_round_operand(v) : v; }
+
 // Element e of a rows x cols matrix (row-major index) at arr[element + r * stride + c] (row-major)
 // or arr[element + c * stride + r] (column-major).
 #define CM_EMU_LOAD(m, arr, element, stride, rows, cols, column_major, bytes)                       \
@@ -138,7 +161,7 @@ bool cm_legal(uint element, uint stride, uint bytes) {
             const uint cm_e = cm_s * gl_SubgroupSize + gl_SubgroupInvocationID;                        \
             const uint cm_r = cm_e / (cols), cm_c = cm_e % (cols);                                    \
             if (cm_e < (rows) * (cols))                                                               \
-                m.e[cm_s] = cm_ok ? float(arr[(element) + ((column_major) ? cm_c * (stride) + cm_r : cm_r * (stride) + cm_c)]) \
+                m.e[cm_s] = cm_ok ? cm_fragment_value(float(arr[(element) + ((column_major) ? cm_c * (stride) + cm_r : cm_r * (stride) + cm_c)]), bytes) \
                                   : CM_NAN;                                                           \
         }                                                                                             \
     }
@@ -185,9 +208,6 @@ float cm_unpack_operand(uvec4 v, uint i) {
 #define CM_STORE_ROW(m, arr, element, stride) CM_EMU_STORE(m, arr, element, stride, CM_M, CM_N, 4u)
 #define CM_STORE_ROW_A(m, arr, element, stride) CM_EMU_STORE(m, arr, element, stride, CM_M, CM_K, 2u)
 
-#include "interface/emulated_products.h"
-layout(constant_id = PSK_EMULATED_PRODUCTS_ID) const uint CM_PRODUCTS = PSK_EMULATED_PRODUCTS_IEEE;
-
 // x 2^n for n in -252..254, exact where the result is a normal float (two factors: 2^n alone
 // may not be one).
 float cm_pow2(int n) { return uintBitsToFloat(uint(clamp(n, -126, 127) + 127) << 23); }
@@ -226,7 +246,7 @@ float cm_tensor_core_sum(float c, float prod[CM_K], bool finite, uint exponent_b
 }
 
 const uint CM_SCRATCH = CM_M * CM_K + CM_K * CM_N;  // per subgroup: A, then B, row-major
-shared float cm_scratch[CM_SUBGROUPS * CM_SCRATCH];
+shared float cm_scratch[CM_SHARED_COUNT(CM_SUBGROUPS * CM_SCRATCH, 4u)];
 
 // c + a * b: the subgroup writes a and b to its scratch region, then every lane computes its own
 // elements of c from whole rows of a and columns of b.
@@ -245,7 +265,7 @@ CmFragment cm_muladd(CmFragment a, CmFragment b, CmFragment c) {
         if (e < CM_M * CM_N) {
             const uint r = e / CM_N, col = e % CM_N;
             float sum = c.e[s];
-            if (CM_PRODUCTS == PSK_EMULATED_PRODUCTS_TENSOR_CORE) {
+            if ((CM_PRODUCTS & PSK_EMULATED_PRODUCTS_TENSOR_CORE) != 0u) {
                 // Unrolled, no loop of its own: llvmpipe counts every loop iteration against its budget.
                 float prod[CM_K];
                 uint exponent_bits = sum != 0.0 ? floatBitsToUint(sum) & 0x7F800000u : 0u;
@@ -290,6 +310,7 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #error "define OPERAND_F16 or OPERAND_BF16"
 #endif
 #define CM_TO_OPERAND(x) CM_OPERAND(x)
+#define CM_OPERAND_BYTES 2u  // what a CM_OPERAND element takes in shared memory
 #define CM_PACKED uvec4
 
 #if defined(COOPMAT_NV)
@@ -349,5 +370,29 @@ void cm_add_scaled(inout CmFragment total, CmFragment m, float s) {
 #endif
 
 #endif  // hardware backends
+
+// A float split into two operands, v = hi + lo: hi = CM_SPLIT_HIGH(v), a float the operand type
+// holds exactly, stored as CM_TO_OPERAND(hi) (exact), and lo = CM_TO_OPERAND(v - hi): about 22
+// significant bits for float16, 16 for bfloat16, instead of 11 and 8. hi is rounded by integer
+// arithmetic on v's bits, never as v - float(CM_TO_OPERAND(v)): a driver may evaluate
+// float(CM_OPERAND(v)) as v (the float32 -> 16-bit -> float32 round trip folded away; reported for
+// Vulkan drivers by vkd3d-proton, pull request 1648, and seen on NVIDIA's, where every lo of the
+// cooperative feature map came out zero), which makes every lo zero and the split a single operand.
+// The emulated backend folds that way under PSK_EMULATED_FOLDED_CONVERSIONS. float16: nearest (ties
+// away from zero) at 10 fraction bits for |v| >= 2^-14; below float16's normal range hi is 0 and
+// lo holds all of v (rounded to float16's subnormals, an absolute error below 2^-25); infinity and
+// NaN stay in hi. bfloat16: nearest (ties away) at 7 fraction bits, float32's whole range.
+float cm_split_high(float v) {
+    const uint u = floatBitsToUint(v);
+    if ((u & 0x7F800000u) == 0x7F800000u) return v;
+#if defined(OPERAND_F16)
+    if ((u & 0x7F800000u) < (113u << 23)) return 0.0;
+    return uintBitsToFloat((u + 0x1000u) & 0xFFFFE000u);
+#else
+    return uintBitsToFloat((u + 0x8000u) & 0xFFFF0000u);
+#endif
+}
+#define CM_SPLIT_HIGH(v) cm_split_high(v)
+
 
 #endif

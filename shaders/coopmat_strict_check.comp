@@ -21,8 +21,8 @@ layout(std430, binding = 0) writeonly buffer COut { float c_out[]; };
 const uint LD = 24u;                       // rows padded to 24 elements (48 bytes)
 const uint OP_B = CM_M * LD + 8u;          // B after A and 8 spare elements (misaligned / non-uniform loads stay inside)
 const uint OPS = OP_B + CM_K * LD;
-shared CM_OPERAND op[OPS];
-shared float c_tile[CM_M * CM_N];
+shared CM_OPERAND op[CM_SHARED_COUNT(OPS, CM_OPERAND_BYTES)];
+shared float c_tile[CM_SHARED_COUNT(CM_M * CM_N, 4u)];
 
 float a_value(uint r, uint k) {
     if (params.mode == PSK_STRICT_ROUNDING) return k == 0u ? 4096.0 : k == 1u ? 1.0 : 0.0;

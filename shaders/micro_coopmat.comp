@@ -48,7 +48,7 @@ const uint B_OPS = CM_K * LDB;
 const uint OPS = A_OPS + B_OPS;  // a multiple of 8: every row is
 
 // One of the two is used (FORM); the compiler drops the other.
-shared CM_OPERAND pool[OPS];
+shared CM_OPERAND pool[CM_SHARED_COUNT(OPS, CM_OPERAND_BYTES)];
 shared CM_PACKED pool_v[OPS / 8u];
 
 // Operand j of the pool (A's elements, then B's; padding 0): -1, 0 or 1 from a hash of the seed,

@@ -176,10 +176,10 @@ const uint RANGE_SLOTS = 7u;
 // The normalizer column dv lies in column tile NT - 1: its owner subgroup column and slot.
 const uint DEN_SG_N = (NT - 1u) / WN, DEN_W = (NT - 1u) % WN;
 
-shared CM_OPERAND op_pool[OP_POOL];
-shared float f_pool[F_POOL];
-shared float den_s[TILE_M];
-shared uint range_bits[RANGE_SLOTS];
+shared CM_OPERAND op_pool[CM_SHARED_COUNT(OP_POOL, CM_OPERAND_BYTES)];
+shared float f_pool[CM_SHARED_COUNT(F_POOL, 4u)];
+shared float den_s[CM_SHARED_COUNT(TILE_M, 4u)];
+shared uint range_bits[CM_SHARED_COUNT(RANGE_SLOTS, 4u)];
 
 // 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 so that the product of
 // two inverse scales stays a normal float32.
@@ -192,17 +192,21 @@ float operand_scale(float x) {
 
 float range_max(uint slot) { return uintBitsToFloat(range_bits[slot]); }
 
-// x into the operand pool at `at` as hi = round(x), and lo = round(x - hi) at `at + lo` where lo is
-// not 0 (the parts of a split operand: step 2 always, step 3 with SPLIT_LOCAL).
+// x into the operand pool at `at`: rounded where lo is 0, else as hi + lo (CM_SPLIT_HIGH), the rest
+// at `at + lo` (the parts of a split operand: step 2 always, step 3 with SPLIT_LOCAL).
 void put_operand(uint at, uint lo, float x) {
-    const CM_OPERAND hi = CM_TO_OPERAND(x);
-    op_pool[at] = hi;
-    if (lo != 0u) op_pool[at + lo] = CM_TO_OPERAND(x - float(hi));
+    if (lo == 0u) {
+        op_pool[at] = CM_TO_OPERAND(x);
+    } else {
+        const float hi = CM_SPLIT_HIGH(x);
+        op_pool[at] = CM_TO_OPERAND(hi);
+        op_pool[at + lo] = CM_TO_OPERAND(x - hi);
+    }
 }
 
 // FUSED_QUERY: each row's LayerNorm mean and 1 / sqrt(var + eps) (QUERY_NORM != 0; both norms of a
 // row share them: only their scale and bias differ).
-shared vec2 ln_row[TILE_M];
+shared vec2 ln_row[CM_SHARED_COUNT(TILE_M, 8u)];
 const float LN_EPS = 1e-5;
 
 float sketch_weight(uint i) { return w_vec[i >> 2][i & 3u]; }

@@ -127,18 +127,20 @@ const uint F_P1 = F_P0 + TILE_M * N_CHUNK;
 const uint F_POOL = F_P1 + TILE_M * N_CHUNK;
 #endif
 
-shared CM_OPERAND op_pool[OP_POOL];
-shared float f_pool[F_POOL];
-shared uint x_max_bits;  // the tile's largest |x| (float bits; non-negative floats order as their bits)
+shared CM_OPERAND op_pool[CM_SHARED_COUNT(OP_POOL, CM_OPERAND_BYTES)];
+shared float f_pool[CM_SHARED_COUNT(F_POOL, 4u)];
+// The tile's largest |x| (float bits; non-negative floats order as their bits) in element 0: an
+// array of 16 bytes, not a lone uint (CM_SHARED_COUNT: the lone uint misaligned the pools above).
+shared uint x_max_bits[CM_SHARED_COUNT(1u, 4u)];
 
 const float LN_EPS = 1e-5;
 
-// v as two operands, hi + lo: the high part at op_pool[off], the rounding error of it, rounded
-// again, `lo` elements further.
+// v as two operands, hi + lo (CM_SPLIT_HIGH): the high part at op_pool[off], the rest, rounded,
+// `lo` elements further.
 void put_operand(uint off, uint lo, float v) {
-    const CM_OPERAND hi = CM_TO_OPERAND(v);
-    op_pool[off] = hi;
-    op_pool[off + lo] = CM_TO_OPERAND(v - float(hi));
+    const float hi = CM_SPLIT_HIGH(v);
+    op_pool[off] = CM_TO_OPERAND(hi);
+    op_pool[off + lo] = CM_TO_OPERAND(v - hi);
 }
 
 // 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 (its square stays a
@@ -273,7 +275,7 @@ void main() {
     const uint rows = min(TILE_M, params.n - row0);  // the grid has no workgroup past n
     const uint out_row0 = (batch * params.heads + head) * params.n + row0;
 
-    if (lid == 0u) x_max_bits = 0u;
+    if (lid == 0u) x_max_bits[0] = 0u;
     // ---- 1. the rows in float32, zero past the last one ----
     [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
         const uint i = it * THREADS + lid;
@@ -319,13 +321,13 @@ void main() {
         }
         if ((params.flags & FLAG_WRITE_LOCAL) != 0u && (params.flags & FLAG_LOCAL_LN) == 0u)
             for (uint d = 0u; d < HEAD_DIM; ++d) local_out[(out_row0 + r) * HEAD_DIM + d] = f_pool[x + d];
-        atomicMax(x_max_bits, floatBitsToUint(x_max));
+        atomicMax(x_max_bits[0], floatBitsToUint(x_max));
     }
     barrier();
 
 #if defined(SKETCH_RANDOM)
     // ---- 2. S = c (x @ G1_0a) * (x @ G1_0b), N_CHUNK columns at a time ----
-    const float x_scale = operand_scale(uintBitsToFloat(x_max_bits));
+    const float x_scale = operand_scale(uintBitsToFloat(x_max_bits[0]));
     [[unroll]] for (uint it = 0u; it < (TILE_M * KA + THREADS - 1u) / THREADS; ++it) {
         const uint i = it * THREADS + lid;
         if (i < TILE_M * KA) {

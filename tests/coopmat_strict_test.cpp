@@ -133,7 +133,7 @@ TEST(EmulatedProducts, UnknownValueFailsTheContext) {
     EXPECT_EQ(createOwnContext(log, &context), PSK_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(context, nullptr);
     ASSERT_FALSE(log.errors.empty());
-    EXPECT_NE(log.errors.back().find("PSK_COOPMAT_EMULATED_PRODUCTS=tensorcore: expected ieee or tensor-core"), std::string::npos)
+    EXPECT_NE(log.errors.back().find("PSK_COOPMAT_EMULATED_PRODUCTS=tensorcore: expected ieee, tensor-core, ieee+folded or tensor-core+folded"), std::string::npos)
         << log.errors.back();
 }
 

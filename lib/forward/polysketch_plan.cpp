@@ -123,7 +123,8 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
     const uint32_t fPool = std::max({sq + x, scoresAt + tileM * s.KEY_TILE, subgroups * s.CM_M * s.CM_N});
     const uint32_t exchange = emulated ? subgroups * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
     const uint32_t lnRows = s.FUSED_QUERY != 0 ? 2 * tileM : 0;  // ln_row: a row's LayerNorm mean and inverse deviation
-    return operandBytes * std::max(opInter, opLocal) + 4 * (fPool + tileM + 7 + exchange + lnRows);
+    // range_bits: RANGE_SLOTS = 7 words, declared as 8 (CM_SHARED_COUNT: whole 16 bytes).
+    return operandBytes * std::max(opInter, opLocal) + 4 * (fPool + tileM + 8 + exchange + lnRows);
 }
 
 uint32_t polysketchOutputCoopMatEmulatedLoopIterations(const kernel::PolysketchOutputCoopMatSpec& s, uint32_t subgroupSize,
@@ -222,7 +223,7 @@ uint32_t sketchFeaturesCoopMatSharedBytes(const kernel::SketchFeaturesCoopMatSpe
     const uint32_t ops = 2 * (tileM * (ka + pad) + (learned ? tileM * (s.N_CHUNK + pad) : 0) + s.K_CHUNK * (s.N_CHUNK + pad));
     const uint32_t floats = tileM * s.HEAD_DIM + (learned ? tileM * s.N_CHUNK + 2 * tileM * ldr : 2 * tileM * s.N_CHUNK);
     const uint32_t exchange = emulated ? s.SG_M * s.SG_N * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
-    return (emulated ? 4 : 2) * ops + 4 * (floats + 1 + exchange);
+    return (emulated ? 4 : 2) * ops + 4 * (floats + 4 + exchange);  // x_max_bits: one word, declared as 4 (CM_SHARED_COUNT)
 }
 
 uint32_t sketchFeaturesCoopMatEmulatedLoopIterations(const kernel::SketchFeaturesCoopMatSpec& s, bool learned, uint32_t subgroupSize) {

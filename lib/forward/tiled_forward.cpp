@@ -28,7 +28,8 @@ uint32_t attentionTiledCoopMatSharedBytes(const kernel::AttentionTiledCoopMatSpe
                               s.KEY_TILE * (nc + pad);
     const uint32_t fPool = std::max(tileM * (s.KEY_TILE + 4), subgroups * s.CM_M * s.CM_N);
     const uint32_t exchange = emulated ? subgroups * (s.CM_M * s.CM_K + s.CM_K * s.CM_N) : 0;  // coopmat.glsl's cm_scratch
-    return (emulated ? 4 : 2) * operands + 4 * (fPool + tileM * s.VALUE_DIM + 4 * tileM + 3 + exchange);
+    // range_bits: RANGE_SLOTS = 3 words, declared as 4 (CM_SHARED_COUNT: whole 16 bytes).
+    return (emulated ? 4 : 2) * operands + 4 * (fPool + tileM * s.VALUE_DIM + 4 * tileM + 4 + exchange);
 }
 
 uint32_t attentionTiledCoopMatEmulatedIterationsPerKeyTile(const kernel::AttentionTiledCoopMatSpec& s, uint32_t subgroupSize) {

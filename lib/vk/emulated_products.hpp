@@ -11,7 +11,10 @@
 // coarsest of those rules, so that a kernel whose error budget survives it should survive the
 // hardware's accumulation. What it answers on lavapipe: whether a
 // kernel's error on a GPU can come from the matrix units' accumulation rather than from its
-// operands (docs/RELIABILITY.md). Read once, when a context is created.
+// operands (docs/RELIABILITY.md). "+folded" after either (ieee+folded, tensor-core+folded) also
+// folds the operands' float32 -> 16-bit -> float32 round trip in the kernels' own arithmetic, as a
+// driver may (coopmat.glsl, CM_SPLIT_HIGH): a kernel whose hi + lo split depends on that round trip
+// then loses its low parts on lavapipe as it did on NVIDIA. Read once, when a context is created.
 #pragma once
 
 #include <cstdint>
@@ -23,15 +26,18 @@ namespace psk {
 enum class EmulatedProducts : uint32_t {
     Ieee = PSK_EMULATED_PRODUCTS_IEEE,
     TensorCore = PSK_EMULATED_PRODUCTS_TENSOR_CORE,
+    IeeeFolded = PSK_EMULATED_PRODUCTS_IEEE | PSK_EMULATED_FOLDED_CONVERSIONS,
+    TensorCoreFolded = PSK_EMULATED_PRODUCTS_TENSOR_CORE | PSK_EMULATED_FOLDED_CONVERSIONS,
 };
 
 /**
- * PSK_COOPMAT_EMULATED_PRODUCTS: unset, "" or "ieee" Ieee, "tensor-core" TensorCore; any other
- * value throws PSK_ERROR_INVALID_ARGUMENT naming the variable and the values it takes.
+ * PSK_COOPMAT_EMULATED_PRODUCTS: unset, "" or "ieee" Ieee, "tensor-core" TensorCore, "ieee+folded"
+ * IeeeFolded, "tensor-core+folded" TensorCoreFolded; any other value throws
+ * PSK_ERROR_INVALID_ARGUMENT naming the variable and the values it takes.
  */
 EmulatedProducts emulatedProductsFromEnvironment();
 
-/** "ieee" or "tensor-core". */
+/** The environment's spelling: "ieee", "tensor-core", "ieee+folded" or "tensor-core+folded". */
 const char* emulatedProductsName(EmulatedProducts products);
 
 /** True for a variant of the emulated backend ("<source>.emu_<operand>..."): the pipelines that take the constant. */
