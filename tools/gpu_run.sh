@@ -213,12 +213,15 @@ pack() {
     tar -C "$work" -czf "$TAR.tmp" . 2>/dev/null && mv -f "$TAR.tmp" "$TAR"
 }
 
+# skipped NAME: whether PSK_GPU_SKIP names the step.
+skipped() { [[ ",${PSK_GPU_SKIP:-}," == *",$1,"* ]]; }
+
 # step NAME LIMIT FUNCTION: runs FUNCTION in this shell (its exports stay) with its output appended
 # to $work/NAME.log and, live, to the log; records a failure; packs the results afterwards.
 step() {
     local name=$1 limit=$2 fn=$3 rc
     local left=$((deadline - SECONDS))
-    if [[ ",${PSK_GPU_SKIP:-}," == *",$name,"* ]]; then
+    if skipped "$name"; then
         say "SKIP $name: named in PSK_GPU_SKIP"
         return 0
     fi
@@ -465,14 +468,22 @@ phase_gpu() {
     # least ~80 s; a step that ends early leaves its time to the next ones.
     # (With --lavapipe, the harness' own test, the fixture, bisect and tests get more: lavapipe
     # compiles every kernel for seconds, the emulated ones for a minute, on a cold shader cache.)
-    step info 30 do_info
+    # info: 17 s with the driver's shader cache warm, past 30 cold (the fourth run's first call
+    # lost the FA-2 tilings' plans to a 30 s cap).
+    step info 50 do_info
     step conformance 120 do_conformance
     step fixture $( ((lavapipe)) && echo 90 || echo 40) do_fixture
     step bisect $( ((lavapipe)) && echo 240 || echo 90) do_bisect
-    step tests $( ((lavapipe)) && echo 150 || echo 90) do_tests
+    # PSK_GPU_TESTS_LIMIT: the tests step's cap (23 binaries, 4 at a time: 90 s cut nine of them).
+    step tests "${PSK_GPU_TESTS_LIMIT:-$( ((lavapipe)) && echo 150 || echo 90)}" do_tests
     # The tune step takes what the bench, the frozen step and the stages can spare: at most 90 s,
-    # and never the bench's 85 s, the frozen step's 80 s nor the stages' 100 s at the end.
-    local tune_limit=$((deadline - SECONDS - 265))
+    # and never the bench's 85 s, the frozen step's 80 s nor the stages' 100 s at the end (those
+    # of them PSK_GPU_SKIP names keep nothing).
+    local reserve=0
+    skipped bench || reserve=$((reserve + 85))
+    skipped frozen || reserve=$((reserve + 80))
+    skipped stages || reserve=$((reserve + 100))
+    local tune_limit=$((deadline - SECONDS - reserve))
     ((tune_limit > 90)) && tune_limit=90
     if ((tune_limit >= 25)); then
         step tune "$tune_limit" do_tune
@@ -482,7 +493,10 @@ phase_gpu() {
     # The bench keeps the last 180 s: 80 for the frozen specializations (each kernel as built and
     # as spirv-opt freezes it), 100 for the stage proxies (the stages' variants, the FP32 and
     # chunked softmax, the ablations, the walking block states on / off).
-    local bench_limit=$((deadline - SECONDS - 180))
+    local after_bench=0
+    skipped frozen || after_bench=$((after_bench + 80))
+    skipped stages || after_bench=$((after_bench + 100))
+    local bench_limit=$((deadline - SECONDS - after_bench))
     ((bench_limit < 60)) && bench_limit=$((deadline - SECONDS))
     step bench "$bench_limit" do_bench
     # (With --lavapipe 140 s: its frozen modules' pipelines compile for seconds each, and the
