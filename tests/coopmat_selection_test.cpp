@@ -544,6 +544,34 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, Fp32BaselineSwitch) {
     EXPECT_THROW(psk::planTiledAttention(c, caps), psk::Error);
 }
 
+// A device's table may keep the one-row FP32 kernel (baselines.fp32_rows 1), for the shapes its
+// entry names; 0, another shape, or no table leaves the FlashAttention-2 FP32 kernel, which names
+// the parameter as tunable (psk tune tries the other value).
+TEST(CoopMatCapabilitiesFromDeviceCaps, Fp32BaselineRowsFromATable) {
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    setGpuLimits(caps);
+    psk::AttentionConfig c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    c.causal = true;
+    c.headDim = c.valueDim = 64;
+    c.dataType = PSK_DATA_TYPE_FLOAT32;
+    ScopedEnv unset("PSK_FP32_BASELINE", nullptr);
+    const psk::TiledAttentionPlan model = psk::planTiledAttention(c, caps);
+    EXPECT_EQ(model.kernel.kernel, psk::KernelId::AttentionFlashFp32) << model.kernel.describe();
+    EXPECT_NE(model.kernel.reason.find("tunable: baselines.fp32_tile=0 baselines.fp32_rows=0"), std::string::npos) << model.kernel.reason;
+    const psk::TuningTable rows = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.fp32_rows 1 h=64 type=f32\n", "rows");
+    const psk::TiledAttentionPlan tabled = psk::planTiledAttention(c, caps, &rows);
+    EXPECT_EQ(tabled.kernel.kernel, psk::KernelId::AttentionTiled) << tabled.kernel.describe();
+    EXPECT_NE(tabled.kernel.reason.find("; baselines.fp32_rows=1 from tuning table rows line 3"), std::string::npos) << tabled.kernel.reason;
+    EXPECT_NE(tabled.kernel.reason.find("tunable: baselines.fp32_rows=1"), std::string::npos) << tabled.kernel.reason;
+    c.headDim = c.valueDim = 128;  // a shape the entry does not name
+    EXPECT_EQ(psk::planTiledAttention(c, caps, &rows).kernel.kernel, psk::KernelId::AttentionFlashFp32);
+    c.headDim = c.valueDim = 64;
+    const psk::TuningTable flash = psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.fp32_rows 0\n", "flash");
+    EXPECT_EQ(psk::planTiledAttention(c, caps, &flash).kernel.kernel, psk::KernelId::AttentionFlashFp32);
+    EXPECT_THROW(psk::parseTuningTable("psk-tuning 1\ndevice any\nbaselines.fp32_rows 2\n", "past"), psk::Error);
+}
+
 // The baselines' plan (lib/forward/tiled_forward.cpp) on an NVIDIA GPU: the cooperative kernel for
 // 16-bit storage, with a tiling whose shared memory fits 48 KiB and whose key tile suits the shape;
 // the FP32 kernel for float32 storage and under PSK_DISABLE_COOPMAT, each with its reason.

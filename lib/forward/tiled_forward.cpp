@@ -491,9 +491,15 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
     // The register-tiled FlashAttention-2 kernel on the FP32 units (attention_flash_fp32.comp)
     // where a tiling fits (GPUs and CPU drivers alike: on lavapipe it ran 1.9-2.7x faster than the
     // one-row kernel, docs/PERFORMANCE.md); else the one-row kernel below.
+    // A device's table may keep the one-row kernel (baselines.fp32_rows 1: on the H200 the
+    // FlashAttention-2 FP32 kernel's 8 x 8 tiles took 255 registers and ran 4.7x slower than it).
     std::string whyNotFlashFp32;
+    const TuningEntry* rowsEntry = tuning ? tuning->find(TuningParameter::BaselinesFp32Rows, baselineTuningShape(c)) : nullptr;
     if (!flashFp32Requested()) {
         whyNotFlashFp32 = "; the one-row kernel: PSK_FP32_BASELINE=rows";
+    } else if (rowsEntry && rowsEntry->value == 1) {
+        whyNotFlashFp32 = cat("; baselines.fp32_rows=1 from tuning table ", tuning->source, " line ", rowsEntry->line,
+                              " (baselines.fp32_rows 1): the one-row kernel; tunable: baselines.fp32_rows=1");
     } else {
         std::string misfits;
         uint32_t modelEntry = 0;
@@ -520,7 +526,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
                     spec.KEY_TILE / spec.KEY_GROUPS, " keys of scores and ", spec.ROWS_PER_INVOCATION, " rows x ",
                     flashFp32Accumulators(spec) / spec.ROWS_PER_INVOCATION, " value columns of output in registers",
                     type == PSK_DATA_TYPE_FLOAT32 ? " (float32 storage keeps float32 operands)" : "", whyNotCoop, tuned,
-                    "; tunable: baselines.fp32_tile=", *chosen));
+                    "; tunable: baselines.fp32_tile=", *chosen, " baselines.fp32_rows=0"));
             return plan;
         }
         whyNotFlashFp32 = cat("; the one-row kernel: no FlashAttention-2 FP32 tiling fits (", misfits, ")");

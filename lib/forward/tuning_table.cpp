@@ -28,6 +28,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"features.learned_tile", 0, 64},
     {"baselines.fp32_tile", 0, 15},
     {"float32.cooperative", 0, 1},
+    {"baselines.fp32_rows", 0, 1},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

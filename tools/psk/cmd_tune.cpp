@@ -380,7 +380,8 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
             all.erase(std::remove(all.begin(), all.end(), model), all.end());
             return all;
         case TuningParameter::OutputCooperative:
-        case TuningParameter::Float32Cooperative: all = {0, 1}; break;
+        case TuningParameter::Float32Cooperative:
+        case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
         case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
         case TuningParameter::FeaturesLearnedTile: all = {0, 16, 32, 64}; break;
         case TuningParameter::BaselinesFp32Tile:
