@@ -286,7 +286,13 @@ TEST_F(PskBench, DecodeSweepWritesJsonCsvAndPlot) {
         const uint64_t want = e.str("kind") == "polysketch" ? H * (2 * F * (h + 1) + uint64_t(b) * (h + h)) * 4 + 8
                                                             : uint64_t(H) * (L + warmup + b) * (h + h) * 4 + 8;
         EXPECT_EQ(uint64_t(e.num("state_bytes")), want) << e.str("kind") << " at " << L;
+        // The timed steps' wall span (gpu_run's decode step reads the SM clock over it).
+        const double t0 = e.num("timed_start_unix"), t1 = e.num("timed_end_unix");
+        EXPECT_GT(t0, 1.7e9) << "seconds since 1970";
+        EXPECT_LE(t0, t1);
+        EXPECT_LT(t1 - t0, 600.0);
     }
+    EXPECT_GE(results->array[1].num("timed_start_unix"), results->array[0].num("timed_end_unix")) << "rows run one after another";
     EXPECT_EQ(results->array[0].str("kind"), "polysketch");
     EXPECT_EQ(results->array[1].str("kind"), "softmax");
 
@@ -294,7 +300,8 @@ TEST_F(PskBench, DecodeSweepWritesJsonCsvAndPlot) {
     ASSERT_EQ(rows.size(), 5u);
     const auto header = csvFields(rows[0]);
     auto column = [&](const char* name) { return size_t(std::find(header.begin(), header.end(), name) - header.begin()); };
-    for (const char* name : {"kind", "context", "median_ms", "mean_ms", "state_bytes", "steps"}) ASSERT_LT(column(name), header.size()) << name;
+    for (const char* name : {"kind", "context", "median_ms", "mean_ms", "state_bytes", "steps", "timed_start_unix", "timed_end_unix"})
+        ASSERT_LT(column(name), header.size()) << name;
     for (size_t i = 1; i < rows.size(); ++i) {
         const auto f = csvFields(rows[i]);
         ASSERT_EQ(f.size(), header.size()) << rows[i];

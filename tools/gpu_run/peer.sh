@@ -77,8 +77,12 @@ PY
 
 # One line of a psk bench --decode CSV: "what L=context: us/step (steps)" per row, or its status.
 decode_summary() {
-    python3 - "$1" <<'PY'
+    [[ -f "$work/clocks.py" ]] || write_clocks_py
+    python3 - "$1" "$work" "$clock_log" <<'PY'
 import csv, sys
+sys.path.insert(0, sys.argv[2])
+import clocks
+samples = clocks.load(sys.argv[3])
 try:
     rows = list(csv.DictReader(open(sys.argv[1])))
 except OSError:
@@ -88,7 +92,10 @@ out = []
 for r in rows:
     what = "polysketch r=%s" % r["sketch_size"] if r["kind"] == "polysketch" else r["kind"]
     if r["status"] == "ok":
-        out.append(f"{what} L={r['context']}: {float(r['median_ms']) * 1e3:.1f} us/step ({r['steps']} steps)")
+        # The SM clock over the row's timed steps: a step per host round trip leaves the GPU idle
+        # between steps, and the clock follows (the fourth H200 run: 28 to 135 us for one step).
+        clock = clocks.tag(clocks.judge(samples, r.get("timed_start_unix"), r.get("timed_end_unix"))) if samples else ""
+        out.append(f"{what} L={r['context']}: {float(r['median_ms']) * 1e3:.1f} us/step ({r['steps']} steps){clock}")
     else:
         out.append(f"{what} L={r['context']}: {r['status']}: {r['reason'][:100]}")
 print("; ".join(out))
@@ -107,7 +114,9 @@ do_decode() {
     say "$( ((rc == 0)) && echo OK || echo FAIL) decode f32 H=$heads h=64: $(decode_summary "$work/bench/decode.csv")$( ((rc == 124)) && echo ' [time limit]')"
     # The r = 32 step again, contexts in the reverse order and no softmax state made before it: a
     # time that depends on the order (the third H200 run: 31 us at 4k first, 94 at 32k and 128k
-    # after the softmax rows) is not the kernel's.
+    # after the softmax rows) is not the kernel's. The fourth run's clock log placed it: one step
+    # per host round trip leaves the GPU idle between steps, its SM clock swung from 345 to 1980
+    # MHz within the rows, and each row's time follows its clock (the tag after every row).
     local rc2=0 rev
     rev=$(tr ',' '\n' <<<"$ctx" | tac | tr '\n' ',' | sed 's/,$//')
     tmo 60 "$PSK" bench --decode --kinds polysketch --context "$rev" --heads "$heads" --head-dim 64 \

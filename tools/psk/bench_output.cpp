@@ -64,7 +64,8 @@ std::string decodeJson(const RunInfo& info, const std::vector<Result>& results) 
             o << "\"status\": \"ok\", \"median_ms\": " << number(r.gpu.medianMs) << ", \"mean_ms\": " << number(r.gpu.meanMs)
               << ", \"min_ms\": " << number(r.gpu.minMs) << ", \"max_ms\": " << number(r.gpu.maxMs)
               << ", \"state_bytes\": " << u(r.stateBytes) << ", \"step_scratch_bytes\": " << u(r.workspaceBytes)
-              << ", \"prefill_wall_ms\": " << number(r.prefillWallMs) << ", \"samples_ms\": [";
+              << ", \"prefill_wall_ms\": " << number(r.prefillWallMs) << ", \"timed_start_unix\": " << number(r.timedStartUnix, 16)
+              << ", \"timed_end_unix\": " << number(r.timedEndUnix, 16) << ", \"samples_ms\": [";
             for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
             o << "]";
         } else {
@@ -79,7 +80,7 @@ std::string decodeJson(const RunInfo& info, const std::vector<Result>& results) 
 std::string decodeCsv(const std::vector<Result>& results) {
     std::ostringstream o;
     o << "kind,dtype,batch,heads,kv_heads,context,head_dim,value_dim,degree,sketch_size,block_size,local_exact,status,steps,"
-         "median_ms,mean_ms,min_ms,max_ms,state_bytes,step_scratch_bytes,prefill_wall_ms,reason\n";
+         "median_ms,mean_ms,min_ms,max_ms,state_bytes,step_scratch_bytes,prefill_wall_ms,timed_start_unix,timed_end_unix,reason\n";
     for (const Result& r : results) {
         const Config& c = r.config;
         const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
@@ -89,9 +90,10 @@ std::string decodeCsv(const std::vector<Result>& results) {
           << ',';
         if (r.ok)
             o << r.samplesMs.size() << ',' << number(r.gpu.medianMs) << ',' << number(r.gpu.meanMs) << ',' << number(r.gpu.minMs) << ','
-              << number(r.gpu.maxMs) << ',' << u(r.stateBytes) << ',' << u(r.workspaceBytes) << ',' << number(r.prefillWallMs) << ',';
+              << number(r.gpu.maxMs) << ',' << u(r.stateBytes) << ',' << u(r.workspaceBytes) << ',' << number(r.prefillWallMs) << ','
+              << number(r.timedStartUnix, 16) << ',' << number(r.timedEndUnix, 16) << ',';
         else
-            o << ",,,,,,,,";
+            o << ",,,,,,,,,,";
         o << csvField(r.ok ? "" : r.reason) << '\n';
     }
     return o.str();

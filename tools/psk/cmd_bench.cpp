@@ -912,6 +912,7 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
                                    vb = psk::storage::encode(v, c.dtype);
         std::vector<uint8_t> out(on * e);
         PskForwardStats stats{};
+        if (o.warmup == 0) res.timedStartUnix = unixNow();
         for (uint32_t step = 0; step < total; ++step) {
             progress.show(index, what, step + 1, total);
             const uint32_t t = step % distinct;
@@ -925,7 +926,12 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
             }
             if (step >= o.warmup) res.samplesMs.push_back(stats.gpuMilliseconds);
             res.workspaceBytes = stats.workspaceBytes;
+            // The timed steps' wall span, for the SM clock log (gpu_run's decode step): one step
+            // every host round trip leaves the GPU mostly idle, and its clock follows.
+            if (step + 1 == o.warmup) res.timedStartUnix = unixNow();
         }
+        res.timedEndUnix = unixNow();
+        res.warmupRuns = o.warmup;
     }
     pskDestroyDecodeState(state);
     pskDestroyAttention(attn);
