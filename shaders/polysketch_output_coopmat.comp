@@ -106,6 +106,7 @@ PSK_DECLARE_BINDINGS(PSK_POLYSKETCH_OUTPUT_BINDINGS)
 #include "coopmat.glsl"
 #include "coopmat_scores.glsl"
 #include "self_tensor.glsl"
+#define PSK_STAGE_BATCH_SPEC  // STAGE_BATCH is this kernel's specialization constant (output.stage_batch)
 #include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"

@@ -19,7 +19,11 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+// A kernel may declare STAGE_BATCH itself (a specialization constant, defining
+// PSK_STAGE_BATCH_SPEC before the include): the cooperative output's is a tunable.
+#ifndef PSK_STAGE_BATCH_SPEC
 const uint STAGE_BATCH = 8u;
+#endif
 
 // For every i = FIRST + k STRIDE < N (k = 0, 1, ...): v = KEEP ? LOAD : 0 (expressions of i), then
 // STORE (a statement of i and v), STAGE_BATCH values loaded before they are stored. LOAD must be

@@ -400,16 +400,17 @@ TEST_F(TuningOnDevice, EntryChangesThePlanAndStillMatchesTheReference) {
     }
 }
 
-// The emulated cooperative output (float16) with FEAT_CHUNK and KEY_TILE from a table: both
-// applied where they fit, one that is not a multiple of the product shape and one that needs more
-// shared memory than the device has are ignored with their reasons, and the output still matches
-// the float64 reference.
+// The emulated cooperative output (float16) with FEAT_CHUNK, KEY_TILE and STAGE_BATCH from a table
+// (3 loads in flight: the staging rounds end inside a batch): applied where they fit, one that is
+// not a multiple of the product shape and one that needs more shared memory than the device has
+// are ignored with their reasons, and the output still matches the float64 reference.
 TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
     ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
     ScopedEnv stages("PSK_COOPMAT_STAGES", "output");  // the other stages' emulated kernels only cost compile time here
     const Shape s;
     {
-        const std::string path = writeFile("output.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 16 type=f16\noutput.key_tile 16\n");
+        const std::string path =
+            writeFile("output.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 16 type=f16\noutput.key_tile 16\noutput.stage_batch 3\n");
         ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
         const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
         ASSERT_EQ(o.created, PSK_SUCCESS);
@@ -417,6 +418,9 @@ TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
         EXPECT_NE(o.plan.find("KEY_TILE=16"), std::string::npos) << o.plan;
         EXPECT_NE(o.plan.find("output.feat_chunk=16 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
         EXPECT_NE(o.plan.find("output.key_tile=16 from tuning table " + path + " line 4"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(" STAGE_BATCH=3"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("output.stage_batch=3 from tuning table " + path + " line 5"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("output.sg_m=1 output.stage_batch=3"), std::string::npos) << o.plan;
         EXPECT_NE(o.plan.find("tunable: output.feat_chunk=16 output.key_tile=16 output.wn="), std::string::npos) << o.plan;
         EXPECT_GE(o.error, 0.0);
         EXPECT_LE(o.error, psk::conformance::kFloat16);
@@ -500,7 +504,7 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
             const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.reason;
             if (type == PSK_DATA_TYPE_FLOAT16) {
                 EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
-                EXPECT_NE(text.find(" output.cooperative=1 output.sg_m=1; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
+                EXPECT_NE(text.find(" output.cooperative=1 output.sg_m=1 output.stage_batch=8; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
             } else {
                 EXPECT_NE(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
                 EXPECT_NE(text.find("line 3 (output.cooperative 1) ignored: no cooperative output for this plan"), std::string::npos) << text;

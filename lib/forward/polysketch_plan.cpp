@@ -909,7 +909,8 @@ std::string tuneCoopOutput(const PolysketchPlanInputs& in, kernel::PolysketchOut
     const uint32_t n = coop.n, k = coop.k, nt = (in.dv + n) / n;
     const uint32_t keyStep = n % k == 0 ? n : k % n == 0 ? k : n * k;  // as planPolysketchOutputCoopMat's
     std::string notes;
-    for (TuningParameter p : {TuningParameter::OutputFeatChunk, TuningParameter::OutputKeyTile, TuningParameter::OutputWn}) {
+    for (TuningParameter p : {TuningParameter::OutputFeatChunk, TuningParameter::OutputKeyTile, TuningParameter::OutputWn,
+                              TuningParameter::OutputStageBatch}) {
         const TuningEntry* e = tuningEntry(in, p);
         if (!e) continue;
         kernel::PolysketchOutputCoopMatSpec c = spec;
@@ -920,6 +921,8 @@ std::string tuneCoopOutput(const PolysketchPlanInputs& in, kernel::PolysketchOut
         } else if (p == TuningParameter::OutputKeyTile) {
             if (e->value % keyStep != 0) why = cat("KEY_TILE must be a multiple of ", keyStep, " (of CM_N and CM_K)");
             c.KEY_TILE = e->value;
+        } else if (p == TuningParameter::OutputStageBatch) {
+            c.STAGE_BATCH = e->value;  // any count: the staging rounds end where the data does
         } else {
             if (e->value > nt) why = cat("WN must be at most the ", nt, " column tiles of dv + 1 = ", in.dv + 1);
             c.WN = e->value;
@@ -1034,7 +1037,8 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
                                                      {TuningParameter::OutputKeyTile, spec.KEY_TILE},
                                                      {TuningParameter::OutputWn, spec.WN},
                                                      {TuningParameter::OutputCooperative, 1},
-                                                     {TuningParameter::OutputSgM, spec.SG_M}}));
+                                                     {TuningParameter::OutputSgM, spec.SG_M},
+                                                     {TuningParameter::OutputStageBatch, spec.STAGE_BATCH}}));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
 }

@@ -29,6 +29,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"baselines.fp32_tile", 0, 15},
     {"float32.cooperative", 0, 1},
     {"baselines.fp32_rows", 0, 1},
+    {"output.stage_batch", 1, 32},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

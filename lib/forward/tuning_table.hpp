@@ -49,6 +49,7 @@ enum class TuningParameter : uint32_t {
     BaselinesFp32Tile,    // baselines.fp32_tile: index into the FP32 FlashAttention-2 kernel's tiling table (softmax, polynomial)
     Float32Cooperative,   // float32.cooperative: 1 float32 storage on the polysketch cooperative kernels (hi + lo operands), 0 the FP32 kernels
     BaselinesFp32Rows,    // baselines.fp32_rows: 1 the one-row FP32 baseline kernel, 0 the FP32 FlashAttention-2 kernel where a tiling fits
+    OutputStageBatch,     // output.stage_batch: the cooperative output's loads in flight per invocation (STAGE_BATCH)
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);

@@ -383,6 +383,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::Float32Cooperative:
         case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
         case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
+        case TuningParameter::OutputStageBatch: all = {2, 4, 8, 16}; break;
         case TuningParameter::FeaturesLearnedTile: all = {0, 16, 32, 64}; break;
         case TuningParameter::BaselinesFp32Tile:
             // Entries of the FP32 FlashAttention-2 tiling table (tiled_forward.cpp), in index order.
