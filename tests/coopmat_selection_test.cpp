@@ -521,15 +521,21 @@ void expectFp32Baseline(const psk::TiledAttentionPlan& plan, uint32_t h) {
     EXPECT_NE(plan.kernel.reason.find(entry), std::string::npos) << what;
 }
 
+/** Causal softmax in float32 storage at h = dv = `headDim`: the FP32 baseline's configuration. */
+psk::AttentionConfig causalSoftmaxFp32(uint32_t headDim) {
+    psk::AttentionConfig c;
+    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    c.causal = true;
+    c.headDim = c.valueDim = headDim;
+    c.dataType = PSK_DATA_TYPE_FLOAT32;
+    return c;
+}
+
 // PSK_FP32_BASELINE=rows keeps the one-row kernel (side-by-side timings); another value fails.
 TEST(CoopMatCapabilitiesFromDeviceCaps, Fp32BaselineSwitch) {
     psk::DeviceCaps caps = nvidiaDeviceCaps();
     setGpuLimits(caps);
-    psk::AttentionConfig c;
-    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
-    c.causal = true;
-    c.headDim = c.valueDim = 64;
-    c.dataType = PSK_DATA_TYPE_FLOAT32;
+    psk::AttentionConfig c = causalSoftmaxFp32(64);
     {
         ScopedEnv rows("PSK_FP32_BASELINE", "rows");
         const psk::TiledAttentionPlan plan = psk::planTiledAttention(c, caps);
@@ -550,11 +556,7 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, Fp32BaselineSwitch) {
 TEST(CoopMatCapabilitiesFromDeviceCaps, Fp32BaselineRowsFromATable) {
     psk::DeviceCaps caps = nvidiaDeviceCaps();
     setGpuLimits(caps);
-    psk::AttentionConfig c;
-    c.kind = PSK_ATTENTION_KIND_SOFTMAX;
-    c.causal = true;
-    c.headDim = c.valueDim = 64;
-    c.dataType = PSK_DATA_TYPE_FLOAT32;
+    psk::AttentionConfig c = causalSoftmaxFp32(64);
     ScopedEnv unset("PSK_FP32_BASELINE", nullptr);
     const psk::TiledAttentionPlan model = psk::planTiledAttention(c, caps);
     EXPECT_EQ(model.kernel.kernel, psk::KernelId::AttentionFlashFp32) << model.kernel.describe();
