@@ -13,6 +13,10 @@
 // model's choice. The table gets one entry per parameter that changed, the measured medians as
 // comments, and is parsed back before it is reported written.
 //
+// The parameters are searched in the order of kSearchOrder below (or --params's), not in the
+// enum's: a GPU check gives psk tune tens of seconds, a few candidates at 32k and 128k tokens, and
+// the first parameters tried are the only ones measured.
+//
 // The timed calls are device-resident, as psk bench --resident's (resident_device.hpp): q, k and v
 // uploaded once per shape into psk's own device, one command buffer with pskCmdAttentionForward
 // between two timestamps submitted back to back, after at least --warmup calls and --warmup-ms;
@@ -31,7 +35,9 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <iterator>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -68,6 +74,10 @@ void tuneUsage(FILE* out) {
                  "                      32k:h64,128k:h64,32k:h128 (h 64, r 32, dv = h by default)\n"
                  "  --out FILE          the table to write (also when nothing improved: then no entries)\n"
                  "  --budget-s S        stop searching after S seconds (default 60); the rest keeps the model's choices\n"
+                 "  --params LIST       comma list of the parameters to search, in that order (default: every\n"
+                 "                      one the plans name, those likeliest to change the time first)\n"
+                 "  --list              time the model's configuration only, and print the search order and\n"
+                 "                      each parameter's candidates (what a budget would be spent on)\n"
                  "  --heads H           query and key/value heads (default 16); --batch B (default 1)\n"
                  "  --dtype T           storage type (default f16)\n"
                  "  --degree P          polynomial degree (default 4); --block-size B (default 256)\n"
@@ -106,7 +116,34 @@ struct TuneOptions {
     // bring psk tune's times to the bench's (47.2 against 27.3 ms for the same softmax call).
     double warmupMs = 1000, minGain = 0.02;
     bool resident = true;  // --host-form: false
+    std::vector<TuningParameter> params;  // --params: the parameters to search, in order (empty: kSearchOrder)
+    bool list = false;                    // --list: the order and the candidates, nothing timed but the model's configuration
 };
+
+// The default order of the search, the likeliest gains first (docs/PERFORMANCE.md, "Tuning"): the
+// cooperative output's row groups and loads in flight (on an H200 the kernel sits at 255
+// registers with 128 invocations and re-stages each Z chunk for every 32 rows: SG_M sets both
+// the rows that share a staging and, through the workgroup size, the registers a driver may give
+// an invocation), then its chunks, then whether it runs at all (against the best of those), the
+// feature map, the baselines' tilings, the float32 path, and last the walking block states (on an
+// H200 slower at every size measured, and the most expensive candidate to time).
+constexpr TuningParameter kSearchOrder[] = {
+    TuningParameter::OutputSgM,          TuningParameter::OutputStageBatch,  TuningParameter::OutputFeatChunk,
+    TuningParameter::OutputKeyTile,      TuningParameter::OutputWn,          TuningParameter::OutputCooperative,
+    TuningParameter::FeaturesTile,       TuningParameter::FeaturesRows,      TuningParameter::FeaturesLearnedTile,
+    TuningParameter::BaselinesTile,      TuningParameter::BaselinesFp32Rows, TuningParameter::BaselinesFp32Tile,
+    TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
+};
+static_assert(sizeof kSearchOrder / sizeof kSearchOrder[0] == psk::kTuningParameterCount, "every parameter has its place in the search");
+
+/** The parameters of `model` in the order searched: --params's when given, else kSearchOrder's. */
+std::vector<TuningParameter> searchOrder(const std::vector<TuningParameter>& requested, const std::map<TuningParameter, uint32_t>& model) {
+    std::vector<TuningParameter> order;
+    const std::vector<TuningParameter> all(std::begin(kSearchOrder), std::end(kSearchOrder));
+    for (TuningParameter p : requested.empty() ? all : requested)
+        if (model.count(p)) order.push_back(p);
+    return order;
+}
 
 uint32_t countWithK(const std::string& text, const std::string& what) {
     std::string digits = text;
@@ -213,6 +250,18 @@ TuneOptions parseOptions(int argc, char** argv, bool* help) {
             o.minGain = real(-1e9);
         } else if (a == "--host-form") {
             o.resident = false;
+        } else if (a == "--list") {
+            args.flag();
+            o.list = true;
+        } else if (a == "--params") {
+            o.params.clear();
+            for (const std::string& name : psk::cli::splitList(args.value())) {
+                const std::optional<TuningParameter> p = psk::tuningParameterNamed(name);
+                if (!p) throw UsageError{"--params: '" + name + "' is not a tunable parameter (docs/PERFORMANCE.md, \"Tuning\")"};
+                if (std::find(o.params.begin(), o.params.end(), *p) != o.params.end()) throw UsageError{"--params: '" + name + "' is named twice"};
+                o.params.push_back(*p);
+            }
+            if (o.params.empty()) throw UsageError{"--params needs at least one parameter"};
         } else if (a == "--device") {
             o.device = args.value();
         } else {
@@ -756,9 +805,24 @@ int runTune(int argc, char** argv) {
         const bool ownSelfTest = std::getenv("PSK_COOPMAT_SELFTEST") == nullptr;
         if (ownSelfTest) setenv("PSK_COOPMAT_SELFTEST", "known", 1);
         if (cls.model.empty()) cls.general.push_back("nothing tunable: no kernel of these plans names a tunable value");
-        for (const auto& [param, modelValue] : cls.model) {
+        for (TuningParameter p : o.params)
+            if (!cls.model.count(p))
+                cls.general.push_back(std::string("--params names ") + psk::tuningParameterName(p) + ", which no kernel of these plans takes");
+        const std::vector<TuningParameter> order = searchOrder(o.params, cls.model);
+        std::string orderText;
+        for (TuningParameter p : order) orderText += (orderText.empty() ? "" : ", ") + std::string(psk::tuningParameterName(p));
+        std::printf("  search order: %s\n", orderText.empty() ? "(none)" : orderText.c_str());
+        for (TuningParameter param : order) {
+            const uint32_t modelValue = cls.model.at(param);
             const char* name = psk::tuningParameterName(param);
             std::vector<std::string>& notes = cls.notes[param];
+            if (o.list) {
+                std::string values;
+                for (uint32_t value : candidates(param, modelValue)) values += " " + std::to_string(value);
+                std::printf("  %s: model %u; candidates%s\n", name, modelValue, values.c_str());
+                notes.push_back(std::string(name) + ": candidates" + values + " (not timed: --list)");
+                continue;
+            }
             for (uint32_t value : candidates(param, modelValue)) {
                 if (msSince(t0) + lastCandidateMs > budgetMs) {
                     budgetOut = true;
@@ -851,8 +915,11 @@ int runTune(int argc, char** argv) {
         for (const std::string& g : cls.general) header.push_back("  " + g);
         for (const auto& [param, modelValue] : cls.model) {
             if (cls.chosen.count(param)) continue;
-            header.push_back("  " + std::string(psk::tuningParameterName(param)) + ": the model's " + std::to_string(modelValue) + " stands");
-            for (const std::string& n : cls.notes.at(param)) header.push_back("    " + n);
+            const auto searched = cls.notes.find(param);
+            header.push_back("  " + std::string(psk::tuningParameterName(param)) + ": the model's " + std::to_string(modelValue) + " stands" +
+                             (searched == cls.notes.end() ? " (not searched: --params)" : ""));
+            if (searched != cls.notes.end())
+                for (const std::string& n : searched->second) header.push_back("    " + n);
         }
         for (const auto& [param, value] : cls.chosen) {
             psk::TuningTableLine l;
