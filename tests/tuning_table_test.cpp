@@ -472,6 +472,39 @@ TEST_F(TuningOnDevice, CooperativeOutputRowGroupsFromTheTable) {
     }
 }
 
+// output.sg_m where the query side's pool (x = s LN(q), TILE_M x h floats) leaves no tiling of that
+// many row groups: the plan takes the feature map's q rows instead (FUSED_QUERY=0, the feature map
+// for q and k), says why, and the output still matches the float64 reference. Without the entry the
+// same shape computes the query side in the output (FUSED_QUERY=2). On an H200 (48 KiB) this is
+// what makes 8 row groups, 512 invocations, a tiling at all.
+TEST_F(TuningOnDevice, CooperativeOutputRowGroupsWithoutRoomForTheQuerySide) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    Shape s;
+    s.b = 64;  // room for 4 row groups of 16 rows
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", "none");
+        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
+        const psk::TuningSelection tuning = ctx->tuningSelection();
+        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+        const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.constants.describe() + ": " + plan.outputKernel.reason;
+        EXPECT_NE(text.find(" FUSED_QUERY=2 "), std::string::npos) << text;
+        EXPECT_TRUE(plan.fusedQuery) << text;
+    }
+    const std::string path = writeFile("output-sgm-unfused.tuning", "psk-tuning 1\ndevice any\noutput.sg_m 4 type=f16\n");
+    ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+    ASSERT_EQ(o.created, PSK_SUCCESS);
+    EXPECT_NE(o.plan.find(" SG_M=4 "), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find(" FUSED_QUERY=0 "), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("S(q) and q' from the feature map's rows (4 row groups leave no room for the query side's pool in shared memory)"),
+              std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("output.sg_m=4 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
+    EXPECT_EQ(o.plan.find("for k alone"), std::string::npos) << o.plan;
+    EXPECT_GE(o.error, 0.0);
+    EXPECT_LE(o.error, psk::conformance::kFloat16);
+}
+
 // output.cooperative 0 turns the cooperative output the plan would take (emulated, float16) into
 // the generic one, named in its reason with the value psk tune would try back; 1 keeps it; the
 // output still matches the float64 reference.

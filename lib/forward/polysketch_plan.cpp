@@ -1009,10 +1009,25 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         kernel::PolysketchOutputCoopMatSpec c;
         c.FUSED_QUERY = spec.FUSED_QUERY;
         c.QUERY_NORM = spec.QUERY_NORM;
+        auto plan = [&] {
+            return planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
+                                               in.stateStride, coop.shared, c, e->value);
+        };
+        bool planned = false, unfused = false;
+        if (e->value * coop.m <= in.config.blockSize + coop.m) {
+            planned = plan();
+            // Where the query side's pool (x = s LN(q): TILE_M x h floats) is what leaves no tiling
+            // of this many row groups, the feature map's q rows instead: 8 row groups (512
+            // invocations, which bound a driver's registers to 128 per invocation, and one staging
+            // of each Z chunk and key tile per 128 rows) fit an H200's 48 KiB only so.
+            if (!planned && c.FUSED_QUERY != 0) {
+                c.FUSED_QUERY = c.QUERY_NORM = 0;
+                unfused = planned = plan();
+            }
+        }
         if (e->value * coop.m > in.config.blockSize + coop.m)
             tuned = ignoredNote(in, *e, cat(e->value, " row groups of ", coop.m, " rows exceed the block of ", in.config.blockSize));
-        else if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
-                                              in.stateStride, coop.shared, c, e->value))
+        else if (!planned)
             tuned = ignoredNote(in, *e, cat("no tiling with ", e->value, " row groups fits this device's shared memory"));
         else if (c.THREADS > in.invocations)
             tuned = ignoredNote(in, *e, cat(c.THREADS, " invocations per workgroup, more than this device's ", in.invocations));
@@ -1022,6 +1037,9 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         else {
             spec = c;
             tuned = tunedNote(in, *e);
+            if (unfused)
+                fusedNote = cat("; S(q) and q' from the feature map's rows (", e->value,
+                                " row groups leave no room for the query side's pool in shared memory)");
         }
     }
     spec.ABLATE = coop.switches.ablateOutput;  // PSK_ABLATE (timing only)

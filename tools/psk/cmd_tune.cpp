@@ -431,7 +431,14 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::OutputCooperative:
         case TuningParameter::Float32Cooperative:
         case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
-        case TuningParameter::OutputSgM: all = {1, 2, 4, 8}; break;
+        case TuningParameter::OutputSgM:
+            // The most row groups first: 8 (512 invocations, which bound a driver's registers to
+            // 128 per invocation, and one staging of each Z chunk and key tile per 128 rows) is the
+            // candidate docs/MODEL.md expects to gain on an H200, where the model's 2 sits at 255
+            // registers; fewer after it.
+            all = {8, 4, 2, 1};
+            all.erase(std::remove(all.begin(), all.end(), model), all.end());
+            return all;
         case TuningParameter::OutputStageBatch: all = {2, 4, 8, 16}; break;
         case TuningParameter::FeaturesLearnedTile: all = {0, 16, 32, 64}; break;
         case TuningParameter::BaselinesFp32Tile:
