@@ -2098,6 +2098,69 @@ def print_fused_query(m=None):
           f"~{9.06 - 0.41 + added[0] / 2 * 1e3:.2f}-{9.06 - 0.41 + added[1] * 1e3:.2f} ms\n")
 
 
+# The fourth H200 run's ablations of the cooperative output (32k, f16, H = 16, h = 64, r = 32,
+# b = 256, local exact, no table: SG_M = 2, TILE_M = 32, 128 invocations at 255 registers), ms of
+# the stage each part's removal saved (docs/PERFORMANCE.md, "fourth GPU run").
+FOURTH_RUN_OUTPUT = {"total": 4.767, "z_range": 0.48, "expand": 0.60, "z_stage": 0.88, "phi_z": 2.57,
+                     "local": 1.32, "kv_stage": 0.89, "products": 1.09}
+FOURTH_RUN_FUSED_QUERY_MS = 0.60   # what FUSED_QUERY moved from the feature map into the output (fourth run)
+
+
+def row_groups_output_ms(sg_m, fused, occupancy_gain=1.0):
+    """The cooperative output with SG_M row groups (TILE_M = 16 SG_M query rows per workgroup; docs/MODEL.md,
+    "Row groups and the register bound"), from the fourth run's ablations at SG_M = 2: the Z chunk's
+    range pass and staging are per workgroup, so per row they scale as 2 / SG_M; the key tiles' staging
+    as the keys a workgroup stages per row of it (the causal triangle: tiles t = 0 .. T-1 of a
+    256-row block stage (t + 1) TILE_M keys for TILE_M rows); phi(q)'s expansion, the products and
+    the rest are per row. Without the fused query the output sheds its query side (the feature map
+    takes it back, FOURTH_RUN_FUSED_QUERY_MS, added by the caller). occupancy_gain divides the
+    latency-bound staging parts (1: none assumed)."""
+    o = FOURTH_RUN_OUTPUT
+    block = 256
+
+    def keys_per_row(tile_m):
+        tiles = block // tile_m
+        return sum((t + 1) * tile_m for t in range(tiles)) / block
+
+    rest_phi = o["phi_z"] - o["z_range"] - o["expand"] - o["z_stage"]
+    rest_local = o["local"] - o["kv_stage"]
+    other = o["total"] - o["phi_z"] - o["local"]
+    staged = (o["z_range"] + o["z_stage"]) * 2 / sg_m + o["kv_stage"] * keys_per_row(16 * sg_m) / keys_per_row(32)
+    return (staged / occupancy_gain + o["expand"] + rest_phi + rest_local + other
+            - (0 if fused else FOURTH_RUN_FUSED_QUERY_MS))
+
+
+def print_row_groups():
+    """docs/MODEL.md, "Row groups and the register bound": the cooperative output's SG_M candidates of
+    psk tune on an H200 (48 KiB of shared memory per workgroup: the tilings planPolysketchOutputCoopMat
+    gives, mirrored by hand here), predicted from the fourth run's ablations."""
+    rows = [  # SG_M, invocations, fused query, FEAT_CHUNK / KEY_TILE / WIDTH_CHUNK, register bound, warps per SM
+        (2, 128, True, "64 / 64 / 64", 255, 8),
+        (4, 256, True, "32 / 32 / 32", 255, 8),
+        (8, 512, False, "32 / 32 / 32", 128, 16),
+    ]
+    print("### The cooperative output's row groups on an H200 (written before a GPU runs them)\n")
+    print("| SG_M | invocations | query side | FEAT_CHUNK / KEY_TILE / WIDTH_CHUNK | registers at most | warps per SM | output ms | forward 32k f16 ms |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for sg_m, threads, fused, tiles, regs, warps in rows:
+        gain = [1.0, 1.5] if warps > 8 else [1.0, 1.0]
+        out = [row_groups_output_ms(sg_m, fused, g) for g in gain]
+        lo, hi = min(out), max(out)
+        # The forward: the fourth run's stages with this output (features 1.277 generic f16, states
+        # 1.838, prefix 0.226), the feature map taking the q half back where the query side leaves
+        # the output; with the cooperative feature map (0.3-0.6 predicted) the features term drops.
+        features = 1.277 - (FOURTH_RUN_FUSED_QUERY_MS if fused else 0.0)
+        fwd = [features + 1.838 + 0.226 + x for x in (lo, hi)]
+        side = "in the output (FUSED_QUERY=2)" if fused else "the feature map's rows"
+        cell = f"{lo:.2f}" if abs(hi - lo) < 0.005 else f"{lo:.2f}-{hi:.2f}"
+        fcell = f"{fwd[0]:.2f}" if abs(fwd[1] - fwd[0]) < 0.005 else f"{fwd[0]:.2f}-{fwd[1]:.2f}"
+        print(f"| {sg_m} | {threads} | {side} | {tiles} | {regs} | {warps} | {cell} | {fcell} |")
+    print("\nThe row output (the H200 table's choice) measured 3.232 ms and the forward 6.583; SG_M = 2 is "
+          "the fourth run's measurement (4.767), the others predictions. The 8 row groups' upper figure "
+          "assumes no gain from the doubled occupancy and no spills at 128 registers; the lower divides the "
+          "staging by 1.5 for it.\n")
+
+
 def print_micro_coopmat(m=None):
     """psk micro's cooperative products (micro_coopmat.comp; docs/MODEL.md, "Cooperative products and
     their fragment loads"): per product of 16 x 16 x 16 (8192 FLOP) and SM, the tensor cycles at the
@@ -2211,6 +2274,7 @@ def main():
     print_micro_coopmat()
     print_micro_inflight()
     print_issue_floor()
+    print_row_groups()
 
 
 
