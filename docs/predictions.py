@@ -2130,6 +2130,24 @@ def row_groups_output_ms(sg_m, fused, occupancy_gain=1.0):
             - (0 if fused else FOURTH_RUN_FUSED_QUERY_MS))
 
 
+# ... and of the cooperative block states (same run and shape, SG_M = 2: 9 workgroups of 64 features
+# per block, 128 invocations at 211-220 registers): ms each part's removal saved, and the rest.
+FOURTH_RUN_STATES = {"total": 1.824, "products": 0.71, "expand": 0.60, "key_loads": 0.41}
+
+
+def row_groups_states_ms(tile_f, occupancy_gain=1.0, features=528):
+    """The cooperative block states with TILE_M = tile_f features per workgroup: the products and the psi
+    expansion scale with the features computed (whole tiles: ceil(F / tile_f) tile_f), the key tiles'
+    loads (S(k) rows and V, per workgroup) and the rest with the workgroups per block;
+    occupancy_gain divides the latency-bound parts (the expansion and the loads)."""
+    o = FOURTH_RUN_STATES
+    tiles_now, tiles = ceil_div(features, 64), ceil_div(features, tile_f)
+    computed = tiles * tile_f / (tiles_now * 64)
+    rest = o["total"] - o["products"] - o["expand"] - o["key_loads"]
+    return (o["products"] * computed + (o["expand"] * computed + o["key_loads"] * tiles / tiles_now) / occupancy_gain
+            + rest * tiles / tiles_now)
+
+
 def print_row_groups():
     """docs/MODEL.md, "Row groups and the register bound": the cooperative output's SG_M candidates of
     psk tune on an H200 (48 KiB of shared memory per workgroup: the tilings planPolysketchOutputCoopMat
@@ -2159,6 +2177,15 @@ def print_row_groups():
           "the fourth run's measurement (4.767), the others predictions. The 8 row groups' upper figure "
           "assumes no gain from the doubled occupancy and no spills at 128 registers; the lower divides the "
           "staging by 1.5 for it.\n")
+    print("| states.sg_m | invocations | features per workgroup | registers at most | warps per SM | states ms (32k f16) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for sg_m, threads, tile_f, regs, warps in [(2, 128, 64, 255, 8), (4, 256, 64, 255, 8), (8, 512, 128, 128, 16)]:
+        out = [row_groups_states_ms(tile_f, g) for g in ([1.0, 1.5] if warps > 8 else [1.0])]
+        cell = f"{min(out):.2f}" if len(out) == 1 else f"{min(out):.2f}-{max(out):.2f}"
+        print(f"| {sg_m} | {threads} | {tile_f} | {regs} | {warps} | {cell} |")
+    print("\nSG_M = 2 is the fourth run's 1.824 ms (the model's own reading: 1.82); 4 keeps the workgroup's "
+          "features and the occupancy (no gain predicted); 8 computes 640 features for 528 (five tiles of "
+          "128) but loads each block's keys in 5 workgroups instead of 9, at twice the warps.\n")
 
 
 def print_micro_coopmat(m=None):

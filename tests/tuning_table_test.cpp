@@ -505,6 +505,45 @@ TEST_F(TuningOnDevice, CooperativeOutputRowGroupsWithoutRoomForTheQuerySide) {
     EXPECT_LE(o.error, psk::conformance::kFloat16);
 }
 
+// states.sg_m re-plans the cooperative block states (the GPU's tiling, emulated: lavapipe's 32 KiB
+// and 4-byte operands) around that many row groups: 1 row group of 4 matrices (64 features, where
+// the model has 2 x 2) is applied, named, runs and matches the float64 reference; 4 row groups
+// need more shared memory than lavapipe has and are ignored with the bytes; under the emulation's
+// own small tiles the entry is ignored, and no tunable is offered.
+TEST_F(TuningOnDevice, CooperativeStatesRowGroupsFromTheTable) {
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "states");
+    const Shape s;
+    {
+        ScopedEnv emulation("PSK_COOPMAT_EMULATION", "gpu-tiles");
+        const std::string path = writeFile("states-sgm.tuning", "psk-tuning 1\ndevice any\nstates.sg_m 1 type=f16\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("block_states_coopmat.emu_f16.f16 (cooperative) THREADS=16 "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(" SG_M=1 SG_N=2 WM=4 "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("states.sg_m=1 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("tunable: states.sg_m=1"), std::string::npos) << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+    auto statesText = [&](const char* mode, const char* entry) {
+        ScopedEnv emulation("PSK_COOPMAT_EMULATION", mode);
+        const std::string path = writeFile("states-sgm-misfit.tuning", std::string("psk-tuning 1\ndevice any\n") + entry + "\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
+        const psk::TuningSelection tuning = ctx->tuningSelection();
+        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+        return plan.statesKernel.variant + " " + plan.statesKernel.constants.describe() + ": " + plan.statesKernel.reason;
+    };
+    const std::string misfit = statesText("gpu-tiles", "states.sg_m 4");
+    EXPECT_NE(misfit.find("line 3 (states.sg_m 4) ignored: needs "), std::string::npos) << misfit;
+    EXPECT_NE(misfit.find(" SG_M=2 SG_N=2 WM=2 "), std::string::npos) << misfit;  // the model's
+    EXPECT_NE(misfit.find("tunable: states.sg_m=2"), std::string::npos) << misfit;
+    const std::string small = statesText("1", "states.sg_m 1");
+    EXPECT_NE(small.find("line 3 (states.sg_m 1) ignored: the emulation's small tiles"), std::string::npos) << small;
+    EXPECT_EQ(small.find("tunable: states.sg_m"), std::string::npos) << small;
+}
+
 // output.cooperative 0 turns the cooperative output the plan would take (emulated, float16) into
 // the generic one, named in its reason with the value psk tune would try back; 1 keeps it; the
 // output still matches the float64 reference.

@@ -219,12 +219,13 @@ std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType st
 
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
                                               uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
-                                              bool emulatedOperands, bool splitV) {
+                                              bool emulatedOperands, bool splitV, uint32_t rowGroups) {
     BlockStatesCoopMatPlan plan;
     if (choice.path == CoopMatPath::Scalar) return plan;
     const uint32_t m = choice.shape.m, n = choice.shape.n, k = choice.shape.k;
-    const uint32_t sgM = 2, sgN = 2;
-    const uint32_t wm = std::max(1u, 32u / m);  // 64 features per workgroup where M <= 32
+    const uint32_t sgM = rowGroups ? rowGroups : 2, sgN = 2;
+    // 64 features per workgroup where M <= 32 (or SG_M x M where that is more).
+    const uint32_t wm = rowGroups ? std::max(1u, 64u / (sgM * m)) : std::max(1u, 32u / m);
     uint32_t wn = std::max(1u, std::min((valueDim + sgN * n - 1) / (sgN * n), std::max(1u, 128u / (sgN * n))));
     uint32_t keyTile = (std::max(32u, k) + k - 1) / k * k;
     auto shared = [&](uint32_t kt, uint32_t wnn) {

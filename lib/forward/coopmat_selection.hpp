@@ -112,9 +112,11 @@ struct BlockStatesCoopMatPlan {
 };
 /** `emulatedOperands`: size the shared memory as the COOPMAT_EMULATED backend declares it (4-byte
  *  operands plus its per-subgroup exchange region), to run this tiling through the emulation
- *  (PSK_COOPMAT_EMULATION=gpu-tiles). `splitV`: V as hi + lo operands (float32 storage, SPLIT_V). */
+ *  (PSK_COOPMAT_EMULATION=gpu-tiles). `splitV`: V as hi + lo operands (float32 storage, SPLIT_V).
+ *  `rowGroups`: SG_M (a tuning table's states.sg_m), with WM = max(1, 64 / (SG_M CM_M)) so that a
+ *  workgroup keeps at least 64 features; 0 for the model's 2 x 2 subgroups. */
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
                                               uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
-                                              bool emulatedOperands = false, bool splitV = false);
+                                              bool emulatedOperands = false, bool splitV = false, uint32_t rowGroups = 0);
 
 }  // namespace psk

@@ -680,25 +680,57 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         // The cooperative output reads the states as the generic output does (rows of stateStride).
         // Float32 storage: V as hi + lo too (shaders/block_states_coopmat.comp, "Precision").
         const bool splitV = in.type == PSK_DATA_TYPE_FLOAT32;
+        // The GPU's tiling with `rowGroups` row groups (0: the model's), on the device's products or,
+        // emulated (PSK_COOPMAT_EMULATION=gpu-tiles), on the emulated backend's shape and 4-byte
+        // operands; shared memory less the range maxima (2 floats per invocation). `bytes` and
+        // `budget` for a caller that must say why a tiling does not fit.
+        auto gpuTiling = [&](uint32_t rowGroups, uint32_t* bytes, uint32_t* budget) {
+            CoopMatChoice choice = coop.choice;
+            if (coop.emulate) {
+                choice.path = CoopMatPath::KHR;
+                choice.shape = {coop.m, coop.n, coop.k};
+            }
+            const uint32_t invocations = (rowGroups ? rowGroups : 2) * 2 * in.caps.subgroupSize;
+            const uint32_t available = coop.emulate ? shared : coop.shared;
+            *budget = available - std::min(available, 8 * invocations);
+            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(choice, in.caps.subgroupSize, R, dv, *budget, coop.emulate, splitV, rowGroups);
+            *bytes = cm.sharedBytes;
+            kernel::BlockStatesCoopMatSpec planned = cm.spec;
+            planned.Z_STRIDE = in.stateStride;
+            return planned;
+        };
         kernel::BlockStatesCoopMatSpec spec;
+        uint32_t bytes = 0, budget = 0;
         if (coop.smallTiles) {
             spec = planEmulatedBlockStates(coop.m, coop.n, coop.k, in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
-        } else if (coop.emulate) {
-            // The GPU's tiling on the emulated backend's products (coopMatEmulationShape) and
-            // 4-byte operands, less the range maxima (2 floats per invocation).
-            CoopMatChoice emulated;
-            emulated.path = CoopMatPath::KHR;
-            emulated.shape = {coop.m, coop.n, coop.k};
-            const uint32_t maxima = 8 * 4 * in.caps.subgroupSize;
-            const uint32_t budget = shared - std::min(shared, maxima);
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(emulated, in.caps.subgroupSize, R, dv, budget, true, splitV);
-            spec = cm.sharedBytes <= budget ? cm.spec : planEmulatedBlockStates(coop.m, coop.n, coop.k, in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
-            spec.Z_STRIDE = in.stateStride;
         } else {
-            // Less the kernel's range maxima (2 floats per invocation, at most 128 invocations).
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(coop.choice, in.caps.subgroupSize, R, dv, coop.shared - 1024, false, splitV);
-            spec = cm.spec;
-            spec.Z_STRIDE = in.stateStride;
+            spec = gpuTiling(0, &bytes, &budget);
+            if (coop.emulate && bytes > budget)
+                spec = planEmulatedBlockStates(coop.m, coop.n, coop.k, in.caps.subgroupSize, R, dv, in.stateStride, shared, splitV);
+        }
+        // states.sg_m: the row groups from a tuning table (the GPU's tiling re-planned around them).
+        std::string statesTuned;
+        if (const TuningEntry* e = tuningEntry(in, TuningParameter::StatesSgM)) {
+            std::string why;
+            kernel::BlockStatesCoopMatSpec c;
+            if (coop.smallTiles) {
+                why = "the emulation's small tiles (PSK_COOPMAT_EMULATION=1) have a tiling of their own";
+            } else if (e->value * 2 * in.caps.subgroupSize > in.invocations) {
+                why = cat(e->value * 2 * in.caps.subgroupSize, " invocations per workgroup, more than this device's ", in.invocations);
+            } else {
+                c = gpuTiling(e->value, &bytes, &budget);
+                const uint32_t tileF = c.SG_M * c.WM * c.CM_M;
+                if (bytes > budget)
+                    why = cat("needs ", bytes, " bytes of shared memory, ", budget, " available");
+                else if (c.THREADS % tileF != 0 && tileF % c.THREADS != 0)
+                    why = cat(c.THREADS, " invocations and ", tileF, " features per workgroup, neither a multiple of the other");
+            }
+            if (why.empty()) {
+                spec = c;
+                statesTuned = tunedNote(in, *e);
+            } else {
+                statesTuned = ignoredNote(in, *e, why);
+            }
         }
         spec.ABLATE = coop.switches.ablateStates;  // PSK_ABLATE (timing only; the walk inherits it)
         stage.tileF = spec.SG_M * spec.WM * spec.CM_M;
@@ -707,8 +739,10 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         if (spec.THREADS % stage.tileF != 0 && stage.tileF % spec.THREADS != 0)
             fail(PSK_ERROR_INTERNAL, "block_states_coopmat: ", spec.THREADS, " invocations and ", stage.tileF,
                  " features per workgroup, neither a multiple of the other");
-        stage.kernel = coopKernelChoice<KernelId::BlockStatesCoopMat>(*coop.variant, "", in.type, spec,
-                                        coopReason(coop, ": float16/bfloat16 operands, float32 sums", 0, ""));
+        stage.kernel = coopKernelChoice<KernelId::BlockStatesCoopMat>(
+            *coop.variant, "", in.type, spec,
+            coopReason(coop, ": float16/bfloat16 operands, float32 sums", 0, "") + statesTuned +
+                (coop.smallTiles ? std::string() : tunableNote({{TuningParameter::StatesSgM, spec.SG_M}})));
         stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
         // The walking variant: PolysketchPlan::statesWalkKernel. On llvmpipe an invocation's loops
         // end silently after 65535 iterations in all, and a walk's emulated products count per key

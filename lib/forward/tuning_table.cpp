@@ -30,6 +30,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"float32.cooperative", 0, 1},
     {"baselines.fp32_rows", 0, 1},
     {"output.stage_batch", 1, 32},
+    {"states.sg_m", 1, 16},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

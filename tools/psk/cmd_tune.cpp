@@ -125,12 +125,13 @@ struct TuneOptions {
 // registers with 128 invocations and re-stages each Z chunk for every 32 rows: SG_M sets both
 // the rows that share a staging and, through the workgroup size, the registers a driver may give
 // an invocation), then its chunks, then whether it runs at all (against the best of those), the
-// feature map, the baselines' tilings, the float32 path, and last the walking block states (on an
-// H200 slower at every size measured, and the most expensive candidate to time).
+// block states' row groups (the same register bound: 211-220 registers at 128 invocations on an
+// H200), the feature map, the baselines' tilings, the float32 path, and last the walking block
+// states (on an H200 slower at every size measured, and the most expensive candidate to time).
 constexpr TuningParameter kSearchOrder[] = {
     TuningParameter::OutputSgM,          TuningParameter::OutputStageBatch,  TuningParameter::OutputFeatChunk,
     TuningParameter::OutputKeyTile,      TuningParameter::OutputWn,          TuningParameter::OutputCooperative,
-    TuningParameter::FeaturesTile,       TuningParameter::FeaturesRows,      TuningParameter::FeaturesLearnedTile,
+    TuningParameter::StatesSgM,          TuningParameter::FeaturesTile,       TuningParameter::FeaturesRows,      TuningParameter::FeaturesLearnedTile,
     TuningParameter::BaselinesTile,      TuningParameter::BaselinesFp32Rows, TuningParameter::BaselinesFp32Tile,
     TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
 };
@@ -432,10 +433,11 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::Float32Cooperative:
         case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
         case TuningParameter::OutputSgM:
+        case TuningParameter::StatesSgM:
             // The most row groups first: 8 (512 invocations, which bound a driver's registers to
-            // 128 per invocation, and one staging of each Z chunk and key tile per 128 rows) is the
-            // candidate docs/MODEL.md expects to gain on an H200, where the model's 2 sits at 255
-            // registers; fewer after it.
+            // 128 per invocation; the output also stages each Z chunk and key tile once per 128
+            // rows) is the candidate docs/MODEL.md expects to gain on an H200, where the model's 2
+            // sits at 211-255 registers; fewer after it.
             all = {8, 4, 2, 1};
             all.erase(std::remove(all.begin(), all.end(), model), all.end());
             return all;
