@@ -310,6 +310,17 @@ PskAttentionCreateInfo createInfo(const Shape& s, PskDataType type, uint64_t see
     return info;
 }
 
+/** The polysketch plan of `s` in storage `type` under the environment and tuning table in effect
+ *  (planning alone: nothing compiles). */
+psk::PolysketchPlan planShape(PskContext ctx, const Shape& s, PskDataType type) {
+    const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, type, 1), ctx->caps());
+    const psk::TuningSelection tuning = ctx->tuningSelection();
+    return psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+}
+
+/** "variant constants: reason" of one kernel of a plan. */
+std::string kernelText(const psk::KernelChoice& k) { return k.variant + " " + k.constants.describe() + ": " + k.reason; }
+
 std::string planOf(PskAttention attn) {
     size_t size = 0;
     std::string plan;
@@ -430,10 +441,8 @@ TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
         // compile the model's tiling of the emulated output once more, a minute on a cold cache).
         const std::string path = writeFile("misfit.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 24\noutput.key_tile 1024\n");
         ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
-        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
-        const psk::TuningSelection tuning = ctx->tuningSelection();
-        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
-        const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.constants.describe() + ": " + plan.outputKernel.reason;
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        const std::string text = kernelText(plan.outputKernel);
         EXPECT_NE(text.find("line 3 (output.feat_chunk 24) ignored: FEAT_CHUNK must be a multiple of CM_K = 16"), std::string::npos) << text;
         EXPECT_NE(text.find("line 4 (output.key_tile 1024) ignored: needs "), std::string::npos) << text;
         EXPECT_NE(text.find("tunable: output.feat_chunk=32 output.key_tile=32 "), std::string::npos) << text;  // the model's
@@ -463,10 +472,8 @@ TEST_F(TuningOnDevice, CooperativeOutputRowGroupsFromTheTable) {
     {
         const std::string path = writeFile("output-sgm-big.tuning", "psk-tuning 1\ndevice any\noutput.sg_m 16\n");
         ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
-        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
-        const psk::TuningSelection tuning = ctx->tuningSelection();
-        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
-        const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.constants.describe() + ": " + plan.outputKernel.reason;
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        const std::string text = kernelText(plan.outputKernel);
         EXPECT_NE(text.find("line 3 (output.sg_m 16) ignored: 16 row groups of 16 rows exceed the block of 32"), std::string::npos) << text;
         EXPECT_NE(text.find("SG_M=1 "), std::string::npos) << text;
     }
@@ -484,10 +491,8 @@ TEST_F(TuningOnDevice, CooperativeOutputRowGroupsWithoutRoomForTheQuerySide) {
     s.b = 64;  // room for 4 row groups of 16 rows
     {
         ScopedEnv table("PSK_TUNING_TABLE", "none");
-        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
-        const psk::TuningSelection tuning = ctx->tuningSelection();
-        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
-        const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.constants.describe() + ": " + plan.outputKernel.reason;
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        const std::string text = kernelText(plan.outputKernel);
         EXPECT_NE(text.find(" FUSED_QUERY=2 "), std::string::npos) << text;
         EXPECT_TRUE(plan.fusedQuery) << text;
     }
@@ -530,10 +535,7 @@ TEST_F(TuningOnDevice, CooperativeStatesRowGroupsFromTheTable) {
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", mode);
         const std::string path = writeFile("states-sgm-misfit.tuning", std::string("psk-tuning 1\ndevice any\n") + entry + "\n");
         ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
-        const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
-        const psk::TuningSelection tuning = ctx->tuningSelection();
-        const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
-        return plan.statesKernel.variant + " " + plan.statesKernel.constants.describe() + ": " + plan.statesKernel.reason;
+        return kernelText(planShape(ctx, s, PSK_DATA_TYPE_FLOAT16).statesKernel);
     };
     const std::string misfit = statesText("gpu-tiles", "states.sg_m 4");
     EXPECT_NE(misfit.find("line 3 (states.sg_m 4) ignored: needs "), std::string::npos) << misfit;
@@ -569,10 +571,8 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
         // float32, so there the entry is ignored with the reason.
         const std::string path = writeFile("output-on.tuning", "psk-tuning 1\ndevice any\noutput.cooperative 1\n");
         ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
-        const psk::TuningSelection tuning = ctx->tuningSelection();
         for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_FLOAT32}) {
-            const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, type, 1), ctx->caps());
-            const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+            const psk::PolysketchPlan plan = planShape(ctx, s, type);
             const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.reason;
             if (type == PSK_DATA_TYPE_FLOAT16) {
                 EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
@@ -585,14 +585,11 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
     }
 }
 
-/** The plan of `s` in storage `type` under the environment and table in effect: "variant constants: reason" per stage. */
+/** The plan of `s` in storage `type` under the environment and table in effect: kernelText per stage. */
 std::string stagePlans(PskContext ctx, const Shape& s, PskDataType type) {
-    const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, type, 1), ctx->caps());
-    const psk::TuningSelection tuning = ctx->tuningSelection();
-    const psk::PolysketchPlan plan = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+    const psk::PolysketchPlan plan = planShape(ctx, s, type);
     std::string text;
-    for (const psk::KernelChoice* k : {&plan.featureKernel, &plan.statesKernel, &plan.outputKernel})
-        text += k->variant + " " + k->constants.describe() + ": " + k->reason + "\n";
+    for (const psk::KernelChoice* k : {&plan.featureKernel, &plan.statesKernel, &plan.outputKernel}) text += kernelText(*k) + "\n";
     return text;
 }
 
