@@ -667,7 +667,7 @@ PY
 
 # psk tune (docs/PERFORMANCE.md, "Tuning"): the planner's tunable tile choices timed for the headline
 # shapes (PSK_GPU_TUNE_SHAPES, f16, H heads, p = 4, b = 256, local exact, causal) within
-# PSK_GPU_TUNE_BUDGET seconds (45; 15 with --quick; less where the step's limit is shorter). The
+# PSK_GPU_TUNE_BUDGET seconds (35; 15 with --quick; less where the step's limit is shorter). The
 # table (tune/tuning.tuning) and the plan it gives at h = 64 go into the results; to build it into
 # the library, commit it as tuning/devices/<device>.tuning. The bench after it keeps the library's
 # defaults (no table is applied there).

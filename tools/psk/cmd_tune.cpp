@@ -121,19 +121,19 @@ struct TuneOptions {
 };
 
 // The default order of the search, the likeliest gains first (docs/PERFORMANCE.md, "Tuning"): the
-// cooperative output's row groups and loads in flight (on an H200 the kernel sits at 255
-// registers with 128 invocations and re-stages each Z chunk for every 32 rows: SG_M sets both
-// the rows that share a staging and, through the workgroup size, the registers a driver may give
-// an invocation), then its chunks, then whether it runs at all (against the best of those), the
-// block states' row groups (the same register bound: 211-220 registers at 128 invocations on an
-// H200), the feature map, the baselines' tilings, the float32 path, and last the walking block
-// states (on an H200 slower at every size measured, and the most expensive candidate to time).
+// row groups of the cooperative output and of the block states (on an H200 both sit at 211-255
+// registers with 128 invocations; SG_M sets the workgroup size, which bounds the registers a driver
+// may give an invocation, and, in the output, the rows that share each staging of a Z chunk and
+// key tile), the output's loads in flight, then whether the cooperative output runs at all
+// (against the best of those), its chunks, the feature map, the baselines' tilings, the float32
+// path, and last the walking block states (on an H200 slower at every size measured, and the most
+// expensive candidate to time). A GPU check's budget reaches about ten candidates at 32k.
 constexpr TuningParameter kSearchOrder[] = {
-    TuningParameter::OutputSgM,          TuningParameter::OutputStageBatch,  TuningParameter::OutputFeatChunk,
-    TuningParameter::OutputKeyTile,      TuningParameter::OutputWn,          TuningParameter::OutputCooperative,
-    TuningParameter::StatesSgM,          TuningParameter::FeaturesTile,       TuningParameter::FeaturesRows,      TuningParameter::FeaturesLearnedTile,
-    TuningParameter::BaselinesTile,      TuningParameter::BaselinesFp32Rows, TuningParameter::BaselinesFp32Tile,
-    TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
+    TuningParameter::OutputSgM,          TuningParameter::StatesSgM,         TuningParameter::OutputStageBatch,
+    TuningParameter::OutputCooperative,  TuningParameter::OutputFeatChunk,   TuningParameter::OutputKeyTile,
+    TuningParameter::OutputWn,           TuningParameter::FeaturesTile,      TuningParameter::FeaturesRows,
+    TuningParameter::FeaturesLearnedTile, TuningParameter::BaselinesTile,    TuningParameter::BaselinesFp32Rows,
+    TuningParameter::BaselinesFp32Tile,  TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
 };
 static_assert(sizeof kSearchOrder / sizeof kSearchOrder[0] == psk::kTuningParameterCount, "every parameter has its place in the search");
 
