@@ -691,8 +691,13 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
                 choice.shape = {coop.m, coop.n, coop.k};
             }
             const uint32_t invocations = (rowGroups ? rowGroups : 2) * 2 * in.caps.subgroupSize;
+            // The shader's range_max (2 floats per subgroup) and ones_share (one float per feature
+            // or per invocation, whichever is more; each array rounded to 16 bytes), and never less
+            // than the 2 floats per invocation the model's tiling has always been planned with.
+            const uint32_t tileF = rowGroups ? std::max(64u, rowGroups * coop.m) : 2 * std::max(1u, 32u / coop.m) * coop.m;
+            const uint32_t reserved = std::max(8 * invocations, 4 * std::max(tileF, invocations) + 8 * (invocations / in.caps.subgroupSize) + 32);
             const uint32_t available = coop.emulate ? shared : coop.shared;
-            *budget = available - std::min(available, 8 * invocations);
+            *budget = available - std::min(available, reserved);
             const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(choice, in.caps.subgroupSize, R, dv, *budget, coop.emulate, splitV, rowGroups);
             *bytes = cm.sharedBytes;
             kernel::BlockStatesCoopMatSpec planned = cm.spec;
