@@ -258,6 +258,55 @@ struct Rig {
         return "token " + std::to_string(t) + (t < prefilled[s] ? " (a prefill row)" : " (a step row)");
     }
 
+    /**
+     * Sketched mode (every row is phi(q)^T z): how much the normalizer of sequence s's token t
+     * cancels, sum_f |phi_f(q_t) z_f| / |sum_f phi_f(q_t) z_f| with z_f = sum_{j<=t} phi_f(k_j) (the
+     * random sketch's features have either sign), the largest over the query heads, in float64. A
+     * relative perturbation of z or phi(q) reaches the row amplified by up to this much; the
+     * forward's rows inside a block square <S(q), S(k)> instead and do not cancel.
+     */
+    double normalizerConditioning(uint32_t s, uint32_t t) const {
+        std::vector<double> qs(q[s].begin(), q[s].end()), ks(k[s].begin(), k[s].end());
+        for (double& x : qs) x *= ref.scale;
+        int F = 0;
+        const std::vector<double> pq = psk::ref::featureRows(ref.sketch, qs.data(), int(qs.size() / c.h), int(c.h), F);
+        const std::vector<double> pk = psk::ref::featureRows(ref.sketch, ks.data(), int(ks.size() / c.h), int(c.h), F);
+        double worst = 0;
+        for (uint32_t hd = 0; hd < c.Hq; ++hd) {
+            const uint32_t kh = hd / (c.Hq / c.Hkv);
+            double sum = 0, magnitude = 0;
+            for (int f = 0; f < F; ++f) {
+                double z = 0;
+                for (uint32_t j = 0; j <= t; ++j) z += pk[(size_t(j) * c.Hkv + kh) * F + f];
+                const double term = pq[(size_t(t) * c.Hq + hd) * F + f] * z;
+                sum += term;
+                magnitude += std::fabs(term);
+            }
+            worst = std::max(worst, magnitude / std::max(std::fabs(sum), 1e-300));
+        }
+        return worst;
+    }
+
+    /**
+     * Sequence s's error of each token t0 <= t < t1 against `want` (token-major, as out[s]), on the
+     * whole sequence's scale (max |want|), as "t:e" items: where a failure's error starts and how it
+     * grows, one step to the next (a step that goes wrong once, or a state that drifts).
+     */
+    std::string tokenProfile(uint32_t s, const std::vector<double>& want, uint32_t t0, uint32_t t1) const {
+        const size_t per = size_t(c.Hq) * c.dv;
+        double scale = 0;
+        for (double w : want) scale = std::max(scale, std::fabs(w));
+        std::string text;
+        for (uint32_t t = t0; t < t1 && (t + 1) * per <= out[s].size() && (t + 1) * per <= want.size(); ++t) {
+            double e = 0;
+            for (size_t i = t * per; i < (t + 1) * per; ++i) e = std::max(e, std::fabs(double(out[s][i]) - want[i]));
+            char item[48];
+            std::snprintf(item, sizeof item, "%s%u:%.2e", text.empty() ? "" : " ", t, scale > 0 ? e / scale : e);
+            text += item;
+        }
+        return text;
+    }
+
     /** One step of every sequence. */
     void step() {
         const std::vector<float> sq = randomRows(size_t(c.B) * c.Hq * c.h, c.qGain), sk = randomRows(size_t(c.B) * c.Hkv * c.h),
@@ -317,6 +366,21 @@ struct Rig {
             std::printf("[ decode ] %s sequence %u, %u tokens (%u prefilled): error vs forward %.2e (%s), vs reference %.2e (%s)\n",
                         c.name.c_str(), s, n, prefilled[s], eForward, worstToken(s, forward64).c_str(), eRef,
                         worstToken(s, wantTokenMajor).c_str());
+            // The last prefill row and the first block's steps after it, token by token (where a
+            // GPU's step error started, and how much each row amplifies a perturbation of the
+            // state: docs/RELIABILITY.md).
+            const uint32_t from = prefilled[s] > 0 ? prefilled[s] - 1 : 0, to = std::min(n, std::max(from + 8, c.b + 2));
+            std::printf("[ decode ]   tokens %u-%u vs forward: %s\n[ decode ]   vs reference: %s\n", from, to - 1,
+                        tokenProfile(s, forward64, from, to).c_str(), tokenProfile(s, wantTokenMajor, from, to).c_str());
+            if (!c.softmax && !c.localExact) {
+                std::string kappa;
+                for (uint32_t t = from; t < to; ++t) {
+                    char item[48];
+                    std::snprintf(item, sizeof item, "%s%u:%.1f", kappa.empty() ? "" : " ", t, normalizerConditioning(s, t));
+                    kappa += item;
+                }
+                std::printf("[ decode ]   the normalizer's cancellation, sum |terms| / |sum|: %s\n", kappa.c_str());
+            }
         }
     }
 };
