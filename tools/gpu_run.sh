@@ -65,7 +65,9 @@
 # 120 with --lavapipe],
 # PSK_GPU_FIXTURE_TOL [2e-3], PSK_GPU_FIXTURE_TOL32 [2e-4], PSK_GPU_TEST_LIMIT [60 / 40 s per test],
 # PSK_GPU_DECODE_CONTEXT [4k,32k,128k], PSK_GPU_SKIP [none; a comma list of step names
-# (conformance, bisect, tests, tune, frozen, ...) not to run: their time goes to the steps after them].
+# (conformance, bisect, tests, tune, frozen, ...) not to run: their time goes to the steps after them],
+# PSK_GPU_BENCH_TABLE [built-in: the library's own table; tuned: the bench reads this run's psk tune
+# tables, merged (tune/tuned-all.tuning), where the tune step wrote them].
 # The library's switches (PSK_COOPMAT_BACKEND, _STAGES, _SELFTEST, _FEATURE_TERMS;
 # docs/GPU_RUN.md) pass through, except where the bisect sets them.
 set -uo pipefail

@@ -354,6 +354,15 @@ PY
     else
         say "FAIL micro (exit $micro_rc): $(tail -1 "$work/bench/micro.txt" | cut -c 1-200)"
     fi
+    # PSK_GPU_BENCH_TABLE=tuned: this run's psk tune tables (merge_tuned_tables) for every row.
+    if [[ ${PSK_GPU_BENCH_TABLE:-built-in} == tuned ]]; then
+        if [[ -s "$work/tune/tuned-all.tuning" ]]; then
+            local -x PSK_TUNING_TABLE="$work/tune/tuned-all.tuning"  # this step only
+            say "bench: tuning table tune/tuned-all.tuning (this run's psk tune; PSK_GPU_BENCH_TABLE=tuned)"
+        else
+            say "bench: the built-in tuning table (PSK_GPU_BENCH_TABLE=tuned, but the tune step left no table)"
+        fi
+    fi
     say "bench: B=1 H=$heads causal, n = $ns, h = $hs, kinds $bench_kinds (polysketch p=4 r=${sketches} b=256 local exact, $bench_dtypes; softmax f16); $runs runs after $warmup warm-up and >= ${warmup_ms} ms; $( ((resident)) && echo "device-resident calls, stage times from $host_runs host-form calls after" || echo "host-form calls"); SM clock $clock_note"
     # In order of value, so that a cut keeps the most wanted: polysketch and softmax at the first head
     # dim (softmax's two longest last), polysketch at the other head dims, then softmax there.
@@ -721,5 +730,35 @@ do_tune() {
     else
         say "SKIP tune softmax f32: no time left in the step"
     fi
+    merge_tuned_tables
     return "$rc"
+}
+
+# tune/tuned-all.tuning: the entries of this run's psk tune tables in one (each table's entries
+# are measured against the model's configuration, parameters of different kernels, so none repeats
+# another), for PSK_GPU_BENCH_TABLE=tuned; the library parses it (psk info --plan) before it is kept.
+merge_tuned_tables() {
+    local out="$work/tune/tuned-all.tuning" tables=()
+    local t
+    for t in tuning softmax softmax-fp32; do [[ -s "$work/tune/$t.tuning" ]] && tables+=("$work/tune/$t.tuning"); done
+    ((${#tables[@]})) || return 0
+    python3 - "$out" "${tables[@]}" <<'PY'
+import sys
+out, first, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+text = open(first).read().rstrip("\n") + "\n"
+for path in rest:
+    text += "\n# entries of " + path.rsplit("/", 1)[-1] + "\n"
+    for line in open(path):
+        word = line.split("#", 1)[0].split()
+        if word and word[0] not in ("psk-tuning", "device"):
+            text += line if line.endswith("\n") else line + "\n"
+open(out, "w").write(text)
+PY
+    if PSK_TUNING_TABLE="$out" tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" --kv-heads "$heads" \
+        >"$work/tune/plan-tuned-all.txt" 2>&1; then
+        say "OK tuned tables merged: tune/tuned-all.tuning ($(grep -cv '^\(#\|psk-tuning\|device\|$\)' "$out") entries)"
+    else
+        say "FAIL tuned tables merged: the library refused tune/tuned-all.tuning: $(tail -1 "$work/tune/plan-tuned-all.txt" | cut -c 1-200)"
+        rm -f "$out"
+    fi
 }
