@@ -893,6 +893,67 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, FeatureMapOnACpuDevice) {
 
 // The machine's own device (lavapipe in CI, which has neither extension): scalar, with a reason,
 // and the context creation with the extended feature chain raises no validation message.
+// The plans an H200's psk tune tries first (docs/MODEL.md, "Row groups and the register bound"),
+// planned for an NVIDIA GPU's capabilities and limits (48 KiB of shared memory, subgroups of 32) at
+// the headline shape: the model's cooperative output (SG_M 2: 128 invocations, the query side in
+// the kernel, 64-feature chunks), output.sg_m 8 (512 invocations; the query side's pool leaves no
+// room, so the feature map's q rows; chunks of 32), and states.sg_m 8 (512 invocations, 128
+// features). None of them runs on lavapipe (its 32 KiB); this pins what the GPU will run.
+TEST(CoopMatCapabilitiesFromDeviceCaps, RowGroupsPlannedForAnH200) {
+    if (!psk::findShader("polysketch_output_coopmat.khr_f16.f16") || !psk::findShader("block_states_coopmat.khr_f16.f16"))
+        GTEST_SKIP() << "this build has no KHR cooperative-matrix shaders";
+    psk::DeviceCaps caps = nvidiaDeviceCaps();
+    setGpuLimits(caps);
+    caps.subgroupOperations = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", nullptr);
+    ScopedEnv stages("PSK_COOPMAT_STAGES", nullptr);
+    PskAttentionCreateInfo info{};
+    info.kind = PSK_ATTENTION_KIND_POLYSKETCH;
+    info.flags = PSK_ATTENTION_CAUSAL_BIT | PSK_ATTENTION_LOCAL_EXACT_BIT;
+    info.degree = 4;
+    info.numQueryHeads = info.numKeyValueHeads = 16;
+    info.headDim = info.valueDim = 64;
+    info.sketchSize = 32;
+    info.blockSize = 256;
+    info.dataType = PSK_DATA_TYPE_FLOAT16;
+    info.seed = 1;
+    const psk::ResolvedAttention resolved = psk::resolveAttention(info, caps);
+    auto plan = [&](const char* entry) {
+        psk::TuningSelection tuning;
+        tuning.table = std::make_shared<const psk::TuningTable>(
+            psk::parseTuningTable(std::string("psk-tuning 1\ndevice any\n") + entry + "\n", "h200"));
+        return psk::planPolysketch(resolved.config, *resolved.sketch, caps, entry[0] ? &tuning : nullptr);
+    };
+    auto constants = [](const psk::KernelChoice& k) { return k.variant + " " + k.constants.describe() + ": " + k.reason; };
+
+    const psk::PolysketchPlan model = plan("");
+    const std::string out = constants(model.outputKernel);
+    EXPECT_NE(out.find("polysketch_output_coopmat.khr_f16.f16"), std::string::npos) << out;
+    EXPECT_NE(out.find("THREADS=128 "), std::string::npos) << out;
+    EXPECT_NE(out.find(" SG_M=2 SG_N=2 WN=3 FEAT_CHUNK=64 KEY_TILE=64 WIDTH_CHUNK=64 "), std::string::npos) << out;
+    EXPECT_NE(out.find(" FUSED_QUERY=2 "), std::string::npos) << out;
+    EXPECT_TRUE(model.fusedQuery);
+    const std::string states = constants(model.statesKernel);
+    EXPECT_NE(states.find("THREADS=128 "), std::string::npos) << states;
+    EXPECT_NE(states.find(" SG_M=2 SG_N=2 WM=2 WN=2 KEY_TILE=32 "), std::string::npos) << states;
+    EXPECT_NE(states.find("tunable: states.sg_m=2"), std::string::npos) << states;
+
+    const psk::PolysketchPlan rows8 = plan("output.sg_m 8");
+    const std::string out8 = constants(rows8.outputKernel);
+    EXPECT_NE(out8.find("THREADS=512 "), std::string::npos) << out8;
+    EXPECT_NE(out8.find(" SG_M=8 SG_N=2 WN=3 FEAT_CHUNK=32 KEY_TILE=32 WIDTH_CHUNK=32 "), std::string::npos) << out8;
+    EXPECT_NE(out8.find(" FUSED_QUERY=0 "), std::string::npos) << out8;
+    EXPECT_NE(out8.find("8 row groups leave no room for the query side's pool"), std::string::npos) << out8;
+    EXPECT_FALSE(rows8.fusedQuery);
+
+    const psk::PolysketchPlan states8 = plan("states.sg_m 8");
+    const std::string st8 = constants(states8.statesKernel);
+    EXPECT_NE(st8.find("THREADS=512 "), std::string::npos) << st8;
+    EXPECT_NE(st8.find(" SG_M=8 SG_N=2 WM=1 WN=2 KEY_TILE=32 "), std::string::npos) << st8;
+    EXPECT_NE(st8.find("states.sg_m=8 from tuning table h200 line 3"), std::string::npos) << st8;
+    EXPECT_TRUE(states8.fusedQuery);  // the output keeps the model's tiling
+}
+
 TEST(CoopMatSelectionOnThisDevice, LavapipeStaysScalar) {
     PskContextCreateInfo info{};
     info.device = "llvmpipe";
