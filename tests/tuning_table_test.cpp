@@ -546,6 +546,32 @@ TEST_F(TuningOnDevice, CooperativeStatesRowGroupsFromTheTable) {
     EXPECT_EQ(small.find("tunable: states.sg_m"), std::string::npos) << small;
 }
 
+// The most row groups, run: an H200's psk tune tries output.sg_m 8 and states.sg_m 8 first (512
+// invocations, 16 subgroups), which lavapipe's 32 KiB cannot hold at 16 x 16 x 16; at the 8 x 8 x 16
+// shape (PSK_COOPMAT_EMULATION_SHAPE) the GPU's tiling with both entries does: the block states with
+// 8 x 2 subgroups, the output with 8 row groups, and the forward matches the float64 reference.
+TEST_F(TuningOnDevice, MostRowGroupsRunUnderTheEmulation) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "gpu-tiles");
+    ScopedEnv shape("PSK_COOPMAT_EMULATION_SHAPE", "8x8x16");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "states,output");
+    Shape s;
+    s.n = 200;
+    s.h = s.dv = 16;
+    s.r = 8;
+    s.b = 128;
+    const std::string path = writeFile("row-groups-8.tuning", "psk-tuning 1\ndevice any\noutput.sg_m 8\nstates.sg_m 8\n");
+    ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+    ASSERT_EQ(o.created, PSK_SUCCESS);
+    EXPECT_NE(o.plan.find("block_states_coopmat.emu_f16.f16 (cooperative) THREADS=128 "), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find(" SG_M=8 SG_N=2 WM=1 "), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("states.sg_m=8 from tuning table " + path + " line 4"), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("polysketch_output_coopmat.emu_f16.f16 (cooperative) THREADS=64 "), std::string::npos) << o.plan;
+    EXPECT_NE(o.plan.find("output.sg_m=8 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
+    EXPECT_GE(o.error, 0.0);
+    EXPECT_LE(o.error, psk::conformance::kFloat16);
+}
+
 // output.cooperative 0 turns the cooperative output the plan would take (emulated, float16) into
 // the generic one, named in its reason with the value psk tune would try back; 1 keeps it; the
 // output still matches the float64 reference.

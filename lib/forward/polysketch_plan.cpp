@@ -692,10 +692,11 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
             }
             const uint32_t invocations = (rowGroups ? rowGroups : 2) * 2 * in.caps.subgroupSize;
             // The shader's range_max (2 floats per subgroup) and ones_share (one float per feature
-            // or per invocation, whichever is more; each array rounded to 16 bytes), and never less
-            // than the 2 floats per invocation the model's tiling has always been planned with.
+            // or per invocation, whichever is more; each array rounded to 16 bytes); the model's
+            // tiling keeps the 2 floats per invocation it has always been planned with (more).
             const uint32_t tileF = rowGroups ? std::max(64u, rowGroups * coop.m) : 2 * std::max(1u, 32u / coop.m) * coop.m;
-            const uint32_t reserved = std::max(8 * invocations, 4 * std::max(tileF, invocations) + 8 * (invocations / in.caps.subgroupSize) + 32);
+            const uint32_t exact = 4 * std::max(tileF, invocations) + 8 * (invocations / in.caps.subgroupSize) + 32;
+            const uint32_t reserved = rowGroups ? exact : std::max(8 * invocations, exact);
             const uint32_t available = coop.emulate ? shared : coop.shared;
             *budget = available - std::min(available, reserved);
             const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(choice, in.caps.subgroupSize, R, dv, *budget, coop.emulate, splitV, rowGroups);
