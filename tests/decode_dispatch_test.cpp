@@ -259,13 +259,15 @@ struct Rig {
     }
 
     /**
-     * Sketched mode (every row is phi(q)^T z): how much the normalizer of sequence s's token t
-     * cancels, sum_f |phi_f(q_t) z_f| / |sum_f phi_f(q_t) z_f| with z_f = sum_{j<=t} phi_f(k_j) (the
-     * random sketch's features have either sign), the largest over the query heads, in float64. A
-     * relative perturbation of z or phi(q) reaches the row amplified by up to this much; the
-     * forward's rows inside a block square <S(q), S(k)> instead and do not cancel.
+     * Sketched mode (every row is phi(q)^T z): how much sequence s's token t amplifies a relative
+     * perturbation e of the terms phi_f(q_t) z_fc (z_fc = sum_{j<=t} phi_f(k_j) [v_j | 1]_c), on the
+     * test's error scale: O_c = num_c / (1 + den) moves by up to
+     * e (sum_f |phi_f(q) z_fc| + |O_c| sum_f |phi_f(q) z_f,dv|) / (1 + den), divided by max |O| of the
+     * sequence (`scale`); the largest over the query heads and columns, in float64. The random
+     * sketch's features have either sign, so the sums of |terms| exceed the sums; the forward's rows
+     * inside a block square <S(q), S(k)> instead and do not cancel.
      */
-    double normalizerConditioning(uint32_t s, uint32_t t) const {
+    double perturbationGain(uint32_t s, uint32_t t, double scale) const {
         std::vector<double> qs(q[s].begin(), q[s].end()), ks(k[s].begin(), k[s].end());
         for (double& x : qs) x *= ref.scale;
         int F = 0;
@@ -274,15 +276,20 @@ struct Rig {
         double worst = 0;
         for (uint32_t hd = 0; hd < c.Hq; ++hd) {
             const uint32_t kh = hd / (c.Hq / c.Hkv);
-            double sum = 0, magnitude = 0;
+            std::vector<double> num(c.dv + 1, 0.0), magnitude(c.dv + 1, 0.0);
             for (int f = 0; f < F; ++f) {
-                double z = 0;
-                for (uint32_t j = 0; j <= t; ++j) z += pk[(size_t(j) * c.Hkv + kh) * F + f];
-                const double term = pq[(size_t(t) * c.Hq + hd) * F + f] * z;
-                sum += term;
-                magnitude += std::fabs(term);
+                const double a = pq[(size_t(t) * c.Hq + hd) * F + f];
+                for (uint32_t col = 0; col <= c.dv; ++col) {
+                    double z = 0;
+                    for (uint32_t j = 0; j <= t; ++j)
+                        z += pk[(size_t(j) * c.Hkv + kh) * F + f] * (col < c.dv ? double(v[s][(size_t(j) * c.Hkv + kh) * c.dv + col]) : 1.0);
+                    num[col] += a * z;
+                    magnitude[col] += std::fabs(a * z);
+                }
             }
-            worst = std::max(worst, magnitude / std::max(std::fabs(sum), 1e-300));
+            const double den = 1.0 + num[c.dv];
+            for (uint32_t col = 0; col < c.dv; ++col)
+                worst = std::max(worst, (magnitude[col] + std::fabs(num[col] / den) * magnitude[c.dv]) / std::fabs(den) / scale);
         }
         return worst;
     }
@@ -373,13 +380,15 @@ struct Rig {
             std::printf("[ decode ]   tokens %u-%u vs forward: %s\n[ decode ]   vs reference: %s\n", from, to - 1,
                         tokenProfile(s, forward64, from, to).c_str(), tokenProfile(s, wantTokenMajor, from, to).c_str());
             if (!c.softmax && !c.localExact) {
-                std::string kappa;
+                double scale = 0;
+                for (double w : wantTokenMajor) scale = std::max(scale, std::fabs(w));
+                std::string gains;
                 for (uint32_t t = from; t < to; ++t) {
                     char item[48];
-                    std::snprintf(item, sizeof item, "%s%u:%.1f", kappa.empty() ? "" : " ", t, normalizerConditioning(s, t));
-                    kappa += item;
+                    std::snprintf(item, sizeof item, "%s%u:%.1f", gains.empty() ? "" : " ", t, perturbationGain(s, t, scale));
+                    gains += item;
                 }
-                std::printf("[ decode ]   the normalizer's cancellation, sum |terms| / |sum|: %s\n", kappa.c_str());
+                std::printf("[ decode ]   error per unit relative perturbation of the state's terms: %s\n", gains.c_str());
             }
         }
     }
