@@ -682,7 +682,7 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
         const bool splitV = in.type == PSK_DATA_TYPE_FLOAT32;
         // The GPU's tiling with `rowGroups` row groups (0: the model's), on the device's products or,
         // emulated (PSK_COOPMAT_EMULATION=gpu-tiles), on the emulated backend's shape and 4-byte
-        // operands; shared memory less the range maxima (2 floats per invocation). `bytes` and
+        // operands; shared memory less what the shader keeps besides the tiles (below). `bytes` and
         // `budget` for a caller that must say why a tiling does not fit.
         auto gpuTiling = [&](uint32_t rowGroups, uint32_t* bytes, uint32_t* budget) {
             CoopMatChoice choice = coop.choice;
