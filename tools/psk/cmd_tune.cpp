@@ -33,9 +33,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <map>
 #include <memory>
-#include <iterator>
 #include <new>
 #include <optional>
 #include <set>
