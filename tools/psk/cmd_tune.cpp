@@ -769,9 +769,15 @@ int runTune(int argc, char** argv) {
     bool failed = false, budgetOut = false;
     uint32_t timed = 0, rejected = 0, notTried = 0;
     double lastCandidateMs = 0;  // what the last candidate cost: one that would not end inside the budget is not started
-    for (ClassSearch& cls : classes) {
+    for (size_t ci = 0; ci < classes.size(); ++ci) {
+        ClassSearch& cls = classes[ci];
         const std::string classKey = psk::tuningKeyOf(cls.shape).describe();
-        std::printf("class %s: %zu shape(s)\n", classKey.c_str(), cls.members.size());
+        // Each class's search ends at an equal share of what is left of the budget (what a class
+        // leaves unspent goes to the ones after it), so that the first class of a list cannot spend
+        // a GPU check's whole budget (its model configuration may still overrun the share).
+        const double classEndMs = msSince(t0) + (budgetMs - msSince(t0)) / double(classes.size() - ci);
+        lastCandidateMs = 0;
+        std::printf("class %s: %zu shape(s), the search until %.1f s of the budget\n", classKey.c_str(), cls.members.size(), classEndMs / 1000);
         if (msSince(t0) > budgetMs) {
             budgetOut = true;
             cls.general.push_back("not measured (budget spent): the model's choices stand");
@@ -833,7 +839,7 @@ int runTune(int argc, char** argv) {
                 continue;
             }
             for (uint32_t value : candidates(param, modelValue)) {
-                if (msSince(t0) + lastCandidateMs > budgetMs) {
+                if (msSince(t0) + lastCandidateMs > classEndMs) {
                     budgetOut = true;
                     ++notTried;
                     notes.push_back(std::string(name) + "=" + std::to_string(value) + ": not tried (budget spent)");
