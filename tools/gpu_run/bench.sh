@@ -698,8 +698,8 @@ do_tune() {
     rc=$?
     cat "$work/tune/tune.txt"
     if [[ -f "$table" ]]; then
-        PSK_TUNING_TABLE="$table" tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" --kv-heads "$heads" \
-            >"$work/tune/plan-tuned.txt" 2>&1
+        PSK_TUNING_TABLE="$table" PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" \
+            --kv-heads "$heads" >"$work/tune/plan-tuned.txt" 2>&1
         local entries
         entries=$(grep -cv '^\(#\|psk-tuning\|device\|$\)' "$table")
         say "$( ((rc == 0)) && echo OK || echo FAIL) tune ($shapes, budget ${budget} s): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300); $entries entries in tune/tuning.tuning; applied to the h = 64 plan: $(grep -c 'from tuning table' "$work/tune/plan-tuned.txt") kernel(s)"
@@ -754,7 +754,7 @@ for path in rest:
             text += line if line.endswith("\n") else line + "\n"
 open(out, "w").write(text)
 PY
-    if PSK_TUNING_TABLE="$out" tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" --kv-heads "$heads" \
+    if PSK_TUNING_TABLE="$out" PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" --kv-heads "$heads" \
         >"$work/tune/plan-tuned-all.txt" 2>&1; then
         say "OK tuned tables merged: tune/tuned-all.tuning ($(grep -cv '^\(#\|psk-tuning\|device\|$\)' "$out") entries)"
     else

@@ -88,6 +88,18 @@ do_info() {
     echo "--- polysketch f16 causal local-exact p=4 r=32 b=256 h=64 H=$heads, PSK_TUNING_TABLE=none" >>"$work/plan.txt"
     PSK_TUNING_TABLE=none PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 --causal --local-exact \
         --degree 4 --sketch-size 32 --block-size 256 --head-dim 64 --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+    # The row groups psk tune tries first (output.sg_m, states.sg_m 8 and 4: 512 and 256
+    # invocations; docs/MODEL.md, "Row groups and the register bound"): the registers the driver
+    # gives them, whether or not the tune step reaches them, at h = 64 and 128.
+    local groups
+    for groups in 8 4; do
+        printf 'psk-tuning 1\ndevice any\noutput.sg_m %s\nstates.sg_m %s\n' "$groups" "$groups" >"$work/row-groups.tuning"
+        for h in 64 128; do
+            echo "--- polysketch f16 causal local-exact p=4 r=32 b=256 h=$h H=$heads, output.sg_m $groups, states.sg_m $groups (no device table)" >>"$work/plan.txt"
+            PSK_TUNING_TABLE="$work/row-groups.tuning" PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 \
+                --causal --local-exact --degree 4 --sketch-size 32 --block-size 256 --head-dim "$h" --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+        done
+    done
     # The FlashAttention-2 softmax's two-row-tile entries (baselines.tile 9-13, which the model
     # does not choose): their registers and spills, read beside psk tune's times for them.
     local entry
