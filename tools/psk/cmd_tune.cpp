@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -459,10 +460,14 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
     return all;
 }
 
+/** Whether a plan applied the candidate (else why not, into the string); null: time every plan. */
+using AppliesFn = std::function<bool(const std::string& plan, std::string* why)>;
+
 /** One shape's run: the median GPU time of the timed calls, and the output of the last. */
 struct Run {
     bool ok = false;
     std::string error, plan;
+    std::string ignored;  // the plan did not apply the candidate (why): nothing was timed
     double medianMs = 0;
     std::vector<float> out;
     double createMs = 0, callsMs = 0;  // wall time: the attention's creation (pipelines, self-test probes), the calls
@@ -491,7 +496,8 @@ void timeCalls(const TuneOptions& o, Run& run, Call call) {
     if (run.error.empty()) run.medianMs = psk::bench::summarize(samples).medianMs;
 }
 
-Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput) {
+Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput,
+              const AppliesFn& applies = nullptr) {
     Run run;
     const PskAttentionCreateInfo ai = attentionInfo(o, s);
     PskAttention attn = nullptr;
@@ -503,6 +509,10 @@ Run timeShape(PskContext ctx, MessageSink& sink, const TuneOptions& o, const Sha
         return run;
     }
     run.plan = planText(attn);
+    if (applies && !applies(run.plan, &run.ignored)) {
+        pskDestroyAttention(attn);
+        return run;
+    }
     std::vector<uint8_t> out;
     try {
         out.assign(in.outBytes, 0);
@@ -578,7 +588,8 @@ struct Resident {
 };
 
 /** timeShape's device-resident form: the same Run, from timestamps around pskCmdAttentionForward. */
-Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput) {
+Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, const Shape& s, const Inputs& in, bool keepOutput,
+                      const AppliesFn& applies = nullptr) {
     Run run;
     psk::bench::ResidentDevice& dev = res.dev;
     Resident::Shape* b = nullptr;
@@ -594,6 +605,10 @@ Run timeShapeResident(Resident& res, MessageSink& sink, const TuneOptions& o, co
         return run;
     }
     run.plan = planText(attn);
+    if (applies && !applies(run.plan, &run.ignored)) {
+        pskDestroyAttention(attn);
+        return run;
+    }
     PskWorkspaceLayoutInfo li{};
     li.batchSize = o.batch;
     li.seqLen = s.n;
@@ -862,14 +877,17 @@ int runTune(int argc, char** argv) {
                 std::string verdict;
                 for (size_t j = 0; j < cls.members.size() && verdict.empty(); ++j) {
                     const Shape& s = o.shapes[cls.members[j]];
-                    Run r = resident ? timeShapeResident(*resident, sink, o, s, inputs[j], true) : timeShape(ctx, sink, o, s, inputs[j], true);
+                    // A candidate the planner ignored (it does not fit, or its kernel is not in
+                    // the plan) is not timed: the plan says so before any call.
+                    const AppliesFn applies = [&](const std::string& plan, std::string* why) { return candidateApplied(plan, param, value, why); };
+                    Run r = resident ? timeShapeResident(*resident, sink, o, s, inputs[j], true, applies)
+                                     : timeShape(ctx, sink, o, s, inputs[j], true, applies);
                     createMs += r.createMs;
                     callsMs += r.callsMs;
-                    std::string why;
-                    if (!r.ok) {
+                    if (!r.ignored.empty()) {
+                        verdict = r.ignored;
+                    } else if (!r.ok) {
                         verdict = "failed at " + shapeName(s) + ": " + r.error;
-                    } else if (!candidateApplied(r.plan, param, value, &why)) {
-                        verdict = why;
                     } else {
                         const double diff = relativeDifference(r.out, reference[j]);
                         if (!(diff <= threshold))
