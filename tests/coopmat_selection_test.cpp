@@ -891,8 +891,6 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, FeatureMapOnACpuDevice) {
     EXPECT_NE(plan.featureKernel.reason.find("llvmpipe"), std::string::npos) << plan.featureKernel.reason;
 }
 
-// The machine's own device (lavapipe in CI, which has neither extension): scalar, with a reason,
-// and the context creation with the extended feature chain raises no validation message.
 // The plans an H200's psk tune tries first (docs/MODEL.md, "Row groups and the register bound"),
 // planned for an NVIDIA GPU's capabilities and limits (48 KiB of shared memory, subgroups of 32) at
 // the headline shape: the model's cooperative output (SG_M 2: 128 invocations, the query side in
@@ -954,6 +952,8 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, RowGroupsPlannedForAnH200) {
     EXPECT_TRUE(states8.fusedQuery);  // the output keeps the model's tiling
 }
 
+// The machine's own device (lavapipe in CI, which has neither extension): scalar, with a reason,
+// and the context creation with the extended feature chain raises no validation message.
 TEST(CoopMatSelectionOnThisDevice, LavapipeStaysScalar) {
     PskContextCreateInfo info{};
     info.device = "llvmpipe";

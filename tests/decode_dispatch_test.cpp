@@ -120,6 +120,13 @@ struct EnvOverride {
     ~EnvOverride() { unsetenv(name); }
 };
 
+/** max |x|: the scale relativeMaxError divides by. */
+double maxAbs(const std::vector<double>& x) {
+    double m = 0;
+    for (double v : x) m = std::max(m, std::fabs(v));
+    return m;
+}
+
 /** A causal polysketch attention, its float64 reference, a decode state and what each sequence consumed. */
 struct Rig {
     Case c;
@@ -259,39 +266,45 @@ struct Rig {
     }
 
     /**
-     * Sketched mode (every row is phi(q)^T z): how much sequence s's token t amplifies a relative
-     * perturbation e of the terms phi_f(q_t) z_fc (z_fc = sum_{j<=t} phi_f(k_j) [v_j | 1]_c), on the
-     * test's error scale: O_c = num_c / (1 + den) moves by up to
+     * Sketched mode (every row is phi(q)^T z): how much each token t0 <= t < t1 of sequence s
+     * amplifies a relative perturbation e of the terms phi_f(q_t) z_fc (z_fc = sum_{j<=t} phi_f(k_j)
+     * [v_j | 1]_c), on the test's error scale: O_c = num_c / (1 + den) moves by up to
      * e (sum_f |phi_f(q) z_fc| + |O_c| sum_f |phi_f(q) z_f,dv|) / (1 + den), divided by max |O| of the
      * sequence (`scale`); the largest over the query heads and columns, in float64. The random
      * sketch's features have either sign, so the sums of |terms| exceed the sums; the forward's rows
      * inside a block square <S(q), S(k)> instead and do not cancel.
      */
-    double perturbationGain(uint32_t s, uint32_t t, double scale) const {
+    std::vector<double> perturbationGains(uint32_t s, uint32_t t0, uint32_t t1, double scale) const {
         std::vector<double> qs(q[s].begin(), q[s].end()), ks(k[s].begin(), k[s].end());
         for (double& x : qs) x *= ref.scale;
         int F = 0;
         const std::vector<double> pq = psk::ref::featureRows(ref.sketch, qs.data(), int(qs.size() / c.h), int(c.h), F);
         const std::vector<double> pk = psk::ref::featureRows(ref.sketch, ks.data(), int(ks.size() / c.h), int(c.h), F);
-        double worst = 0;
+        std::vector<double> gains(t1 - t0, 0.0);
         for (uint32_t hd = 0; hd < c.Hq; ++hd) {
             const uint32_t kh = hd / (c.Hq / c.Hkv);
-            std::vector<double> num(c.dv + 1, 0.0), magnitude(c.dv + 1, 0.0);
-            for (int f = 0; f < F; ++f) {
-                const double a = pq[(size_t(t) * c.Hq + hd) * F + f];
-                for (uint32_t col = 0; col <= c.dv; ++col) {
-                    double z = 0;
-                    for (uint32_t j = 0; j <= t; ++j)
-                        z += pk[(size_t(j) * c.Hkv + kh) * F + f] * (col < c.dv ? double(v[s][(size_t(j) * c.Hkv + kh) * c.dv + col]) : 1.0);
-                    num[col] += a * z;
-                    magnitude[col] += std::fabs(a * z);
+            std::vector<double> z(size_t(F) * (c.dv + 1), 0.0);  // z_fc over the keys up to t
+            for (uint32_t t = 0; t < t1; ++t) {
+                for (int f = 0; f < F; ++f) {
+                    const double p = pk[(size_t(t) * c.Hkv + kh) * F + f];
+                    for (uint32_t col = 0; col <= c.dv; ++col)
+                        z[size_t(f) * (c.dv + 1) + col] += p * (col < c.dv ? double(v[s][(size_t(t) * c.Hkv + kh) * c.dv + col]) : 1.0);
                 }
+                if (t < t0) continue;
+                std::vector<double> num(c.dv + 1, 0.0), magnitude(c.dv + 1, 0.0);
+                for (int f = 0; f < F; ++f) {
+                    const double a = pq[(size_t(t) * c.Hq + hd) * F + f];
+                    for (uint32_t col = 0; col <= c.dv; ++col) {
+                        num[col] += a * z[size_t(f) * (c.dv + 1) + col];
+                        magnitude[col] += std::fabs(a * z[size_t(f) * (c.dv + 1) + col]);
+                    }
+                }
+                const double den = 1.0 + num[c.dv];
+                for (uint32_t col = 0; col < c.dv; ++col)
+                    gains[t - t0] = std::max(gains[t - t0], (magnitude[col] + std::fabs(num[col] / den) * magnitude[c.dv]) / std::fabs(den) / scale);
             }
-            const double den = 1.0 + num[c.dv];
-            for (uint32_t col = 0; col < c.dv; ++col)
-                worst = std::max(worst, (magnitude[col] + std::fabs(num[col] / den) * magnitude[c.dv]) / std::fabs(den) / scale);
         }
-        return worst;
+        return gains;
     }
 
     /**
@@ -301,8 +314,7 @@ struct Rig {
      */
     std::string tokenProfile(uint32_t s, const std::vector<double>& want, uint32_t t0, uint32_t t1) const {
         const size_t per = size_t(c.Hq) * c.dv;
-        double scale = 0;
-        for (double w : want) scale = std::max(scale, std::fabs(w));
+        const double scale = maxAbs(want);
         std::string text;
         for (uint32_t t = t0; t < t1 && (t + 1) * per <= out[s].size() && (t + 1) * per <= want.size(); ++t) {
             double e = 0;
@@ -380,12 +392,11 @@ struct Rig {
             std::printf("[ decode ]   tokens %u-%u vs forward: %s\n[ decode ]   vs reference: %s\n", from, to - 1,
                         tokenProfile(s, forward64, from, to).c_str(), tokenProfile(s, wantTokenMajor, from, to).c_str());
             if (!c.softmax && !c.localExact) {
-                double scale = 0;
-                for (double w : wantTokenMajor) scale = std::max(scale, std::fabs(w));
+                const std::vector<double> gain = perturbationGains(s, from, to, maxAbs(wantTokenMajor));
                 std::string gains;
                 for (uint32_t t = from; t < to; ++t) {
                     char item[48];
-                    std::snprintf(item, sizeof item, "%s%u:%.1f", gains.empty() ? "" : " ", t, perturbationGain(s, t, scale));
+                    std::snprintf(item, sizeof item, "%s%u:%.1f", gains.empty() ? "" : " ", t, gain[t - from]);
                     gains += item;
                 }
                 std::printf("[ decode ]   error per unit relative perturbation of the state's terms: %s\n", gains.c_str());

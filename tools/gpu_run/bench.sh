@@ -679,7 +679,7 @@ PY
 # PSK_GPU_TUNE_BUDGET seconds (35; 15 with --quick; less where the step's limit is shorter). The
 # table (tune/tuning.tuning) and the plan it gives at h = 64 go into the results; to build it into
 # the library, commit it as tuning/devices/<device>.tuning. The bench after it keeps the library's
-# defaults (no table is applied there).
+# built-in table unless PSK_GPU_BENCH_TABLE=tuned (merge_tuned_tables).
 do_tune() {
     local shapes budget rc
     shapes=${PSK_GPU_TUNE_SHAPES:-$( ((quick)) && echo 1000:h64 || echo 32k:h64,128k:h64,32k:h128)}
@@ -700,9 +700,7 @@ do_tune() {
     if [[ -f "$table" ]]; then
         PSK_TUNING_TABLE="$table" PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" \
             --kv-heads "$heads" >"$work/tune/plan-tuned.txt" 2>&1
-        local entries
-        entries=$(grep -cv '^\(#\|psk-tuning\|device\|$\)' "$table")
-        say "$( ((rc == 0)) && echo OK || echo FAIL) tune ($shapes, budget ${budget} s): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300); $entries entries in tune/tuning.tuning; applied to the h = 64 plan: $(grep -c 'from tuning table' "$work/tune/plan-tuned.txt") kernel(s)"
+        say "$( ((rc == 0)) && echo OK || echo FAIL) tune ($shapes, budget ${budget} s): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300); $(table_entries "$table") entries in tune/tuning.tuning; applied to the h = 64 plan: $(grep -c 'from tuning table' "$work/tune/plan-tuned.txt") kernel(s)"
     else
         say "FAIL tune ($shapes): no table written (exit $rc): $(tail -1 "$work/tune/tune.txt" | cut -c 1-300)"
         ((rc == 0)) && rc=1
@@ -734,6 +732,9 @@ do_tune() {
     return "$rc"
 }
 
+# The entry lines of a tuning table (neither comments, blank lines, nor its two header lines).
+table_entries() { grep -cv '^\(#\|psk-tuning\|device\|$\)' "$1"; }
+
 # tune/tuned-all.tuning: the entries of this run's psk tune tables in one (each table's entries
 # are measured against the model's configuration, parameters of different kernels, so none repeats
 # another), for PSK_GPU_BENCH_TABLE=tuned; the library parses it (psk info --plan) before it is kept.
@@ -756,7 +757,7 @@ open(out, "w").write(text)
 PY
     if PSK_TUNING_TABLE="$out" PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --dtype f16 --local-exact --heads "$heads" --kv-heads "$heads" \
         >"$work/tune/plan-tuned-all.txt" 2>&1; then
-        say "OK tuned tables merged: tune/tuned-all.tuning ($(grep -cv '^\(#\|psk-tuning\|device\|$\)' "$out") entries)"
+        say "OK tuned tables merged: tune/tuned-all.tuning ($(table_entries "$out") entries)"
     else
         say "FAIL tuned tables merged: the library refused tune/tuned-all.tuning: $(tail -1 "$work/tune/plan-tuned-all.txt" | cut -c 1-200)"
         rm -f "$out"
