@@ -102,14 +102,6 @@ shared float row_corr[CM_SHARED_COUNT(TILE_M, 4u)];  // this key tile's rescale 
 shared float row_back[CM_SHARED_COUNT(TILE_M, 4u)];  // 1 / (scale_W scale_V) of this key tile
 shared uint range_bits[CM_SHARED_COUNT(RANGE_SLOTS, 4u)];
 
-// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 so that the product of
-// two inverse scales stays a normal float32.
-float operand_scale(float x) {
-    if (!(x > 0.0)) return 1.0;
-    int e;
-    frexp(x, e);  // x < 2^e
-    return exp2(float(clamp(14 - e, -60, 60)));
-}
 
 float range_max(uint slot) { return uintBitsToFloat(range_bits[slot]); }
 

@@ -108,8 +108,8 @@ shared float ones_share[CM_SHARED_COUNT(ONES_SHARE, 4u)];  // the normalizer's p
 const uint S_PER_THREAD = (KEY_TILE * SKETCH + THREADS - 1u) / THREADS;
 const uint V_PER_THREAD = (KEY_TILE * TILE_N + THREADS - 1u) / THREADS;
 
-// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e clamped to +-100 (float32 range).
-float operand_scale(float x) {
+// operand_scale (operands.glsl) with e clamped to +-100 (float32 range) instead of +-60.
+float wide_operand_scale(float x) {
     if (!(x > 0.0)) return 1.0;
     int e;
     frexp(x, e);  // x < 2^e
@@ -216,8 +216,8 @@ void main() {
                 s_max = max(s_max, range_max[i]);
                 v_max = max(v_max, range_max[CM_SUBGROUPS + i]);
             }
-            const float a_scale = operand_scale(1.4142135 * s_max * s_max);
-            const float b_scale = operand_scale(v_max);
+            const float a_scale = wide_operand_scale(1.4142135 * s_max * s_max);
+            const float b_scale = wide_operand_scale(v_max);
             [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) {
                 const uint i = it * THREADS + lid;
                 if (i < KEY_TILE * SKETCH) sk_tile[i] = pre_s[it];

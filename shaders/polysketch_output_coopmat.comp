@@ -43,6 +43,10 @@
 //     its term, so where the terms cancel to a small w the relative error of O is that of w,
 //     amplified by sum |terms| / |w|: 8.8e-4 of the float16 threshold's 2e-3 under emulation on
 //     the Sweep16 n = 1 full case, 6.8e-3 on an H200 (docs/RELIABILITY.md).
+//     Z_PACKED: B comes ready, hi and lo with the chunk's scale, from z_operands.comp's records
+//     (packed once per block after the prefix, the same scale and split as below): the fragments
+//     load straight from the buffer (L2), with no range pass, no staging of B and one barrier per
+//     chunk fewer (docs/MODEL.md, "Z operands packed once per block").
 //  3. Local part (CAUSAL), keys KEY_TILE at a time up to the tile's last row: scores S = Q K^T
 //     (operands q' and k', or S(q) and S(k), WIDTH_CHUNK columns per step; the KEY_TILE / CM_N
 //     score tiles of a row group are spread over its SG_N subgroups) out through a float32
@@ -61,17 +65,17 @@
 // and more at long n, outside float16. Every operand is scaled by a power of two that brings its
 // largest |element| to at most 2^14 before it is rounded (CM_TO_OPERAND): phi(q) once per
 // workgroup (the bound sqrt(2) max|S(q)|^2, reached by the square features), each Z chunk by its
-// own maximum (a pass over the chunk before it is staged), q' (or S(q)), k' (or S(k)) and v once
-// per workgroup from the maxima over its rows and keys (v's scale covers the ones column), the
-// weights once per key tile. Maxima are combined with atomicMax on the float bits (non-negative
+// own maximum (a pass over the chunk before it is staged; Z_PACKED: z_operands.comp's pass), q'
+// (or S(q)), k' (or S(k)) and v once per workgroup from the maxima over its rows and keys (v's
+// scale covers the ones column), the weights once per key tile. Maxima are combined with atomicMax on the float bits (non-negative
 // floats order as their bit patterns). Scales are powers of two in 2^-60 .. 2^60, so undoing them
 // (one float32 product of two) is exact. Weights below 2^-28 of the tile's largest weight fall
 // out of float16's normal range (2^-14 .. 2^14 after scaling) and lose precision.
 //
 // Shared memory: two pools whose regions alias by phase. The float32 pool holds the S(q) rows
 // (TILE_M x SKETCH) in steps 1-2, the scores / weights (TILE_M x KEY_TILE) in step 3 and one
-// CM_M x CM_N scratch per subgroup in step 4; the operand pool holds A and B in step 2 and Q, K,
-// W, V in step 3. Operand rows are padded by 8 elements: 16-byte aligned for 2-byte operands
+// CM_M x CM_N scratch per subgroup in step 4; the operand pool holds A and B (B unless Z_PACKED)
+// in step 2 and Q, K, W, V in step 3. Operand rows are padded by 8 elements: 16-byte aligned for 2-byte operands
 // (the load/store rule) and spread over the banks. The host computes the bytes
 // (polysketchOutputCoopMatSharedBytes, lib/forward/polysketch_plan.cpp); with the emulated
 // backend operands are 4-byte floats and coopmat.glsl adds 2 KiB per subgroup (16 x 16 x 16).
@@ -123,6 +127,8 @@ layout(std430, binding = BINDING_Q_LOCAL) readonly buffer QLocal { float q_local
 // on one binding).
 layout(std430, binding = BINDING_Q_SKETCH) readonly buffer QRows { ELEM q_data[]; };
 layout(std430, binding = BINDING_Q_LOCAL) readonly buffer Weights { vec4 w_vec[]; };
+// Z_PACKED: binding STATES holds z_operands.comp's records instead of Z (eight operands per uvec4).
+layout(std430, binding = BINDING_STATES) readonly buffer ZOperands { uvec4 z_ops[]; };
 
 const uint TILE_M = SG_M * CM_M;
 const uint NT = (VALUE_DIM + CM_N) / CM_N;   // column tiles: ceil((dv + 1) / CM_N)
@@ -148,7 +154,9 @@ const uint OP_A = 0u;
 const uint A_LO = TILE_M * LDA;      // the low parts of A, after the high parts
 const uint OP_B = 2u * A_LO;
 const uint B_LO = FEAT_CHUNK * LDB;  // the low parts of B, after the high parts
-const uint OP_INTER = OP_B + 2u * B_LO;
+const uint OP_INTER = Z_PACKED != 0u ? OP_B : OP_B + 2u * B_LO;  // Z_PACKED: B from the records, not staged
+// Z_PACKED: a record of z_operands.comp (uvec4 units): the scale, then hi and lo rows of NC operands.
+const uint Z_ROW16 = NC / 8u, Z_PART = FEAT_CHUNK * Z_ROW16, Z_RECORD = 1u + 2u * Z_PART;
 const uint PARTS = 1u + SPLIT_LOCAL;
 const uint Q_LO = TILE_M * LDQ, K_LO = KEY_TILE * LDQ, W_LO = TILE_M * LDW, V_LO = KEY_TILE * LDB;
 const uint OP_Q = 0u;
@@ -181,15 +189,6 @@ shared CM_OPERAND op_pool[CM_SHARED_COUNT(OP_POOL, CM_OPERAND_BYTES)];
 shared float f_pool[CM_SHARED_COUNT(F_POOL, 4u)];
 shared float den_s[CM_SHARED_COUNT(TILE_M, 4u)];
 shared uint range_bits[CM_SHARED_COUNT(RANGE_SLOTS, 4u)];
-
-// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 so that the product of
-// two inverse scales stays a normal float32.
-float operand_scale(float x) {
-    if (!(x > 0.0)) return 1.0;
-    int e;
-    frexp(x, e);  // x < 2^e
-    return exp2(float(clamp(14 - e, -60, 60)));
-}
 
 float range_max(uint slot) { return uintBitsToFloat(range_bits[slot]); }
 
@@ -404,14 +403,16 @@ void main() {
         const float s_max = range_max(R_S);
         const float a_scale = operand_scale(SQRT2 * s_max * s_max);
         const float inv_a = 1.0 / a_scale;
+        const uint chunks = (params.features + FEAT_CHUNK - 1u) / FEAT_CHUNK;
+        const uint z_record = (kv_seq * (CAUSAL ? params.blocks : 1u) + (CAUSAL ? block : 0u)) * chunks * Z_RECORD;
         uint chunk = 0u;
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_CHUNK, ++chunk) {
             const uint flen = min(FEAT_CHUNK, params.features - f0);
             const uint slot = R_Z + (chunk & 1u);
             barrier();  // the previous chunk's operands and its maximum slot are read
-            if (lid == 0u) range_bits[R_Z + ((chunk + 1u) & 1u)] = 0u;  // the next chunk's slot
+            if (Z_PACKED == 0u && lid == 0u) range_bits[R_Z + ((chunk + 1u) & 1u)] = 0u;  // the next chunk's slot
             // The chunk's largest |Z| (normalizer column included) ...
-            if ((ABLATE & 8u) == 0u) {
+            if (Z_PACKED == 0u && (ABLATE & 8u) == 0u) {
                 // Branch-free rounds (see "Loads without branches" in the header): every lane loads,
                 // past the chunk from its last feature, and keeps what is in it.
                 float z_max = 0.0;
@@ -434,20 +435,27 @@ void main() {
                     put_operand(OP_A + r * LDA + f, A_LO, f < flen ? p : 0.0);
                 }
             }
-            barrier();
-            // B = the Z chunk, scaled by its own power of two, zero past column dv, hi + lo. (Without
-            // the range pass, ABLATE 8, the scale is the slot's 0: Z reads as zeros and its scale is
-            // undone as infinity, a value the compiler cannot fold, so the staging still runs.)
-            const float z_scale = (ABLATE & 8u) != 0u ? range_max(slot) : operand_scale(range_max(slot));
-            [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * NC + THREADS - 1u) / THREADS; ++it) {
-                const uint i = it * THREADS + lid;
-                if (i < FEAT_CHUNK * NC && (ABLATE & 32u) == 0u) {
-                    const uint f = i / NC, c = i % NC;
-                    const float z = states[z_base + (f0 + min(f, flen - 1u)) * Z_STRIDE + min(c, VALUE_DIM)] * z_scale;  // branch-free
-                    put_operand(OP_B + f * LDB + c, B_LO, f < flen && c <= VALUE_DIM ? z : 0.0);
+            // Z_PACKED: A alone is staged here; the chunk's record holds B and its scale.
+            const uint z_chunk = z_record + chunk * Z_RECORD;
+            if (Z_PACKED == 0u) {
+                barrier();
+                // B = the Z chunk, scaled by its own power of two, zero past column dv, hi + lo. (Without
+                // the range pass, ABLATE 8, the scale is the slot's 0: Z reads as zeros and its scale is
+                // undone as infinity, a value the compiler cannot fold, so the staging still runs.)
+                const float z_scale = (ABLATE & 8u) != 0u ? range_max(slot) : operand_scale(range_max(slot));
+                [[unroll]] for (uint it = 0u; it < (FEAT_CHUNK * NC + THREADS - 1u) / THREADS; ++it) {
+                    const uint i = it * THREADS + lid;
+                    if (i < FEAT_CHUNK * NC && (ABLATE & 32u) == 0u) {
+                        const uint f = i / NC, c = i % NC;
+                        const float z = states[z_base + (f0 + min(f, flen - 1u)) * Z_STRIDE + min(c, VALUE_DIM)] * z_scale;  // branch-free
+                        put_operand(OP_B + f * LDB + c, B_LO, f < flen && c <= VALUE_DIM ? z : 0.0);
+                    }
                 }
             }
             barrier();
+            const float z_scale = Z_PACKED != 0u ? uintBitsToFloat(z_ops[z_chunk].x)
+                                  : (ABLATE & 8u) != 0u        ? range_max(slot)
+                                                               : operand_scale(range_max(slot));
             if (sg_rows && products) {
                 CM_ACC part[WN];
                 [[unroll]] for (uint w = 0u; w < WN; ++w) part[w] = CM_ACC_ZERO;
@@ -466,8 +474,14 @@ void main() {
                             if (t < NT) {
                                 CM_B mb;
                                 CM_B mb_lo;
-                                CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
-                                CM_LOAD_ROW_B(mb_lo, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);
+                                if (Z_PACKED != 0u) {
+                                    const uint at = z_chunk + 1u + kk * Z_ROW16 + t * (CM_N / 8u);
+                                    CM_LOAD_ROW_B_V(mb, z_ops, at, Z_ROW16);
+                                    CM_LOAD_ROW_B_V(mb_lo, z_ops, at + Z_PART, Z_ROW16);
+                                } else {
+                                    CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
+                                    CM_LOAD_ROW_B(mb_lo, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);
+                                }
                                 part[w] = CM_MULADD(ma_lo, mb, part[w]);
                                 part[w] = CM_MULADD(ma, mb_lo, part[w]);
                                 part[w] = CM_MULADD(ma, mb, part[w]);

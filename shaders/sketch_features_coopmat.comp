@@ -143,14 +143,6 @@ void put_operand(uint off, uint lo, float v) {
     op_pool[off + lo] = CM_TO_OPERAND(v - hi);
 }
 
-// 2^e such that x * 2^e <= 2^14 < 2 x * 2^e (1 for x = 0), e in -60..60 (its square stays a
-// normal float32).
-float operand_scale(float x) {
-    if (!(x > 0.0)) return 1.0;
-    int e;
-    frexp(x, e);  // x < 2^e
-    return exp2(float(clamp(14 - e, -60, 60)));
-}
 
 // LayerNorm of the LEN floats of f_pool at `src` (population variance, eps inside the square
 // root), in the generic kernel's order of operations, rounded into op_pool at `dst`.

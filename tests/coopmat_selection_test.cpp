@@ -931,6 +931,24 @@ TEST(CoopMatCapabilitiesFromDeviceCaps, RowGroupsPlannedForAnH200) {
     EXPECT_NE(out.find(" SG_M=2 SG_N=2 WN=3 FEAT_CHUNK=64 KEY_TILE=64 WIDTH_CHUNK=64 "), std::string::npos) << out;
     EXPECT_NE(out.find(" FUSED_QUERY=2 "), std::string::npos) << out;
     EXPECT_TRUE(model.fusedQuery);
+    // Z as operands packed once per block (the model's choice): records of 64 features x 80
+    // columns, hi + lo; output.z_packed 0 stages Z in the output again with the same tiling (the
+    // fourth H200 run's kernel).
+    EXPECT_NE(out.find(" Z_PACKED=1: "), std::string::npos) << out;
+    EXPECT_EQ(model.zOperands.kernel.variant, "z_operands.f16.f32");
+    EXPECT_EQ(model.zOperands.chunk, 64u);
+    EXPECT_EQ(model.zOperands.record, 1u + 2u * 64u * 80u / 8u);
+    const psk::PolysketchPlan staged = plan("output.z_packed 0");
+    const std::string outStaged = constants(staged.outputKernel);
+    EXPECT_NE(outStaged.find(" SG_M=2 SG_N=2 WN=3 FEAT_CHUNK=64 KEY_TILE=64 WIDTH_CHUNK=64 "), std::string::npos) << outStaged;
+    EXPECT_NE(outStaged.find(" Z_PACKED=0: "), std::string::npos) << outStaged;
+    EXPECT_TRUE(staged.zOperands.kernel.empty());
+    // 4 row groups: without B in shared memory the chunks of 64 features stay (32 when staged).
+    const psk::PolysketchPlan rows4 = plan("output.sg_m 4");
+    const std::string out4 = constants(rows4.outputKernel);
+    EXPECT_NE(out4.find("THREADS=256 "), std::string::npos) << out4;
+    EXPECT_NE(out4.find(" SG_M=4 SG_N=2 WN=3 FEAT_CHUNK=64 KEY_TILE=32 WIDTH_CHUNK=32 "), std::string::npos) << out4;
+    EXPECT_NE(out4.find(" FUSED_QUERY=2 "), std::string::npos) << out4;
     const std::string states = constants(model.statesKernel);
     EXPECT_NE(states.find("THREADS=128 "), std::string::npos) << states;
     EXPECT_NE(states.find(" SG_M=2 SG_N=2 WM=2 WN=2 KEY_TILE=32 "), std::string::npos) << states;

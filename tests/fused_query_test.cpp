@@ -59,13 +59,13 @@ TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
         ScopedEnv unset("PSK_COOPMAT_FUSED_QUERY", nullptr);
         const std::string p4 = psk::test::attentionPlan(ctx, polysketchInfo(4, kLocalExact, PSK_DATA_TYPE_FLOAT16));
-        EXPECT_TRUE(has(p4, " FUSED_QUERY=2 QUERY_NORM=0 STAGE_BATCH=8: ")) << p4;
+        EXPECT_TRUE(has(p4, " FUSED_QUERY=2 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << p4;
         EXPECT_TRUE(has(p4, "; S(q) and q' computed from q in the kernel (the feature map runs for k alone)")) << p4;
         EXPECT_TRUE(has(p4, "; for k alone (the cooperative output computes S(q) and q' from q)")) << p4;
         const std::string p2 = psk::test::attentionPlan(ctx, polysketchInfo(2, PSK_ATTENTION_CAUSAL_BIT, PSK_DATA_TYPE_BFLOAT16));
-        EXPECT_TRUE(has(p2, " FUSED_QUERY=1 QUERY_NORM=0 STAGE_BATCH=8: ")) << p2;
+        EXPECT_TRUE(has(p2, " FUSED_QUERY=1 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << p2;
         const std::string p8 = psk::test::attentionPlan(ctx, polysketchInfo(8, kLocalExact, PSK_DATA_TYPE_FLOAT16));
-        EXPECT_TRUE(has(p8, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8: ")) << p8;
+        EXPECT_TRUE(has(p8, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << p8;
         EXPECT_TRUE(has(p8, "; S(q) and q' from the feature map's rows (degree 8 (two levels of products))")) << p8;
 
         for (bool local : {false, true}) {
@@ -73,7 +73,7 @@ TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
             psk::test::TempFile normFile("psk_fused_qknorm");
             withNorm(ln, normFile, local, 3);
             const std::string plan = psk::test::attentionPlan(ctx, ln);
-            EXPECT_TRUE(has(plan, local ? " FUSED_QUERY=2 QUERY_NORM=3 STAGE_BATCH=8: " : " FUSED_QUERY=2 QUERY_NORM=1 STAGE_BATCH=8: ")) << plan;
+            EXPECT_TRUE(has(plan, local ? " FUSED_QUERY=2 QUERY_NORM=3 STAGE_BATCH=8 Z_PACKED=1: " : " FUSED_QUERY=2 QUERY_NORM=1 STAGE_BATCH=8 Z_PACKED=1: ")) << plan;
         }
         PskAttentionCreateInfo learned = polysketchInfo(4, kLocalExact, PSK_DATA_TYPE_FLOAT16);
         psk::test::TempFile sketchFile("psk_fused_learned");
@@ -81,7 +81,7 @@ TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
         learned.sketchSource = PSK_SKETCH_SOURCE_LEARNED_FILE;
         learned.sketchFile = sketchFile.path().c_str();
         const std::string fromRows = psk::test::attentionPlan(ctx, learned);
-        EXPECT_TRUE(has(fromRows, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8: ")) << fromRows;
+        EXPECT_TRUE(has(fromRows, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << fromRows;
         EXPECT_TRUE(has(fromRows, "; S(q) and q' from the feature map's rows (a learned sketch)")) << fromRows;
         EXPECT_FALSE(has(fromRows, "for k alone")) << fromRows;
     }
@@ -94,19 +94,19 @@ TEST_F(FusedQuery, PlannedWhereTheQuerySideDependsOnQAlone) {
         info.headDim = 16;
         info.sketchSize = 32;
         const std::string wide = psk::test::attentionPlan(ctx, info);
-        EXPECT_TRUE(has(wide, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8: ")) << wide;
+        EXPECT_TRUE(has(wide, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << wide;
         EXPECT_TRUE(has(wide, "(computing them here would shrink the tiles to fit shared memory)")) << wide;
         info.sketchSize = 16;
         info.valueDim = 24;
         const std::string narrow = psk::test::attentionPlan(ctx, info);
-        EXPECT_TRUE(has(narrow, " FUSED_QUERY=2 QUERY_NORM=0 STAGE_BATCH=8: ")) << narrow;
+        EXPECT_TRUE(has(narrow, " FUSED_QUERY=2 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << narrow;
         EXPECT_TRUE(has(narrow, " SG_M=2 ")) << narrow;  // two row groups: the GPU's tiling
     }
     {
         ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
         ScopedEnv off("PSK_COOPMAT_FUSED_QUERY", "off");
         const std::string p4 = psk::test::attentionPlan(ctx, polysketchInfo(4, kLocalExact, PSK_DATA_TYPE_FLOAT16));
-        EXPECT_TRUE(has(p4, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8: ")) << p4;
+        EXPECT_TRUE(has(p4, " FUSED_QUERY=0 QUERY_NORM=0 STAGE_BATCH=8 Z_PACKED=1: ")) << p4;
         EXPECT_TRUE(has(p4, "(PSK_COOPMAT_FUSED_QUERY=off)")) << p4;
         EXPECT_TRUE(has(p4, "fused query off")) << p4;  // the plan's switches line
     }

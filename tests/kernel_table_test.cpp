@@ -119,6 +119,7 @@ psk::kernel::SpecConstants hostDefaults(KernelId id) {
         case KernelId::BlockStatesCoopMat: return SpecConstants::of(BlockStatesCoopMatSpec{});
         case KernelId::BlockScan: return SpecConstants::of(BlockScanSpec{});
         case KernelId::BlockReduce: return SpecConstants::of(BlockReduceSpec{});
+        case KernelId::ZOperands: return SpecConstants::of(ZOperandsSpec{});
         case KernelId::PolysketchOutput: return SpecConstants::of(PolysketchOutputSpec{});
         case KernelId::PolysketchOutputRows: return SpecConstants::of(PolysketchOutputRowsSpec{});
         case KernelId::PolysketchOutputTeam: return SpecConstants::of(PolysketchOutputTeamSpec{});

@@ -572,6 +572,52 @@ TEST_F(TuningOnDevice, MostRowGroupsRunUnderTheEmulation) {
     EXPECT_LE(o.error, psk::conformance::kFloat16);
 }
 
+// Z as operands packed once per block (output.z_packed): the model packs (z_operands.comp before
+// the output, whose Z_PACKED loads its B fragments from the records); a table's output.z_packed 0
+// stages Z in each workgroup again, named in the reason; PSK_COOPMAT_Z_PACKED=off wins over a
+// table's 1. Both paths run and match the float64 reference, the packed one with several chunks
+// of features and a short last one (r = 16: F = 136, chunks of 32), in float16 and bfloat16.
+TEST_F(TuningOnDevice, ZOperandsPackedOrStagedFromTheTable) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    const Shape s;
+    for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
+        const bool f16 = type == PSK_DATA_TYPE_FLOAT16;
+        const Outcome o = runCase(ctx, s, type);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find(f16 ? "z_operands.f16.f32 (generic) " : "z_operands.bf16.f32 (generic) "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(" FEAT_CHUNK=32 NC=32: "), std::string::npos) << o.plan;  // dv + 1 = 25 columns in 2 tiles of 16
+        EXPECT_NE(o.plan.find(" Z_PACKED=1: "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("; Z as operands packed once per block (z_operands after the prefix)"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(" output.z_packed=1"), std::string::npos) << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, f16 ? psk::conformance::kFloat16 : psk::conformance::kBFloat16);
+    }
+    {
+        const std::string path = writeFile("z-staged.tuning", "psk-tuning 1\ndevice any\noutput.z_packed 0\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_EQ(o.plan.find("z_operands"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find(" Z_PACKED=0: "), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("; Z staged per workgroup; output.z_packed=0 from tuning table " + path + " line 3"), std::string::npos)
+            << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+    {
+        const std::string path = writeFile("z-packed.tuning", "psk-tuning 1\ndevice any\noutput.z_packed 1\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        ScopedEnv off("PSK_COOPMAT_Z_PACKED", "off");
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        EXPECT_TRUE(plan.zOperands.kernel.empty());
+        EXPECT_EQ(plan.zOperands.record, 0u);
+        EXPECT_NE(kernelText(plan.outputKernel).find(" Z_PACKED=0: "), std::string::npos) << kernelText(plan.outputKernel);
+        EXPECT_NE(plan.outputKernel.reason.find("; Z staged per workgroup (PSK_COOPMAT_Z_PACKED=off)"), std::string::npos)
+            << plan.outputKernel.reason;
+    }
+}
+
 // output.cooperative 0 turns the cooperative output the plan would take (emulated, float16) into
 // the generic one, named in its reason with the value psk tune would try back; 1 keeps it; the
 // output still matches the float64 reference.
@@ -602,7 +648,7 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
             const std::string text = plan.outputKernel.variant + " " + plan.outputKernel.reason;
             if (type == PSK_DATA_TYPE_FLOAT16) {
                 EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
-                EXPECT_NE(text.find(" output.cooperative=1 output.sg_m=1 output.stage_batch=8; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
+                EXPECT_NE(text.find(" output.cooperative=1 output.sg_m=1 output.stage_batch=8 output.z_packed=1; output.cooperative=1 from tuning table " + path + " line 3"), std::string::npos) << text;
             } else {
                 EXPECT_NE(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
                 EXPECT_NE(text.find("line 3 (output.cooperative 1) ignored: no cooperative output for this plan"), std::string::npos) << text;

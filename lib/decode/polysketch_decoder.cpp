@@ -251,6 +251,7 @@ void PolysketchDecoder::recordStepFeatures(Recorder& rec, const StepTensors& t, 
     // for bit. The step state holds the feature rows at their contiguous offsets and no block states.
     WorkspaceLayout layout = ws.layout(forward_.plan().regionAlignment);
     layout.regions[PolysketchWorkspace::States].size = 0;
+    layout.regions[PolysketchWorkspace::ZOperands].size = 0;
     const FeatureMapRanges ranges = featureMapRanges(forward_.plan(), attention_.config(), bindContiguous(layout, featureRows_));
     recordFeatureMaps(rec, forward_.plan(), forward_.resources(), forward_.sketch(), attention_.config(), g1, t.q, t.k, ranges);
 }

@@ -134,6 +134,10 @@ bool parseFusedQuery(const char* value, FusedQueryRequest* out, std::string* err
     return parseAutoOnOff("PSK_COOPMAT_FUSED_QUERY", value, out, error);
 }
 
+bool parseZPacked(const char* value, ZPackedRequest* out, std::string* error) {
+    return parseAutoOnOff("PSK_COOPMAT_Z_PACKED", value, out, error);
+}
+
 bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error) {
     static const char* names[] = {"off", "rows", "identity", "product", "accumulators", "operands"};
     if (empty(value)) {
@@ -193,6 +197,7 @@ CoopMatSwitches coopMatSwitches() {
     if (!parseStatesWalk(std::getenv("PSK_COOPMAT_STATES_WALK"), &s.statesWalk, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFloat32Request(std::getenv("PSK_COOPMAT_FLOAT32"), &s.float32, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFusedQuery(std::getenv("PSK_COOPMAT_FUSED_QUERY"), &s.fusedQuery, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseZPacked(std::getenv("PSK_COOPMAT_Z_PACKED"), &s.zPacked, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFeatureDiagnostic(std::getenv("PSK_COOPMAT_FEATURE_DIAGNOSTIC"), &s.featureDiagnostic, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseAblate(std::getenv("PSK_ABLATE"), &s.ablateStates, &s.ablateOutput, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
@@ -265,6 +270,8 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.float32 == Float32Request::On) add("float32 storage on split products");
     if (s.float32 == Float32Request::Off) add("float32 storage on FP32 kernels");
     if (s.fusedQuery == FusedQueryRequest::Off) add("query rows from the feature map (fused query off)");
+    if (s.zPacked == ZPackedRequest::On) add("Z operands packed once per block");
+    if (s.zPacked == ZPackedRequest::Off) add("Z staged by each output workgroup (Z operands not packed)");
     if (s.faultStages) add("FAULT INJECTED in " + stageList(s.faultStages));
     return d;
 }

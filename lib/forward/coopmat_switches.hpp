@@ -27,6 +27,10 @@
 //                              S(q) and q' from q itself (random sketch of degree 2 or 4, with its
 //                              LayerNorms), so the feature map runs for k alone; on is auto (the
 //                              plan says where it cannot), off keeps the feature map's rows
+//   PSK_COOPMAT_Z_PACKED       auto (default) | on | off: whether the cooperative output reads Z
+//                              as operands packed once per block (z_operands.comp after the prefix:
+//                              its Z_PACKED) or scales and stages each chunk of Z per workgroup;
+//                              auto: packed, unless the tuning table says output.z_packed 0
 //   PSK_COOPMAT_BASELINE       flash (default) | tiled: the cooperative softmax / exact polynomial
 //                              kernel for 16-bit storage (attention_flash_coopmat, or the older
 //                              attention_tiled_coopmat; read by forward/tiled_forward.cpp)
@@ -70,6 +74,7 @@ enum class CoopSelfTestMode { Off, Hardware, Always, Known };
 enum class StatesWalkRequest { Auto, On, Off };
 enum class Float32Request { Auto, On, Off };
 enum class FusedQueryRequest { Auto, On, Off };
+enum class ZPackedRequest { Auto, On, Off };
 
 struct CoopMatSwitches {
     CoopBackendRequest backend = CoopBackendRequest::Auto;
@@ -80,6 +85,7 @@ struct CoopMatSwitches {
     StatesWalkRequest statesWalk = StatesWalkRequest::Auto;
     Float32Request float32 = Float32Request::Auto;  // PSK_COOPMAT_FLOAT32
     FusedQueryRequest fusedQuery = FusedQueryRequest::Auto;  // PSK_COOPMAT_FUSED_QUERY
+    ZPackedRequest zPacked = ZPackedRequest::Auto;  // PSK_COOPMAT_Z_PACKED
     /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product, 4 accumulators, 5 operands). */
     uint32_t featureDiagnostic = 0;
     /** PSK_ABLATE: parts of the cooperative block states and output left out (their ABLATE bits; timing only). */
@@ -108,6 +114,8 @@ bool parseStatesWalk(const char* value, StatesWalkRequest* out, std::string* err
 bool parseFloat32Request(const char* value, Float32Request* out, std::string* error);
 /** PSK_COOPMAT_FUSED_QUERY's value (null or empty: auto; on / 1, off / 0); false with `error` when not understood. */
 bool parseFusedQuery(const char* value, FusedQueryRequest* out, std::string* error);
+/** PSK_COOPMAT_Z_PACKED's value (null or empty: auto; on / 1, off / 0); false with `error` when not understood. */
+bool parseZPacked(const char* value, ZPackedRequest* out, std::string* error);
 
 /**
  * Parses the switches from values (null or empty: the default); false with `error` naming the

@@ -46,6 +46,8 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
         ws.kNodes = region("k sketch nodes", B * c.numKeyValueHeads * n * 2 * R);
     }
     ws.states = region("states", B * c.numKeyValueHeads * ws.blocks * uint64_t(plan.features) * plan.stateStride);
+    if (!plan.zOperands.kernel.empty())  // 16-byte records: 4 floats each, as region() counts
+        ws.zOperands = region("z operands", zOperandsBytes(plan.zOperands, plan.features, B * c.numKeyValueHeads, c.causal ? ws.blocks : 1) / 4);
     ws.total = cursor;
     return ws;
 }
@@ -55,7 +57,7 @@ WorkspaceLayout PolysketchWorkspace::layout(VkDeviceSize alignment) const {
     L.alignment = alignment;
     L.regions = {{"q sketches", qSketch.size}, {"k sketches", kSketch.size}, {"local q rows", qLocal.size},
                  {"local k rows", kLocal.size}, {"q sketch nodes", qNodes.size}, {"k sketch nodes", kNodes.size},
-                 {"states", states.size}};
+                 {"states", states.size}, {"z operands", zOperands.size}};
     return L;
 }
 
@@ -218,8 +220,16 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
         recordBlockReduce(rec, kernelPipeline(pipelines, reduce.kernel), reduce, states, kvSequences, ws.blocks, elems);
     }
 
-    // 4. Output: phi(q)^T Z + local part, normalized.
+    // 4. Output: phi(q)^T Z + local part, normalized. The cooperative output's Z_PACKED: Z packed
+    // into its operands first, once per block (counted in the output's stage: it is the output's
+    // staging, done once), and the output reads the records instead of the states.
     rec.beginStage(PSK_FORWARD_STAGE_OUTPUT);
+    BufferRange zForOutput = states;
+    if (!plan.zOperands.kernel.empty()) {
+        zForOutput = t.workspace[PolysketchWorkspace::ZOperands];
+        recordZOperands(rec, res.zOperands, plan.zOperands, states, zForOutput, kvSequences, ws.blocks, c.causal ? ws.blocks : 1,
+                        plan.features);
+    }
     kernel::PolysketchOutputPush op{};
     op.n = g.tokens;
     op.block_size = plan.blockSize;
@@ -250,7 +260,7 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     ob.K_LOCAL = local ? f.kLocal : f.kSketch;
     ob.V = t.v;
     ob.OUT = t.out;
-    ob.STATES = states;
+    ob.STATES = zForOutput;
     ob.PAIRS = res.pairs;
     ob.Q_LOCAL = plan.fusedQuery ? res.weights : f.qLocal;
     recordKernel(rec, alignedRows(g.v.strides, plan.outputVecRowFloats) && res.outputVec ? res.outputVec : res.output, ob, op,
@@ -268,6 +278,7 @@ PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfi
     resources_.features = kernelPipeline(pipelines, plan_.featureKernel);
     resources_.states = kernelPipeline(pipelines, plan_.statesKernel);
     if (!plan_.statesWalkKernel.empty()) resources_.statesWalk = kernelPipeline(pipelines, plan_.statesWalkKernel);
+    if (!plan_.zOperands.kernel.empty()) resources_.zOperands = kernelPipeline(pipelines, plan_.zOperands.kernel);
     resources_.output = kernelPipeline(pipelines, plan_.outputKernel);
     if (!plan_.featureKernelVec.empty()) resources_.featuresVec = kernelPipeline(pipelines, plan_.featureKernelVec);
     if (!plan_.outputKernelVec.empty()) resources_.outputVec = kernelPipeline(pipelines, plan_.outputKernelVec);
@@ -301,6 +312,7 @@ std::vector<KernelChoice> PolysketchForward::kernels() const {
     if (!plan_.statesWalkKernel.empty()) k.push_back(plan_.statesWalkKernel);
     // The prefix kernel depends on the number of blocks: every variant a call may pick.
     for (const BlockScanPlan& p : allBlockScanPlans(config_.causal, context_->caps())) k.push_back(p.kernel);
+    if (!plan_.zOperands.kernel.empty()) k.push_back(plan_.zOperands.kernel);
     k.push_back(plan_.outputKernel);
     if (!plan_.outputKernelVec.empty()) k.push_back(plan_.outputKernelVec);
     return k;

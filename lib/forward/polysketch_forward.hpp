@@ -26,10 +26,11 @@ struct PolysketchWorkspace {
     Region qLocal, kLocal;    // local exact only: q' rows [B * Hq][n][h], k' rows [B * Hkv][n][h]
     Region qNodes, kNodes;    // degree 8 only: level-1 sketch nodes of q and k rows, [rows][2][R]
     Region states;            // [B * Hkv][t][F][stateStride]: H_l, then Z_l (causal) or Z in block 0 (full)
+    Region zOperands;         // PolysketchPlan::zOperands only: [B * Hkv][t causal, 1 full][chunks] records of Z as operands
     uint32_t blocks = 0;      // t = ceil(n / b)
     VkDeviceSize total = 0;   // every region in one buffer at the offsets above
     /** Region indices of layout() (the fields above, in order). */
-    enum : size_t { QSketch, KSketch, QLocal, KLocal, QNodes, KNodes, States, RegionCount };
+    enum : size_t { QSketch, KSketch, QLocal, KLocal, QNodes, KNodes, States, ZOperands, RegionCount };
     /** The regions as a WorkspaceLayout (aligned as the offsets above), so they may be split into several buffers. */
     WorkspaceLayout layout(VkDeviceSize alignment) const;
 };
@@ -42,6 +43,7 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
 struct PolysketchResources {
     KernelPipeline features, states, output;
     KernelPipeline statesWalk;  // PolysketchPlan::statesWalkKernel, when planned
+    KernelPipeline zOperands;   // PolysketchPlan::zOperands, when planned
     // Team kernels in float32 only: the variants that read q/k (features) or v (output) rows as
     // vectors (PolysketchPlan::featuresVec, outputVec); null otherwise.
     KernelPipeline featuresVec, outputVec;

@@ -110,7 +110,8 @@ uint32_t polysketchOutputCoopMatSharedBytes(const kernel::PolysketchOutputCoopMa
     // Mirrors the shader's pools: operand rows padded by 8 elements, 4-byte operands when emulated.
     const uint32_t tileM = s.SG_M * s.CM_M, nc = (s.VALUE_DIM + s.CM_N) / s.CM_N * s.CM_N, pad = 8;
     const uint32_t subgroups = s.SG_M * s.SG_N;
-    const uint32_t opInter = 2 * tileM * (s.FEAT_CHUNK + pad) + 2 * s.FEAT_CHUNK * (nc + pad);  // A hi, A lo, B hi, B lo
+    // A hi, A lo, B hi, B lo (Z_PACKED: B is loaded from z_operands.comp's records, not staged).
+    const uint32_t opInter = 2 * tileM * (s.FEAT_CHUNK + pad) + (s.Z_PACKED ? 0 : 2 * s.FEAT_CHUNK * (nc + pad));
     // Q, K, W, V; each with its low parts too when SPLIT_LOCAL.
     const uint32_t opLocal = s.CAUSAL ? (1 + s.SPLIT_LOCAL) * (tileM * (s.WIDTH_CHUNK + pad) + s.KEY_TILE * (s.WIDTH_CHUNK + pad) +
                                                                tileM * (s.KEY_TILE + pad) + s.KEY_TILE * (nc + pad))
@@ -1016,6 +1017,33 @@ void setFusedQuery(const PolysketchPlanInputs& in, kernel::PolysketchOutputCoopM
                   : std::string("; S(q) and q' computed from q in the kernel (the feature map runs for k alone)");
 }
 
+/**
+ * Z_PACKED of the cooperative output: 1 where z_operands.comp packs the prefix states into its B
+ * operands once per block (docs/MODEL.md, "Z operands packed once per block": the range pass and
+ * staging of each Z chunk, which every workgroup of a block repeats, done once), the model's
+ * choice; 0 with PSK_COOPMAT_Z_PACKED=off or a table's output.z_packed 0 (the switch wins over the
+ * table). A record's rows are whole 16-byte elements: CM_N must be a multiple of 8 (every shape
+ * the planners use is). `note` says which and why for the plan.
+ */
+uint32_t zPackedChoice(const PolysketchPlanInputs& in, std::string& note) {
+    const ZPackedRequest request = in.coop.switches.zPacked;
+    if (in.coop.n % 8 != 0) {
+        note = cat("; Z staged per workgroup (packed records need CM_N a multiple of 8, not ", in.coop.n, ")");
+        return 0;
+    }
+    if (request != ZPackedRequest::Auto) {
+        const bool on = request == ZPackedRequest::On;
+        note = on ? "; Z as operands packed once per block (PSK_COOPMAT_Z_PACKED=on)" : "; Z staged per workgroup (PSK_COOPMAT_Z_PACKED=off)";
+        return on ? 1 : 0;
+    }
+    if (const TuningEntry* e = tuningEntry(in, TuningParameter::OutputZPacked)) {
+        note = cat(e->value ? "; Z as operands packed once per block" : "; Z staged per workgroup", tunedNote(in, *e));
+        return e->value ? 1 : 0;
+    }
+    note = "; Z as operands packed once per block (z_operands after the prefix)";
+    return 1;
+}
+
 std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, std::string& whyNot) {
     const CoopEligibility& coop = in.coop;
     whyNot = stageOffSuffix(in, kCoopOutput, "output");
@@ -1023,6 +1051,9 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         findCoopVariant(KernelId::PolysketchOutputCoopMat, *coop.variant, "", in.type) == nullptr)
         return std::nullopt;
     kernel::PolysketchOutputCoopMatSpec spec;
+    // Before any tiling is planned: without B in shared memory, the tiles have more room.
+    std::string packNote;
+    spec.Z_PACKED = zPackedChoice(in, packNote);
     if (!planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
                                      in.stateStride, coop.shared, spec)) {
         whyNot = "; not the cooperative output: no tiling fits this device's shared memory";
@@ -1033,6 +1064,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     // products more than the feature map's q half saves (h = 128 on a 48 KiB device).
     std::string fusedNote;
     kernel::PolysketchOutputCoopMatSpec fused;
+    fused.Z_PACKED = spec.Z_PACKED;
     setFusedQuery(in, fused, fusedNote);
     if (fused.FUSED_QUERY != 0) {
         const bool fits = planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles,
@@ -1049,6 +1081,7 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         kernel::PolysketchOutputCoopMatSpec c;
         c.FUSED_QUERY = spec.FUSED_QUERY;
         c.QUERY_NORM = spec.QUERY_NORM;
+        c.Z_PACKED = spec.Z_PACKED;
         auto plan = [&] {
             return planPolysketchOutputCoopMat(coop.m, coop.n, coop.k, in.caps.subgroupSize, coop.emulate, coop.smallTiles, in.config, in.R,
                                                in.stateStride, coop.shared, c, e->value);
@@ -1089,14 +1122,18 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     OutputStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
     stage.fusedQuery = spec.FUSED_QUERY != 0;
+    if (spec.Z_PACKED)
+        stage.zOperands = planZOperands(coop.variant->operand, in.dv, in.stateStride, spec.FEAT_CHUNK, (in.dv + coop.n) / coop.n * coop.n,
+                                        in.invocations);
     stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
-                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + fusedNote + tuned +
+                                    coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + fusedNote + packNote + tuned +
                                         tunableNote({{TuningParameter::OutputFeatChunk, spec.FEAT_CHUNK},
                                                      {TuningParameter::OutputKeyTile, spec.KEY_TILE},
                                                      {TuningParameter::OutputWn, spec.WN},
                                                      {TuningParameter::OutputCooperative, 1},
                                                      {TuningParameter::OutputSgM, spec.SG_M},
-                                                     {TuningParameter::OutputStageBatch, spec.STAGE_BATCH}}));
+                                                     {TuningParameter::OutputStageBatch, spec.STAGE_BATCH},
+                                                     {TuningParameter::OutputZPacked, spec.Z_PACKED}}));
     stage.kernel.requiredSubgroupSize = coop.requiredSubgroupSize;
     return stage;
 }
@@ -1194,6 +1231,7 @@ PolysketchPlan planPolysketch(const AttentionConfig& c, const PackedSketch& sket
     plan.outputVecRowFloats = output.vecRowFloats;
     plan.outputRows = output.rows;
     plan.fusedQuery = output.fusedQuery;
+    plan.zOperands = output.zOperands;
     if (plan.fusedQuery) plan.featureKernel.reason += "; for k alone (the cooperative output computes S(q) and q' from q)";
 
     // Fault injection (tests of the self-test): only stages that took a cooperative kernel.

@@ -18,6 +18,7 @@
 #include "forward/coopmat_selection.hpp"
 #include "forward/coopmat_switches.hpp"
 #include "forward/tuning_table.hpp"
+#include "forward/z_operands.hpp"
 #include "kernels/coop_variants.hpp"
 #include "kernels/kernel_table.hpp"
 #include "sketch/sketch_pack.hpp"
@@ -112,6 +113,13 @@ struct PolysketchPlan {
      * for k alone and the workspace has no query-side rows.
      */
     bool fusedQuery = false;
+    /**
+     * The cooperative output's Z_PACKED: z_operands.comp packs the prefix states (or the full sum)
+     * into the output's B operands once per block, recorded before the output in its stage; the
+     * output's binding STATES then holds the records (the workspace's "z operands" region). Its
+     * kernel is empty when the output stages Z itself.
+     */
+    ZOperandsPlan zOperands;
     // The prefix (causal) or reduction (full) kernel depends on the number of blocks of a call:
     // forward/block_scan.hpp decides it per call.
 
@@ -193,6 +201,7 @@ struct OutputStagePlan {
     uint32_t vecRowFloats = 4;
     uint32_t rows = 64;
     bool fusedQuery = false;  // PolysketchPlan::fusedQuery
+    ZOperandsPlan zOperands;  // PolysketchPlan::zOperands
 };
 /** Throws UNSUPPORTED where the generic output's tiling does not fit, whichever variant is chosen. */
 OutputStagePlan planOutputStage(const PolysketchPlanInputs& in);

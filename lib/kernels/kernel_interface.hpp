@@ -43,6 +43,7 @@ using uint = std::uint32_t;
 #include "interface/self_tensor.h"
 #include "interface/sketch_features.h"
 #include "interface/sketch_features_coopmat.h"
+#include "interface/z_operands.h"
 
 /** What a kernel does to one of its buffers, as its binding list declares it. */
 enum class BindingAccess : uint8_t { read, write, read_write };
@@ -97,6 +98,7 @@ PSK_BINDINGS_STRUCT(SketchFeaturesBindings, SketchFeaturesPush, PSK_SKETCH_FEATU
 PSK_BINDINGS_STRUCT(BlockStatesBindings, BlockStatesPush, PSK_BLOCK_STATES_BINDINGS)
 PSK_BINDINGS_STRUCT(BlockScanBindings, BlockColumnsPush, PSK_BLOCK_SCAN_BINDINGS)
 PSK_BINDINGS_STRUCT(BlockReduceBindings, BlockColumnsPush, PSK_BLOCK_REDUCE_BINDINGS)
+PSK_BINDINGS_STRUCT(ZOperandsBindings, ZOperandsPush, PSK_Z_OPERANDS_BINDINGS)
 PSK_BINDINGS_STRUCT(PolysketchOutputBindings, PolysketchOutputPush, PSK_POLYSKETCH_OUTPUT_BINDINGS)
 PSK_BINDINGS_STRUCT(SelfTensorBindings, SelfTensorPush, PSK_SELF_TENSOR_BINDINGS)
 PSK_BINDINGS_STRUCT(CopyRowsBindings, CopyRowsPush, PSK_COPY_ROWS_BINDINGS)
@@ -156,6 +158,7 @@ PSK_SPEC_STRUCT(BlockStatesTeamSpec, PSK_BLOCK_STATES_TEAM_SPEC)
 PSK_SPEC_STRUCT(BlockStatesCoopMatSpec, PSK_BLOCK_STATES_COOPMAT_SPEC)
 PSK_SPEC_STRUCT(BlockScanSpec, PSK_BLOCK_SCAN_SPEC)
 PSK_SPEC_STRUCT(BlockReduceSpec, PSK_BLOCK_REDUCE_SPEC)
+PSK_SPEC_STRUCT(ZOperandsSpec, PSK_Z_OPERANDS_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputSpec, PSK_POLYSKETCH_OUTPUT_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputRowsSpec, PSK_POLYSKETCH_OUTPUT_ROWS_SPEC)
 PSK_SPEC_STRUCT(PolysketchOutputTeamSpec, PSK_POLYSKETCH_OUTPUT_TEAM_SPEC)
@@ -206,7 +209,7 @@ struct SpecConstants {
 
 // Every push block fits the one pipeline layout's push-constant range (vk/pipelines.hpp).
 static_assert(sizeof(AttentionTiledPush) <= 128 && sizeof(SketchFeaturesPush) <= 128 && sizeof(BlockStatesPush) <= 128 &&
-                  sizeof(BlockColumnsPush) <= 128 &&
+                  sizeof(BlockColumnsPush) <= 128 && sizeof(ZOperandsPush) <= 128 &&
                   sizeof(PolysketchOutputPush) <= 128 && sizeof(SelfTensorPush) <= 128 &&
                   sizeof(DecodeOutputPush) <= 128 && sizeof(DecodeSoftmaxPush) <= 128 && sizeof(CopyRowsPush) <= 128 &&
                   sizeof(MicroPush) <= 128,

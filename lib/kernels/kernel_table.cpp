@@ -52,6 +52,8 @@ constexpr KernelInfo kKernels[] = {
      "exclusive prefix Z_l = sum_{j<l} H_j (Blelloch)"},
     {KernelId::BlockReduce, "block_reduce", "block_reduce.comp", KernelImpl::Generic, "f32", "BlockReduceSpec",
      "BlockColumnsPush", "sum of every block (full attention)"},
+    {KernelId::ZOperands, "z_operands", "z_operands.comp", KernelImpl::Generic, "f16|bf16 f32", "ZOperandsSpec", "ZOperandsPush",
+     "the prefix states as the cooperative output's B operands: scale, hi and lo per chunk of features, once per block"},
     {KernelId::PolysketchOutput, "polysketch_output", "polysketch_output.comp", KernelImpl::Generic, "storage",
      "PolysketchOutputSpec", "PolysketchOutputPush", "output: phi(q)^T Z + local part, normalized"},
     {KernelId::PolysketchOutputRows, "polysketch_output_rows", "polysketch_output_rows.comp", KernelImpl::Generic, "storage",

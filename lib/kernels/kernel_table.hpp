@@ -34,6 +34,7 @@ enum class KernelId : uint8_t {
     BlockStatesCoopMat,    //   cooperative-matrix variant (16-bit storage, device or emulated)
     BlockScan,             // exclusive prefix over blocks (causal)
     BlockReduce,           // sum over blocks (full)
+    ZOperands,             // the prefix states packed as the cooperative output's operands (its Z_PACKED)
     PolysketchOutput,      // phi(q)^T Z + local part, normalized
     PolysketchOutputRows,  //   one query row per invocation (GPUs at h, dv <= 64)
     PolysketchOutputTeam,  //   lane-team variant
@@ -75,6 +76,7 @@ enum class KernelId : uint8_t {
     X(BlockStatesCoopMat, BlockStatesCoopMatSpec, BlockStatesPush, BlockStatesBindings)               \
     X(BlockScan, BlockScanSpec, BlockColumnsPush, BlockScanBindings)                                  \
     X(BlockReduce, BlockReduceSpec, BlockColumnsPush, BlockReduceBindings)                            \
+    X(ZOperands, ZOperandsSpec, ZOperandsPush, ZOperandsBindings)                                     \
     X(PolysketchOutput, PolysketchOutputSpec, PolysketchOutputPush, PolysketchOutputBindings)         \
     X(PolysketchOutputRows, PolysketchOutputRowsSpec, PolysketchOutputPush, PolysketchOutputBindings) \
     X(PolysketchOutputTeam, PolysketchOutputTeamSpec, PolysketchOutputPush, PolysketchOutputBindings) \

@@ -56,7 +56,7 @@
     X(1, K_LOCAL, read) /* S(k) rows, or k' rows (LOCAL_EXACT) */ \
     X(2, V, read) \
     X(3, OUT, write) \
-    X(4, STATES, read) /* Z: the scanned (causal) or reduced (full) block states */ \
+    X(4, STATES, read) /* Z: the scanned (causal) or reduced (full) block states; the cooperative kernel's Z_PACKED: z_operands.comp's records of them */ \
     X(5, PAIRS, read) /* the self-tensor pair table */ \
     X(6, Q_LOCAL, read) /* q' rows (LOCAL_EXACT); the cooperative kernel's FUSED_QUERY: the packed sketch */
 

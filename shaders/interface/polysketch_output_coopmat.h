@@ -24,11 +24,12 @@
     X(14, uint, FEAT_CHUNK, 32) /* features (Z rows) per step of phi(q)^T Z, a multiple of CM_K */ \
     X(15, uint, KEY_TILE, 32) /* local keys per step, a multiple of CM_K and of CM_N */ \
     X(16, uint, WIDTH_CHUNK, 64) /* local: q'/k' (or S) columns per step of the scores, a multiple of CM_K */ \
-    X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products, 8 no Z range pass, 16 no phi(q) expansion, 32 no Z staging, 64 no key-tile (K, V) staging */ \
+    X(17, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 4 no products, 8 no Z range pass, 16 no phi(q) expansion, 32 no Z staging (8 and 32: Z staged, Z_PACKED = 0), 64 no key-tile (K, V) staging */ \
     X(18, uint, SPLIT_LOCAL, 0) /* 1: the local part's Q, K, W and V as hi + lo, three products each (float32 storage); 0: one operand each */ \
     X(19, uint, FUSED_QUERY, 0) /* 0: S(q) (and q') are the feature map's rows; the kernel computes them from q itself (random sketch): 1 S(q) = x (degree 2), 2 S(q) = c (x G_a) * (x G_b) (degree 4), x = s LN(q) */ \
     X(20, uint, QUERY_NORM, 0) /* FUSED_QUERY's LayerNorms, bits: 1 LN before the sketch (x = s LN(q), and q' = x), 2 a separate local LayerNorm (q' = s LN_local(q)) */ \
-    X(21, uint, STAGE_BATCH, 8) /* loads in flight per invocation in the staging rounds and range passes (staging.glsl): more hide more latency and hold more registers (output.stage_batch) */
+    X(21, uint, STAGE_BATCH, 8) /* loads in flight per invocation in the staging rounds and range passes (staging.glsl): more hide more latency and hold more registers (output.stage_batch) */ \
+    X(22, uint, Z_PACKED, 0) /* 1: binding STATES holds z_operands.comp's records of Z (scale, hi, lo per FEAT_CHUNK features), loaded as B fragments directly; 0: Z itself, scaled and staged per workgroup (output.z_packed) */
 
 // The push constants and bindings are the generic kernel's: PolysketchOutputPush and
 // PSK_POLYSKETCH_OUTPUT_BINDINGS (polysketch_output.h), with tiles_per_block = ceil(block_size /

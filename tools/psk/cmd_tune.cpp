@@ -125,13 +125,14 @@ struct TuneOptions {
 // row groups of the cooperative output and of the block states (on an H200 both sit at 211-255
 // registers with 128 invocations; SG_M sets the workgroup size, which bounds the registers a driver
 // may give an invocation, and, in the output, the rows that share each staging of a Z chunk and
-// key tile), the output's loads in flight, then whether the cooperative output runs at all
+// key tile), whether the output's Z is packed once per block (the other way to share its
+// staging), the output's loads in flight, then whether the cooperative output runs at all
 // (against the best of those), its chunks, the feature map, the baselines' tilings, the float32
 // path, and last the walking block states (on an H200 slower at every size measured, and the most
 // expensive candidate to time). A GPU check's budget reaches about ten candidates at 32k.
 constexpr TuningParameter kSearchOrder[] = {
-    TuningParameter::OutputSgM,          TuningParameter::StatesSgM,         TuningParameter::OutputStageBatch,
-    TuningParameter::OutputCooperative,  TuningParameter::OutputFeatChunk,   TuningParameter::OutputKeyTile,
+    TuningParameter::OutputSgM,          TuningParameter::OutputZPacked,     TuningParameter::StatesSgM,
+    TuningParameter::OutputStageBatch,   TuningParameter::OutputCooperative,  TuningParameter::OutputFeatChunk,   TuningParameter::OutputKeyTile,
     TuningParameter::OutputWn,           TuningParameter::FeaturesTile,      TuningParameter::FeaturesRows,
     TuningParameter::FeaturesLearnedTile, TuningParameter::BaselinesTile,    TuningParameter::BaselinesFp32Rows,
     TuningParameter::BaselinesFp32Tile,  TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
@@ -431,6 +432,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
             all.erase(std::remove(all.begin(), all.end(), model), all.end());
             return all;
         case TuningParameter::OutputCooperative:
+        case TuningParameter::OutputZPacked:
         case TuningParameter::Float32Cooperative:
         case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
         case TuningParameter::OutputSgM:

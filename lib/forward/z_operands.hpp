@@ -1,0 +1,39 @@
+// The prefix states packed as the cooperative output's B operands (shaders/z_operands.comp): the
+// output's Z_PACKED. Planned with the cooperative output (forward/polysketch_plan.cpp), recorded
+// between the prefix and the output (forward/polysketch_forward.cpp).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/coop_variants.hpp"
+#include "kernels/kernel_dispatch.hpp"
+#include "kernels/kernel_table.hpp"
+#include "vk/recorder.hpp"
+
+namespace psk {
+
+/**
+ * The packing kernel for an output of `featChunk` features per step, `columns` operand columns
+ * (its NT x CM_N, a multiple of 8) over dv value columns and states rows of `stateStride` floats,
+ * for `operand` (float16 or bfloat16); `invocations`: the device's workgroup limit.
+ */
+struct ZOperandsPlan {
+    KernelChoice kernel;
+    uint32_t chunk = 0;   // features per record
+    uint32_t record = 0;  // 16-byte elements per record: 1 + 2 chunk columns / 8
+};
+ZOperandsPlan planZOperands(CoopOperand operand, uint32_t valueDim, uint32_t stateStride, uint32_t featChunk, uint32_t columns,
+                            uint32_t invocations);
+
+/** Records of ceil(features / plan.chunk) chunks per block, 16 bytes x plan.record each: the bytes of `blocks` blocks of `sequences`. */
+uint64_t zOperandsBytes(const ZOperandsPlan& plan, uint32_t features, uint32_t sequences, uint32_t blocks);
+
+/**
+ * Packs blocks [0, blocks) of every sequence of `states` ([sequences][stateBlocks][features][stride]
+ * floats: Z_l after the prefix, or Z in block 0 after the reduction, `blocks` = 1) into `operands`
+ * ([sequences][blocks][chunks] records).
+ */
+void recordZOperands(Recorder& recorder, const KernelPipeline& pipeline, const ZOperandsPlan& plan, BufferRange states,
+                     BufferRange operands, uint32_t sequences, uint32_t stateBlocks, uint32_t blocks, uint32_t features);
+
+}  // namespace psk
