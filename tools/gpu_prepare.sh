@@ -90,7 +90,7 @@ fi
 
 # --- 3. Binaries, stripped of debug info.
 tests=(validation_test conformance_polysketch_test conformance_baselines_test decode_test polysketch_units_test
-    block_scan_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
+    block_scan_test z_operands_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
     decode_dispatch_test state_passing_test coopmat_self_test_test pipeline_statistics_test shader_replacement_test)
 rm -rf .gpu/bin .gpu/lib .gpu/tests .gpu/tests.tar.xz .gpu/binaries.tar.xz
 mkdir -p .gpu/bin .gpu/lib .gpu/tests

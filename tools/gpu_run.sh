@@ -471,7 +471,7 @@ phase_gpu() {
     # (With --lavapipe, the harness' own test, the fixture, bisect and tests get more: lavapipe
     # compiles every kernel for seconds, the emulated ones for a minute, on a cold shader cache.)
     # info: 17 s with the driver's shader cache warm, past 30 cold (the fourth run's first call
-    # lost the FA-2 tilings' plans to a 30 s cap); 4 plans more since (the row groups 8 and 4).
+    # lost the FA-2 tilings' plans to a 30 s cap); 5 plans more since (the row groups 8 and 4, Z staged).
     step info 65 do_info
     step conformance 120 do_conformance
     step fixture $( ((lavapipe)) && echo 90 || echo 40) do_fixture

@@ -505,10 +505,12 @@ do_stages() {
     # outputs are wrong: timing only, self-test off, no tuning table, so the cooperative output runs).
     # The output's phi(q)^T Z part split further (its Z range pass, phi(q) expansion, Z staging) and
     # the local part's key-tile staging: docs/MODEL.md, "Where the cooperative output's time goes".
+    # With Z staged in the output (PSK_COOPMAT_Z_PACKED=off), as the fourth run measured them: the
+    # range pass and the staging are what packed Z removes.
     local ab ablations=""
     for ab in none states.products states.expand states.loads output.inter output.local output.products \
         output.zrange output.expand output.zstage output.kvstage; do
-        (export PSK_TUNING_TABLE=none PSK_COOPMAT_SELFTEST=0
+        (export PSK_TUNING_TABLE=none PSK_COOPMAT_SELFTEST=0 PSK_COOPMAT_Z_PACKED=off
          [[ $ab != none ]] && export PSK_ABLATE=$ab
          bench_call "stage-ablate-$ab-n$n" 40 "${base[@]}" --local-exact) || rc=1
         ablations+=" $ab: $(csv_summary "$work/bench/stage-ablate-$ab-n$n.csv");"
@@ -524,6 +526,19 @@ do_stages() {
         fused+=" fused query $fq: $(csv_summary "$work/bench/stage-fused-query-$fq-n$n.csv");"
     done
     say "$( ((rc == 0)) && echo OK || echo FAIL) query side n=$n h=$h (cooperative output, no table):$fused"
+    # Z as operands packed once per block (z_operands.comp before the output) against each workgroup
+    # staging it, no table (the cooperative output runs), at the model's row groups and at 8
+    # (docs/MODEL.md, "Z operands packed once per block", predicts 0.3-0.75 ms saved at 2, a wash at 8).
+    printf 'psk-tuning 1\ndevice any\noutput.sg_m 8\n' >"$work/row-groups-8.tuning"
+    local zp table zops=""
+    for table in none "$work/row-groups-8.tuning"; do
+        for zp in on off; do
+            local tag="z-packed-$zp-$([[ $table == none ]] && echo model || echo sg8)"
+            (export PSK_TUNING_TABLE=$table PSK_COOPMAT_Z_PACKED=$zp; bench_call "stage-$tag-n$n" 60 "${base[@]}" --local-exact) || rc=1
+            zops+=" $tag: $(csv_summary "$work/bench/stage-$tag-n$n.csv");"
+        done
+    done
+    say "$( ((rc == 0)) && echo OK || echo FAIL) Z operands n=$n h=$h (cooperative output, packed or staged; the model's row groups, output.sg_m 8):$zops"
     # The walking block states (PSK_COOPMAT_STATES_WALK) against the per-block kernel + scan, at H and
     # at 64 heads (docs/MODEL.md predicts the walk slower with 144 workgroups, faster with 576).
     local w hh walk=""

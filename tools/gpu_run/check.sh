@@ -88,6 +88,11 @@ do_info() {
     echo "--- polysketch f16 causal local-exact p=4 r=32 b=256 h=64 H=$heads, PSK_TUNING_TABLE=none" >>"$work/plan.txt"
     PSK_TUNING_TABLE=none PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 --causal --local-exact \
         --degree 4 --sketch-size 32 --block-size 256 --head-dim 64 --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+    # ... and the cooperative output staging Z itself (PSK_COOPMAT_Z_PACKED=off, the kernel the fourth
+    # run measured): the registers packed Z frees, if any (docs/MODEL.md, "Z operands packed once per block").
+    echo "--- polysketch f16 causal local-exact p=4 r=32 b=256 h=64 H=$heads, PSK_TUNING_TABLE=none PSK_COOPMAT_Z_PACKED=off" >>"$work/plan.txt"
+    PSK_COOPMAT_Z_PACKED=off PSK_TUNING_TABLE=none PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch --dtype f16 \
+        --causal --local-exact --degree 4 --sketch-size 32 --block-size 256 --head-dim 64 --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
     # The row groups psk tune tries first (output.sg_m, states.sg_m 8 and 4: 512 and 256
     # invocations; docs/MODEL.md, "Row groups and the register bound"): the registers the driver
     # gives them, whether or not the tune step reaches them, at h = 64 and 128.
@@ -323,7 +328,7 @@ do_tests() {
     # Highest value first (the pool starts them in this order); the CPU-only tests stay here.
     local entries=() t
     local order=(conformance_polysketch_test conformance_baselines_test decode_test decode_dispatch_test state_passing_test polysketch_units_test
-        block_scan_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
+        block_scan_test z_operands_test api_misuse_test embed_test threads_test coopmat_range_test team_kernels_test states_walk_test
         coopmat_self_test_test pipeline_statistics_test shader_replacement_test)
     # First: the cooperative feature map's S rows on the device, one GPU tiling at a time
     # (FeatureMap16, docs/GPU_RUN.md "What the next run reads first"); its emulated cases are

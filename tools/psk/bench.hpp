@@ -61,6 +61,7 @@ struct Result {
     double timedStartUnix = 0, timedEndUnix = 0;
     std::string plan;
     bool fusedQuery = false;  // the plan's cooperative output computes the query side (stageBytes)
+    double zOperandBytes = 0;  // the plan packs Z as the cooperative output's operands: the records' bytes (stageBytes)
     // --resident: the host-form runs that follow the resident ones on the library's own context
     // (the stage times come from them: pskCmdAttentionForward reports none), their kernels, and
     // why they failed when they did.
@@ -90,7 +91,7 @@ double flops(const Config&);
 struct StageBytes {
     double bytes[PSK_FORWARD_STAGE_COUNT] = {};
 };
-StageBytes stageBytes(const Config&, bool fusedQuery = false);
+StageBytes stageBytes(const Config&, bool fusedQuery = false, double zOperandBytes = 0);
 
 /** What the peer run reported as a whole. */
 struct PeerInfo {

@@ -31,6 +31,9 @@
 //   With the cooperative output computing the query side (fusedQuery: the plan's FUSED_QUERY),
 //   the feature map moves the k side alone and the output reads q (B Hq n h e, once: the tile's
 //   rows come from L2 the second time) instead of S(q) and q'.
+//   With Z packed as the cooperative output's operands (z_operands.comp, recorded in the output's
+//   stage; zOperandBytes: the records of the call), the stage also writes the records once and
+//   reads them once instead of Z: + 2 x zOperandBytes (Z is then read by the packing kernel).
 #include <algorithm>
 
 #include "bench.hpp"
@@ -80,7 +83,7 @@ double flops(const Config& c) {
     return sketch + states + prefix + output + local;
 }
 
-StageBytes stageBytes(const Config& c, bool fusedQuery) {
+StageBytes stageBytes(const Config& c, bool fusedQuery, double zOperandBytes) {
     StageBytes s;
     if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) return s;
     const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
@@ -101,7 +104,7 @@ StageBytes stageBytes(const Config& c, bool fusedQuery) {
         const double w = c.localExact ? h : r;
         output += (fusedQuery ? 0 : rowsQ * 4 * w) + rowsK * (4 * w + dv * e);
     }
-    s.bytes[PSK_FORWARD_STAGE_OUTPUT] = output;
+    s.bytes[PSK_FORWARD_STAGE_OUTPUT] = output + 2 * zOperandBytes;
     return s;
 }
 

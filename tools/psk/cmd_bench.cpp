@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -462,6 +464,27 @@ bool planFusesQuery(const std::string& text) {
     return text.find("FUSED_QUERY=1") != std::string::npos || text.find("FUSED_QUERY=2") != std::string::npos;
 }
 
+/**
+ * The bytes of the records z_operands.comp writes for one call of `c` (0 when the plan stages Z in
+ * the output itself): B Hkv (t causal, 1 full) ceil(F / FEAT_CHUNK) records of
+ * 16 (1 + 2 FEAT_CHUNK NC / 8) bytes, FEAT_CHUNK and NC from the plan's z_operands line.
+ */
+double planZOperandBytes(const std::string& text, const Config& c) {
+    const size_t line = text.find("z_operands.");
+    if (line == std::string::npos || c.kind != PSK_ATTENTION_KIND_POLYSKETCH) return 0;
+    auto value = [&](const char* name) -> double {
+        const size_t at = text.find(name, line);
+        return at == std::string::npos ? 0 : std::strtod(text.c_str() + at + std::strlen(name), nullptr);
+    };
+    const double chunk = value(" FEAT_CHUNK="), columns = value(" NC=");
+    if (chunk <= 0 || columns <= 0) return 0;
+    const uint32_t p = c.degree ? c.degree : 4;
+    const double r = p == 2 ? c.headDim : (c.sketchSize ? c.sketchSize : 32), F = r * (r + 1) / 2;
+    const uint64_t b = c.blockSize ? c.blockSize : 256;
+    const double blocks = c.causal ? double((uint64_t(c.n) + b - 1) / b) : 1;
+    return double(c.batch) * c.kvHeads * blocks * std::ceil(F / chunk) * 16 * (1 + 2 * chunk * columns / 8);
+}
+
 std::string planSummary(const std::string& text) {
     std::vector<std::pair<std::string, int>> counts;
     int replaced = 0;
@@ -541,7 +564,7 @@ void printRow(const Result& r) {
         }
         std::printf("\n");
         // The bytes each stage must move, and the bandwidth that makes at its time.
-        const StageBytes sb = stageBytes(r.config, r.fusedQuery);
+        const StageBytes sb = stageBytes(r.config, r.fusedQuery, r.zOperandBytes);
         if (sb.bytes[PSK_FORWARD_STAGE_OUTPUT] > 0) {
             std::printf("    compulsory HBM bytes per stage (GB/s at its time):");
             for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
@@ -681,6 +704,7 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     const std::string plan = planText(attn);
     res.plan = planSummary(plan);
     res.fusedQuery = planFusesQuery(plan);
+    res.zOperandBytes = planZOperandBytes(plan, c);
     // Warm-up: at least o.warmup runs and o.warmupMs of them; then the timed runs.
     const auto w0 = std::chrono::steady_clock::now();
     for (uint32_t run = 0; r == PSK_SUCCESS && (run < o.warmup || msSince(w0) < o.warmupMs); ++run) {
@@ -743,6 +767,7 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
     const std::string plan = planText(attn);
     res.plan = planSummary(plan);
     res.fusedQuery = planFusesQuery(plan);
+    res.zOperandBytes = planZOperandBytes(plan, c);
     std::vector<uint32_t> cu{0};
     for (uint32_t l : c.varlen) cu.push_back(cu.back() + l);
     // A packed batch (--varlen): batchSize sequences whose offsets cuSeqlens gives, tensors of
