@@ -2188,6 +2188,47 @@ def print_row_groups():
           "128) but loads each block's keys in 5 workgroups instead of 9, at twice the warps.\n")
 
 
+def z_record_bytes(chunk, columns=80):
+    """One record of z_operands.comp: the scale's 16 bytes, then hi and lo of chunk x columns operands."""
+    return 16 * (1 + 2 * chunk * columns // 8)
+
+
+def print_z_operands(m=None):
+    """docs/MODEL.md, "Z operands packed once per block": the cooperative output with Z_PACKED against
+    Z staged per workgroup (the fourth run's ablations: range pass 0.48, staging 0.88 ms at SG_M = 2),
+    32k, f16, H = 16, h = dv = 64, r = 32 (F = 528), b = 256, on an H200. Staged, each workgroup reads
+    the chunk's float32 rows twice from L2 (range pass, staging): 4.7 GB at SG_M = 2, 0.67 ms at the
+    L2 rate, measured 1.36 (2.0x: latency the loads in flight do not hide). Packed, each workgroup
+    loads its B fragments (hi + lo, 16-bit) from the records, once per row group: one record's bytes
+    per workgroup from L2 (the other row groups hit L1), at 1-2x the L2 time as the staging measured;
+    plus the packing kernel (Z read, records written, HBM) and the records read instead of Z."""
+    m = m or H200
+    n, heads, block, features, stride = 32768, 16, 256, 528, 68
+    blocks = heads * (n // block)
+    z_bytes = blocks * features * stride * 4
+    staged = FOURTH_RUN_OUTPUT["z_range"] + FOURTH_RUN_OUTPUT["z_stage"]
+    print("### Z operands packed once per block (written before a GPU runs it)\n")
+    print("| SG_M | FEAT_CHUNK | workgroups per block | Z staged (ms) | packed: B from L2 (ms) | packing kernel + record reads (ms) | output change (ms) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for sg_m, chunk, gain in ((2, 64, (1.0, 1.0)), (4, 64, (1.0, 1.0)), (8, 32, (1.0, 1.5))):
+        wgs = block // (16 * sg_m)
+        record = z_record_bytes(chunk) * ceil_div(features, chunk)
+        records = blocks * record
+        stage = [staged * 1e-3 * 2 / sg_m / g for g in gain]  # s
+        l2 = blocks * wgs * record / m.l2_bw
+        load = (l2, 2 * l2)
+        pack = (z_bytes + records) / m.hbm_bw + m.launch + max(0.0, records - z_bytes) / m.hbm_bw
+        lo = min(stage) - load[1] - pack
+        hi = max(stage) - load[0] - pack
+        st = f"{min(stage) * 1e3:.2f}" if abs(max(stage) - min(stage)) < 5e-6 else f"{min(stage) * 1e3:.2f}-{max(stage) * 1e3:.2f}"
+        print(f"| {sg_m} | {chunk} | {wgs} | {st} | {load[0] * 1e3:.2f}-{load[1] * 1e3:.2f} | {pack * 1e3:.2f} | "
+              f"{-hi * 1e3:+.2f} to {-lo * 1e3:+.2f} |")
+    print(f"\nRecords: {z_record_bytes(64) * ceil_div(features, 64) / 1e3:.0f} KB per block and head at chunks of 64 "
+          f"({z_record_bytes(32) * ceil_div(features, 32) / 1e3:.0f} at 32) against Z's {features * stride * 4 / 1e3:.0f} KB; "
+          f"the call's {blocks * z_record_bytes(64) * ceil_div(features, 64) / 1e6:.0f} MB written once and read once more "
+          f"than Z ({z_bytes / 1e6:.0f} MB). A negative change is a gain.\n")
+
+
 def print_micro_coopmat(m=None):
     """psk micro's cooperative products (micro_coopmat.comp; docs/MODEL.md, "Cooperative products and
     their fragment loads"): per product of 16 x 16 x 16 (8192 FLOP) and SM, the tensor cycles at the
@@ -2302,6 +2343,7 @@ def main():
     print_micro_inflight()
     print_issue_floor()
     print_row_groups()
+    print_z_operands()
 
 
 
