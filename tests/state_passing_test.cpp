@@ -26,6 +26,9 @@
 
 #include "decode/decode_blob.hpp"  // internals: the blob's checksum, to edit its positions
 #include "forward/block_scan.hpp"  // internals: the scan's initial prefix on its own
+#include "decode/softmax_decoder.hpp"  // internals: the tiling of a forward continuing the cache
+#include "forward/attention.hpp"
+#include "forward/tiled_forward.hpp"
 #include "vk/context.hpp"
 #include "vk/memory.hpp"
 #include "reference/conformance_cases.hpp"
@@ -640,6 +643,48 @@ TEST_F(ContextTest, SoftmaxForwardContinuesALongCache) {
         ASSERT_EQ(forward(a.get(), x, 0, 1, 16450, 50, state.get(), 0, got), PSK_SUCCESS);
         EXPECT_LE(worstError(x, got, whole), kTolerance);
     }
+}
+
+// A device's table may name the FP32 FlashAttention-2 kernel's tiling (baselines.fp32_tile: on an
+// H200 the model's first tiling spilled at 255 registers, and a forward continuing the cache runs
+// this kernel too); the cache's calls then run the table's tiling, and the table's
+// baselines.fp32_rows 1 (the one-row kernel for the attention's own forward, as the H200's table
+// has) does not apply to them: that kernel has no split keys. The chunks still equal one forward.
+TEST_F(ContextTest, SoftmaxForwardContinuesTheCacheOnTheTablesTiling) {
+    psk::test::TempFile table("psk_cache_tiling");
+    {
+        FILE* f = std::fopen(table.path().c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fputs("psk-tuning 1\ndevice any\nbaselines.fp32_tile 3\nbaselines.fp32_rows 1\n", f);
+        std::fclose(f);
+    }
+    psk::test::ScopedEnv env("PSK_TUNING_TABLE", table.path().c_str());
+    Spec s;
+    s.kind = PSK_ATTENTION_KIND_SOFTMAX;
+    const Attention a = makeAttention(ctx, s);
+    ASSERT_TRUE(a);
+    const psk::TuningTable* tuning = a.get()->tuningTable();
+    ASSERT_NE(tuning, nullptr);
+    const psk::AttentionConfig& c = a.get()->config();
+    const auto cache = psk::softmaxCacheSpec(ctx->caps(), c, 100, tuning);
+    const auto tuned = psk::tunedFlashFp32Spec(c, ctx->caps(), tuning);
+    const auto model = psk::modelFlashFp32Spec(c, ctx->caps());
+    ASSERT_TRUE(cache && tuned && model);
+    const std::string got = psk::kernel::SpecConstants::of(*cache).describe();
+    EXPECT_EQ(got, psk::kernel::SpecConstants::of(*tuned).describe());
+    EXPECT_NE(got, psk::kernel::SpecConstants::of(*model).describe()) << "the table's tiling is the model's: this test would prove nothing";
+    EXPECT_EQ(psk::kernel::SpecConstants::of(*psk::softmaxCacheSpec(ctx->caps(), c, 100)).describe(),
+              psk::kernel::SpecConstants::of(*model).describe());  // without the table, the model's
+    const Tokens x(s, 2, 90, 740);
+    const std::vector<float> whole = wholeForward(a.get(), x);
+    const State state = makeState(a.get(), 2, 128);
+    std::vector<float> got_rows;
+    uint32_t t = 0;
+    for (uint32_t n : {33u, 40u, 17u}) {
+        ASSERT_EQ(forward(a.get(), x, 0, 2, t, n, state.get(), 0, got_rows), PSK_SUCCESS) << "chunk at " << t;
+        t += n;
+    }
+    EXPECT_LE(worstError(x, got_rows, whole), kTolerance);
 }
 
 // Where the split-key kernel is not available (a device where no tiling of the FP32

@@ -391,6 +391,12 @@ MUTATIONS: List[Mutation] = [
                 "* Z_STRIDE + min(c, VALUE_DIM)] * z_scale;  // branch-free",
                 "* Z_STRIDE + min(c, VALUE_DIM - 1u)] * z_scale;  // branch-free")],
              quick=["coopmat_gpu_tiles_z_staged.GpuTiles16"]),
+    Mutation("softmax_cache_ignores_table",
+             "a softmax forward continuing the KV cache: the model's FP32 tiling, whatever the table's baselines.fp32_tile",
+             [P("lib/decode/softmax_decoder.cpp",
+                "    if (std::optional<kernel::AttentionFlashFp32Spec> tuned = tunedFlashFp32Spec(c, caps, tuning)) return tuned;\n",
+                "")],
+             quick=["ContextTest.SoftmaxForwardContinuesTheCacheOnTheTablesTiling"]),
 ]
 
 

@@ -92,7 +92,7 @@ WorkspaceLayout stateForwardWorkspaceLayout(const PskAttention_T& attention, con
     if (c.kind == PSK_ATTENTION_KIND_SOFTMAX) {
         // The forward's key-chunk state at position 0, the split states later (the larger of the two).
         WorkspaceLayout L = attention.workspaceLayout(g);
-        const uint64_t splitStates = softmaxCacheForwardBytes(attention.context()->caps(), c, g.batch, g.tokens);
+        const uint64_t splitStates = softmaxCacheForwardBytes(attention.context()->caps(), c, g.batch, g.tokens, attention.tuningTable());
         if (L.regions.empty()) {
             if (splitStates) L.regions.push_back({"split-key states", splitStates});
         } else {

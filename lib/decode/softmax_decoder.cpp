@@ -94,8 +94,8 @@ SoftmaxDecoder::SoftmaxDecoder(PskAttention_T& attention, Submitter& submitter, 
     // Its two tilings come from softmaxCacheSpec, as the workspace's size does: one for short calls,
     // one for the others (the same where the short tiling does not fit).
     const AttentionConfig& c = attention.config();
-    const std::optional<kernel::AttentionFlashFp32Spec> shortSpec = softmaxCacheSpec(caps, c, kCacheShortBlock),
-                                                        longSpec = softmaxCacheSpec(caps, c, kCacheShortBlock + 1);
+    const std::optional<kernel::AttentionFlashFp32Spec> shortSpec = softmaxCacheSpec(caps, c, kCacheShortBlock, attention.tuningTable()),
+                                                        longSpec = softmaxCacheSpec(caps, c, kCacheShortBlock + 1, attention.tuningTable());
     if (!flashFp32Requested()) {
         cacheUnsupported_ = "PSK_FP32_BASELINE=rows keeps the one-row kernel, which has no split keys";
     } else if (!longSpec) {
@@ -264,21 +264,25 @@ uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& c, ui
     return uint32_t(std::clamp<uint64_t>(ceilDiv(target, groups), 1, 32));
 }
 
-std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& c, uint32_t n) {
+std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& c, uint32_t n,
+                                                               const TuningTable* tuning) {
     if (!flashFp32Requested()) return std::nullopt;
     if (n <= kCacheShortBlock)
         if (std::optional<kernel::AttentionFlashFp32Spec> small = shortBlockFlashFp32Spec(c, caps)) return small;
+    // The model's first tiling took 255 registers and spilled on an H200 (579.6 ms for the 32k
+    // forward, where the cache's calls run this kernel too): a measured one where the table has it.
+    if (std::optional<kernel::AttentionFlashFp32Spec> tuned = tunedFlashFp32Spec(c, caps, tuning)) return tuned;
     return modelFlashFp32Spec(c, caps);
 }
 
-uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n) {
+uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& c, uint32_t batch, uint32_t n, const TuningTable* tuning) {
     // splits x rows for m rows; the size is the largest over m <= n, so that it never decreases with
     // n (an app sizing the workspace for its longest call has enough for every shorter one). The
     // split count never rises with m and steps down only as m crosses a multiple of the workgroup's
     // rows, so the candidates are n, the short tiling's largest call, and the multiples below n
     // while the split count is above 1 (past that, splits x m = m < n).
-    const std::optional<kernel::AttentionFlashFp32Spec> shortSpec = softmaxCacheSpec(caps, c, kCacheShortBlock),
-                                                        longSpec = softmaxCacheSpec(caps, c, kCacheShortBlock + 1);
+    const std::optional<kernel::AttentionFlashFp32Spec> shortSpec = softmaxCacheSpec(caps, c, kCacheShortBlock, tuning),
+                                                        longSpec = softmaxCacheSpec(caps, c, kCacheShortBlock + 1, tuning);
     if (!longSpec) return 0;
     auto splits = [&](uint32_t m) { return softmaxCacheSplits(caps, c, batch, m, (m <= kCacheShortBlock ? shortSpec : longSpec)->ROWS); };
     uint64_t most = uint64_t(splits(n)) * n;
@@ -335,7 +339,7 @@ void SoftmaxDecoder::recordCacheAttention(Recorder& rec, const BoundTensors& t, 
     const AttentionConfig& c = attention_.config();
     const uint32_t count = t.geometry.batch, n = t.geometry.tokens;
     const uint64_t keys = position + n;
-    const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(context().caps(), c, n);
+    const std::optional<kernel::AttentionFlashFp32Spec> spec = softmaxCacheSpec(context().caps(), c, n, attention_.tuningTable());
     if (!spec) fail(PSK_ERROR_INTERNAL, "no tiling for a softmax forward continuing the cache");
     const KernelPipeline& pipeline = n <= kCacheShortBlock ? cacheShort_ : cacheForward_;  // made from the same specs
     const uint32_t rows = spec->ROWS;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "decode/decoder.hpp"
+#include "forward/tuning_table.hpp"
 #include "kernels/kernel_dispatch.hpp"
 
 #include <optional>
@@ -71,10 +72,13 @@ constexpr uint32_t kCacheShortBlock = 8;
 /**
  * The tiling of a softmax forward continuing the KV cache with n query rows per sequence: 8 rows
  * per workgroup for n <= kCacheShortBlock where that fits (a short block would leave most of a
- * larger workgroup idle), else the FP32 FlashAttention-2 kernel's model tiling; nullopt where there
- * is none or under PSK_FP32_BASELINE=rows.
+ * larger workgroup idle), else the tiling `tuning` measured best for the shape class
+ * (baselines.fp32_tile, where it fits), else the FP32 FlashAttention-2 kernel's model tiling;
+ * nullopt where there is none or under PSK_FP32_BASELINE=rows. (A table's baselines.fp32_rows 1
+ * does not apply: the one-row kernel has no split keys.)
  */
-std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& config, uint32_t n);
+std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps& caps, const AttentionConfig& config, uint32_t n,
+                                                               const TuningTable* tuning = nullptr);
 
 /**
  * Splits of the keys of a softmax forward continuing a KV cache (a short query block against a long
@@ -84,7 +88,8 @@ std::optional<kernel::AttentionFlashFp32Spec> softmaxCacheSpec(const DeviceCaps&
  */
 uint32_t softmaxCacheSplits(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n, uint32_t rows);
 /** Workspace bytes of that forward's split states for calls of up to n rows (non-decreasing in n; 0 where the device has no kernel for it). */
-uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n);
+uint64_t softmaxCacheForwardBytes(const DeviceCaps& caps, const AttentionConfig& config, uint32_t batch, uint32_t n,
+                                  const TuningTable* tuning = nullptr);
 
 /** The largest capacity a softmax decode state accepts. */
 constexpr uint32_t kMaxDecodeCapacity = 1u << 24;

@@ -45,7 +45,7 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
 
 PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe,
                                AttentionConfig::ProbeWalk probeWalk)
-    : context_(context) {
+    : context_(context), tuning_(context->tuningSelection().table) {
     ResolvedAttention resolved = resolveAttention(info, context->caps());
     config_ = resolved.config;
     sketch_ = std::move(resolved.sketch);

@@ -32,6 +32,12 @@ public:
     PskAttention_T& operator=(const PskAttention_T&) = delete;
 
     PskContext context() const { return context_; }
+    /**
+     * The tuning table in effect when the attention was created (the one its plan read); null
+     * without one. What else the attention plans later (a softmax forward continuing a KV cache)
+     * reads the same.
+     */
+    const psk::TuningTable* tuningTable() const { return tuning_.get(); }
     const psk::AttentionConfig& config() const { return config_; }
 
     /**
@@ -92,6 +98,7 @@ private:
     void ensureBuffer(psk::Buffer& buffer, VkDeviceSize bytes, psk::MemoryUsage usage);
 
     PskContext context_;
+    std::shared_ptr<const psk::TuningTable> tuning_;
     psk::AttentionConfig config_;                      // resolveAttention's, with the cooperative stages the self-test left
     std::shared_ptr<const psk::PackedSketch> sketch_;  // POLYSKETCH only
     std::unique_ptr<psk::ForwardKind> forward_;

@@ -353,6 +353,26 @@ bool flashBaselineRequested() {
 
 }  // namespace
 
+std::optional<kernel::AttentionFlashFp32Spec> tunedFlashFp32Spec(const AttentionConfig& c, const DeviceCaps& caps, const TuningTable* tuning,
+                                                                  uint32_t* entry, std::string* note) {
+    const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesFp32Tile, baselineTuningShape(c)) : nullptr;
+    if (!e) return std::nullopt;
+    const std::string name = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.fp32_tile ", e->value, ")");
+    std::string why;
+    if (e->value >= attentionFlashFp32Tilings()) {
+        why = cat("the tiling table has ", attentionFlashFp32Tilings(), " entries");
+    } else if (const std::string misfit = flashFp32Misfit(flashFp32Spec(kFlashFp32Table[e->value], c), caps); !misfit.empty()) {
+        why = cat("tiling ", e->value, " needs ", misfit);
+    }
+    if (!why.empty()) {
+        if (note) *note = cat("; ", name, " ignored: ", why);
+        return std::nullopt;
+    }
+    if (entry) *entry = e->value;
+    if (note) *note = cat("; baselines.fp32_tile=", e->value, " from ", name);
+    return flashFp32Spec(kFlashFp32Table[e->value], c);
+}
+
 bool flashFp32Requested() {
     const char* v = std::getenv("PSK_FP32_BASELINE");
     if (v == nullptr || *v == '\0' || std::string_view(v) == "flash") return true;
@@ -506,17 +526,7 @@ TiledAttentionPlan planTiledAttention(const AttentionConfig& c, const DeviceCaps
         std::optional<uint32_t> chosen;
         if (modelFlashFp32Spec(c, caps, &modelEntry, &misfits)) chosen = modelEntry;
         std::string tuned;
-        if (const TuningEntry* e = tuning ? tuning->find(TuningParameter::BaselinesFp32Tile, baselineTuningShape(c)) : nullptr) {
-            const std::string entry = cat("tuning table ", tuning->source, " line ", e->line, " (baselines.fp32_tile ", e->value, ")");
-            if (e->value >= attentionFlashFp32Tilings()) {
-                tuned = cat("; ", entry, " ignored: the tiling table has ", attentionFlashFp32Tilings(), " entries");
-            } else if (const std::string why = flashFp32Misfit(flashFp32Spec(kFlashFp32Table[e->value], c), caps); !why.empty()) {
-                tuned = cat("; ", entry, " ignored: tiling ", e->value, " needs ", why);
-            } else {
-                chosen = e->value;
-                tuned = cat("; baselines.fp32_tile=", e->value, " from ", entry);
-            }
-        }
+        if (uint32_t entry = 0; tunedFlashFp32Spec(c, caps, tuning, &entry, &tuned)) chosen = entry;
         if (chosen) {
             const kernel::AttentionFlashFp32Spec spec = flashFp32Spec(kFlashFp32Table[*chosen], c);
             plan.rows = spec.ROWS;

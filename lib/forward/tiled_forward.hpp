@@ -67,6 +67,14 @@ uint32_t attentionFlashFp32Tilings();
  */
 std::optional<kernel::AttentionFlashFp32Spec> modelFlashFp32Spec(const AttentionConfig& config, const DeviceCaps& caps,
                                                                   uint32_t* entry = nullptr, std::string* misfits = nullptr);
+/**
+ * The tiling a device's table measured best for this shape class (baselines.fp32_tile), where the
+ * entry names a tiling that fits; nullopt without a table, an entry or a fit. *entry gets its
+ * index; *note the plan's words for it ("; baselines.fp32_tile=E from ...", or why it was ignored).
+ */
+std::optional<kernel::AttentionFlashFp32Spec> tunedFlashFp32Spec(const AttentionConfig& config, const DeviceCaps& caps,
+                                                                  const TuningTable* tuning, uint32_t* entry = nullptr,
+                                                                  std::string* note = nullptr);
 /** Its tiling for a few query rows (8 per workgroup), where it fits; nullopt elsewhere. */
 std::optional<kernel::AttentionFlashFp32Spec> shortBlockFlashFp32Spec(const AttentionConfig& config, const DeviceCaps& caps);
 
