@@ -14,6 +14,7 @@
 
 #include "forward/attention_config.hpp"
 #include "vk/context.hpp"
+#include "forward/polysketch_forward.hpp"
 #include "forward/polysketch_plan.hpp"
 #include "forward/tuning_table.hpp"
 #include "io/safetensors.hpp"
@@ -615,6 +616,33 @@ TEST_F(TuningOnDevice, ZOperandsPackedOrStagedFromTheTable) {
         EXPECT_NE(kernelText(plan.outputKernel).find(" Z_PACKED=0: "), std::string::npos) << kernelText(plan.outputKernel);
         EXPECT_NE(plan.outputKernel.reason.find("; Z staged per workgroup (PSK_COOPMAT_Z_PACKED=off)"), std::string::npos)
             << plan.outputKernel.reason;
+    }
+}
+
+// The records are larger than Z (NT x CM_N columns, hi + lo): where they alone exceed what one
+// binding can address, the call fails TOO_LARGE (nothing recorded), and the message names the
+// region and the way out, Z staged by the output.
+TEST_F(TuningOnDevice, ZOperandsTooLargeForABindingSaysHowToStageZ) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    const Shape s;
+    psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT16);
+    ASSERT_FALSE(plan.zOperands.kernel.empty());
+    const psk::ResolvedAttention resolved = psk::resolveAttention(createInfo(s, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
+    psk::ForwardGeometry g;
+    g.tokens = 4096;
+    plan.maxRange = VkDeviceSize(1) << 40;
+    const psk::PolysketchWorkspace ws = psk::polysketchWorkspace(plan, resolved.config, g);
+    ASSERT_GT(ws.zOperands.size, ws.states.size);
+    plan.maxRange = (ws.states.size + ws.zOperands.size) / 2;  // the states fit, the records do not
+    try {
+        psk::polysketchWorkspace(plan, resolved.config, g);
+        ADD_FAILURE() << "no error for records of " << ws.zOperands.size << " bytes in a binding of " << plan.maxRange;
+    } catch (const psk::Error& e) {
+        EXPECT_EQ(e.code(), PSK_ERROR_TOO_LARGE);
+        const std::string what = e.what();
+        EXPECT_NE(what.find("polysketch z operands needs " + std::to_string(ws.zOperands.size) + " bytes"), std::string::npos) << what;
+        EXPECT_NE(what.find("or Z staged by the output (PSK_COOPMAT_Z_PACKED=off)"), std::string::npos) << what;
     }
 }
 

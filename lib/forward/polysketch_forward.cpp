@@ -26,7 +26,10 @@ PolysketchWorkspace polysketchWorkspace(const PolysketchPlan& plan, const Attent
         if (floats >= limit32 || floats * 4 > plan.maxRange)
             fail(PSK_ERROR_TOO_LARGE, "polysketch ", name, " needs ", floats * 4,
                  " bytes, more than one storage buffer binding can address (", plan.maxRange,
-                 "); use a smaller batch or fewer tokens per call", name[0] == 's' ? ", or a larger block size" : "");
+                 "); use a smaller batch or fewer tokens per call",
+                 name[0] == 's'   ? ", or a larger block size"
+                 : name[0] == 'z' ? ", or a larger block size, or Z staged by the output (PSK_COOPMAT_Z_PACKED=off)"
+                                  : "");
         r.offset = cursor;
         r.size = floats * 4;
         cursor = alignUp(cursor + r.size, plan.regionAlignment);
