@@ -618,7 +618,8 @@ typedef struct PskWorkspaceLayoutInfo {
  * The device workspace of a forward call as several buffers, none larger than
  * info->maxBufferSize: for a call whose workspace (pskGetWorkspaceSize) exceeds one allocation.
  * The workspace is a fixed sequence of regions (polysketch: the q and k sketch rows, the local
- * rows, the degree-8 node scratch, the block states; softmax / polynomial: the key-chunk state),
+ * rows, the degree-8 node scratch, the block states, the cooperative output's packed Z records;
+ * softmax / polynomial: the key-chunk state),
  * each of which must lie in one buffer at an offset aligned to 256 bytes (and to
  * minStorageBufferOffsetAlignment); the regions fill the buffers in order, a region that does
  * not fit the rest of a buffer beginning the next one. So buffer i of these sizes holds a run of
