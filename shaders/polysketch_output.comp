@@ -15,7 +15,7 @@
 // invocation holds a whole row of dv accumulators): invocation (r4, cg), lid = cg + COL_GROUPS r4,
 // owns the 4 rows 4 r4 .. 4 r4 + 3 of the tile and COL_VEC4 vec4 columns cg + COL_GROUPS t of the
 // value columns (consecutive invocations, consecutive vec4s: conflict-free shared reads). Live per
-// invocation: acc[COL_VEC4][4] vec4s (16 COL_VEC4 floats), the 4 rows' normalizers, one feature's
+// invocation: acc[4 t + e] vec4s (16 COL_VEC4 floats), the 4 rows' normalizers, one feature's
 // (or key's) operands. Every invocation sums the normalizer column dv for its rows itself (4
 // multiply-adds per feature beside 16 COL_VEC4), so no invocation waits on another's.
 //
@@ -29,6 +29,18 @@
 //     transposed as above, k rows transposed); invocation (r4, cg) computes its 4 rows x KPI keys
 //     cg KPI .. cg KPI + KPI - 1, writes the masked weights w[key][row] to shared memory, and
 //     after a barrier every invocation accumulates its rows x columns from w and the staged V tile.
+//
+// Register tiles: acc and the scores s are sized by literal maxima (MAX_COL_VEC4, MAX_KPI: the
+// planner's bounds), flat (acc[4 t + e]), and walked by single loops over those literals, each step
+// guarded by the specialization constant (t < COL_VEC4, m < KPI), so that the build's optimizer
+// (glslc -O, which unrolls the innermost loop of a nest only) unrolls every loop that indexes them
+// and every index is a constant: the arrays become registers before the driver sees them
+// (shader_registry_test checks that no function-scope array is left). Sized and walked by the
+// constants themselves, in nests, the loops reached NVIDIA's driver rolled and it indexed acc
+// dynamically: 114 registers and 272 bytes of local memory at h = 128 on an H200, and the same
+// kernel frozen by spirv-opt (constants made literals, loops unrolled, arrays split) ran 0.26x the
+// time at h = 64 (21.16 -> 5.42 ms at 32k: docs/PERFORMANCE.md, the fourth run). The guards fold
+// away once the driver specializes.
 //
 // Rows of the transposed tiles are ROWS + 4 floats apart (the staging stores' bank conflicts).
 // Loops: ceil(F / FEAT_TILE) tiles and F features, at most ceil(block_size / KEY_TILE) key tiles
@@ -64,6 +76,9 @@ const uint ZS4 = Z_STRIDE / 4u;
 const uint SLICE4 = COL_GROUPS * COL_VEC4;  // vec4 columns the workgroup's slices cover (>= ceil(dv / 4))
 const uint ZW4 = ZS4 > SLICE4 ? ZS4 : SLICE4;        // a staged Z row, in vec4s (zero past Z_STRIDE)
 const uint KPI = KEY_TILE / COL_GROUPS;     // keys per invocation in the scores (KEY_TILE is a multiple of 4 when KPI is)
+// Literal bounds of the register tiles (see "Register tiles" above): planGenericOutput keeps
+// COL_VEC4 <= 4 and KPI <= 4.
+const uint MAX_COL_VEC4 = 4u, MAX_KPI = 4u;
 
 // One pool, in floats; the phi(q)^T Z phase and the local phase use it in turn.
 const uint SQ_OFF = 0u;                            // S(q)^T: SKETCH x RS
@@ -77,8 +92,11 @@ shared uint pair_tile[FEAT_TILE];
 #define POOL(i) pool[(i) >> 2][(i) & 3u]
 
 float weight_power(float x) {
-    float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
-    [[unroll]] for (uint e = 1u; e < DEGREE; e *= 2u) w *= w;
+    // x^DEGREE (2, 4 or 8: attention_config.cpp) without a loop, so that the loop over the
+    // register tile that calls it is an innermost one (see "Register tiles").
+    float w = x * x;
+    if (DEGREE >= 4u) w *= w;
+    if (DEGREE >= 8u) w *= w;
     return w;
 }
 
@@ -99,10 +117,10 @@ void main() {
     const uint tile_rows = min(ROWS, block_end - tile_begin);
     const uint q_row0 = q_seq * params.n + tile_begin;  // the tile's first q-side row
 
-    vec4 acc[COL_VEC4][4];  // [t][e]: row 4 r4 + e, columns 4 (cg + COL_GROUPS t) .. + 3
-    vec4 den = vec4(0.0);   // component e: row 4 r4 + e
-    [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t)
-        [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[t][e] = vec4(0.0);
+    vec4 acc[4u * MAX_COL_VEC4];  // acc[4 t + e], t < COL_VEC4: row 4 r4 + e, columns 4 (cg + COL_GROUPS t) .. + 3
+    vec4 den = vec4(0.0);         // component e: row 4 r4 + e
+    [[unroll]] for (uint i = 0u; i < 4u * MAX_COL_VEC4; ++i) acc[i] = vec4(0.0);
+    vec4 cols[MAX_COL_VEC4];      // one staged row's vec4s of the invocation's columns (Z, then V)
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
     if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
@@ -122,10 +140,10 @@ void main() {
                 const vec4 phi = pair_coefficient(entry) * pool[SQ_OFF / 4u + pair_first(entry) * RS4 + r4] *
                                  pool[SQ_OFF / 4u + pair_second(entry) * RS4 + r4];
                 den += phi * POOL(Z_OFF + k * ZW4 * 4u + VALUE_DIM);
-                [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t) {
-                    const vec4 z = pool[Z_OFF / 4u + k * ZW4 + cg + COL_GROUPS * t];
-                    [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[t][e] += phi[e] * z;
-                }
+                [[unroll]] for (uint t = 0u; t < MAX_COL_VEC4; ++t)
+                    if (t < COL_VEC4) cols[t] = pool[Z_OFF / 4u + k * ZW4 + cg + COL_GROUPS * t];
+                [[unroll]] for (uint i = 0u; i < 4u * MAX_COL_VEC4; ++i)
+                    if (i / 4u < COL_VEC4) acc[i] += phi[i % 4u] * cols[i / 4u];
             }
         }
     }
@@ -137,8 +155,8 @@ void main() {
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
         for (uint tile_start = block_begin; tile_start < last; tile_start += KEY_TILE) {
             const uint tile_len = min(KEY_TILE, last - tile_start);
-            vec4 s[KPI];  // s[m][e]: row 4 r4 + e, key cg KPI + m
-            [[unroll]] for (uint m = 0u; m < KPI; ++m) s[m] = vec4(0.0);
+            vec4 s[MAX_KPI];  // s[m][e], m < KPI: row 4 r4 + e, key cg KPI + m
+            [[unroll]] for (uint m = 0u; m < MAX_KPI; ++m) s[m] = vec4(0.0);
             for (uint d0 = 0u; d0 < KEY_WIDTH; d0 += WIDTH_CHUNK) {
                 const uint dlen = min(WIDTH_CHUNK, KEY_WIDTH - d0);
                 barrier();
@@ -162,49 +180,42 @@ void main() {
                 barrier();
                 for (uint d = 0u; d < WIDTH_CHUNK; ++d) {  // zero past dlen
                     const vec4 q = pool[QC_OFF / 4u + d * RS4 + r4];
-                    if (KPI % 4u == 0u) {  // the invocation's keys as vec4s
-                        [[unroll]] for (uint m4 = 0u; m4 < KPI / 4u; ++m4) {
-                            const vec4 k4 = pool[(KC_OFF + d * KEY_TILE + cg * KPI) / 4u + m4];
-                            [[unroll]] for (uint e = 0u; e < 4u; ++e) s[4u * m4 + e] += q * k4[e];
-                        }
+                    if (KPI % 4u == 0u) {  // KPI = MAX_KPI = 4: the invocation's keys as one vec4
+                        const vec4 k4 = pool[(KC_OFF + d * KEY_TILE + cg * KPI) / 4u];
+                        [[unroll]] for (uint m = 0u; m < MAX_KPI; ++m) s[m] += q * k4[m];
                     } else {
-                        [[unroll]] for (uint m = 0u; m < KPI; ++m) s[m] += q * POOL(KC_OFF + d * KEY_TILE + cg * KPI + m);
+                        [[unroll]] for (uint m = 0u; m < MAX_KPI; ++m)
+                            if (m < KPI) s[m] += q * POOL(KC_OFF + d * KEY_TILE + cg * KPI + m);
                     }
                 }
             }
             // Weights of the invocation's rows and keys, masked (rows of the tile, keys of the tile, key <= row).
-            [[unroll]] for (uint m = 0u; m < KPI; ++m) {
-                const uint j = cg * KPI + m;
-                vec4 w;
-                [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-                    const uint row = 4u * r4 + e;
-                    const float x = LOCAL_EXACT ? weight_power(s[m][e]) : s[m][e] * s[m][e];
-                    w[e] = row < tile_rows && j < tile_len && tile_start + j <= tile_begin + row ? x : 0.0;
-                }
-                pool[W_OFF / 4u + j * RS4 + r4] = w;
+            float wv[4u * MAX_KPI];  // wv[4 m + e]: row 4 r4 + e, key cg KPI + m
+            [[unroll]] for (uint i = 0u; i < 4u * MAX_KPI; ++i) {
+                const uint m = i / 4u, e = i % 4u, j = cg * KPI + m, row = 4u * r4 + e;
+                const float x = LOCAL_EXACT ? weight_power(s[m][e]) : s[m][e] * s[m][e];
+                wv[i] = m < KPI && row < tile_rows && j < tile_len && tile_start + j <= tile_begin + row ? x : 0.0;
             }
+            [[unroll]] for (uint m = 0u; m < MAX_KPI; ++m)
+                if (m < KPI) pool[W_OFF / 4u + (cg * KPI + m) * RS4 + r4] = vec4(wv[4u * m], wv[4u * m + 1u], wv[4u * m + 2u], wv[4u * m + 3u]);
             barrier();
             for (uint j = 0u; j < tile_len; ++j) {
                 const vec4 w = pool[W_OFF / 4u + j * RS4 + r4];
                 den += w;
-                [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t) {
-                    const vec4 v = pool[V_OFF / 4u + j * SLICE4 + cg + COL_GROUPS * t];
-                    [[unroll]] for (uint e = 0u; e < 4u; ++e) acc[t][e] += w[e] * v;
-                }
+                [[unroll]] for (uint t = 0u; t < MAX_COL_VEC4; ++t)
+                    if (t < COL_VEC4) cols[t] = pool[V_OFF / 4u + j * SLICE4 + cg + COL_GROUPS * t];
+                [[unroll]] for (uint i = 0u; i < 4u * MAX_COL_VEC4; ++i)
+                    if (i / 4u < COL_VEC4) acc[i] += w[i % 4u] * cols[i / 4u];
             }
         }
     }
 
     const vec4 inv = 1.0 / (1.0 + den);
-    [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-        const uint row = 4u * r4 + e;
-        if (row >= tile_rows) continue;
-        const uint o_base = tensor_row(params.o_strides, batch, q_head, tile_begin + row);
-        [[unroll]] for (uint t = 0u; t < COL_VEC4; ++t) {
-            [[unroll]] for (uint x = 0u; x < 4u; ++x) {
-                const uint col = 4u * (cg + COL_GROUPS * t) + x;
-                if (col < VALUE_DIM) o_data[o_base + col] = STORE_ELEM(acc[t][e][x] * inv[e]);
-            }
-        }
+    // One loop over acc's elements (acc[i][x], i = 4 t + e): unrolled, constant indices.
+    [[unroll]] for (uint k = 0u; k < 16u * MAX_COL_VEC4; ++k) {
+        const uint i = k / 4u, x = k % 4u, t = i / 4u, e = i % 4u;
+        const uint row = 4u * r4 + e, col = 4u * (cg + COL_GROUPS * t) + x;
+        if (t < COL_VEC4 && row < tile_rows && col < VALUE_DIM)
+            o_data[tensor_row(params.o_strides, batch, q_head, tile_begin + row) + col] = STORE_ELEM(acc[i][x] * inv[e]);
     }
 }

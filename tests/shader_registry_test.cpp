@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "kernels/shader_registry.hpp"
 #include "vk/pipelines.hpp"
@@ -54,6 +56,47 @@ TEST(ShaderRegistry, EveryVariantIsValidSpirv) {
     }
     std::printf("%zu modules validated, %zu of them KHR cooperative-matrix variants\n", psk::kShaderRegistrySize, khr);
     EXPECT_EQ(psk::findShader("no.such.variant"), nullptr);
+}
+
+namespace {
+
+/** Names of a module's function-scope variables of array type (OpVariable, storage class Function). */
+std::vector<uint32_t> functionArrays(const psk::ShaderCode& s) {
+    const uint32_t* w = s.code;
+    const size_t words = s.bytes / 4;
+    std::set<uint32_t> arrays, pointers;
+    std::vector<uint32_t> found;
+    for (size_t i = 5; i < words;) {
+        const uint32_t count = w[i] >> 16, op = w[i] & 0xFFFFu;
+        if (count == 0 || i + count > words) break;
+        if (op == 28 || op == 29) arrays.insert(w[i + 1]);                                          // OpTypeArray, OpTypeRuntimeArray
+        if (op == 32 && w[i + 2] == 7 && arrays.count(w[i + 3])) pointers.insert(w[i + 1]);        // OpTypePointer Function
+        if (op == 59 && w[i + 3] == 7 && pointers.count(w[i + 1])) found.push_back(w[i + 2]);      // OpVariable Function
+        i += count;
+    }
+    return found;
+}
+
+}  // namespace
+
+// The register-tiled generic output (polysketch_output.comp) keeps its tiles in registers: every
+// loop that indexes its arrays is an innermost loop over a literal count, which the build's
+// optimizer unrolls, so no function-scope array is left for a driver to put in local memory (an
+// H200 did, 272 bytes at h = 128, with the loops over specialization constants; the same kernel
+// frozen to literals ran 0.26x the time: docs/PERFORMANCE.md, fourth run).
+TEST(ShaderRegistry, TheTiledOutputsRegisterTilesAreNoArrays) {
+    size_t checked = 0;
+    for (size_t i = 0; i < psk::kShaderRegistrySize; ++i) {
+        const psk::ShaderCode& s = psk::kShaderRegistry[i];
+        if (std::string(s.name).rfind("polysketch_output.", 0) != 0) continue;  // not _rows, _team, _coopmat
+        ++checked;
+        EXPECT_TRUE(functionArrays(s).empty()) << s.name << ": " << functionArrays(s).size() << " function-scope arrays left";
+    }
+    EXPECT_EQ(checked, 3u);  // f32, f16, bf16
+    // The check itself finds arrays: the row output's modules keep some.
+    const psk::ShaderCode* rows = psk::findShader("polysketch_output_rows.f32");
+    ASSERT_NE(rows, nullptr);
+    EXPECT_FALSE(functionArrays(*rows).empty()) << "the check finds no array anywhere: it would prove nothing";
 }
 
 // Pipelines reads a module's workgroup size (for VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_

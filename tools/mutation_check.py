@@ -397,6 +397,12 @@ MUTATIONS: List[Mutation] = [
                 "    if (std::optional<kernel::AttentionFlashFp32Spec> tuned = tunedFlashFp32Spec(c, caps, tuning)) return tuned;\n",
                 "")],
              quick=["ContextTest.SoftmaxForwardContinuesTheCacheOnTheTablesTiling"]),
+    Mutation("tiled_output_spec_bound_loop",
+             "register-tiled generic output: the phi(q)^T Z accumulation's loop bounded by the specialization constant again (not unrolled at build time: acc left an array)",
+             [P("shaders/polysketch_output.comp",
+                "                [[unroll]] for (uint i = 0u; i < 4u * MAX_COL_VEC4; ++i)\n                    if (i / 4u < COL_VEC4) acc[i] += phi[i % 4u] * cols[i / 4u];",
+                "                [[unroll]] for (uint i = 0u; i < 4u * COL_VEC4; ++i)\n                    acc[i] += phi[i % 4u] * cols[i / 4u];")],
+             quick=["ShaderRegistry.TheTiledOutputsRegisterTilesAreNoArrays"]),
 ]
 
 

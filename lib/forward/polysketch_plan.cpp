@@ -896,7 +896,7 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     const uint32_t vd4 = ceilDiv(dv, 4u);
     kernel::PolysketchOutputSpec spec;
     setOutputShape(spec, c, R, in.stateStride);
-    spec.COL_VEC4 = std::min<uint32_t>(4, vd4);
+    spec.COL_VEC4 = std::min<uint32_t>(4, vd4);  // at most the shader's MAX_COL_VEC4 (its register tiles are sized by literals)
     spec.COL_GROUPS = ceilDiv(vd4, spec.COL_VEC4);
     const uint32_t keyWidth = c.localExact ? c.headDim : R;
     const uint32_t slice4 = spec.COL_GROUPS * spec.COL_VEC4, zw4 = std::max(in.stateStride / 4, slice4);
@@ -909,7 +909,7 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     uint32_t rows = c.blockSize >= 64 ? tiles.outputMaxRows : c.blockSize >= 32 ? 32 : 16;
     while (rows > 4 && rows / 4 * spec.COL_GROUPS > in.invocations) rows /= 2;
     const uint32_t widthMax = std::min(tiles.outputWidthChunk, ceilDiv(keyWidth, 4u) * 4);
-    const uint32_t kpiMax = std::clamp<uint32_t>(tiles.outputMaxKeyTile / spec.COL_GROUPS, 1, 4);
+    const uint32_t kpiMax = std::clamp<uint32_t>(tiles.outputMaxKeyTile / spec.COL_GROUPS, 1, 4);  // <= the shader's MAX_KPI
     bool fits = false;
     for (; rows >= 4 && !fits; rows /= 2) {
         for (uint32_t ft = tiles.outputFeatureTile; ft >= 1 && !fits; ft /= 2) {
