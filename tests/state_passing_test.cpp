@@ -646,7 +646,7 @@ TEST_F(ContextTest, SoftmaxForwardContinuesALongCache) {
 }
 
 // A device's table may name the FP32 FlashAttention-2 kernel's tiling (baselines.fp32_tile: on an
-// H200 the model's first tiling spilled at 255 registers, and a forward continuing the cache runs
+// H200 the model's first tiling sat at the 255-register cap, and a forward continuing the cache runs
 // this kernel too); the cache's calls then run the table's tiling, and the table's
 // baselines.fp32_rows 1 (the one-row kernel for the attention's own forward, as the H200's table
 // has) does not apply to them: that kernel has no split keys. The chunks still equal one forward.
