@@ -45,7 +45,7 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
 
 PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo& info, uint32_t coopStages, bool selfTestProbe,
                                AttentionConfig::ProbeWalk probeWalk)
-    : context_(context), tuning_(context->tuningSelection().table) {
+    : context_(context), tuning_(context->tuningSelection()) {
     ResolvedAttention resolved = resolveAttention(info, context->caps());
     config_ = resolved.config;
     sketch_ = std::move(resolved.sketch);
@@ -54,13 +54,13 @@ PskAttention_T::PskAttention_T(PskContext context, const PskAttentionCreateInfo&
     config_.probeWalk = probeWalk;
 
     // Pipelines are created here, not on the first call, so that a call never stalls on a compile.
-    forward_ = createForwardKind(context, config_, sketch_);
+    forward_ = createForwardKind(context, config_, sketch_, tuning_);
     // A cooperative kernel is checked against the generic one before its first use on a device;
     // the stages whose kernel disagrees are planned again without it.
     if (const uint32_t failed = coopSelfTest(context, info, config_, forward_->kernels()) & config_.coopStages) {
         config_.coopStages &= ~failed;
         forward_.reset();
-        forward_ = createForwardKind(context, config_, sketch_);
+        forward_ = createForwardKind(context, config_, sketch_, tuning_);
     }
     polysketch_ = dynamic_cast<const PolysketchForward*>(forward_.get());
 

@@ -37,7 +37,7 @@ public:
      * without one. What else the attention plans later (a softmax forward continuing a KV cache)
      * reads the same.
      */
-    const psk::TuningTable* tuningTable() const { return tuning_.get(); }
+    const psk::TuningTable* tuningTable() const { return tuning_.table.get(); }
     const psk::AttentionConfig& config() const { return config_; }
 
     /**
@@ -98,7 +98,7 @@ private:
     void ensureBuffer(psk::Buffer& buffer, VkDeviceSize bytes, psk::MemoryUsage usage);
 
     PskContext context_;
-    std::shared_ptr<const psk::TuningTable> tuning_;
+    psk::TuningSelection tuning_;  // selected once (PSK_TUNING_TABLE is read and parsed here), for every plan
     psk::AttentionConfig config_;                      // resolveAttention's, with the cooperative stages the self-test left
     std::shared_ptr<const psk::PackedSketch> sketch_;  // POLYSKETCH only
     std::unique_ptr<psk::ForwardKind> forward_;

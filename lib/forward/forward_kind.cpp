@@ -6,9 +6,9 @@
 namespace psk {
 
 std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, const AttentionConfig& config,
-                                               const std::shared_ptr<const PackedSketch>& sketch) {
-    if (config.kind == PSK_ATTENTION_KIND_POLYSKETCH) return std::make_unique<PolysketchForward>(context, config, sketch);
-    return std::make_unique<TiledForward>(context, config);
+                                               const std::shared_ptr<const PackedSketch>& sketch, const TuningSelection& tuning) {
+    if (config.kind == PSK_ATTENTION_KIND_POLYSKETCH) return std::make_unique<PolysketchForward>(context, config, sketch, tuning);
+    return std::make_unique<TiledForward>(context, config, tuning.table.get());
 }
 
 }  // namespace psk

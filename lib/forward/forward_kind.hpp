@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "forward/attention_config.hpp"
+#include "forward/tuning_table.hpp"
 #include "forward/workspace.hpp"
 #include "kernels/kernel_table.hpp"
 #include "vk/recorder.hpp"
@@ -46,9 +47,9 @@ public:
 /**
  * The object for config.kind, with its pipelines created (a call never stalls on a compile), from
  * the attention as resolveAttention made it; `config` (which the object keeps a reference to)
- * outlives it.
+ * outlives it. `tuning`: the table the plan reads (the attention's, selected once at its creation).
  */
 std::unique_ptr<ForwardKind> createForwardKind(PskContext_T* context, const AttentionConfig& config,
-                                               const std::shared_ptr<const PackedSketch>& sketch);
+                                               const std::shared_ptr<const PackedSketch>& sketch, const TuningSelection& tuning);
 
 }  // namespace psk

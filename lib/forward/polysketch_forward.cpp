@@ -271,11 +271,11 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     if (plan.faultStages & kCoopOutput) rec.fill(t.out, fillableBytes(t.out), kInfinityBits);
 }
 
-PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfig& c, std::shared_ptr<const PackedSketch> sketch)
+PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfig& c, std::shared_ptr<const PackedSketch> sketch,
+                                     const TuningSelection& tuning)
     : context_(context), config_(c), sketch_(std::move(sketch)) {
     if (!sketch_) fail(PSK_ERROR_INTERNAL, "a polysketch forward without its sketch");
     const DeviceCaps& caps = context_->caps();
-    const TuningSelection tuning = context_->tuningSelection();
     plan_ = planPolysketch(c, *sketch_, caps, &tuning);
     Pipelines& pipelines = context_->pipelines();
     resources_.features = kernelPipeline(pipelines, plan_.featureKernel);

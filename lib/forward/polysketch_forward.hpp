@@ -97,8 +97,9 @@ void recordPolysketch(Recorder& recorder, Pipelines& pipelines, const DeviceCaps
 /** The polysketch forward kind: its sketch (loaded or generated at creation), plan and pipelines. */
 class PolysketchForward final : public ForwardKind {
 public:
-    /** `config` and `sketch` as resolveAttention made them (attention_config.hpp); both outlive the object. */
-    PolysketchForward(PskContext_T* context, const AttentionConfig& config, std::shared_ptr<const PackedSketch> sketch);
+    /** `config` and `sketch` as resolveAttention made them (attention_config.hpp); both outlive the object. `tuning`: the table the plan reads. */
+    PolysketchForward(PskContext_T* context, const AttentionConfig& config, std::shared_ptr<const PackedSketch> sketch,
+                      const TuningSelection& tuning);
     WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const override {
         return workspace(geometry).layout(plan_.regionAlignment);
     }

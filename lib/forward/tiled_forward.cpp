@@ -625,8 +625,8 @@ void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, co
     if (plan.faultInjected) recorder.fill(t.out, fillableBytes(t.out), 0x7F800000u);  // tests of the self-test
 }
 
-TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config)
-    : context_(context), config_(config), plan_(planTiledAttention(config, context->caps(), context->tuningSelection().table.get())) {
+TiledForward::TiledForward(PskContext_T* context, const AttentionConfig& config, const TuningTable* tuning)
+    : context_(context), config_(config), plan_(planTiledAttention(config, context->caps(), tuning)) {
     plan_.poisonWorkspace = poisonWorkspaceFromEnvironment();
     pipeline_ = kernelPipeline(context->pipelines(), plan_.kernel);
 }

@@ -90,7 +90,8 @@ void recordTiledAttention(Recorder& recorder, const KernelPipeline& pipeline, co
 
 class TiledForward final : public ForwardKind {
 public:
-    TiledForward(PskContext_T* context, const AttentionConfig& config);
+    /** `tuning`: the table the plan reads (null: the model's choices). */
+    TiledForward(PskContext_T* context, const AttentionConfig& config, const TuningTable* tuning);
     WorkspaceLayout workspaceLayout(const ForwardGeometry& geometry) const override;
     void record(Recorder& recorder, const BoundTensors& tensors) const override;
     std::vector<KernelChoice> kernels() const override { return {plan_.kernel}; }
