@@ -80,6 +80,11 @@ inline const char* stageName(uint32_t stage) {
     return stage < PSK_FORWARD_STAGE_COUNT ? names[stage] : "?";
 }
 
+/** Polysketch's sketch length r of `c` (h for p = 2: the sketch is the identity; the library's default 32 where unset)... */
+double sketchLength(const Config&);
+/** ... and its blocks per sequence, t = ceil(n / b) (b = 256 where unset). */
+uint64_t polysketchBlocks(const Config&);
+
 /** The effective FLOP count of one forward call (formulas in docs/PERFORMANCE.md). */
 double flops(const Config&);
 

@@ -54,6 +54,16 @@ Timing summarize(std::vector<double> s) {
     return t;
 }
 
+double sketchLength(const Config& c) {
+    const uint32_t p = c.degree ? c.degree : 4;
+    return p == 2 ? c.headDim : (c.sketchSize ? c.sketchSize : 32);
+}
+
+uint64_t polysketchBlocks(const Config& c) {
+    const uint64_t b = c.blockSize ? c.blockSize : 256;
+    return (uint64_t(c.n) + b - 1) / b;
+}
+
 double flops(const Config& c) {
     const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
     if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) {
@@ -61,13 +71,12 @@ double flops(const Config& c) {
         return 2 * B * Hq * pairs * (h + dv);
     }
     const uint32_t p = c.degree ? c.degree : 4, m = p / 2;
-    const double r = p == 2 ? h : (c.sketchSize ? c.sketchSize : 32);
-    const double F = r * (r + 1) / 2;
+    const double r = sketchLength(c), F = r * (r + 1) / 2;
     // A learned sketch: two branches of two FF levels, h -> 8r -> r and r -> 8r -> r (docs/MATH.md
     // section 4), 32 h r + 96 r^2 FLOP of products per row (docs/PERFORMANCE.md, the predictions).
     const double sketchPerRow = p == 2 ? 0 : c.learned ? 32.0 * h * r + 96.0 * r * r : 2.0 * m * h * r + (m / 2.0 - 1) * 4 * r * r;
     const uint64_t b = c.blockSize ? c.blockSize : 256;
-    const uint64_t blocks = (uint64_t(c.n) + b - 1) / b;
+    const uint64_t blocks = polysketchBlocks(c);
 
     const double sketch = B * (Hq + Hkv) * n * (sketchPerRow + F);
     const double states = 2 * B * Hkv * n * F * (dv + 1);
@@ -88,12 +97,9 @@ StageBytes stageBytes(const Config& c, bool fusedQuery, double zOperandBytes) {
     if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) return s;
     const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
     const double e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
-    const uint32_t p = c.degree ? c.degree : 4;
-    const double r = p == 2 ? h : (c.sketchSize ? c.sketchSize : 32);
-    const double F = r * (r + 1) / 2;
+    const double r = sketchLength(c), F = r * (r + 1) / 2;
     const double z = double((c.valueDim + 1 + 3) / 4 * 4);
-    const uint64_t b = c.blockSize ? c.blockSize : 256;
-    const double t = double((uint64_t(c.n) + b - 1) / b);
+    const double t = double(polysketchBlocks(c));
     const double rowsQ = B * Hq * n, rowsK = B * Hkv * n, states = B * Hkv * t * F * z * 4, sum = B * Hkv * F * z * 4;
     const double rowsF = fusedQuery ? rowsK : rowsQ + rowsK;  // rows through the feature map
     s.bytes[PSK_FORWARD_STAGE_FEATURE_MAP] = rowsF * (h * e + 4 * r) + (c.localExact ? rowsF * 4 * h : 0);

@@ -478,10 +478,8 @@ double planZOperandBytes(const std::string& text, const Config& c) {
     };
     const double chunk = value(" FEAT_CHUNK="), columns = value(" NC=");
     if (chunk <= 0 || columns <= 0) return 0;
-    const uint32_t p = c.degree ? c.degree : 4;
-    const double r = p == 2 ? c.headDim : (c.sketchSize ? c.sketchSize : 32), F = r * (r + 1) / 2;
-    const uint64_t b = c.blockSize ? c.blockSize : 256;
-    const double blocks = c.causal ? double((uint64_t(c.n) + b - 1) / b) : 1;
+    const double r = sketchLength(c), F = r * (r + 1) / 2;
+    const double blocks = c.causal ? double(polysketchBlocks(c)) : 1;
     return double(c.batch) * c.kvHeads * blocks * std::ceil(F / chunk) * 16 * (1 + 2 * chunk * columns / 8);
 }
 
