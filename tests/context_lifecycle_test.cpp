@@ -44,6 +44,7 @@
 #endif
 
 #include "support/handles.hpp"
+#include "support/layer_lock.hpp"
 #include "support/test_context.hpp"
 #include "support/scoped_env.hpp"
 #include "vk/context.hpp"
@@ -54,6 +55,8 @@ namespace {
 using psk::test::ScopedEnv;
 using psk::test::Attention;
 using psk::test::Context;
+using psk::test::LayerLock;
+using psk::test::LockedContext;
 
 // Cycle counts. lavapipe, 2 cores, RelWithDebInfo: a one-row softmax cycle alone takes about 28 ms
 // without the validation layer; a polysketch or FlashAttention-2 cycle about 200 ms. The loops of
@@ -128,7 +131,7 @@ struct CycleOutcome {
  * Create a context, an attention and run one forward; destroy both. Never throws and uses no gtest
  * assertion (it runs on several threads).
  */
-CycleOutcome runCycle(PskContextCreateFlags flags, const Problem& p, PskAttentionKind kind) {
+CycleOutcome runCycle(PskContextCreateFlags flags, const Problem& p, PskAttentionKind kind, LayerLock layer = {}) {
     CycleOutcome outcome;
     Log log;
     PskContextCreateInfo ci{};
@@ -136,13 +139,19 @@ CycleOutcome runCycle(PskContextCreateFlags flags, const Problem& p, PskAttentio
     ci.messageCallback = &Log::callback;
     ci.messageUserData = &log;
     PskContext rawContext = nullptr;
-    PskResult r = pskCreateContext(&ci, &rawContext);
+    PskResult r;
+    {
+        const auto held = layer.exclusive();
+        r = pskCreateContext(&ci, &rawContext);
+    }
     if (r != PSK_SUCCESS) {
         outcome.failure = std::string("pskCreateContext: ") + log.firstError();
         return outcome;
     }
-    Context context(rawContext);
+    LockedContext context(rawContext, psk::test::LockedContextDeleter{layer});
     {
+        // Released before the context is destroyed (declared after it).
+        const auto held = layer.shared();
         PskAttentionCreateInfo ai{};
         ai.kind = kind;
         ai.flags = PSK_ATTENTION_CAUSAL_BIT;
@@ -317,10 +326,10 @@ TEST(ContextLifecycle, FiveHundredCyclesWithoutValidation) {
 
 TEST(ContextLifecycle, FiveHundredCyclesWithValidation) { runLoop(validationFlags()); }
 
-TEST(ContextLifecycle, EightThreadsAtOnceWithValidation) {
+/** 8 threads of 40 cycles each at once; every forward must match the single-threaded one. */
+void runEightThreads(PskContextCreateFlags flags, LayerLock layer) {
     const Problem problem;
     const DeviceMemory baseline;
-    const PskContextCreateFlags flags = validationFlags();
     // Softmax on the one-row kernel, as most cycles of the loops above (set before any thread starts).
     const ScopedEnv fp32Kernel("PSK_FP32_BASELINE", "rows");
     // One cycle of each kind first: the outputs every thread must reproduce, and the warm-up.
@@ -342,7 +351,7 @@ TEST(ContextLifecycle, EightThreadsAtOnceWithValidation) {
             for (int cycle = 0; cycle < kCyclesPerThread && failures[t].empty(); ++cycle) {
                 const bool polysketch = cycle == 0;
                 const CycleOutcome o =
-                    runCycle(flags, problem, polysketch ? PSK_ATTENTION_KIND_POLYSKETCH : PSK_ATTENTION_KIND_SOFTMAX);
+                    runCycle(flags, problem, polysketch ? PSK_ATTENTION_KIND_POLYSKETCH : PSK_ATTENTION_KIND_SOFTMAX, layer);
                 const std::vector<float>& want = reference[polysketch].out;
                 if (!o.failure.empty())
                     failures[t] = "cycle " + std::to_string(cycle) + ": " + o.failure;
@@ -360,6 +369,19 @@ TEST(ContextLifecycle, EightThreadsAtOnceWithValidation) {
     expectDeviceMemoryReleased(baseline, "after every thread");
     // Resident memory is not compared here: each thread's malloc arena keeps what it used.
     expectNoGrowth(before, resources(), false);
+}
+
+// The library's own concurrency: contexts created, used and destroyed at once on 8 threads.
+TEST(ContextLifecycle, EightThreadsAtOnceWithoutValidation) {
+    WithoutValidationEnv noLayer;
+    runEightThreads(0, LayerLock{});
+}
+
+// With the layer: creation and destruction one thread at a time (support/layer_lock.hpp says
+// why), the forwards and everything between at once.
+TEST(ContextLifecycle, EightThreadsAtOnceWithValidation) {
+    std::shared_mutex layerMaps;
+    runEightThreads(validationFlags(), LayerLock{&layerMaps});
 }
 
 // The device-memory check is able to fail: one allocation left alive is reported as such (a block

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -26,6 +27,7 @@
 #include "reference/reference.hpp"
 #include "sketch/sketch_weights.hpp"
 #include "reference/sketch_fixtures.hpp"
+#include "support/layer_lock.hpp"
 #include "support/test_context.hpp"
 
 namespace {
@@ -414,6 +416,12 @@ TEST_F(SharedContextThreads, PolysketchForwardsAndDecodingMatchReference) {
 // (b) Several contexts at once, each on its own thread
 // -----------------------------------------------------------------------------------------------
 
+/** The sanitizer run without the layer (tools/sanitize.sh tsan turns it off this way). */
+bool validationLayerOff() {
+    const char* disabled = std::getenv("VK_LOADER_LAYERS_DISABLE");
+    return disabled && *disabled;
+}
+
 TEST(SeparateContextThreads, EachThreadOwnContextMatchesReference) {
     constexpr size_t kThreads = 3;
     const char* require = std::getenv("PSK_REQUIRE_VALIDATION");
@@ -423,19 +431,28 @@ TEST(SeparateContextThreads, EachThreadOwnContextMatchesReference) {
     std::vector<std::unique_ptr<MessageLog>> logs;
     for (size_t i = 0; i < kThreads; ++i) logs.push_back(std::make_unique<MessageLog>());
 
+    // Creations and destructions one at a time, the jobs at once (support/layer_lock.hpp: the
+    // validation layer's own race); no ordering when the layer is turned off (the sanitizer run).
+    std::shared_mutex layerMaps;
+    const psk::test::LayerLock layer{validationLayerOff() ? nullptr : &layerMaps};
     runTogether(kThreads, [&](size_t i) {
         PskContextCreateInfo info{};
         info.flags = requireValidation ? PSK_CONTEXT_REQUIRE_VALIDATION_BIT : PSK_CONTEXT_ENABLE_VALIDATION_BIT;
         info.messageCallback = &MessageLog::callback;
         info.messageUserData = logs[i].get();
-        PskContext context = nullptr;
-        const PskResult r = pskCreateContext(&info, &context);
+        PskContext raw = nullptr;
+        PskResult r;
+        {
+            const auto held = layer.exclusive();
+            r = pskCreateContext(&info, &raw);
+        }
         if (r != PSK_SUCCESS) {
             outcomes[i].failure = std::string("pskCreateContext: ") + pskResultToString(r);
             return;
         }
-        outcomes[i] = runJob(context, work[i + 1]);
-        pskDestroyContext(context);
+        const psk::test::LockedContext context(raw, psk::test::LockedContextDeleter{layer});
+        const auto held = layer.shared();
+        outcomes[i] = runJob(context.get(), work[i + 1]);
     });
 
     for (size_t i = 0; i < kThreads; ++i) {

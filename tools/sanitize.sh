@@ -5,8 +5,8 @@
 #       ASan + UBSan (every UB check fatal) into build-asan/, with the libFuzzer harnesses
 #       (PSK_FUZZ=ON), then the whole suite (fuzz smoke tests included) but the consume tests.
 #   tools/sanitize.sh tsan [ctest arguments...]
-#       TSan into build-tsan/, then ctest on threads_test (the threading rules of the header), with
-#       the validation layer and without it.
+#       TSan into build-tsan/, then ctest on threads_test (the threading rules of the header) and
+#       context_lifecycle_test's 8 threads, with the validation layer and without it.
 #
 # ctest arguments replace the default selection, e.g. `tools/sanitize.sh asan -R Decode` (the
 # asan run keeps synchronization validation off, see below, so the Validation.SynchronizationHazard*
@@ -79,8 +79,9 @@ tsan)
         -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
         -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
         -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread \
-        -DPSK_INSTALL=OFF -DPSK_BUILD_SAMPLES=OFF -DPSK_BUILD_TOOLS=OFF >/dev/null
-    cmake --build "$build" -j"$jobs" --target threads_test
+        -DPSK_INSTALL=OFF -DPSK_BUILD_SAMPLES=OFF >/dev/null
+    # Only the two test programs are built (the tests' configuration names the psk tool too).
+    cmake --build "$build" -j"$jobs" --target threads_test context_lifecycle_test
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:history_size=4:suppressions=$supp/tsan.supp"
     cd "$build"
     if [[ $# -gt 0 ]]; then
@@ -88,7 +89,7 @@ tsan)
     else
         # Twice: with the validation layer, and without it (its internal locks order the threads'
         # calls and could hide a race of polysketch's own).
-        threads='^(SharedContextThreads|SeparateContextThreads)\.'
+        threads='^(SharedContextThreads\.|SeparateContextThreads\.|ContextLifecycle\.EightThreads)'
         status=0
         ctest -j1 --timeout 1800 --output-on-failure -R "$threads" || status=1
         PSK_REQUIRE_VALIDATION=0 VK_LOADER_LAYERS_DISABLE='~explicit~' \

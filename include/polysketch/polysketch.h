@@ -176,6 +176,12 @@ typedef enum PskContextCreateFlagBits {
      * Enable the Khronos validation layer (VK_LAYER_KHRONOS_validation) when it is installed and
      * route its messages to the callback with PSK_MESSAGE_SEVERITY_VALIDATION. The environment
      * variable PSK_VALIDATION=1 has the same effect.
+     * Threads: validation layers older than mid-2023 (Debian 12 ships 1.3.239) keep their data of
+     * every instance and device in one unlocked process-wide map, so creating or destroying a
+     * context while another thread makes any Vulkan call can crash inside the layer
+     * (KhronosGroup/Vulkan-ValidationLayers issue 4391; reproduced without polysketch). With such
+     * a layer, create and destroy validated contexts while no other thread uses Vulkan (the
+     * library's tests hold a readers-writer lock: writers create and destroy).
      */
     PSK_CONTEXT_ENABLE_VALIDATION_BIT = 0x1,
     /** Fail with PSK_ERROR_UNSUPPORTED instead of silently running without validation. */
