@@ -87,7 +87,10 @@ void main() {
     for (uint tile_start = key_begin; tile_start < key_end; tile_start += KEY_TILE) {
         const uint tile_len = min(KEY_TILE, key_end - tile_start);
         barrier();  // the previous tile is no longer being read
-        STAGED_COPY(tile_len * SKETCH, THREADS, lid, k_sketch[sk_base + tile_start * SKETCH + i], true, sk_tile[i] = v)
+        // The whole tile (a constant count: no guard on the stores, staging.glsl), rows past the
+        // tile's keys zero, which nothing reads.
+        STAGED_COPY(KEY_TILE * SKETCH, THREADS, lid, k_sketch[sk_base + (tile_start + min(i / SKETCH, tile_len - 1u)) * SKETCH + i % SKETCH],
+                    i / SKETCH < tile_len, sk_tile[i] = v)
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
             const uint j = i / TILE_C, cc = i % TILE_C, c = c0 + cc;

@@ -231,6 +231,14 @@ float query_raw(uint batch, uint q_head, uint row, uint d) {
     return LOAD_ELEM(q_data[tensor_row(params.q_strides, batch, q_head, row) + d]);
 }
 
+// Column d of row r of the tile's local-part query rows (the tile starts at row_begin): q' (or S(q)
+// without LOCAL_EXACT) from the feature map's rows at q_base, or formed here again (FUSED_QUERY:
+// q' from q, S(q) from the pool).
+float local_query(uint batch, uint q_head, uint row_begin, uint q_base, uint r, uint d) {
+    if (FUSED_QUERY != 0u) return LOCAL_EXACT ? query_local(query_raw(batch, q_head, row_begin + r, d), r, d) : f_pool[r * SKETCH + d];
+    return LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d];
+}
+
 float weight_power(float x) {
     float w = x;  // x^DEGREE by repeated squaring (DEGREE is a power of two)
     [[unroll]] for (uint e = 1u; e < DEGREE; e *= 2u) w *= w;
@@ -269,26 +277,21 @@ void main() {
     // ---- 1. S(q) rows of the tile (zero past its last row), and the operand ranges ----
     {
         float s_max = 0.0, s_x_max = 0.0, x_max = 0.0;  // S(q), x, q' (FUSED_QUERY)
+        // Global rows are staged with their loads in flight (staging.glsl: whole tiles, no guard on
+        // the stores), the rows past the tile's last one zero.
+        const uint last_row = row_end - row_begin - 1u;
         if (FUSED_QUERY == 0u) {
-            [[unroll]] for (uint it = 0u; it < (F_SQ + THREADS - 1u) / THREADS; ++it) {
-                const uint i = it * THREADS + lid;
-                if (i < F_SQ) {
-                    const float s = row_begin + i / SKETCH < row_end ? q_sketch[(q_seq * params.n + row_begin) * SKETCH + i] : 0.0;
-                    f_pool[i] = s;
-                    s_max = max(s_max, abs(s));
-                }
-            }
+            STAGED_COPY(F_SQ, THREADS, lid, q_sketch[(q_seq * params.n + row_begin + min(i / SKETCH, last_row)) * SKETCH + i % SKETCH],
+                        row_begin + i / SKETCH < row_end, {
+                            f_pool[i] = v;
+                            s_max = max(s_max, abs(v));
+                        })
         } else {
             // The tile's q rows (zero past its last row) where x = s LN(q) will be: S(q) itself
             // (degree 2, SKETCH = HEAD_DIM) or the input of its two products (degree 4, at F_X).
             const uint x_at = FUSED_QUERY == 1u ? 0u : F_X;
-            [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
-                const uint i = it * THREADS + lid;
-                if (i < TILE_M * HEAD_DIM) {
-                    const uint r = i / HEAD_DIM;
-                    f_pool[x_at + i] = row_begin + r < row_end ? query_raw(batch, q_head, row_begin + r, i % HEAD_DIM) : 0.0;
-                }
-            }
+            STAGED_COPY(TILE_M * HEAD_DIM, THREADS, lid, query_raw(batch, q_head, row_begin + min(i / HEAD_DIM, last_row), i % HEAD_DIM),
+                        row_begin + i / HEAD_DIM < row_end, f_pool[x_at + i] = v)
             if (QUERY_NORM != 0u) {
                 barrier();  // the rows are staged
                 // Each row's statistics, as sketch_features.comp's LAYER_NORM (population variance, eps inside).
@@ -512,21 +515,12 @@ void main() {
             [[dont_unroll]] for (uint w0 = 0u; w0 < KEY_WIDTH; w0 += WIDTH_CHUNK) {
                 barrier();  // the previous step's operands (and the previous key tile's W and V) are read
                 // Q: the tile's rows (zero past its last row), once when one step covers the width.
+                // (Loads in flight, as the S(q) rows; row and column clamped for the load, zero past.)
                 if (KEY_WIDTH > WIDTH_CHUNK || ks == block_begin) {
-                    [[unroll]] for (uint it = 0u; it < (TILE_M * WIDTH_CHUNK + THREADS - 1u) / THREADS; ++it) {
-                        const uint i = it * THREADS + lid;
-                        if (i < TILE_M * WIDTH_CHUNK) {
-                            const uint r = i / WIDTH_CHUNK, d = w0 + i % WIDTH_CHUNK;
-                            float x = 0.0;
-                            if (row_begin + r < row_end && d < KEY_WIDTH) {
-                                if (FUSED_QUERY != 0u)  // q' formed from q again, or the S(q) rows kept in the pool
-                                    x = (LOCAL_EXACT ? query_local(query_raw(batch, q_head, row_begin + r, d), r, d) : f_pool[r * SKETCH + d]) * q_scale;
-                                else
-                                    x = (LOCAL_EXACT ? q_local[q_base + r * HEAD_DIM + d] : q_sketch[q_base + r * SKETCH + d]) * q_scale;
-                            }
-                            put_operand(OP_Q + r * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * Q_LO, x);
-                        }
-                    }
+                    STAGED_COPY(TILE_M * WIDTH_CHUNK, THREADS, lid, local_query(batch, q_head, row_begin, q_base, min(i / WIDTH_CHUNK, row_end - row_begin - 1u),
+                                                                        min(w0 + i % WIDTH_CHUNK, KEY_WIDTH - 1u)),
+                                row_begin + i / WIDTH_CHUNK < row_end && w0 + i % WIDTH_CHUNK < KEY_WIDTH,
+                                put_operand(OP_Q + (i / WIDTH_CHUNK) * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * Q_LO, v * q_scale))
                 }
                 // K: the key tile's rows (zero past the last key any row of the tile sees). Rounds of
                 // STAGE_BATCH loads, then their stores ("Loads without branches" in the header);

@@ -30,6 +30,7 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "self_tensor.glsl"
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -106,11 +107,10 @@ void main() {
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_TILE) {
             const uint flen = min(FEAT_TILE, params.features - f0);
             barrier();
-            [[unroll]] for (uint it = 0u; it < (FEAT_TILE * Z_STRIDE + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                const uint fr = i / Z_STRIDE, c = i % Z_STRIDE;
-                if (i < flen * Z_STRIDE) smem4[fr * ZS4 + c / 4u][c % 4u] = states[z_base + f0 * Z_STRIDE + i];
-            }
+            // The whole tile (staging.glsl: a constant count, so no guard on the stores and the loads
+            // in flight together), features past flen zero, which nothing reads.
+            STAGED_COPY(FEAT_TILE * Z_STRIDE, ROWS, lid, states[z_base + f0 * Z_STRIDE + min(i, flen * Z_STRIDE - 1u)],
+                        i < flen * Z_STRIDE, smem4[(i / Z_STRIDE) * ZS4 + (i % Z_STRIDE) / 4u][(i % Z_STRIDE) % 4u] = v)
             [[unroll]] for (uint it = 0u; it < (FEAT_TILE + ROWS - 1u) / ROWS; ++it) {
                 const uint i = it * ROWS + lid;
                 if (i < flen) pair_tile[i] = pairs[f0 + i];
@@ -171,18 +171,14 @@ void main() {
         for (uint tile_start = block_begin; tile_start < last; tile_start += KEY_TILE) {
             const uint tile_len = min(KEY_TILE, last - tile_start);
             barrier();
-            [[unroll]] for (uint it = 0u; it < (KEY_TILE * KW4 * 4u + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                const uint j = i / (KW4 * 4u), c = i % (KW4 * 4u);
-                if (j < tile_len) smem4[i / 4u][i % 4u] = c < KEY_WIDTH ? k_local[k_base + (tile_start + j) * KEY_WIDTH + c] : 0.0;
-            }
-            [[unroll]] for (uint it = 0u; it < (KEY_TILE * VD4 * 4u + ROWS - 1u) / ROWS; ++it) {
-                const uint i = it * ROWS + lid;
-                const uint j = i / (VD4 * 4u), d = i % (VD4 * 4u);
-                if (j < tile_len)
-                    smem4[v_off4 + i / 4u][i % 4u] =
-                        d < VALUE_DIM ? LOAD_ELEM(v_data[v_base + (tile_start + j) * params.v_strides.token + d]) : 0.0;
-            }
+            // Whole tiles of keys and values (as the Z tile above), rows past tile_len zero.
+            STAGED_COPY(KEY_TILE * KW4 * 4u, ROWS, lid,
+                        k_local[k_base + (tile_start + min(i / (KW4 * 4u), tile_len - 1u)) * KEY_WIDTH + min(i % (KW4 * 4u), KEY_WIDTH - 1u)],
+                        i / (KW4 * 4u) < tile_len && i % (KW4 * 4u) < KEY_WIDTH, smem4[i / 4u][i % 4u] = v)
+            STAGED_COPY(KEY_TILE * VD4 * 4u, ROWS, lid,
+                        LOAD_ELEM(v_data[v_base + (tile_start + min(i / (VD4 * 4u), tile_len - 1u)) * params.v_strides.token +
+                                         min(i % (VD4 * 4u), VALUE_DIM - 1u)]),
+                        i / (VD4 * 4u) < tile_len && i % (VD4 * 4u) < VALUE_DIM, smem4[v_off4 + i / 4u][i % 4u] = v)
             barrier();
             const uint visible = any_valid && my_last >= tile_start ? min(tile_len, my_last - tile_start + 1u) : 0u;
             for (uint j = 0u; j < visible; ++j) {

@@ -84,6 +84,7 @@ PSK_DECLARE_BINDINGS(PSK_SKETCH_FEATURES_BINDINGS)
 #define CM_SUBGROUPS (SG_M * SG_N)
 #include "coopmat.glsl"
 #include "sketch_activations.glsl"
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -165,6 +166,10 @@ void layer_norm_to_operand(uint src, uint len, uint scale_off, uint bias_off, ui
 //      `accumulate` the accumulators start from what is there.
 // Starts with a barrier (the caller's writes of A and out are visible, the W stage is free) and
 // ends after the last product; the caller puts a barrier between it and reads of `out`.
+// Element i of a staged weight chunk: its row (k) and column (c) in the chunk, k-major or c-major.
+uint w_chunk_k(uint i, bool k_fast) { return k_fast ? i % K_CHUNK : i / N_CHUNK; }
+uint w_chunk_c(uint i, bool k_fast) { return k_fast ? i / K_CHUNK : i % N_CHUNK; }
+
 void gemm(uint a_off, uint a_lo, uint lda, uint k_len, uint w_off, uint w_k, uint w_c, uint k_valid, uint c0, uint c_valid,
           uint out_off, uint ldo, uint tiles, bool accumulate) {
     const uint lid = gl_LocalInvocationID.x;
@@ -180,19 +185,16 @@ void gemm(uint a_off, uint a_lo, uint lda, uint k_len, uint w_off, uint w_k, uin
         }
     }
     // Staging order: consecutive invocations read consecutive weights (k-major when w_k == 1).
+    // The whole chunk with its loads in flight (staging.glsl), rows and columns past the valid ones
+    // staged as zeros; the load itself clamped to a valid element.
     const bool k_fast = w_k == 1u;
+    const uint k_last = max(k_valid, 1u) - 1u, c_last = max(c_valid, 1u) - 1u;
     for (uint k0 = 0u; k0 < k_len; k0 += K_CHUNK) {
-        [[unroll]] for (uint it = 0u; it < (K_CHUNK * N_CHUNK + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < K_CHUNK * N_CHUNK) {
-                const uint kk = k_fast ? i % K_CHUNK : i / N_CHUNK;
-                const uint c = k_fast ? i / K_CHUNK : i % N_CHUNK;
-                const uint k = k0 + kk;
-                float v = 0.0;
-                if (k < k_valid && c0 + c < c_valid) v = DIAGNOSTIC == 2u ? (k == c0 + c ? 1.0 : 0.0) : w_data[w_off + k * w_k + (c0 + c) * w_c];
-                put_operand(OP_W + kk * LDW + c, W_LO, v);
-            }
-        }
+        STAGED_COPY(K_CHUNK * N_CHUNK, THREADS, lid,
+                    DIAGNOSTIC == 2u ? (k0 + w_chunk_k(i, k_fast) == c0 + w_chunk_c(i, k_fast) ? 1.0 : 0.0)
+                                     : w_data[w_off + min(k0 + w_chunk_k(i, k_fast), k_last) * w_k + min(c0 + w_chunk_c(i, k_fast), c_last) * w_c],
+                    k0 + w_chunk_k(i, k_fast) < k_valid && c0 + w_chunk_c(i, k_fast) < c_valid,
+                    put_operand(OP_W + w_chunk_k(i, k_fast) * LDW + w_chunk_c(i, k_fast), W_LO, v))
         barrier();
         [[unroll]] for (uint kk = 0u; kk < K_CHUNK; kk += CM_K) {
             if (k0 + kk < k_len) {
@@ -268,14 +270,10 @@ void main() {
     const uint out_row0 = (batch * params.heads + head) * params.n + row0;
 
     if (lid == 0u) x_max_bits[0] = 0u;
-    // ---- 1. the rows in float32, zero past the last one ----
-    [[unroll]] for (uint it = 0u; it < (TILE_M * HEAD_DIM + THREADS - 1u) / THREADS; ++it) {
-        const uint i = it * THREADS + lid;
-        if (i < TILE_M * HEAD_DIM) {
-            const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
-            f_pool[F_X + i] = r < rows ? LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + r) + d]) : 0.0;
-        }
-    }
+    // ---- 1. the rows in float32, zero past the last one (loads in flight: staging.glsl) ----
+    STAGED_COPY(TILE_M * HEAD_DIM, THREADS, lid,
+                LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + min(i / HEAD_DIM, max(rows, 1u) - 1u)) + i % HEAD_DIM]),
+                i / HEAD_DIM < rows, f_pool[F_X + i] = v)
     barrier();
     // One invocation per row: the local rows, the q/k LayerNorm and the scale, as the generic kernel.
     // The loop's trip count is the same in every invocation (the row test is inside), so the

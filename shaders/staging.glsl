@@ -14,6 +14,14 @@
 // other all the same (AMD's compiler showed it: docs/MODEL.md, "Loads without branches"). So every
 // lane loads: past N at element N - 1, and LOAD clamps its own rows and columns to valid ones;
 // what is not in range is selected away afterwards (KEEP).
+//
+// Nor around the stores: a store under `if (i < N)` is the only use of its load, and AMD's
+// compiler sinks each load down to its store and waits there (load, wait, store, load, ...: one in
+// flight; psk compile on RADV's null device, docs/MODEL.md "Stores without a guard"). So the copy
+// runs in whole batches, whose every i is below N by construction and whose stores take no guard,
+// then at most one guarded batch for the rest. A call site whose N is a specialization constant
+// (a whole tile, KEEP zeroing what the tile does not hold) has no guarded batch at all when N is a
+// multiple of STAGE_BATCH STRIDE, and the driver drops the empty loop.
 #ifndef PSK_STAGING_GLSL
 #define PSK_STAGING_GLSL
 
@@ -26,19 +34,44 @@ const uint STAGE_BATCH = 8u;
 #endif
 
 // For every i = FIRST + k STRIDE < N (k = 0, 1, ...): v = KEEP ? LOAD : 0 (expressions of i), then
-// STORE (a statement of i and v), STAGE_BATCH values loaded before they are stored. LOAD must be
-// valid for every i < N, KEEP false or not (clamp its rows and columns); lanes past N load at N - 1.
+// STORE (a statement of i and v), STAGE_BATCH values loaded before they are stored. FIRST < STRIDE
+// (an invocation index and its workgroup's size). LOAD must be valid for every i < N, KEEP false
+// or not (clamp its rows and columns); in the last, partial batch lanes past N load at N - 1.
+// Whole batches: with W = N - N % (STAGE_BATCH STRIDE), a batch starts at i0 = FIRST + m STAGE_BATCH
+// STRIDE < W, so m STAGE_BATCH STRIDE <= W - STAGE_BATCH STRIDE and its last i <= FIRST + W - STRIDE
+// < W <= N: no guard.
 #define STAGED_COPY(N, STRIDE, FIRST, LOAD, KEEP, STORE)                                               \
-    for (uint stage_i0_ = (FIRST); stage_i0_ < (N); stage_i0_ += STAGE_BATCH * (STRIDE)) {            \
-        float stage_v_[STAGE_BATCH];                                                                 \
-        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
-            const uint i = min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u);                            \
-            stage_v_[stage_u_] = (LOAD);                                                             \
+    {                                                                                                \
+        const uint stage_whole_ = (N) - (N) % (STAGE_BATCH * (STRIDE));                               \
+        uint stage_i0_ = (FIRST);                                                                    \
+        for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE)) {                      \
+            float stage_v_[STAGE_BATCH];                                                             \
+            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
+                const uint i = stage_i0_ + stage_u_ * (STRIDE);                                       \
+                stage_v_[stage_u_] = (LOAD);                                                         \
+            }                                                                                        \
+            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
+                const uint i = stage_i0_ + stage_u_ * (STRIDE);                                       \
+                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \
+                STORE;                                                                               \
+            }                                                                                        \
         }                                                                                            \
-        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
-            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
-            const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                       \
-            if (i < (N)) { STORE; }                                                                  \
+        if (stage_i0_ < (N)) {                                                                       \
+            /* STRIDE dividing N (a whole tile of rows of lanes): lane i is in range exactly for */    \
+            /* stage_u_ < (N - W) / STRIDE, the same for every lane: with N and STRIDE constants */    \
+            /* the guard is a constant per unrolled step, and no branch is left. */                   \
+            const bool stage_rows_ = (N) % (STRIDE) == 0u;                                           \
+            const uint stage_left_ = ((N) - stage_whole_) / (STRIDE);                                \
+            float stage_v_[STAGE_BATCH];                                                             \
+            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
+                const uint i = min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u);                        \
+                stage_v_[stage_u_] = (LOAD);                                                         \
+            }                                                                                        \
+            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
+                const uint i = stage_i0_ + stage_u_ * (STRIDE);                                       \
+                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \
+                if (stage_rows_ ? stage_u_ < stage_left_ : i < (N)) { STORE; }                        \
+            }                                                                                        \
         }                                                                                            \
     }
 

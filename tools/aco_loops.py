@@ -13,6 +13,13 @@ loops inside it and of its own (wmma: matrix products; lds: shared memory; vmem:
 stores; smem: scalar loads; valu / salu: vector / scalar ALU, branches and waits). A loop whose trip
 count the kernel fixes by specialization constants is usually unrolled by the compiler, so the
 loops left are the kernels' run-time loops: key tiles, feature chunks, blocks. Standard library only.
+
+    python3 tools/aco_loops.py --in-flight MIN_SHARE dump.txt
+
+reports, per kernel, how many of its global loads are issued in batches of at least 8 before a
+wait for all of them (`s_waitcnt vmcnt(0)`): the loads in flight together that shaders/staging.glsl
+writes for, as the compiler scheduled them (docs/MODEL.md, "Stores without a guard"). Exit status 1
+when a kernel with 8 loads or more has a smaller share than MIN_SHARE (0 to 1).
 """
 import collections
 import re
@@ -72,6 +79,33 @@ def analyse(ir, dis):
     return loops, blocks
 
 
+BATCH = 8
+
+
+def loads_between_waits(dis):
+    """Global loads issued between consecutive waits for every outstanding one (vmcnt(0)): a list
+    of counts in program order (a wait with none issued since the last adds nothing)."""
+    counts, current = [], 0
+    for line in dis.splitlines():
+        fields = line.strip().split()
+        if not fields:
+            continue
+        if fields[0].startswith(("buffer_load", "global_load")):
+            current += 1
+        elif fields[0] == "s_waitcnt" and "vmcnt(0)" in line:
+            if current:
+                counts.append(current)
+            current = 0
+    if current:
+        counts.append(current)
+    return counts
+
+
+def batched_share(counts):
+    total = sum(counts)
+    return (sum(c for c in counts if c >= BATCH) / total) if total else 1.0
+
+
 def span(blocks, first, last):
     total = collections.Counter()
     for bb, c in blocks.items():
@@ -114,6 +148,27 @@ BB4:
 OK micro_coopmat.khr_f16.f16 WN=4: VGPRs = 8
 """
 
+# A made-up disassembly: 8 loads before one wait for all, then two loads each waited for alone,
+# the stores and partial waits in between not ending a batch.
+SELF_TEST_LOADS = """\tbuffer_load_b32 v1, v0, s[0:3], 0 offen
+\tglobal_load_b32 v2, v[0:1], off
+\tbuffer_load_u16 v3, v0, s[0:3], 0 offen
+\ts_waitcnt vmcnt(2)
+\tds_store_b32 v0, v1
+\tbuffer_load_b32 v4, v0, s[0:3], 0 offen
+\tbuffer_load_b32 v5, v0, s[0:3], 0 offen
+\tbuffer_load_b32 v6, v0, s[0:3], 0 offen
+\tbuffer_load_b32 v7, v0, s[0:3], 0 offen
+\tbuffer_load_b32 v8, v0, s[0:3], 0 offen
+\ts_waitcnt vmcnt(0) lgkmcnt(0)
+\tbuffer_store_b32 v1, v0, s[0:3], 0 offen
+\ts_buffer_load_b32 s4, s[0:3], 0x0
+\tbuffer_load_b32 v9, v0, s[0:3], 0 offen
+\ts_waitcnt vmcnt(0)
+\tbuffer_load_b32 v10, v0, s[0:3], 0 offen
+\ts_waitcnt vmcnt(0)
+"""
+
 
 def self_test():
     text = SELF_TEST_DUMP
@@ -124,13 +179,37 @@ def self_test():
     outer = span(blocks, 1, 3)
     assert (outer["all"], outer["vmem"], outer["lds"], outer["wmma"], outer["valu"], outer["salu"]) == (6, 1, 1, 1, 1, 2), outer
     assert span(blocks, 0, 1 << 30)["all"] == 8
+    counts = loads_between_waits(SELF_TEST_LOADS)
+    assert counts == [8, 1, 1], counts
+    assert abs(batched_share(counts) - 0.8) < 1e-9, batched_share(counts)
+    assert batched_share([]) == 1.0 and batched_share([7, 7]) == 0.0
     print("OK aco_loops self-test")
     return 0
+
+
+def in_flight(text, min_share):
+    status, count = 0, 0
+    for name, _, dis in shaders(text):
+        count += 1
+        counts = loads_between_waits(dis)
+        share = batched_share(counts)
+        histogram = ", ".join(f"{n} x {c}" for c, n in sorted(collections.Counter(counts).items()))
+        low = sum(counts) >= BATCH and share < min_share
+        status |= low
+        print(f"{'LOW' if low else 'OK'} {name}: {sum(counts)} loads, {100 * share:.0f}% in batches of {BATCH} or more "
+              f"before a wait for all (loads between waits: {histogram or 'none'})")
+    if not count:
+        print("aco_loops.py: no ACO dump found (RADV_DEBUG=shaders on a RADV device)", file=sys.stderr)
+        return 1
+    return 1 if status else 0
 
 
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--self-test":
         return self_test()
+    if len(sys.argv) == 4 and sys.argv[1] == "--in-flight":
+        with open(sys.argv[3], errors="replace") as f:
+            return in_flight(f.read(), float(sys.argv[2]))
     if len(sys.argv) != 2 or sys.argv[1] in ("-h", "--help"):
         print(__doc__)
         return 0 if len(sys.argv) == 2 else 2

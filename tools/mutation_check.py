@@ -403,6 +403,14 @@ MUTATIONS: List[Mutation] = [
                 "                [[unroll]] for (uint i = 0u; i < 4u * MAX_COL_VEC4; ++i)\n                    if (i / 4u < COL_VEC4) acc[i] += phi[i % 4u] * cols[i / 4u];",
                 "                [[unroll]] for (uint i = 0u; i < 4u * COL_VEC4; ++i)\n                    acc[i] += phi[i % 4u] * cols[i / 4u];")],
              quick=["ShaderRegistry.TheTiledOutputsRegisterTilesAreNoArrays"]),
+    Mutation("staged_copy_guarded_stores",
+             "staging: the whole batches' stores under `if (i < N)` again (the compiler sinks each load to its store: one in flight)",
+             [P("shaders/staging.glsl",
+                "                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \\\n"
+                "                STORE;                                                                               \\\n",
+                "                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \\\n"
+                "                if (i < (N)) { STORE; }                                                              \\\n")],
+             quick=["psk_compile"]),
 ]
 
 

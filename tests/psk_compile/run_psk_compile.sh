@@ -71,5 +71,27 @@ else
     [ $rc -eq 0 ] || { echo "$out" | grep -v '^OK'; fail "RADV null device: exit status $rc"; }
     echo "$out" | grep -q '^device: .*RADV' || fail "RADV null device not used"
     echo "$out" | grep -q '^OK sketch_features\.random\.f16 .*VGPRs = [0-9]' || fail "RADV: no register count reported"
+
+    # 5. The generic kernels' staging as AMD's compiler schedules it: most global loads issued in
+    #    batches of 8 before a wait for all of them (shaders/staging.glsl; a store under a guard
+    #    lets the compiler sink each load to its store, one in flight: 0-47% of the loads batched
+    #    before the stores lost their guard, 75-94% since; tools/aco_loops.py --in-flight).
+    if command -v python3 > /dev/null; then
+        staged=$scratch/staged.txt
+        : > "$staged"
+        for args in "--dtype f16 --local-exact" "--dtype f32 --local-exact" "--dtype f32 --local-exact --head-dim 128 --value-dim 128"; do
+            PSK_DISABLE_TEAM_KERNELS=1 "$psk" info --plan --device llvmpipe $args 2>&1 \
+                | grep -E '^(sketch_features|block_states|polysketch_output)[._]' >> "$staged" || fail "psk info --plan $args (staging)"
+        done
+        grep -q '^polysketch_output\.f32 ' "$staged" || fail "staging: the plans have no register-tiled output"
+        VK_ICD_FILENAMES=$icd RADV_FORCE_FAMILY=gfx1100 RADV_DEBUG=shaders,nocache "$psk" compile "$staged" > "$scratch/staged-dump.txt" 2>&1 \
+            || fail "RADV: the generic kernels did not compile"
+        out=$(python3 "$src/tools/aco_loops.py" --in-flight 0.7 "$scratch/staged-dump.txt"); rc=$?
+        echo "$out"
+        [ $rc -eq 0 ] || fail "RADV: a generic kernel's staging loads are not in flight together"
+        [ "$(echo "$out" | grep -c '^OK ')" -ge 4 ] || fail "RADV: fewer than 4 generic kernels checked for loads in flight"
+    else
+        echo "python3 not found: the loads-in-flight check skipped"
+    fi
 fi
 echo "psk compile: every check passed"
