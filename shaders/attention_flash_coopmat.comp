@@ -161,14 +161,22 @@ uint pack_pair(float a, float b) {
 #endif
 }
 
-// `out` = elements d0 .. d0 + 7 of the row at element `base` (zero at and past `width`): one
-// 16-byte load when the rows are aligned (width is then a multiple of 8), else element by element.
-#define LOAD_CHUNK(out, data, rows16, base, d0, width, aligned)                                     \
+// `out` = elements d0 .. d0 + 7 of the row at element `base` (zero at and past `width`, and all zero
+// unless `valid`): one 16-byte load when the rows are aligned (width is then a multiple of 8), else
+// element by element. Without branches (shaders/staging.glsl): `base` must name a row that exists
+// whether or not `valid` (the callers clamp it), the column is clamped, and what is not valid is
+// selected away after the load, so a compiler has no branch to sink the loads into and keeps a
+// tile's loads in flight together (AMD's compiler had 329 of this kernel's 331 loads one by one).
+#define LOAD_CHUNK(out, data, rows16, base, d0, width, aligned, valid)                              \
     if (aligned) {                                                                                  \
-        out = (d0) < (width) ? rows16[((base) + (d0)) / 8u] : uvec4(0u);                            \
+        const uvec4 x_ = rows16[((base) + min((d0), (width) - 8u)) / 8u];                           \
+        out = (valid) && (d0) < (width) ? x_ : uvec4(0u);                                           \
     } else {                                                                                        \
         float e_[8];                                                                                \
-        [[unroll]] for (uint e = 0u; e < 8u; ++e) e_[e] = (d0) + e < (width) ? LOAD_ELEM(data[(base) + (d0) + e]) : 0.0; \
+        [[unroll]] for (uint e = 0u; e < 8u; ++e) {                                                 \
+            const float x_ = LOAD_ELEM(data[(base) + min((d0) + e, (width) - 1u)]);                \
+            e_[e] = (valid) && (d0) + e < (width) ? x_ : 0.0;                                       \
+        }                                                                                           \
         out = uvec4(pack_pair(e_[0], e_[1]), pack_pair(e_[2], e_[3]), pack_pair(e_[4], e_[5]), pack_pair(e_[6], e_[7])); \
     }
 
@@ -233,23 +241,22 @@ void main() {
     // ---- Q staged once; the first key tile's loads issued ----
     for (uint i = lid; i < TILE_M * HC; i += THREADS) {
         const uint r = i / HC, c = i % HC;
-        uvec4 chunk = uvec4(0u);
-        if (r < rows) LOAD_CHUNK(chunk, q_data, q_rows, q_base + r * params.q_strides.token, c * 8u, HEAD_DIM, aligned)
+        uvec4 chunk;
+        LOAD_CHUNK(chunk, q_data, q_rows, q_base + min(r, rows - 1u) * params.q_strides.token, c * 8u, HEAD_DIM, aligned, r < rows)
         op_pool[(OP_Q + r * LDQ) / 8u + c] = chunk;
     }
     uvec4 k_next[K_ITEMS], v_next[V_ITEMS];
+    const uint last_key = max(key_end, 1u) - 1u;  // a row every clamped load may read
 #define FETCH_KEY_TILE(ks_)                                                                                 \
     TILE_LOOP for (uint it = 0u; it < K_ITEMS; ++it) {                                                     \
         const uint i = it * THREADS + lid, j = i / HC;                                                      \
-        k_next[it] = uvec4(0u);                                                                             \
-        if (i < KEY_TILE * HC && (ks_) + j < key_end)                                                       \
-            LOAD_CHUNK(k_next[it], k_data, k_rows, k_base + ((ks_) + j) * params.k_strides.token, i % HC * 8u, HEAD_DIM, aligned) \
+        LOAD_CHUNK(k_next[it], k_data, k_rows, k_base + min((ks_) + j, last_key) * params.k_strides.token, i % HC * 8u, HEAD_DIM, \
+                   aligned, i < KEY_TILE * HC && (ks_) + j < key_end)                                       \
     }                                                                                                       \
     TILE_LOOP for (uint it = 0u; it < V_ITEMS; ++it) {                                                     \
         const uint i = it * THREADS + lid, j = i / VC;                                                      \
-        v_next[it] = uvec4(0u);                                                                             \
-        if (i < KEY_TILE * VC && (ks_) + j < key_end)                                                       \
-            LOAD_CHUNK(v_next[it], v_data, v_rows, v_base + ((ks_) + j) * params.v_strides.token, i % VC * 8u, VALUE_DIM, aligned) \
+        LOAD_CHUNK(v_next[it], v_data, v_rows, v_base + min((ks_) + j, last_key) * params.v_strides.token, i % VC * 8u, VALUE_DIM, \
+                   aligned, i < KEY_TILE * VC && (ks_) + j < key_end)                                       \
     }
     FETCH_KEY_TILE(params.key_begin)
     barrier();
