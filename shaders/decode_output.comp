@@ -133,14 +133,24 @@ void main() {
         [[dont_unroll]] for (uint fc = f0; fc < f1; fc += CHUNK) {
             uint entry[CHUNK];
             float zc[CHUNK * COLS], hc[CHUNK * COLS];
+            // Without branches (shaders/staging.glsl): every load reads a feature and column this
+            // workgroup owns (clamped: the slice's last feature, the last column), and what is not
+            // live is selected away after it, so no load waits alone under a condition.
             [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
-                const uint f = fc + u;
-                entry[u] = f < f1 ? pairs[f] : 0u;
+                const uint f = fc + u, fl = min(f, f1 - 1u);
+                entry[u] = pairs[fl];
                 [[unroll]] for (uint m = 0u; m < COLS; ++m) {
                     const uint c = lid + m * WG;
                     const bool live = f < f1 && c < Z_STRIDE;
-                    zc[u * COLS + m] = live ? z[base + f * Z_STRIDE + c] : 0.0;
-                    hc[u * COLS + m] = LOCAL_EXACT && live ? H_SUM(base + f * Z_STRIDE + c) : 0.0;
+                    const uint at = base + fl * Z_STRIDE + min(c, Z_STRIDE - 1u);
+                    const float zl = z[at];
+                    zc[u * COLS + m] = live ? zl : 0.0;
+                    if (LOCAL_EXACT) {
+                        const float hl = H_SUM(at);
+                        hc[u * COLS + m] = live ? hl : 0.0;
+                    } else {
+                        hc[u * COLS + m] = 0.0;
+                    }
                 }
             }
             [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
