@@ -265,6 +265,7 @@ void main() {
     const uint row_begin = block_begin + tile * TILE_M;
     if (row_begin >= block_end) return;  // a tile past a short last block (the whole workgroup)
     const uint row_end = min(block_end, row_begin + TILE_M);
+    const uint last_row = row_end - row_begin - 1u;  // the tile's last row (clamped staging loads)
     const uint sg_row = row_begin + sg_m * CM_M;  // this subgroup's first row
     const uint sg_end = min(row_end, sg_row + CM_M);
     const bool sg_rows = sg_row < row_end;        // the subgroup has rows (subgroup-uniform)
@@ -279,7 +280,6 @@ void main() {
         float s_max = 0.0, s_x_max = 0.0, x_max = 0.0;  // S(q), x, q' (FUSED_QUERY)
         // Global rows are staged with their loads in flight (staging.glsl: whole tiles, no guard on
         // the stores), the rows past the tile's last one zero.
-        const uint last_row = row_end - row_begin - 1u;
         if (FUSED_QUERY == 0u) {
             STAGED_COPY(F_SQ, THREADS, lid, q_sketch[(q_seq * params.n + row_begin + min(i / SKETCH, last_row)) * SKETCH + i % SKETCH],
                         row_begin + i / SKETCH < row_end, {
@@ -517,7 +517,7 @@ void main() {
                 // Q: the tile's rows (zero past its last row), once when one step covers the width.
                 // (Loads in flight, as the S(q) rows; row and column clamped for the load, zero past.)
                 if (KEY_WIDTH > WIDTH_CHUNK || ks == block_begin) {
-                    STAGED_COPY(TILE_M * WIDTH_CHUNK, THREADS, lid, local_query(batch, q_head, row_begin, q_base, min(i / WIDTH_CHUNK, row_end - row_begin - 1u),
+                    STAGED_COPY(TILE_M * WIDTH_CHUNK, THREADS, lid, local_query(batch, q_head, row_begin, q_base, min(i / WIDTH_CHUNK, last_row),
                                                                         min(w0 + i % WIDTH_CHUNK, KEY_WIDTH - 1u)),
                                 row_begin + i / WIDTH_CHUNK < row_end && w0 + i % WIDTH_CHUNK < KEY_WIDTH,
                                 put_operand(OP_Q + (i / WIDTH_CHUNK) * LDQ + i % WIDTH_CHUNK, SPLIT_LOCAL * Q_LO, v * q_scale))

@@ -44,34 +44,32 @@ const uint STAGE_BATCH = 8u;
     {                                                                                                \
         const uint stage_whole_ = (N) - (N) % (STAGE_BATCH * (STRIDE));                               \
         uint stage_i0_ = (FIRST);                                                                    \
-        for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE)) {                      \
-            float stage_v_[STAGE_BATCH];                                                             \
-            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
-                const uint i = stage_i0_ + stage_u_ * (STRIDE);                                       \
-                stage_v_[stage_u_] = (LOAD);                                                         \
-            }                                                                                        \
-            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
-                const uint i = stage_i0_ + stage_u_ * (STRIDE);                                       \
-                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \
-                STORE;                                                                               \
-            }                                                                                        \
-        }                                                                                            \
+        for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE))                        \
+            STAGED_BATCH_(STRIDE, stage_i0_ + stage_u_ * (STRIDE), LOAD, KEEP, true, STORE)           \
         if (stage_i0_ < (N)) {                                                                       \
             /* STRIDE dividing N (a whole tile of rows of lanes): lane i is in range exactly for */    \
             /* stage_u_ < (N - W) / STRIDE, the same for every lane: with N and STRIDE constants */    \
             /* the guard is a constant per unrolled step, and no branch is left. */                   \
             const bool stage_rows_ = (N) % (STRIDE) == 0u;                                           \
             const uint stage_left_ = ((N) - stage_whole_) / (STRIDE);                                \
-            float stage_v_[STAGE_BATCH];                                                             \
-            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
-                const uint i = min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u);                        \
-                stage_v_[stage_u_] = (LOAD);                                                         \
-            }                                                                                        \
-            [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                \
-                const uint i = stage_i0_ + stage_u_ * (STRIDE);                                       \
-                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \
-                if (stage_rows_ ? stage_u_ < stage_left_ : i < (N)) { STORE; }                        \
-            }                                                                                        \
+            STAGED_BATCH_(STRIDE, min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u), LOAD, KEEP,         \
+                          stage_rows_ ? stage_u_ < stage_left_ : i < (N), STORE)                      \
+        }                                                                                            \
+    }
+
+// One batch of STAGED_COPY from stage_i0_: STAGE_BATCH loads (LOAD at i = LOADED_I) into registers,
+// then their stores (STORE at i = stage_i0_ + stage_u_ STRIDE, where STORED holds).
+#define STAGED_BATCH_(STRIDE, LOADED_I, LOAD, KEEP, STORED, STORE)                                     \
+    {                                                                                                \
+        float stage_v_[STAGE_BATCH];                                                                 \
+        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
+            const uint i = (LOADED_I);                                                               \
+            stage_v_[stage_u_] = (LOAD);                                                             \
+        }                                                                                            \
+        [[unroll]] for (uint stage_u_ = 0u; stage_u_ < STAGE_BATCH; ++stage_u_) {                    \
+            const uint i = stage_i0_ + stage_u_ * (STRIDE);                                           \
+            const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                       \
+            if (STORED) { STORE; }                                                                   \
         }                                                                                            \
     }
 

@@ -56,7 +56,6 @@ using psk::test::ScopedEnv;
 using psk::test::Attention;
 using psk::test::Context;
 using psk::test::LayerLock;
-using psk::test::LockedContext;
 
 // Cycle counts. lavapipe, 2 cores, RelWithDebInfo: a one-row softmax cycle alone takes about 28 ms
 // without the validation layer; a polysketch or FlashAttention-2 cycle about 200 ms. The loops of
@@ -138,17 +137,12 @@ CycleOutcome runCycle(PskContextCreateFlags flags, const Problem& p, PskAttentio
     ci.flags = flags;
     ci.messageCallback = &Log::callback;
     ci.messageUserData = &log;
-    PskContext rawContext = nullptr;
     PskResult r;
-    {
-        const auto held = layer.exclusive();
-        r = pskCreateContext(&ci, &rawContext);
-    }
+    psk::test::LockedContext context = psk::test::createLockedContext(ci, layer, &r);
     if (r != PSK_SUCCESS) {
         outcome.failure = std::string("pskCreateContext: ") + log.firstError();
         return outcome;
     }
-    LockedContext context(rawContext, psk::test::LockedContextDeleter{layer});
     {
         // Released before the context is destroyed (declared after it).
         const auto held = layer.shared();

@@ -440,17 +440,12 @@ TEST(SeparateContextThreads, EachThreadOwnContextMatchesReference) {
         info.flags = requireValidation ? PSK_CONTEXT_REQUIRE_VALIDATION_BIT : PSK_CONTEXT_ENABLE_VALIDATION_BIT;
         info.messageCallback = &MessageLog::callback;
         info.messageUserData = logs[i].get();
-        PskContext raw = nullptr;
         PskResult r;
-        {
-            const auto held = layer.exclusive();
-            r = pskCreateContext(&info, &raw);
-        }
+        const psk::test::LockedContext context = psk::test::createLockedContext(info, layer, &r);
         if (r != PSK_SUCCESS) {
             outcomes[i].failure = std::string("pskCreateContext: ") + pskResultToString(r);
             return;
         }
-        const psk::test::LockedContext context(raw, psk::test::LockedContextDeleter{layer});
         const auto held = layer.shared();
         outcomes[i] = runJob(context.get(), work[i + 1]);
     });

@@ -307,8 +307,8 @@ MUTATIONS: List[Mutation] = [
     Mutation("staged_copy_drops_last",
              "staging (STAGED_COPY, staging.glsl): the last batch's last row of lanes (or its last element) is never stored",
              [P("shaders/staging.glsl",
-                "                if (stage_rows_ ? stage_u_ < stage_left_ : i < (N)) { STORE; }",
-                "                if (stage_rows_ ? stage_u_ + 1u < stage_left_ : i + 1u < (N)) { STORE; }")],
+                "stage_rows_ ? stage_u_ < stage_left_ : i < (N), STORE)",
+                "stage_rows_ ? stage_u_ + 1u < stage_left_ : i + 1u < (N), STORE)")],
              quick=["generic_kernels.Sweep/PolysketchConformance.MatchesFloat64Reference/seed_p4_r16_b48_causal_f32_bhnd_B1_Hq2_Hkv1_n243_h32_dv32",
                     "generic_output_tiles.Sweeps"]),
     Mutation("staged_max_underestimates",
@@ -406,10 +406,8 @@ MUTATIONS: List[Mutation] = [
     Mutation("staged_copy_guarded_stores",
              "staging: the whole batches' stores under `if (i < N)` again (the compiler sinks each load to its store: one in flight)",
              [P("shaders/staging.glsl",
-                "                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \\\n"
-                "                STORE;                                                                               \\\n",
-                "                const float v = (KEEP) ? stage_v_[stage_u_] : 0.0;                                   \\\n"
-                "                if (i < (N)) { STORE; }                                                              \\\n")],
+                "LOAD, KEEP, true, STORE)",
+                "LOAD, KEEP, i < (N), STORE)")],
              quick=["psk_compile"]),
 ]
 

@@ -43,4 +43,14 @@ struct LockedContextDeleter {
 };
 using LockedContext = std::unique_ptr<PskContext_T, LockedContextDeleter>;
 
+/** pskCreateContext under the lock's exclusive side; the context (or null) destroyed under it too. */
+inline LockedContext createLockedContext(const PskContextCreateInfo& info, LayerLock lock, PskResult* result) {
+    PskContext raw = nullptr;
+    {
+        const auto held = lock.exclusive();
+        *result = pskCreateContext(&info, &raw);
+    }
+    return LockedContext(*result == PSK_SUCCESS ? raw : nullptr, LockedContextDeleter{lock});
+}
+
 }  // namespace psk::test
