@@ -57,6 +57,8 @@ const uint Z_STRIDE = VALUE_DIM + 1u;
 const uint COLS = (Z_STRIDE + WG - 1u) / WG;  // columns of [v | 1] per invocation: lid + m WG
 const uint ACC = HEAD_RATIO * COLS;
 const uint CHUNK = 8u;  // features or block rows whose loads are issued together
+// Slot partials the last workgroup loads together: about 32 values in flight per invocation.
+const uint COMBINE_CHUNK = ACC >= 32u ? 1u : ACC <= 2u ? 16u : 32u / ACC;
 
 // Binding 0 is the step state: h and the block rows, the feature rows (read) and, from word
 // `work`, the workspace.
@@ -79,7 +81,7 @@ shared float sk[SKETCH];                   // S(k) of the new token
 shared float sq[HEAD_RATIO * SKETCH];      // S(q) of the slot's query heads
 shared float ql[HEAD_RATIO * HEAD_DIM];    // LOCAL_EXACT: their q'
 shared float kl[HEAD_DIM];                 // LOCAL_EXACT: the new token's k'
-shared float vv[Z_STRIDE];                 // [v | 1] of the new token
+shared float vv[COLS * WG];                // [v | 1] of the new token (zero past it: unguarded stores)
 shared float weights[HEAD_RATIO * ROW_SLICE];
 shared float den[HEAD_RATIO];
 shared bool last_shared;
@@ -106,7 +108,13 @@ void main() {
     const uint before = LOCAL_EXACT ? ws[params.work + seq] : 0u;
     const uint rows = before + 1u;
 
-    for (uint c = lid; c < Z_STRIDE; c += WG) vv[c] = c < VALUE_DIM ? LOAD_ELEM(v_data[slot * VALUE_DIM + c]) : 1.0;
+    // [v | 1]: every lane loads (a clamped column) and stores without a guard, so the loads are in
+    // flight together with the token's q and k rows below (shaders/staging.glsl).
+    [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+        const uint c = lid + m * WG;
+        const float x = LOAD_ELEM(v_data[slot * VALUE_DIM + min(c, VALUE_DIM - 1u)]);
+        vv[c] = c < VALUE_DIM ? x : c == VALUE_DIM ? 1.0 : 0.0;
+    }
 #if defined(SKETCH_RANDOM)
     token_sketch(lid, q_row0, slot);
 #else
@@ -212,16 +220,23 @@ void main() {
             }
             barrier();
             [[dont_unroll]] for (uint jc = j0; jc < j1; jc += CHUNK) {  // CHUNK value rows' loads at a time
+                // Branch-free: every lane loads a row this dispatch does not write (j itself
+                // where it is finished, j < before; else a finished row, or row 1 of a block the
+                // token starts, stale and selected away) and selects afterwards; the token's row
+                // comes from vv (the block row `before` is written by this workgroup above, and
+                // is not read back).
                 float xc[CHUNK * COLS];
                 [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
                     const uint j = jc + u;
+                    const uint jl = j < before ? j : before > 0u ? before - 1u : min(1u, BLOCK - 1u);
                     [[unroll]] for (uint m = 0u; m < COLS; ++m) {
                         const uint c = lid + m * WG;
-                        xc[u * COLS + m] = j >= j1 ? 0.0
-                                           : c == VALUE_DIM ? 1.0
-                                           : c > VALUE_DIM ? 0.0
-                                           : j == before ? vv[c]
-                                                         : BLOCK_V(v_base + j * VALUE_DIM + c);
+                        // Both operands read, then selects of values (a load in one arm of a
+                        // conditional is sunk into it and waited for alone).
+                        const float xv = BLOCK > 1u ? BLOCK_V(v_base + jl * VALUE_DIM + min(c, VALUE_DIM - 1u)) : 0.0;
+                        const float xt = vv[c];
+                        const float x = c < VALUE_DIM ? (j == before ? xt : xv) : c == VALUE_DIM ? 1.0 : 0.0;
+                        xc[u * COLS + m] = j < j1 ? x : 0.0;
                     }
                 }
                 [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
@@ -250,18 +265,26 @@ void main() {
     if (!last_shared) return;
     memoryBarrierBuffer();
 
-    // The slot's sums in group order (fixed, whatever order the workgroups finished in).
-    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g)
-        [[unroll]] for (uint m = 0u; m < COLS; ++m) {
-            const uint c = lid + m * WG;
-            if (c < Z_STRIDE) {
-                float num = 0.0;
-                [[dont_unroll]] for (uint s = 0u; s < groups; ++s)
-                    num += uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * Z_STRIDE + c]);
-                acc[g * COLS + m] = num;
-                if (c == VALUE_DIM) den[g] = num;
-            }
+    // The slot's sums in group order (fixed, whatever order the workgroups finished in), the
+    // partials of COMBINE_CHUNK groups loaded together (clamped to the last group, the surplus
+    // selected away): one memory latency per chunk, not one per group and column.
+    [[unroll]] for (uint i = 0u; i < ACC; ++i) acc[i] = 0.0;
+    [[dont_unroll]] for (uint s0 = 0u; s0 < groups; s0 += COMBINE_CHUNK) {
+        float part[COMBINE_CHUNK * ACC];
+        [[unroll]] for (uint u = 0u; u < COMBINE_CHUNK; ++u) {
+            const uint s = min(s0 + u, groups - 1u);
+            [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g)
+                [[unroll]] for (uint m = 0u; m < COLS; ++m) {
+                    const uint c = min(lid + m * WG, Z_STRIDE - 1u);
+                    part[u * ACC + g * COLS + m] = uintBitsToFloat(ws[partial0 + (s * HEAD_RATIO + g) * Z_STRIDE + c]);
+                }
         }
+        [[unroll]] for (uint u = 0u; u < COMBINE_CHUNK; ++u)
+            [[unroll]] for (uint i = 0u; i < ACC; ++i) acc[i] += s0 + u < groups ? part[u * ACC + i] : 0.0;
+    }
+    [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g)
+        [[unroll]] for (uint m = 0u; m < COLS; ++m)
+            if (lid + m * WG == VALUE_DIM) den[g] = acc[g * COLS + m];
     barrier();
     [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
         const float inv = 1.0 / (1.0 + den[g]);

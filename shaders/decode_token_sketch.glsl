@@ -19,7 +19,10 @@ const float LN_EPS = 1e-5;
 
 #define W(i) w_vec[(i) >> 2][(i) & 3u]
 
-shared float token_x[TOKEN_ROWS * HEAD_DIM];  // the rows, raw, then LN_qk(row) * scale
+// Invocation steps over the rows' elements; the array is padded to them, so the loads' stores take
+// no guard.
+const uint TOKEN_X_STEPS = (TOKEN_ROWS * HEAD_DIM + WG - 1u) / WG;
+shared float token_x[TOKEN_X_STEPS * WG];  // the rows, raw, then LN_qk(row) * scale
 shared float row_mean[TOKEN_ROWS], row_inv[TOKEN_ROWS];
 // p = 8: the two level-1 nodes of every row, [row][2][SKETCH] (one float otherwise).
 shared float token_nodes[(LEVELS / 2u) * TOKEN_ROWS * 2u * SKETCH + 1u];
@@ -60,10 +63,18 @@ void store_token_sketch(uint r, uint c, float s) {
 // Fills sq, sk (and ql, kl) for the slot whose query heads start at row q_row0 of q and whose key
 // row is row `slot` of k. Called by the whole workgroup (it has barriers); ends with one.
 void token_sketch(uint lid, uint q_row0, uint slot) {
-    for (uint i = lid; i < TOKEN_ROWS * HEAD_DIM; i += WG) {
+    // Every element's q and k loads (clamped rows, the one not wanted selected away) issued before
+    // any store, which takes no guard: one memory latency, not one per step and row kind (a load
+    // under a condition, or whose store is, is waited for alone: shaders/staging.glsl).
+    float x_loaded[TOKEN_X_STEPS];
+    [[unroll]] for (uint t = 0u; t < TOKEN_X_STEPS; ++t) {
+        const uint i = min(lid + t * WG, TOKEN_ROWS * HEAD_DIM - 1u);
         const uint r = i / HEAD_DIM, d = i % HEAD_DIM;
-        token_x[i] = r < HEAD_RATIO ? LOAD_ELEM(q_data[(q_row0 + r) * HEAD_DIM + d]) : LOAD_ELEM(k_data[slot * HEAD_DIM + d]);
+        const float xq = LOAD_ELEM(q_data[(q_row0 + min(r, HEAD_RATIO - 1u)) * HEAD_DIM + d]);
+        const float xk = LOAD_ELEM(k_data[slot * HEAD_DIM + d]);
+        x_loaded[t] = r < HEAD_RATIO ? xq : xk;
     }
+    [[unroll]] for (uint t = 0u; t < TOKEN_X_STEPS; ++t) token_x[lid + t * WG] = x_loaded[t];
     barrier();
     const bool qk_ln = (params.flags & DECODE_FLAG_QK_LN) != 0u;
     const bool local_ln = LOCAL_EXACT && (params.flags & DECODE_FLAG_LOCAL_LN) != 0u;
