@@ -943,6 +943,53 @@ def print_decode_split():
     print("\nNothing in the step depends on the context L (4k, 32k, 128k alike): the state is the same size at every L.\n")
 
 
+def decode_round_trips(rs, batched, heads=16, hd=64, vd=64, bs=256, m=None):
+    """The decode step's serial global-memory round trips (f32 state, local exact, B = 1, Hq = Hkv),
+    counted from the waits AMD's compiler scheduled (psk compile on RADV's null device, `s_waitcnt
+    vmcnt(0)` after each group of loads: tools/aco_loops.py). The step's time is its chain of them,
+    not bytes or FLOPs (decode_split_step above). batched=False: decode_output.comp as the fourth H200
+    run measured it (the prologue's four loads one by one; the token's sketch in 4 waits per item;
+    each chunk of 8 value rows in 9 waits, its loads under `j == before ? shared : global`; the
+    combine one load per group and column in a loop not unrolled: 2 x groups). batched=True: the
+    prologue in one wait, a value chunk in one, the combine's partials 16 groups per wait."""
+    m = m or H200
+    F = rs * (rs + 1) // 2
+    per_slot = ceil_div(2 * m.sms, heads)
+    f_work, r_work = F * (vd + 1) * 2, bs * (hd + vd + 1)
+    row_groups = max(1, min(round(per_slot * r_work / (f_work + r_work)), per_slot - 1))
+    f_slice = max(16, ceil_div(F, per_slot - row_groups))
+    r_slice = max(8, ceil_div(bs, row_groups))
+    groups = ceil_div(F, f_slice) + ceil_div(bs, r_slice)
+    cols = ceil_div(vd + 1, 64)                       # columns of [v | 1] per invocation (64 of them)
+    sketch = 4 * ceil_div(2 * rs, 64)                 # the token's sketch: 4 waits per item (both builds)
+    feature = ceil_div(f_slice, 8)                    # chunks of 8 features, one wait each (both builds)
+    if batched:
+        prologue, rows, combine = 1, 1 + ceil_div(r_slice, 8), ceil_div(groups, max(1, 32 // cols))
+    else:
+        prologue, rows, combine = 4, 1 + 9 * ceil_div(r_slice, 8), cols * groups
+    sync = 3                                          # partials out, fence, counter
+    return prologue + sketch + max(feature, rows) + sync + combine
+
+
+# The fourth H200 run's decode steps (f32, H = 16, h = 64, local exact, 1980 MHz; us), the build that
+# batched = False counts.
+DECODE_MEASURED_US = {32: 28.1, 64: 61.2}
+DECODE_FIXED_CYCLES = 5000 + 2500    # the launch (2.5 us, the model's constant) and the ALU and shared work
+
+
+def print_decode_round_trips():
+    print("### The decode step as a chain of round trips (fitted to the fourth run, then predicted)\n")
+    print("| r | round trips, measured build | measured (us) | cycles per round trip, implied | round trips, batched | predicted (us) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for rs_, meas in DECODE_MEASURED_US.items():
+        old, new = decode_round_trips(rs_, False), decode_round_trips(rs_, True)
+        per = (meas * 1e-6 * H200.clock - DECODE_FIXED_CYCLES) / old
+        lo, hi = (new * 0.8 * per + DECODE_FIXED_CYCLES) / H200.clock, (new * 1.2 * per + DECODE_FIXED_CYCLES) / H200.clock
+        print(f"| {rs_} | {old} | {meas} | {per:.0f} | {new} | {fmt_us(lo)}-{fmt_us(hi)} |")
+    print("\nOne latency per round trip explains both measured steps (481 and 586 cycles: L2 and coherent loads, "
+          "more than the 220-cycle L2 hit the chain above assumes); the prediction takes it within 20%.\n")
+
+
 def coop_states_as_built(n, heads, vd, rs, bs, walk, m=None, split_v=False):
     """shaders/block_states_coopmat.comp as planned on a GPU (planBlockStatesCoopMat: 16 x 16 x 16
     products, 2 x 2 subgroups of 2 x WN matrices: 64 features x 64 (dv = 64) or 128 (dv = 128) value
@@ -2328,6 +2375,7 @@ def main():
     print_output_tiled()
     print_coop_states()
     print_decode_split()
+    print_decode_round_trips()
     print_softmax_decode()
     print_fa2_table()
     print_sensitivity(vals)

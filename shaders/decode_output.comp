@@ -235,8 +235,7 @@ void main() {
                         // conditional is sunk into it and waited for alone).
                         const float xv = BLOCK > 1u ? BLOCK_V(v_base + jl * VALUE_DIM + min(c, VALUE_DIM - 1u)) : 0.0;
                         const float xt = vv[c];
-                        const float x = c < VALUE_DIM ? (j == before ? xt : xv) : c == VALUE_DIM ? 1.0 : 0.0;
-                        xc[u * COLS + m] = j < j1 ? x : 0.0;
+                        xc[u * COLS + m] = c < VALUE_DIM ? (j == before ? xt : xv) : c == VALUE_DIM ? 1.0 : 0.0;  // rows past j1: not summed below
                     }
                 }
                 [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
