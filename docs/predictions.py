@@ -55,6 +55,9 @@ class Machine:
         # partition (e.g. arXiv:2606.22588, an L40); taken at the low end, 220 (111 ns), because the
         # decode step at r = 64 bounds it: 2080 serial feature iterations in 241 us leave at most ~230
         # cycles each even if nothing else cost anything (the one constant a measurement informed).
+        # That bound assumed the step's loads overlapped; AMD's compiler later showed they did not
+        # (print_decode_round_trips): the fourth run's steps imply ~480 cycles per round trip of
+        # their L2 and coherent workspace loads, which the decode rows use instead of this.
         self.lat_l2 = 220
         # HBM, first touch of a line by a dependent load: ~0.5 us, the order of public pointer-chase
         # results on H100-class HBM (not measured here). Only the block-states row depends on it.
@@ -1087,6 +1090,45 @@ def softmax_split_step(ctx, heads, hd, vd, m, subgroup_max=True):
                 latency_s=chain / m.clock, launches=1, overlap_latency=True,
                 note="%d workgroups (%d keys per slice), cache %.1f MB from %s, chain %d cycles (%d tiles of %d, combine %d)"
                 % (groups * heads, slice_, cache / 1e6, "L2" if in_l2 else "HBM", chain, tiles, tile, combine))
+
+
+def softmax_round_trips(ctx, batched, heads=16, hd=64, vd=64, m=None):
+    """The softmax decode step's serial round trips (f32 cache, B = 1, Hq = Hkv; the slices of
+    softmax_split_step above), counted from the waits AMD's compiler scheduled. batched=False:
+    decode_softmax.comp as the fourth H200 run measured it (every load of a chunk under its
+    condition, `j == before ? k_new : k_cache`, `live ? ws : ...`: one wait per load, so a tile is
+    hd + 64 of them and a chunk of 8 partials 24). batched=True: a key row in chunks of 32, value rows
+    16 at a time, a chunk of partials in one wait. Returns (round trips, groups, bytes read)."""
+    m = m or H200
+    splits = ceil_div(16 * m.sms, heads)
+    slice_ = min(1024, max(64, ceil_div(ceil_div(ctx, splits), 64) * 64))
+    groups = ceil_div(ctx, slice_)
+    tiles = ceil_div(slice_, 64)
+    if batched:
+        tile, combine = ceil_div(hd, 32) + 64 // 16, 1 + ceil_div(groups, 8)
+    else:
+        tile, combine = hd + 64, 1 + ceil_div(groups, 8) * 8 * (2 + ceil_div(vd, 64))
+    prologue, sync = 3, 3
+    return prologue + tiles * tile + sync + combine, groups, ctx * heads * (hd + vd) * 4
+
+
+SOFTMAX_DECODE_MEASURED_US = {4096: 83.3, 32768: 370.4, 131072: 1454.6}   # fourth run, f32, 1980 MHz
+
+
+def print_softmax_round_trips():
+    print("### The softmax decode step as a chain of round trips (fitted to the fourth run, then predicted)\n")
+    print("| context | round trips, measured build | measured (us) | cycles per round trip, implied | round trips, batched | cache read once (us: L2 at 4k, else HBM) | predicted (us) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for ctx, meas in SOFTMAX_DECODE_MEASURED_US.items():
+        old, groups, bytes_ = softmax_round_trips(ctx, False)
+        new = softmax_round_trips(ctx, True)[0]
+        per = (meas * 1e-6 * H200.clock - DECODE_FIXED_CYCLES) / old
+        stream = bytes_ / (H200.l2_bw if bytes_ <= 0.8 * H200.l2_bytes else H200.hbm_bw)   # in L2 at 4k
+        lo = max(new * 0.8 * per / H200.clock, stream) + DECODE_FIXED_CYCLES / H200.clock
+        hi = max(new * 1.2 * per / H200.clock, 1.3 * stream) + DECODE_FIXED_CYCLES / H200.clock
+        print(f"| {ctx // 1024}k | {old} | {meas} | {per:.0f} | {new} | {fmt_us(stream)} | {fmt_us(lo)}-{fmt_us(hi)} |")
+    print("\nThe implied latency grows with the context (the cache leaves L2 past ~4k and the loads queue at HBM); "
+          "batched, the step at 32k and 128k is bound by reading the float32 cache, not by its chain.\n")
 
 
 def print_softmax_decode():
@@ -2377,6 +2419,7 @@ def main():
     print_decode_split()
     print_decode_round_trips()
     print_softmax_decode()
+    print_softmax_round_trips()
     print_fa2_table()
     print_sensitivity(vals)
     print_vs_second_run()

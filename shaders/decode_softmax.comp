@@ -27,7 +27,7 @@
 // for the subgroups' values (where the device has subgroup arithmetic); else a tree in shared
 // memory, log2 WG barriers. On llvmpipe a barrier is a coroutine switch and on a GPU a round
 // trip through the workgroup: the tree was 6 of the 8 barriers of a tile.
-// Loops per invocation: per tile of WG keys HEAD_DIM / CHUNK (scores), log2 WG (the max), WG / CHUNK
+// Loops per invocation: per tile of WG keys HEAD_DIM / K_CHUNK (scores), log2 WG (the max), WG / V_CHUNK
 // (values), the slice at most 1024 / HEAD_RATIO keys (the host's cap); the combine's
 // groups / CHUNK: inside llvmpipe's loop limit (docs/ARCHITECTURE.md).
 
@@ -49,6 +49,10 @@ const uint P_STRIDE = VALUE_DIM + 2u;
 // Key elements, value rows or partials whose loads are issued together: a GPU waits one latency
 // per chunk instead of one per iteration of a loop that is not unrolled.
 const uint CHUNK = 8u;
+// Key row elements and value rows loaded together: a key row of HEAD_DIM floats in chunks of up to
+// 32 (one latency for h <= 32, two for h = 64), and 16 value rows at a time.
+const uint K_CHUNK = HEAD_DIM < 32u ? HEAD_DIM : 32u;
+const uint V_CHUNK = 16u;
 const float EMPTY = -3.0e38;  // the max of no scores: finite, so that e^(EMPTY - m) is 0, not NaN
 
 layout(std430, binding = BINDING_WORKSPACE) coherent buffer Workspace { uint ws[]; };
@@ -130,19 +134,26 @@ void main() {
     }
     [[dont_unroll]] for (uint t0 = 0u; t0 < count; t0 += WG) {  // uniform: count is the workgroup's
         const uint n = min(WG, count - t0);
-        // The scores of key t0 + lid for every query head.
-        if (lid < n) {
-            const uint j = start + t0 + lid;
+        // The scores of key t0 + lid for every query head. Without branches (shaders/staging.glsl:
+        // a load under a condition, or in one arm of one, is waited for alone): every lane loads a
+        // key row that exists and that this dispatch does not write (lanes past n: the tile's last
+        // key; the token's own key: a stored row in its place, or row 1 of a cache the token
+        // starts, stale and selected away for k_new) and selects afterwards; the scores of lanes
+        // past n are stored and never read.
+        {
+            const uint j = start + t0 + min(lid, n - 1u);
+            const uint jl = j != before ? j : before > 0u ? before - 1u : min(1u, params.capacity - 1u);
             float s[HEAD_RATIO];
             [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) s[g] = 0.0;
-            [[dont_unroll]] for (uint d0 = 0u; d0 < HEAD_DIM; d0 += CHUNK) {
-                float kc[CHUNK];
-                [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
-                    const uint d = d0 + u;
-                    kc[u] = d >= HEAD_DIM ? 0.0 : j == before ? k_new[d] : k_cache[k_base + j * HEAD_DIM + d];
+            [[dont_unroll]] for (uint d0 = 0u; d0 < HEAD_DIM; d0 += K_CHUNK) {
+                float kc[K_CHUNK];
+                [[unroll]] for (uint u = 0u; u < K_CHUNK; ++u) kc[u] = k_cache[k_base + jl * HEAD_DIM + min(d0 + u, HEAD_DIM - 1u)];
+                [[unroll]] for (uint u = 0u; u < K_CHUNK; ++u) {
+                    const uint d = min(d0 + u, HEAD_DIM - 1u);
+                    const float kt = k_new[d];
+                    const float k = j == before ? kt : kc[u];
+                    if (d0 + u < HEAD_DIM) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) s[g] += qs[g * HEAD_DIM + d] * k;
                 }
-                [[unroll]] for (uint u = 0u; u < CHUNK; ++u)
-                    if (d0 + u < HEAD_DIM) [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) s[g] += qs[g * HEAD_DIM + d0 + u] * kc[u];
             }
             [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) tile[g * WG + lid] = s[g];
         }
@@ -160,16 +171,21 @@ void main() {
             l_run[g] *= r;
             [[unroll]] for (uint c = 0u; c < COLS; ++c) acc[g * COLS + c] *= r;
         }
-        [[dont_unroll]] for (uint u0 = 0u; u0 < n; u0 += CHUNK) {
-            float vc[CHUNK * COLS];
-            [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
-                const uint j = start + t0 + u0 + u;
+        [[dont_unroll]] for (uint u0 = 0u; u0 < n; u0 += V_CHUNK) {
+            // Branch-free as the scores: rows past n (not summed below) and the token's row (from
+            // v_new) read a stored row in their place.
+            float vc[V_CHUNK * COLS];
+            [[unroll]] for (uint u = 0u; u < V_CHUNK; ++u) {
+                const uint j = start + t0 + min(u0 + u, n - 1u);
+                const uint jl = j != before ? j : before > 0u ? before - 1u : min(1u, params.capacity - 1u);
                 [[unroll]] for (uint c = 0u; c < COLS; ++c) {
-                    const uint col = lid + c * WG;
-                    vc[u * COLS + c] = u0 + u >= n || col >= VALUE_DIM ? 0.0 : j == before ? v_new[col] : v_cache[v_base + j * VALUE_DIM + col];
+                    const uint col = min(lid + c * WG, VALUE_DIM - 1u);
+                    const float xv = v_cache[v_base + jl * VALUE_DIM + col];
+                    const float xt = v_new[col];
+                    vc[u * COLS + c] = j == before ? xt : xv;
                 }
             }
-            [[unroll]] for (uint u = 0u; u < CHUNK; ++u)
+            [[unroll]] for (uint u = 0u; u < V_CHUNK; ++u)
                 if (u0 + u < n)
                     [[unroll]] for (uint g = 0u; g < HEAD_RATIO; ++g) {
                         const float p = tile[g * WG + u0 + u];
@@ -215,16 +231,14 @@ void main() {
         float l = 0.0, o[COLS];
         [[unroll]] for (uint c = 0u; c < COLS; ++c) o[c] = 0.0;
         [[dont_unroll]] for (uint s0 = 0u; s0 < params.groups; s0 += CHUNK) {
+            // Every load reads a partial that exists (clamped group and column), so none waits
+            // alone under its condition; the sum below takes the live ones.
             float mc[CHUNK], lc[CHUNK], ac[CHUNK * COLS];
             [[unroll]] for (uint u = 0u; u < CHUNK; ++u) {
-                const uint p = partial0 + ((s0 + u) * HEAD_RATIO + g) * P_STRIDE;
-                const bool live = s0 + u < params.groups;
-                mc[u] = live ? uintBitsToFloat(ws[p]) : EMPTY;
-                lc[u] = live ? uintBitsToFloat(ws[p + 1u]) : 0.0;
-                [[unroll]] for (uint c = 0u; c < COLS; ++c) {
-                    const uint col = lid + c * WG;
-                    ac[u * COLS + c] = live && col < VALUE_DIM ? uintBitsToFloat(ws[p + 2u + col]) : 0.0;
-                }
+                const uint p = partial0 + (min(s0 + u, params.groups - 1u) * HEAD_RATIO + g) * P_STRIDE;
+                mc[u] = uintBitsToFloat(ws[p]);
+                lc[u] = uintBitsToFloat(ws[p + 1u]);
+                [[unroll]] for (uint c = 0u; c < COLS; ++c) ac[u * COLS + c] = uintBitsToFloat(ws[p + 2u + min(lid + c * WG, VALUE_DIM - 1u)]);
             }
             [[unroll]] for (uint u = 0u; u < CHUNK; ++u)
                 if (s0 + u < params.groups) {
