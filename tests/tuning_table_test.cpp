@@ -685,6 +685,57 @@ TEST_F(TuningOnDevice, CooperativeOutputSwitchedOffByTheTable) {
     }
 }
 
+// output.generic_rows chooses the generic output's kernel (the plan without team kernels, as a
+// GPU's): 1, the model's choice at h, dv <= 64, the row kernel; 0 the register tiles, named with
+// the entry and the value psk tune would try; PSK_GENERIC_OUTPUT wins over the table; the
+// cooperative output names the parameter too (psk tune learns of it from the model's plan); the
+// tiles' output still matches the float64 reference.
+TEST_F(TuningOnDevice, GenericOutputKernelChosenByTheTable) {
+    ScopedEnv team("PSK_DISABLE_TEAM_KERNELS", "1");
+    ScopedEnv generic("PSK_GENERIC_OUTPUT", nullptr);
+    const Shape s;
+    {
+        ScopedEnv none("PSK_TUNING_TABLE", "none");
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        const std::string text = kernelText(plan.outputKernel);
+        EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputRows) << text;
+        EXPECT_NE(text.find("; the row kernel: h, dv <= 64 (faster than the tiles there on an H200; PSK_GENERIC_OUTPUT); tunable: output.generic_rows=1"),
+                  std::string::npos)
+            << text;
+    }
+    const std::string path = writeFile("tiles.tuning", "psk-tuning 1\ndevice any\noutput.generic_rows 0 h=16\n");
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_EQ(o.plan.find("polysketch_output_rows"), std::string::npos) << o.plan;
+        EXPECT_NE(o.plan.find("; register tiles; output.generic_rows=0 from tuning table " + path +
+                              " line 3 (output.generic_rows 0 h=16); tunable: output.generic_rows=0"),
+                  std::string::npos)
+            << o.plan;
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kPolysketchFloat32);
+    }
+    {
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        ScopedEnv rows("PSK_GENERIC_OUTPUT", "rows");
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        const std::string text = kernelText(plan.outputKernel);
+        EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputRows) << text;
+        EXPECT_NE(text.find("; the row kernel (PSK_GENERIC_OUTPUT=rows)"), std::string::npos) << text;
+        EXPECT_EQ(text.find("output.generic_rows"), std::string::npos) << text;
+    }
+    {
+        ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+        ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+        ScopedEnv none("PSK_TUNING_TABLE", "none");
+        const psk::PolysketchPlan plan = planShape(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        const std::string text = kernelText(plan.outputKernel);
+        EXPECT_EQ(plan.outputKernel.kernel, psk::KernelId::PolysketchOutputCoopMat) << text;
+        EXPECT_NE(text.find("; tunable: output.generic_rows=1"), std::string::npos) << text;
+    }
+}
+
 /** The plan of `s` in storage `type` under the environment and table in effect: kernelText per stage. */
 std::string stagePlans(PskContext ctx, const Shape& s, PskDataType type) {
     const psk::PolysketchPlan plan = planShape(ctx, s, type);

@@ -1148,9 +1148,14 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
     // output.cooperative 0 (a device's table: the generic kernel measured faster there) turns a
     // cooperative output the plan could take into the generic one; 1 is the model's choice.
     const TuningEntry* cooperative = tuningEntry(in, TuningParameter::OutputCooperative);
+    // The generic output's kernel the model takes (output.generic_rows; see below).
+    const bool small = (!c.localExact || c.headDim <= 64) && dv <= 64;
     if (std::optional<OutputStagePlan> coop = planCoopOutput(in, whyNotCoop)) {
         if (!cooperative || cooperative->value != 0) {
             if (cooperative) coop->kernel.reason += tunedNote(in, *cooperative);
+            // Named here too, so that psk tune, which times the model's plan first, knows the
+            // parameter exists for the tables that turn this kernel off.
+            if (!in.team.output) coop->kernel.reason += tunableNote({{TuningParameter::OutputGenericRows, small ? 1u : 0u}});
             return *coop;
         }
         whyNotCoop = "; not the cooperative output (the tuning table's choice)" + tunedNote(in, *cooperative) +
@@ -1160,24 +1165,33 @@ OutputStagePlan planOutputStage(const PolysketchPlanInputs& in) {
     }
     if (!in.team.output) {
         // Two generic kernels: the row kernel ran 6.4x faster than the tile kernel on an NVIDIA
-        // H200 at h = dv = 64 (3.25 against 20.66 ms at 32k, float32); the tile kernel is the
-        // one without spills at h = 128 and 256, where the row kernel's accumulators spill.
+        // H200 at h = dv = 64 (3.25 against 20.66 ms at 32k, float32, before the tile kernel's
+        // register tiles were unrolled and its staging loads put in flight); the tile kernel is the
+        // one without spills at h = 128 and 256, where the row kernel's accumulators spill. The
+        // model's choice is the rows at h, dv <= 64; a device's table (output.generic_rows, timed by
+        // psk tune) decides where it was measured; PSK_GENERIC_OUTPUT overrides both.
         const GenericOutputChoice choice = genericOutputChoice();
-        const bool small = (!c.localExact || c.headDim <= 64) && dv <= 64;
-        if (choice == GenericOutputChoice::Rows || (choice == GenericOutputChoice::Auto && small)) {
+        const TuningEntry* rowsEntry = choice == GenericOutputChoice::Auto ? tuningEntry(in, TuningParameter::OutputGenericRows) : nullptr;
+        const bool wantRows = choice == GenericOutputChoice::Rows || (choice == GenericOutputChoice::Auto && (rowsEntry ? rowsEntry->value != 0 : small));
+        std::string why;
+        if (wantRows) {
             if (std::optional<OutputStagePlan> rows = planGenericOutputRows(in)) {
-                rows->kernel.reason = generic.kernel.reason +
-                                      (choice == GenericOutputChoice::Rows
-                                           ? std::string("; the row kernel (PSK_GENERIC_OUTPUT=rows)")
-                                           : std::string("; the row kernel: h, dv <= 64 (faster than the tiles there on an H200; PSK_GENERIC_OUTPUT)")) +
-                                      whyNotCoop;
+                why = choice == GenericOutputChoice::Rows ? std::string("; the row kernel (PSK_GENERIC_OUTPUT=rows)")
+                      : rowsEntry                         ? "; the row kernel" + tunedNote(in, *rowsEntry)
+                                  : std::string("; the row kernel: h, dv <= 64 (faster than the tiles there on an H200; PSK_GENERIC_OUTPUT)");
+                if (choice == GenericOutputChoice::Auto) why += tunableNote({{TuningParameter::OutputGenericRows, 1}});
+                rows->kernel.reason = generic.kernel.reason + why + whyNotCoop;
                 return *rows;
             }
+            why = rowsEntry ? "; register tiles" + ignoredNote(in, *rowsEntry, "the row kernel's tiles do not fit")
+                            : std::string("; register tiles (the row kernel's tiles do not fit)");
+        } else {
+            why = choice == GenericOutputChoice::Tiles ? std::string("; register tiles (PSK_GENERIC_OUTPUT=tiles)")
+                  : rowsEntry                          ? "; register tiles" + tunedNote(in, *rowsEntry)
+                                                       : std::string("; register tiles: h or dv > 64");
+            if (choice == GenericOutputChoice::Auto) why += tunableNote({{TuningParameter::OutputGenericRows, 0}});
         }
-        generic.kernel.reason += (small && choice != GenericOutputChoice::Tiles ? "; register tiles (the row kernel's tiles do not fit)"
-                                  : small ? "; register tiles (PSK_GENERIC_OUTPUT=tiles)"
-                                          : "; register tiles: h or dv > 64") +
-                                 whyNotCoop;
+        generic.kernel.reason += why + whyNotCoop;
         return generic;
     }
     OutputStagePlan stage;

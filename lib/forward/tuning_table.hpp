@@ -52,6 +52,7 @@ enum class TuningParameter : uint32_t {
     OutputStageBatch,     // output.stage_batch: the cooperative output's loads in flight per invocation (STAGE_BATCH)
     StatesSgM,            // states.sg_m: the cooperative block states' row groups (SG_M; invocations SG_M x SG_N x subgroup)
     OutputZPacked,        // output.z_packed: 1 the cooperative output loads Z as operands packed once per block (Z_PACKED), 0 it stages Z per workgroup
+    OutputGenericRows,    // output.generic_rows: 1 the generic output's row kernel where its tiles fit, 0 its register tiles
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);

@@ -127,14 +127,16 @@ struct TuneOptions {
 // may give an invocation, and, in the output, the rows that share each staging of a Z chunk and
 // key tile), whether the output's Z is packed once per block (the other way to share its
 // staging), the output's loads in flight, then whether the cooperative output runs at all
-// (against the best of those), its chunks, the feature map, the baselines' tilings (the FP32
+// (against the best of those), which generic output kernel (the row kernel or the register tiles:
+// the one a table that turns the cooperative output off runs), the cooperative output's chunks, the feature map, the baselines' tilings (the FP32
 // kernel's before the one-row kernel is tried against the best of them: a table keeps that tiling
 // for the forwards continuing a softmax KV cache, which the one-row kernel cannot run), the float32
 // path, and last the walking block states (on an H200 slower at every size measured, and the most
 // expensive candidate to time). A GPU check's budget reaches about ten candidates at 32k.
 constexpr TuningParameter kSearchOrder[] = {
     TuningParameter::OutputSgM,          TuningParameter::OutputZPacked,     TuningParameter::StatesSgM,
-    TuningParameter::OutputStageBatch,   TuningParameter::OutputCooperative,  TuningParameter::OutputFeatChunk,   TuningParameter::OutputKeyTile,
+    TuningParameter::OutputStageBatch,   TuningParameter::OutputCooperative,  TuningParameter::OutputGenericRows, TuningParameter::OutputFeatChunk,
+    TuningParameter::OutputKeyTile,
     TuningParameter::OutputWn,           TuningParameter::FeaturesTile,      TuningParameter::FeaturesRows,
     TuningParameter::FeaturesLearnedTile, TuningParameter::BaselinesTile,    TuningParameter::BaselinesFp32Tile,
     TuningParameter::BaselinesFp32Rows,  TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
@@ -435,6 +437,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
             return all;
         case TuningParameter::OutputCooperative:
         case TuningParameter::OutputZPacked:
+        case TuningParameter::OutputGenericRows:
         case TuningParameter::Float32Cooperative:
         case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
         case TuningParameter::OutputSgM:
