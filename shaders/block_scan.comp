@@ -110,8 +110,12 @@ float initial(bool from_h, uint seq, uint e, uint features) {
     {                                                                                            \
         const uint l0 = seg + 2u * lane;                                                         \
         const bool has0 = inRange && l0 < params.blocks, has1 = inRange && l0 + 1u < params.blocks; \
-        const T a = (has0 ? DATA[base + l0 * params.columns] : T(0.0)) + (seg == 0u ? first : T(0.0)); \
-        const T b = has1 ? DATA[base + (l0 + 1u) * params.columns] : T(0.0);                     \
+        /* Both loads in every lane (a block and column that exist), selected after: a load */      \
+        /* under its condition is waited for alone (shaders/staging.glsl). */                       \
+        const T x0 = DATA[load_base + min(l0, params.blocks - 1u) * params.columns];             \
+        const T x1 = DATA[load_base + min(l0 + 1u, params.blocks - 1u) * params.columns];        \
+        const T a = (has0 ? x0 : T(0.0)) + (seg == 0u ? first : T(0.0));                        \
+        const T b = has1 ? x1 : T(0.0);                                                          \
         T s = a + b; /* up-sweep inside the lane */                                              \
         UP_LEVEL(T, 1u) UP_LEVEL(T, 2u) UP_LEVEL(T, 4u) UP_LEVEL(T, 8u) UP_LEVEL(T, 16u)         \
         if (lane == LANES - 1u) { /* root: total to the carry, carry as the root's prefix */    \
@@ -134,6 +138,8 @@ void main() {
     // Lanes past the last column still take part in the shuffles, which must see every lane active.
     const bool inRange = column < params.columns;
     const uint base = gl_WorkGroupID.z * params.blocks * params.columns + column;
+    // The column every lane loads from: past the last column, the last one (read, not kept).
+    const uint load_base = gl_WorkGroupID.z * params.blocks * params.columns + min(column, params.columns - 1u);
 
     // The initial prefix seeds the carry (read by the root lane only) and `first` is added to
     // block 0 (lane 0 of the first segment); both zero without one.
