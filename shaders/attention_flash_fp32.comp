@@ -45,6 +45,7 @@
 
 #extension GL_EXT_control_flow_attributes : require
 
+#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
@@ -92,14 +93,10 @@ float weight_power(float x) {
     return w;
 }
 
-// Four consecutive elements of a row from `first` (element `col` of `len`), zero past len,
-// widened by LOAD.
-#define LOAD4(LOAD, data, first, col, len)                                              \
-    vec4((col) + 0u < (len) ? LOAD(data[(first) + 0u]) : 0.0,                           \
-         (col) + 1u < (len) ? LOAD(data[(first) + 1u]) : 0.0,                           \
-         (col) + 2u < (len) ? LOAD(data[(first) + 2u]) : 0.0,                           \
-         (col) + 3u < (len) ? LOAD(data[(first) + 3u]) : 0.0)
-
+// The Q, K and V tiles are staged float by float with staging.glsl's STAGED_COPY: consecutive
+// lanes read consecutive floats of a row, STAGE_BATCH loads in flight before their stores, rows
+// and columns clamped and what is past them selected away (a load under a condition is waited for
+// alone: AMD's compiler had this kernel's loads four at a time, 20% in batches).
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint rg = lid / KEY_GROUPS, g = lid % KEY_GROUPS;
@@ -116,15 +113,10 @@ void main() {
 
     // Q, scaled, once (rows past n are zero; their outputs are never stored).
     const uint q_base = tensor_row(params.q_strides, batch, q_head, 0u);
-    [[unroll]] for (uint it = 0u; it < (ROWS * H4 + THREADS - 1u) / THREADS; ++it) {
-        const uint i = it * THREADS + lid;
-        if (i < ROWS * H4) {
-            const uint r = i / H4, d4 = i % H4, row = row0 + r;
-            vec4 x = vec4(0.0);
-            if (row < params.n) x = LOAD4(LOAD_ELEM, q_data, q_base + row * params.q_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
-            q_s[r * QS + d4] = x * params.scale;
-        }
-    }
+    STAGED_COPY(ROWS * 4u * H4, THREADS, lid,
+                LOAD_ELEM(q_data[q_base + min(row0 + i / (4u * H4), params.n - 1u) * params.q_strides.token + min(i % (4u * H4), HEAD_DIM - 1u)]),
+                row0 + i / (4u * H4) < params.n && i % (4u * H4) < HEAD_DIM,
+                q_s[(i / (4u * H4)) * QS + (i % (4u * H4)) / 4u][i % 4u] = v * params.scale)
 
     // This invocation's rows, their running reference m, its part of l, its output columns.
     uint rows[R];
@@ -154,15 +146,10 @@ void main() {
     for (uint tile_start = key_lo; tile_start < key_end; tile_start += KEY_TILE) {
         barrier();  // the previous tile's P and V are read; Q is staged
         // 1. K.
-        [[unroll]] for (uint it = 0u; it < (KEY_TILE * H4 + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * H4) {
-                const uint j = i / H4, d4 = i % H4, key = tile_start + j;
-                vec4 x = vec4(0.0);
-                if (key < key_end) x = LOAD4(LOAD_KV, k_data, k_base + key * params.k_strides.token + 4u * d4, 4u * d4, HEAD_DIM);
-                kv_s[j * QS + d4] = x;
-            }
-        }
+        STAGED_COPY(KEY_TILE * 4u * H4, THREADS, lid,
+                    LOAD_KV(k_data[k_base + min(tile_start + i / (4u * H4), key_end - 1u) * params.k_strides.token + min(i % (4u * H4), HEAD_DIM - 1u)]),
+                    tile_start + i / (4u * H4) < key_end && i % (4u * H4) < HEAD_DIM,
+                    kv_s[(i / (4u * H4)) * QS + (i % (4u * H4)) / 4u][i % 4u] = v)
         barrier();
 
         // 2. Scores: s[i][j] for row rows[i] and key tile_start + g + j KEY_GROUPS.
@@ -225,15 +212,10 @@ void main() {
 #if defined(KIND_POLYNOMIAL)
         barrier();
 #endif
-        [[unroll]] for (uint it = 0u; it < (KEY_TILE * V4 + THREADS - 1u) / THREADS; ++it) {
-            const uint i = it * THREADS + lid;
-            if (i < KEY_TILE * V4) {
-                const uint j = i / V4, c4 = i % V4, key = tile_start + j;
-                vec4 x = vec4(0.0);
-                if (key < key_end) x = LOAD4(LOAD_KV, v_data, v_base + key * params.v_strides.token + 4u * c4, 4u * c4, VALUE_DIM);
-                kv_s[j * V4 + c4] = x;
-            }
-        }
+        STAGED_COPY(KEY_TILE * 4u * V4, THREADS, lid,
+                    LOAD_KV(v_data[v_base + min(tile_start + i / (4u * V4), key_end - 1u) * params.v_strides.token + min(i % (4u * V4), VALUE_DIM - 1u)]),
+                    tile_start + i / (4u * V4) < key_end && i % (4u * V4) < VALUE_DIM,
+                    kv_s[(i / (4u * V4)) * V4 + (i % (4u * V4)) / 4u][i % 4u] = v)
         [[unroll]] for (uint j = 0u; j < KPI; ++j) [[unroll]] for (uint h = 0u; h < PV4; ++h)
             p_s[((g + j * KEY_GROUPS) * RG + rg) * PV4 + h] = vec4(s[4u * h][j], s[4u * h + 1u][j], s[4u * h + 2u][j], s[4u * h + 3u][j]);
         barrier();
