@@ -320,6 +320,45 @@ TEST_F(PskBench, DecodeSweepWritesJsonCsvAndPlot) {
     }
 }
 
+// psk bench --decode --resident: the timed steps recorded in one command buffer on psk's own
+// device, after warm-up steps on a second state (bursts of 256: at least --warmup of them); one
+// sample per timed step, all positive; the softmax state holds the context and the timed steps
+// only (the warm-up ran elsewhere); the rows say how they were timed, in JSON and CSV.
+TEST_F(PskBench, DecodeResidentTimesStepsInOneCommandBuffer) {
+    TempDir dir;
+    const uint32_t H = 2, h = 16, r = 8, b = 16, steps = 12, L = 20;
+    const Outcome out = runPsk({"bench", "--decode", "--resident", "--context", "20", "--heads", "2", "--head-dim", "16", "--sketch-size",
+                                "8", "--block-size", "16", "--local-exact", "--steps", "12", "--warmup", "300", "--json", dir / "d.json",
+                                "--csv", dir / "d.csv"});
+    ASSERT_EQ(out.code, 0) << out.err;
+    EXPECT_NE(out.out.find("decode, device-resident"), std::string::npos) << out.out;
+    const psk::json::Value doc = psk::json::parse(psk::test::readText(dir / "d.json"));
+    const psk::json::Value* results = doc.find("results");
+    ASSERT_TRUE(results && results->array.size() == 2);
+    const uint64_t F = r * (r + 1) / 2;
+    for (const psk::json::Value& e : results->array) {
+        ASSERT_EQ(e.str("status"), "ok") << e.str("reason");
+        EXPECT_EQ(e.str("timing"), "resident");
+        EXPECT_EQ(e.num("warmup_steps"), 512) << "two bursts of 256 reach 300";
+        ASSERT_EQ(e.find("samples_ms")->array.size(), steps);
+        for (const psk::json::Value& x : e.find("samples_ms")->array) EXPECT_GT(x.number, 0.0);
+        EXPECT_GT(e.num("step_scratch_bytes"), 0);
+        const uint64_t want = e.str("kind") == "polysketch" ? H * (2 * F * (h + 1) + uint64_t(b) * (h + h)) * 4 + 8
+                                                            : uint64_t(H) * (L + steps) * (h + h) * 4 + 8;
+        EXPECT_EQ(uint64_t(e.num("state_bytes")), want) << e.str("kind");
+    }
+    const auto rows = lines(psk::test::readText(dir / "d.csv"));
+    ASSERT_EQ(rows.size(), 3u);
+    const auto header = csvFields(rows[0]);
+    const size_t timing = size_t(std::find(header.begin(), header.end(), "timing") - header.begin());
+    ASSERT_LT(timing, header.size());
+    for (size_t i = 1; i < rows.size(); ++i) {
+        const auto f = csvFields(rows[i]);
+        ASSERT_EQ(f.size(), header.size()) << rows[i];
+        EXPECT_EQ(f[timing], "resident");
+    }
+}
+
 // An explicit step count in every storage type: 16-bit attention objects decode too (their
 // steps take uint16_t bit patterns), and psk bench must time them, not skip them as UNSUPPORTED.
 TEST_F(PskBench, DecodeStepsInEveryStorageType) {

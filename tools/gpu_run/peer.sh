@@ -103,24 +103,28 @@ PY
 }
 
 do_decode() {
-    local rc=0 ctx
+    local rc=0 ctx decode_warmup_ms=1000
+    ((quick)) && decode_warmup_ms=0
     ctx=$(tr ' ' ',' <<<"$(list "$decode_context")" | sed 's/,$//')
     mkdir -p "$work/bench"
-    # Decoding supports float32 states only (pskCreateDecodeState), so f32; one block cycle of steps.
-    tmo 120 "$PSK" bench --decode --kinds polysketch,softmax --context "$ctx" --heads "$heads" --head-dim 64 \
-        --dtype f32 --degree 4 --sketch-size 32,64 --block-size 256 --local-exact --warmup 4 \
+    # Decoding supports float32 states only (pskCreateDecodeState), so f32; one block cycle of steps,
+    # device-resident: the timed steps recorded in one command buffer after a second of warm-up
+    # steps (one step per host round trip, the host form, left the GPU idle and its clock falling).
+    tmo 120 "$PSK" bench --decode --resident --kinds polysketch,softmax --context "$ctx" --heads "$heads" --head-dim 64 \
+        --dtype f32 --degree 4 --sketch-size 32,64 --block-size 256 --local-exact --warmup 256 --warmup-ms "$decode_warmup_ms" \
         --json "$work/bench/decode.json" --csv "$work/bench/decode.csv" >"$work/bench/decode.txt" 2>&1 || rc=$?
     cat "$work/bench/decode.txt"
     say "$( ((rc == 0)) && echo OK || echo FAIL) decode f32 H=$heads h=64: $(decode_summary "$work/bench/decode.csv")$( ((rc == 124)) && echo ' [time limit]')"
     # The r = 32 step again, contexts in the reverse order and no softmax state made before it: a
     # time that depends on the order (the third H200 run: 31 us at 4k first, 94 at 32k and 128k
     # after the softmax rows) is not the kernel's. The fourth run's clock log placed it: one step
-    # per host round trip leaves the GPU idle between steps, its SM clock swung from 345 to 1980
-    # MHz within the rows, and each row's time follows its clock (the tag after every row).
+    # per host round trip left the GPU idle between steps, its SM clock swung from 345 to 1980
+    # MHz within the rows, and each row's time followed its clock (the tag after every row); the
+    # resident timing above is meant to remove that, and this row checks it.
     local rc2=0 rev
     rev=$(tr ',' '\n' <<<"$ctx" | tac | tr '\n' ',' | sed 's/,$//')
-    tmo 60 "$PSK" bench --decode --kinds polysketch --context "$rev" --heads "$heads" --head-dim 64 \
-        --dtype f32 --degree 4 --sketch-size 32 --block-size 256 --local-exact --warmup 4 \
+    tmo 60 "$PSK" bench --decode --resident --kinds polysketch --context "$rev" --heads "$heads" --head-dim 64 \
+        --dtype f32 --degree 4 --sketch-size 32 --block-size 256 --local-exact --warmup 256 --warmup-ms "$decode_warmup_ms" \
         --csv "$work/bench/decode-reverse.csv" >"$work/bench/decode-reverse.txt" 2>&1 || rc2=$?
     cat "$work/bench/decode-reverse.txt"
     say "$( ((rc2 == 0)) && echo OK || echo FAIL) decode, contexts in reverse order: $(decode_summary "$work/bench/decode-reverse.csv")"

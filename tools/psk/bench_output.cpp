@@ -54,8 +54,9 @@ std::string decodeJson(const RunInfo& info, const std::vector<Result>& results) 
     o << "  \"steps\": " << info.runs << ",\n";
     o << "  \"warmup\": " << info.warmup << ",\n";
     o << "  \"time\": \"per step: GPU timestamps around the commands of one pskDecodeStepHost call (PskForwardStats.gpuMilliseconds; "
-         "host copies of the token in and the row out excluded); median, mean, min and max over the timed steps, which follow a "
-         "state-only prefill (out = NULL) to the context length\",\n";
+         "host copies of the token in and the row out excluded), or with timing resident (--resident) between consecutive steps "
+         "recorded in one command buffer (pskCmdDecodeStep) after warm-up steps on a second state; median, mean, min and max over "
+         "the timed steps, which follow a state-only prefill (out = NULL) to the context length\",\n";
     o << "  \"results\": [";
     for (size_t i = 0; i < results.size(); ++i) {
         const Result& r = results[i];
@@ -65,7 +66,8 @@ std::string decodeJson(const RunInfo& info, const std::vector<Result>& results) 
               << ", \"min_ms\": " << number(r.gpu.minMs) << ", \"max_ms\": " << number(r.gpu.maxMs)
               << ", \"state_bytes\": " << u(r.stateBytes) << ", \"step_scratch_bytes\": " << u(r.workspaceBytes)
               << ", \"prefill_wall_ms\": " << number(r.prefillWallMs) << ", \"timed_start_unix\": " << number(r.timedStartUnix, 16)
-              << ", \"timed_end_unix\": " << number(r.timedEndUnix, 16) << ", \"samples_ms\": [";
+              << ", \"timed_end_unix\": " << number(r.timedEndUnix, 16) << ", \"timing\": " << quote(r.timing)
+              << ", \"warmup_steps\": " << r.warmupRuns << ", \"warmup_ms\": " << number(r.warmupMs) << ", \"samples_ms\": [";
             for (size_t k = 0; k < r.samplesMs.size(); ++k) o << (k ? ", " : "") << number(r.samplesMs[k]);
             o << "]";
         } else {
@@ -80,7 +82,8 @@ std::string decodeJson(const RunInfo& info, const std::vector<Result>& results) 
 std::string decodeCsv(const std::vector<Result>& results) {
     std::ostringstream o;
     o << "kind,dtype,batch,heads,kv_heads,context,head_dim,value_dim,degree,sketch_size,block_size,local_exact,status,steps,"
-         "median_ms,mean_ms,min_ms,max_ms,state_bytes,step_scratch_bytes,prefill_wall_ms,timed_start_unix,timed_end_unix,reason\n";
+         "median_ms,mean_ms,min_ms,max_ms,state_bytes,step_scratch_bytes,prefill_wall_ms,timed_start_unix,timed_end_unix,reason,timing,"
+         "warmup_steps,warmup_ms\n";
     for (const Result& r : results) {
         const Config& c = r.config;
         const bool ps = c.kind == PSK_ATTENTION_KIND_POLYSKETCH;
@@ -94,7 +97,7 @@ std::string decodeCsv(const std::vector<Result>& results) {
               << number(r.timedStartUnix, 16) << ',' << number(r.timedEndUnix, 16) << ',';
         else
             o << ",,,,,,,,,,";
-        o << csvField(r.ok ? "" : r.reason) << '\n';
+        o << csvField(r.ok ? "" : r.reason) << ',' << r.timing << ',' << r.warmupRuns << ',' << number(r.warmupMs) << '\n';
     }
     return o.str();
 }

@@ -95,7 +95,10 @@ void benchUsage(FILE* out) {
         "                      library as an app's (PskExternalVulkan): the library keeps its\n"
         "                      cooperative-matrix kernels off on an app's device, so the kernels\n"
         "                      may differ from the host form's; the 'plan' and 'host_plan' fields\n"
-        "                      say which ran. Not with --chunk\n"
+        "                      say which ran. Not with --chunk. With --decode: the timed steps\n"
+        "                      recorded back to back in one command buffer (pskCmdDecodeStep,\n"
+        "                      a timestamp after each) after at least --warmup steps and\n"
+        "                      --warmup-ms of steps on a second state, so that the clocks are up\n"
         "  --host-runs N       --resident: then N host-form calls on the library's own device\n"
         "                      (default 3; 0: none), which give the stage times and host_median_ms\n"
         "  --seed N            seed of the polysketch sketches (default 0)\n"
@@ -282,7 +285,6 @@ BenchOptions parseOptions(int argc, char** argv, bool* help) {
         throw UsageError{"--steps needs --decode"};
     }
     if (o.localExact && !o.causal) throw UsageError{"--local-exact needs causal attention (drop --full)"};
-    if (o.resident && o.decode) throw UsageError{"--resident does not apply to --decode"};
     if (o.resident)
         for (uint32_t ch : o.chunk)
             if (ch) throw UsageError{"--resident does not take --chunk (state passing runs host-form calls)"};
@@ -965,6 +967,156 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
     return res;
 }
 
+/**
+ * Decode mode, device-resident (--decode --resident): the steps of a state prefilled to L tokens,
+ * recorded back to back into one command buffer (pskCmdDecodeStep on device buffers holding one
+ * token, uploaded once) with a timestamp after each, submitted once; the per-step times are the
+ * differences. Before it, at least o.warmup steps and o.warmupMs of steps on a second state of the
+ * same attention (prefilled to nothing; a softmax one reset when its cache fills), in command
+ * buffers of up to 256 steps, so that the GPU's clocks are up and stay up: one step per host round
+ * trip (the host form) leaves a GPU idle between steps and its clock falls.
+ */
+Result runDecodeResident(ResidentDevice& dev, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o, Progress& progress,
+                         size_t index) {
+    Result res;
+    res.config = c;
+    res.timing = "resident";
+    std::string error;
+    if (!prepare(in, c, error)) {
+        res.reason = error;
+        return res;
+    }
+    const LearnedSketchFile learned(c, o.seed);
+    const PskAttentionCreateInfo ai = attentionInfo(c, o.seed, true, learned);  // decoding is causal
+    PskAttention attn = nullptr;
+    PskResult r = pskCreateAttention(dev.context(), &ai, &attn);
+    if (r != PSK_SUCCESS) {
+        res.reason = sink.describe(r);
+        return res;
+    }
+    constexpr uint32_t kWarmBurst = 256, kWarmCapacity = 4096;
+    const bool softmax = c.kind == PSK_ATTENTION_KIND_SOFTMAX;
+    PskDecodeState state = nullptr, warm = nullptr;
+    PskDecodeStateCreateInfo si{};
+    si.batchSize = c.batch;
+    si.capacity = softmax ? c.n + o.steps : 0;
+    r = pskCreateDecodeState(attn, &si, &state);
+    if (r == PSK_SUCCESS) {
+        si.capacity = softmax ? kWarmCapacity : 0;
+        r = pskCreateDecodeState(attn, &si, &warm);
+    }
+    const std::string what = describe(c) + " resident";
+    if (r == PSK_SUCCESS) {
+        progress.show(index, what + " prefill", 0, o.steps);
+        PskDecodePrefillInfo pi{};
+        pi.batchSize = c.batch;
+        pi.seqLen = c.n;
+        pi.q = in.qb.data();
+        pi.k = in.kb.data();
+        pi.v = in.vb.data();
+        pi.out = nullptr;  // state only
+        pi.qBytes = in.qb.size();
+        pi.kBytes = in.kb.size();
+        pi.vBytes = in.vb.size();
+        const auto t0 = std::chrono::steady_clock::now();
+        r = pskDecodePrefillHost(state, &pi);
+        res.prefillWallMs = msSince(t0);
+    }
+    if (r == PSK_SUCCESS) r = pskGetDecodeStateSize(state, &res.stateBytes);
+    if (r != PSK_SUCCESS) error = sink.describe(r);
+    // One token in the storage type (the step time does not depend on the values), in device buffers.
+    const size_t qn = size_t(c.batch) * c.heads * c.headDim, kn = size_t(c.batch) * c.kvHeads * c.headDim,
+                 vn = size_t(c.batch) * c.kvHeads * c.valueDim, on = size_t(c.batch) * c.heads * c.valueDim;
+    std::vector<float> qf(qn), kf(kn), vf(vn);
+    fillRandom(qf, 11);
+    fillRandom(kf, 12);
+    fillRandom(vf, 13);
+    const std::vector<uint8_t> qb = psk::storage::encode(qf, c.dtype), kb = psk::storage::encode(kf, c.dtype),
+                               vb = psk::storage::encode(vf, c.dtype);
+    const size_t e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
+    ResidentDevice::Buffer q, k, v, out;
+    VkCommandBuffer timed = VK_NULL_HANDLE;
+    if (error.empty()) error = dev.create(q, qb.size(), false);
+    if (error.empty()) error = dev.create(k, kb.size(), false);
+    if (error.empty()) error = dev.create(v, vb.size(), false);
+    if (error.empty()) error = dev.create(out, on * e, false);
+    if (error.empty()) error = dev.upload({{&qb, &q}, {&kb, &k}, {&vb, &v}});
+    if (error.empty()) error = dev.reserveSeries(o.steps + 1);
+    PskCmdDecodeStepInfo di{};
+    di.q = {q.buffer, 0, q.size, nullptr};
+    di.k = {k.buffer, 0, k.size, nullptr};
+    di.v = {v.buffer, 0, v.size, nullptr};
+    di.out = {out.buffer, 0, out.size, nullptr};
+    // The timed steps, recorded first (they may be: each runs once, in order, and nothing else
+    // touches the state until they have), so that the warm-up's last burst is followed at once.
+    if (error.empty()) error = dev.begin(timed);
+    if (error.empty()) {
+        dev.fullBarrier(timed);
+        dev.resetSeries(timed, o.steps + 1);
+        dev.seriesMark(timed, 0);
+        for (uint32_t step = 0; error.empty() && step < o.steps; ++step) {
+            if (PskResult rr = pskCmdDecodeStep(state, timed, &di); rr != PSK_SUCCESS) error = "pskCmdDecodeStep: " + sink.describe(rr);
+            dev.seriesMark(timed, step + 1);
+        }
+        if (!dev.end(timed) && error.empty()) error = "vkEndCommandBuffer failed";
+    }
+    // The warm-up: one host-form step on the second state (its statistics give the step's
+    // scratch), then bursts of steps.
+    uint32_t warmSteps = 0, warmPosition = 0;
+    if (error.empty()) {
+        std::vector<uint8_t> hostOut(on * e);
+        PskForwardStats stats{};
+        PskDecodeStepInfo hi{qb.data(), kb.data(), vb.data(), hostOut.data(), qb.size(), kb.size(), vb.size(), hostOut.size(), &stats};
+        if (PskResult rr = pskDecodeStepHost(warm, &hi); rr != PSK_SUCCESS) error = "pskDecodeStepHost: " + sink.describe(rr);
+        res.workspaceBytes = stats.workspaceBytes;
+        warmPosition = 1;
+    }
+    const auto w0 = std::chrono::steady_clock::now();
+    while (error.empty() && (warmSteps < o.warmup || msSince(w0) < o.warmupMs)) {
+        progress.show(index, what + " warm-up", warmSteps, std::max(o.warmup, warmSteps + 1));
+        if (softmax && warmPosition + kWarmBurst > kWarmCapacity) {
+            for (uint32_t b = 0; error.empty() && b < c.batch; ++b)
+                if (PskResult rr = pskResetDecodeSequence(warm, b); rr != PSK_SUCCESS) error = "pskResetDecodeSequence: " + sink.describe(rr);
+            warmPosition = 0;
+        }
+        VkCommandBuffer cb = VK_NULL_HANDLE;
+        if (error.empty()) error = dev.begin(cb);
+        if (error.empty()) {
+            dev.fullBarrier(cb);
+            for (uint32_t step = 0; error.empty() && step < kWarmBurst; ++step)
+                if (PskResult rr = pskCmdDecodeStep(warm, cb, &di); rr != PSK_SUCCESS) error = "pskCmdDecodeStep: " + sink.describe(rr);
+            if (error.empty()) error = dev.endSubmitWait(cb);
+        }
+        if (cb) dev.freeCommandBuffer(cb);
+        pskResetDecodeCommandDescriptors(warm);
+        warmSteps += kWarmBurst;
+        warmPosition += kWarmBurst;
+    }
+    res.warmupRuns = warmSteps;
+    res.warmupMs = msSince(w0);
+    if (error.empty()) {
+        progress.show(index, what, 0, o.steps);
+        res.timedStartUnix = unixNow();
+        error = dev.submitWait(timed);
+        res.timedEndUnix = unixNow();
+        if (error.empty()) error = dev.seriesMs(o.steps + 1, res.samplesMs);
+    }
+    dev.waitIdle();
+    if (timed) dev.freeCommandBuffer(timed);
+    for (auto* b : {&q, &k, &v, &out}) dev.destroy(*b);
+    pskDestroyDecodeState(warm);
+    pskDestroyDecodeState(state);
+    pskDestroyAttention(attn);
+    if (!error.empty()) {
+        res.reason = error;
+        res.samplesMs.clear();
+        return res;
+    }
+    res.ok = true;
+    res.gpu = summarize(res.samplesMs);
+    return res;
+}
+
 void printDecodeHeader() {
     std::printf("%-34s %7s %10s %10s %10s %10s %13s %12s\n", "configuration", "context", "median ms", "mean ms", "min ms", "max ms",
                 "state bytes", "prefill s");
@@ -1033,7 +1185,7 @@ int runBench(int argc, char** argv) {
     // --resident: psk's own device for the timed runs (the library's own context stays for the
     // host-form runs that give the stage times).
     std::unique_ptr<ResidentDevice> resident;
-    if (o.resident && !o.decode) {
+    if (o.resident) {
         resident = std::make_unique<ResidentDevice>();
         const std::string why = resident->open(dev, sink);
         if (!why.empty()) {
@@ -1048,9 +1200,15 @@ int runBench(int argc, char** argv) {
     if (!o.quiet) {
         std::printf("device: %s (%s %s)\n", dev.name, dev.driverName, dev.driverInfo);
         if (o.decode) {
-            std::printf("%zu configuration(s), decode: state-only prefill to each context, then %u warm-up + %u timed step(s); "
-                        "GPU times per step\n\n",
-                        configs.size(), o.warmup, o.steps);
+            if (o.resident)
+                std::printf("%zu configuration(s), decode, device-resident: state-only prefill to each context, then at least %u "
+                            "warm-up step(s) and %d ms of them on a second state, then %u timed steps in one command buffer; GPU "
+                            "times per step (timestamps between steps)\n\n",
+                            configs.size(), o.warmup, int(o.warmupMs), o.steps);
+            else
+                std::printf("%zu configuration(s), decode: state-only prefill to each context, then %u warm-up + %u timed step(s); "
+                            "GPU times per step\n\n",
+                            configs.size(), o.warmup, o.steps);
             printDecodeHeader();
         } else {
             std::printf("%zu configuration(s), %s, %u warm-up run(s)%s + %u timed run(s) each; GPU times%s\n\n", configs.size(),
@@ -1067,7 +1225,8 @@ int runBench(int argc, char** argv) {
     std::vector<Result> results;
     Inputs inputs;
     for (size_t i = 0; i < configs.size(); ++i) {
-        results.push_back(o.decode     ? runDecodeOne(ctx, sink, configs[i], inputs, o, progress, i)
+        results.push_back(o.decode && resident ? runDecodeResident(*resident, sink, configs[i], inputs, o, progress, i)
+                          : o.decode           ? runDecodeOne(ctx, sink, configs[i], inputs, o, progress, i)
                           : resident ? runResident(*resident, ctx, sink, configs[i], inputs, o, progress, i)
                                      : runOne(ctx, sink, configs[i], inputs, o, progress, i));
         progress.clear();

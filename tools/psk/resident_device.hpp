@@ -57,6 +57,7 @@ public:
         if (device_) {
             vkDeviceWaitIdle(device_);
             if (queries_) vkDestroyQueryPool(device_, queries_, nullptr);
+            if (series_) vkDestroyQueryPool(device_, series_, nullptr);
             if (fence_) vkDestroyFence(device_, fence_, nullptr);
             if (pool_) vkDestroyCommandPool(device_, pool_, nullptr);
             vkDestroyDevice(device_, nullptr);
@@ -357,6 +358,38 @@ public:
         return double((t[1] - t[0]) & mask) * limits_.timestampPeriod * 1e-6;
     }
 
+    /**
+     * A series of timestamps (psk bench --decode --resident: one after every step of a burst):
+     * a second query pool of at least `count` queries. Empty on success, else why not.
+     */
+    std::string reserveSeries(uint32_t count) {
+        if (series_ && seriesCount_ >= count) return {};
+        if (series_) vkDestroyQueryPool(device_, series_, nullptr);
+        series_ = VK_NULL_HANDLE;
+        seriesCount_ = 0;
+        auto qpi = vkStruct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
+        qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qpi.queryCount = count;
+        if (vkCreateQueryPool(device_, &qpi, nullptr, &series_) != VK_SUCCESS) return "vkCreateQueryPool failed";
+        seriesCount_ = count;
+        return {};
+    }
+    /** Resets the series' first `count` queries (recorded before the first seriesMark). */
+    void resetSeries(VkCommandBuffer cb, uint32_t count) { vkCmdResetQueryPool(cb, series_, 0, count); }
+    /** Timestamp `index` of the series, once everything recorded before it has completed. */
+    void seriesMark(VkCommandBuffer cb, uint32_t index) { vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, series_, index); }
+    /** The milliseconds between consecutive marks 0 .. count - 1 of the last completed submission. */
+    std::string seriesMs(uint32_t count, std::vector<double>& ms) {
+        std::vector<uint64_t> t(count);
+        if (vkGetQueryPoolResults(device_, series_, 0, count, t.size() * sizeof t[0], t.data(), sizeof t[0],
+                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) != VK_SUCCESS)
+            return "vkGetQueryPoolResults failed";
+        const uint64_t mask = timestampBits_ >= 64 ? ~0ull : (1ull << timestampBits_) - 1;
+        ms.clear();
+        for (uint32_t i = 1; i < count; ++i) ms.push_back(double((t[i] - t[i - 1]) & mask) * limits_.timestampPeriod * 1e-6);
+        return {};
+    }
+
     void copy(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, VkDeviceSize size) {
         const VkBufferCopy region{0, 0, size};
         vkCmdCopyBuffer(cb, src, dst, 1, &region);
@@ -379,6 +412,8 @@ private:
     VkCommandPool pool_ = VK_NULL_HANDLE;
     VkFence fence_ = VK_NULL_HANDLE;
     VkQueryPool queries_ = VK_NULL_HANDLE;
+    VkQueryPool series_ = VK_NULL_HANDLE;
+    uint32_t seriesCount_ = 0;
     PskExternalVulkan external_{};
     PskContext context_ = nullptr;
 #define PSK_DECLARE(f) PFN_##f f = nullptr;
