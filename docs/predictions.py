@@ -58,9 +58,16 @@ class Machine:
         # That bound assumed the step's loads overlapped; AMD's compiler later showed they did not
         # (print_decode_round_trips): the fourth run's steps imply ~480 cycles per round trip of
         # their L2 and coherent workspace loads, which the decode rows use instead of this.
+        # Measured since: the fourth run's psk micro chased dependent loads at 149.6 ns through a
+        # 4 MiB chain (L2) and 344.0 ns through 1 GiB (HBM): 296 and 681 cycles at 1980 MHz, 35%
+        # above and 32% below the constants here. Not swapped in alone: the chain terms of the
+        # kernels held against the first run were fitted with these (with 296 / 681 the first
+        # run's generic block states at 128k fall to 0.52x, outside 30%), so the swap needs those
+        # terms refitted with it, which is open (docs/MODEL.md, "The decode step as a chain of
+        # round trips", uses the measured values).
         self.lat_l2 = 220
         # HBM, first touch of a line by a dependent load: ~0.5 us, the order of public pointer-chase
-        # results on H100-class HBM (not measured here). Only the block-states row depends on it.
+        # results on H100-class HBM (measured since: 344 ns, above). Only the block-states row depends on it.
         self.lat_hbm = 1000
         self.barrier = 40               # cycles, a workgroup barrier with the workgroup's warps arrived
         self.launch = 2.5e-6            # s, per dependent dispatch on one queue (launch + drain + barrier)
