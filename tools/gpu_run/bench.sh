@@ -327,6 +327,9 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 b = " ".join("%dx%d %.1f" % (r["threads"], r["workgroups_per_sm"], r["ns_per_barrier"]) for r in m["barrier"] if r["ns_per_barrier"] is not None)
 c = ", ".join("%s (%d MiB) %.1f" % (r["level"], r["bytes"] >> 20, r["ns_per_load"]) for r in m["chase"])
+d = m.get("dispatches") or []
+if d:
+    c += "; us per dependent dispatch (%d in one command buffer): %.2f" % (d[0]["dispatches"], d[0]["us_per_dispatch"])
 s = {r.get("form", "128-bit" if r["packed"] else "16-bit"): r["ns_per_iteration"]
      for r in m.get("shared_store", []) if r["threads"] == 128 and r["workgroups_per_sm"] == 4}
 if s.get("16-bit") is not None and s.get("128-bit"):

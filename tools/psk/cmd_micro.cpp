@@ -7,6 +7,8 @@
 //     invocation following i = chain[i] through a random single cycle over 128-byte lines of a
 //     4 MiB buffer (L2-resident on a GPU with tens of MiB of L2) and of the largest power of two
 //     <= min(1 GiB, maxStorageBufferRange, a quarter of device-local memory) (HBM);
+//   - the cost of a dependent dispatch (Machine.launch): micro_chase.comp dispatched 256 times in
+//     one command buffer, one workgroup and one load each, a barrier between each pair;
 //   - how many loads an invocation keeps in flight (the model's latency chains assume a staging
 //     round's loads overlap, and that loads issued before a barrier stay in flight across it):
 //     micro_inflight.comp, 8 chains of the same cycles per workgroup, the loop over the loads over a
@@ -395,6 +397,59 @@ ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel
     return row;
 }
 
+/**
+ * Dependent dispatches (the model's launch constant, Machine.launch): `dispatches` dispatches of
+ * micro_chase.comp in one command buffer, one workgroup and one load each, every one writing the
+ * same result word, so that the recorder puts a barrier between each pair (as between a forward's
+ * or a decode step's dependent stages). The row's time over the count is what one dependent
+ * dispatch costs (launch, drain and barrier, plus one L2 load: ~0.15 us on an H200).
+ */
+ChaseRow runDispatches(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t dispatches) {
+    ChaseRow row;
+    row.level = chain.level;
+    row.bytes = chain.bytes;
+    row.lines = chain.lines;
+    row.iterations = dispatches;
+    const psk::KernelPipeline& pipeline = psk::kernelPipeline(
+        ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroChase>("", PSK_DATA_TYPE_FLOAT32, psk::kernel::NoSpec{}, "psk micro"));
+    psk::Buffer result(ctx.allocator(), 4, kStorage, psk::MemoryUsage::DeviceLocal);
+    psk::Buffer readback(ctx.allocator(), 4, kStorage, psk::MemoryUsage::HostReadback);
+    psk::kernel::MicroChaseBindings b;
+    b.CHAIN = whole(chain.buffer);
+    b.RESULT = whole(result);
+    row.ok = true;
+    uint32_t start = 0;
+    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
+        const psk::kernel::MicroPush push{1, 0, start};
+        double ms = 0;
+        uint32_t barriers = 0;
+        submitter.run(
+            [&](psk::Recorder& rec) {
+                submitter.startTiming();
+                for (uint32_t d = 0; d < dispatches; ++d) psk::recordKernel(rec, pipeline, b, push, 1);
+                submitter.stopTiming();
+                barriers = rec.barrierCount();
+                rec.copy(whole(result), whole(readback), 4);
+            },
+            &ms);
+        if (run > 0) row.runsMs.push_back(ms);
+        const uint32_t want = chain.next[start / kLineElements] * kLineElements;
+        uint32_t got = 0;
+        std::memcpy(&got, readback.mapped(), 4);
+        if (row.ok && got != want) {
+            row.ok = false;
+            row.note = "run " + std::to_string(run) + " ended at element " + std::to_string(got) + ", the host's at " + std::to_string(want);
+        }
+        if (row.ok && barriers + 1 < dispatches) {
+            row.ok = false;
+            row.note = std::to_string(barriers) + " barriers recorded between " + std::to_string(dispatches) + " dispatches";
+        }
+        start = want;
+    }
+    row.medianMs = median(row.runsMs);
+    return row;
+}
+
 /** A row of micro_inflight.comp: one form of a round on one level's cycle. */
 struct InflightRow {
     std::string level;
@@ -767,6 +822,7 @@ int runMicro(int argc, char** argv) {
 
     std::vector<RoundRow> barriers;
     std::vector<ChaseRow> chases;
+    std::vector<ChaseRow> dispatchRows;  // dependent dispatches (runDispatches): iterations = the dispatch count
     std::vector<RoundRow> sharedStores;
     std::vector<CoopRow> coops;
     std::vector<InflightRow> inflights;
@@ -801,6 +857,19 @@ int runMicro(int argc, char** argv) {
                         r.medianMs * 1e6 / r.iterations, r.ok ? "ok" : ("FAIL: " + r.note).c_str());
             std::fflush(stdout);
             chases.push_back(std::move(r));
+        }
+
+        const uint32_t dispatchCount = o.quick ? 16 : 256;
+        std::printf("\ndependent dispatches: %u dispatches of one workgroup and one L2 load each in one command buffer, a "
+                    "barrier between each\n",
+                    dispatchCount);
+        std::printf("%10s %10s %14s  %s\n", "dispatches", "time (ms)", "us/dispatch", "check");
+        {
+            ChaseRow r = runDispatches(*ctx, submitter, levels[0], dispatchCount);
+            std::printf("%10u %10.3f %14.2f  %s\n", r.iterations, r.medianMs, r.medianMs * 1e3 / r.iterations,
+                        r.ok ? "ok" : ("FAIL: " + r.note).c_str());
+            std::fflush(stdout);
+            dispatchRows.push_back(std::move(r));
         }
 
         std::printf(
@@ -901,6 +970,7 @@ int runMicro(int argc, char** argv) {
     bool ok = true;
     for (const RoundRow& r : barriers) ok = ok && (r.ok || r.runsMs.empty());
     for (const ChaseRow& r : chases) ok = ok && r.ok;
+    for (const ChaseRow& r : dispatchRows) ok = ok && r.ok;
     for (const RoundRow& r : sharedStores) ok = ok && (r.ok || r.runsMs.empty());
     for (const CoopRow& r : coops) ok = ok && (r.ok || r.runsMs.empty());
     for (const InflightRow& r : inflights) ok = ok && (r.ok || r.runsMs.empty());
@@ -938,6 +1008,13 @@ int runMicro(int argc, char** argv) {
                  std::to_string(r.iterations) + ", \"median_ms\": " + number(r.medianMs) + ", \"ns_per_load\": " +
                  number(r.medianMs * 1e6 / r.iterations) + ", \"runs_ms\": " + list(r.runsMs) + ", \"ok\": " + (r.ok ? "true" : "false") +
                  ", \"note\": " + quote(r.note) + "}";
+        }
+        j += "\n  ],\n  \"dispatches\": [";
+        for (size_t i = 0; i < dispatchRows.size(); ++i) {
+            const ChaseRow& r = dispatchRows[i];
+            j += std::string(i ? "," : "") + "\n    {\"dispatches\": " + std::to_string(r.iterations) + ", \"median_ms\": " +
+                 number(r.medianMs) + ", \"us_per_dispatch\": " + number(r.medianMs * 1e3 / r.iterations) + ", \"runs_ms\": " +
+                 list(r.runsMs) + ", \"ok\": " + (r.ok ? "true" : "false") + ", \"note\": " + quote(r.note) + "}";
         }
         j += "\n  ],\n  \"inflight\": {\"threads\": " + std::to_string(kInflightThreads) + ", \"chains\": " +
              std::to_string(INFLIGHT_CHAINS) + ", \"work_steps\": " + std::to_string(INFLIGHT_WORK_STEPS) + ", \"rows\": [";
