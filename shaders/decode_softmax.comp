@@ -124,6 +124,9 @@ void main() {
             v_cache[v_base + before * VALUE_DIM + c] = x;
         }
     }
+    // The token's cache rows ordered before the loads below: they never use those rows (k_new and
+    // v_new stand in), but with a cache of capacity 1 the stand-in row they load is row 0 itself.
+    memoryBarrierBuffer();
     barrier();
 
     float m_run[HEAD_RATIO], l_run[HEAD_RATIO], acc[HEAD_RATIO * COLS];
