@@ -19,9 +19,10 @@
 // compiler sinks each load down to its store and waits there (load, wait, store, load, ...: one in
 // flight; psk compile on RADV's null device, docs/MODEL.md "Stores without a guard"). So the copy
 // runs in whole batches, whose every i is below N by construction and whose stores take no guard,
-// then at most one guarded batch for the rest. A call site whose N is a specialization constant
-// (a whole tile, KEEP zeroing what the tile does not hold) has no guarded batch at all when N is a
-// multiple of STAGE_BATCH STRIDE, and the driver drops the empty loop.
+// then at most one last batch for the rest, whose steps wholly in range store without a guard too
+// and whose one step across N (if any) guards lane by lane. A call site whose N is a specialization
+// constant (a whole tile, KEEP zeroing what the tile does not hold) has no guard at all when STRIDE
+// divides N, and the driver drops the empty loop when STAGE_BATCH STRIDE does.
 #ifndef PSK_STAGING_GLSL
 #define PSK_STAGING_GLSL
 
@@ -47,13 +48,14 @@ const uint STAGE_BATCH = 8u;
         for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE))                        \
             STAGED_BATCH_(STRIDE, stage_i0_ + stage_u_ * (STRIDE), LOAD, KEEP, true, STORE)           \
         if (stage_i0_ < (N)) {                                                                       \
-            /* STRIDE dividing N (a whole tile of rows of lanes): lane i is in range exactly for */    \
-            /* stage_u_ < (N - W) / STRIDE, the same for every lane: with N and STRIDE constants */    \
-            /* the guard is a constant per unrolled step, and no branch is left. */                   \
-            const bool stage_rows_ = (N) % (STRIDE) == 0u;                                           \
-            const uint stage_left_ = ((N) - stage_whole_) / (STRIDE);                                \
+            /* The last batch's steps, N - W elements left: step u is in range for every lane */      \
+            /* while (u + 1) STRIDE <= N - W, for none from u STRIDE >= N - W, and lane by lane */     \
+            /* (i < N) only in the step between (none when STRIDE divides N - W). With N and */       \
+            /* STRIDE constants the first two are constants per unrolled step: no branch there, */    \
+            /* and the loads of the steps out of range are dead. */                                  \
+            const uint stage_left_ = (N) - stage_whole_;                                             \
             STAGED_BATCH_(STRIDE, min(stage_i0_ + stage_u_ * (STRIDE), (N) - 1u), LOAD, KEEP,         \
-                          stage_rows_ ? stage_u_ < stage_left_ : i < (N), STORE)                      \
+                          (stage_u_ + 1u) * (STRIDE) <= stage_left_ || (stage_u_ * (STRIDE) < stage_left_ && i < (N)), STORE) \
         }                                                                                            \
     }
 
