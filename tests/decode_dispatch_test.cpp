@@ -525,6 +525,11 @@ INSTANTIATE_TEST_SUITE_P(
                       withType(Case{"", true, true}, PSK_DATA_TYPE_FLOAT16, "learned_localexact_f16"),
                       // one slice each: the combine of a single feature and a single row workgroup
                       Case{"localexact_one_slice", false, true, 4, 8, 16, 16, 16, 4, 2, 2, "1000,1000"},
+                      // many slices: 18 feature and 16 row workgroups per slot, so the last workgroup
+                      // combines the partials in several chunks (16 groups per chunk with one value
+                      // column per invocation, 8 with two: dv = 70), the last one partial
+                      Case{"localexact_many_groups", false, true, 4, 8, 16, 16, 16, 4, 2, 2, "2,1"},
+                      Case{"localexact_many_groups_dv70", false, true, 4, 8, 16, 16, 70, 4, 2, 2, "2,1"},
                       // softmax: slices of 5 keys (several per sequence, a partial last one), of 64
                       // (one tile), the library's choice; GQA 3:1 with odd head dims and three
                       // sequences; 16-bit; a cache bound slot by slot
