@@ -20,6 +20,11 @@ reports, per kernel, how many of its global loads are issued in batches of at le
 wait for all of them (`s_waitcnt vmcnt(0)`): the loads in flight together that shaders/staging.glsl
 writes for, as the compiler scheduled them (docs/MODEL.md, "Stores without a guard"). Exit status 1
 when a kernel with 8 loads or more has a smaller share than MIN_SHARE (0 to 1).
+
+    python3 tools/aco_loops.py --waits dump.txt
+
+lists, per kernel, the groups of fewer than 8 loads and the basic block each starts in (the
+disassembly's BBn: labels), which is where a load waited for alone sits.
 """
 import collections
 import re
@@ -82,23 +87,33 @@ def analyse(ir, dis):
 BATCH = 8
 
 
-def loads_between_waits(dis):
-    """Global loads issued between consecutive waits for every outstanding one (vmcnt(0)): a list
-    of counts in program order (a wait with none issued since the last adds nothing)."""
-    counts, current = [], 0
+def load_groups(dis):
+    """Global loads issued between consecutive waits for every outstanding one (vmcnt(0)), in
+    program order: (count, the basic block of the group's first load) per group (a wait with none
+    issued since the last adds nothing)."""
+    groups, current, first, block = [], 0, None, None
     for line in dis.splitlines():
         fields = line.strip().split()
         if not fields:
             continue
-        if fields[0].startswith(("buffer_load", "global_load")):
+        if fields[0].startswith("BB") and fields[0].endswith(":"):
+            block = fields[0][:-1]
+        elif fields[0].startswith(("buffer_load", "global_load")):
+            if not current:
+                first = block
             current += 1
         elif fields[0] == "s_waitcnt" and "vmcnt(0)" in line:
             if current:
-                counts.append(current)
+                groups.append((current, first))
             current = 0
     if current:
-        counts.append(current)
-    return counts
+        groups.append((current, first))
+    return groups
+
+
+def loads_between_waits(dis):
+    """The counts of load_groups."""
+    return [count for count, _ in load_groups(dis)]
 
 
 def batched_share(counts):
@@ -181,6 +196,8 @@ def self_test():
     assert span(blocks, 0, 1 << 30)["all"] == 8
     counts = loads_between_waits(SELF_TEST_LOADS)
     assert counts == [8, 1, 1], counts
+    groups = load_groups("BB7:\n" + SELF_TEST_LOADS.replace("\tbuffer_load_b32 v10", "BB9:\n\tbuffer_load_b32 v10"))
+    assert groups == [(8, "BB7"), (1, "BB7"), (1, "BB9")], groups
     assert abs(batched_share(counts) - 0.8) < 1e-9, batched_share(counts)
     assert batched_share([]) == 1.0 and batched_share([7, 7]) == 0.0
     print("OK aco_loops self-test")
@@ -204,9 +221,25 @@ def in_flight(text, min_share):
     return 1 if status else 0
 
 
+def waits(text):
+    """Per kernel, the groups of fewer than BATCH loads and where each starts: where to look."""
+    count = 0
+    for name, _, dis in shaders(text):
+        count += 1
+        small = [f"{n} at {block}" for n, block in load_groups(dis) if n < BATCH]
+        print(f"{name}: {len(small)} group(s) of fewer than {BATCH} loads" + (": " + ", ".join(small) if small else ""))
+    if not count:
+        print("aco_loops.py: no ACO dump found (RADV_DEBUG=shaders on a RADV device)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "--self-test":
         return self_test()
+    if len(sys.argv) == 3 and sys.argv[1] == "--waits":
+        with open(sys.argv[2], errors="replace") as f:
+            return waits(f.read())
     if len(sys.argv) == 4 and sys.argv[1] == "--in-flight":
         with open(sys.argv[3], errors="replace") as f:
             return in_flight(f.read(), float(sys.argv[2]))
