@@ -429,10 +429,13 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::FeaturesRows: all = {16, 32, 64, 128, 256}; break;
         case TuningParameter::BaselinesTile:
             // Entries of the FlashAttention-2 tiling table (tiled_forward.cpp), in the order tried:
-            // two row tiles per subgroup first (8-13, not yet measured on a GPU; 9 and 11 predicted
-            // best on an H100 / H200, docs/MODEL.md), then the one-row-tile entries the model
-            // chooses among; an index says nothing about its neighbours, so no distance sort.
-            all = {9, 11, 10, 12, 3, 1, 4, 2, 13, 5, 6, 7, 0, 8};
+            // the one-row-tile entries of 64 and 32 keys first (1 the model's on an H200, 3 its
+            // table's), then two row tiles per subgroup (8-13: on the shared-memory data path
+            // alone 9 and 11 tie with 1, docs/MODEL.md, but they hold twice the accumulators of
+            // a kernel the H200's driver gave 207-242 registers, and AMD's compiler spills 120-349
+            // VGPRs for them at h = 64), then the rest; an index says nothing about its
+            // neighbours, so no distance sort.
+            all = {1, 3, 4, 2, 9, 11, 10, 12, 13, 5, 6, 7, 0, 8};
             all.erase(std::remove(all.begin(), all.end(), model), all.end());
             return all;
         case TuningParameter::OutputCooperative:
