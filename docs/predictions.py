@@ -891,6 +891,18 @@ def decode_one_dispatch(heads, hd, vd, rs, bs, rows, m):
                 note="%.1f MB through L2 per step, %d-cycle chain" % (state / 1e6, chain))
 
 
+def decode_slices(heads, hd, vd, rs, bs, m):
+    """planDecodeStep's slices (lib/decode/decode_step_plan.hpp): ~2 workgroups per SM split between
+    feature and row workgroups by their work; (features per slice, rows per slice, workgroups per slot)."""
+    F = rs * (rs + 1) // 2
+    per_slot = ceil_div(2 * m.sms, heads)
+    f_work, r_work = F * (vd + 1) * 2, bs * (hd + vd + 1)
+    row_groups = max(1, min(round(per_slot * r_work / (f_work + r_work)), per_slot - 1))
+    f_slice = max(16, ceil_div(F, per_slot - row_groups))
+    r_slice = max(8, ceil_div(bs, row_groups))
+    return f_slice, r_slice, ceil_div(F, f_slice) + ceil_div(bs, r_slice)
+
+
 def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
     """The decode step (lib/decode/polysketch_decoder.cpp recordStep, decode_output.comp; f32 state,
     local exact, B = 1, Hq = Hkv): one step dispatch whose workgroups own slices of the features and
@@ -902,12 +914,7 @@ def decode_split_step(heads, hd, vd, rs, bs, rows, m, in_kernel_features=False):
     forward's feature map of q and k runs first (two independent dispatches, one active invocation
     per head)."""
     F = rs * (rs + 1) // 2
-    per_slot = ceil_div(2 * m.sms, heads)
-    f_work, r_work = F * (vd + 1) * 2, bs * (hd + vd + 1)
-    row_groups = max(1, min(round(per_slot * r_work / (f_work + r_work)), per_slot - 1))
-    f_slice = max(16, ceil_div(F, per_slot - row_groups))
-    r_slice = max(8, ceil_div(bs, row_groups))
-    groups = ceil_div(F, f_slice) + ceil_div(bs, r_slice)
+    f_slice, r_slice, groups = decode_slices(heads, hd, vd, rs, bs, m)
     # the forward's feature map at n = 1 (as decode_step above): a serial chain of rs sketch columns
     feat = m.lat_hbm + rs * (m.lat_l2 + (hd // 4) * 4 + 16 + 2 * (hd // 4) * 4)
     if in_kernel_features:
@@ -963,13 +970,7 @@ def decode_round_trips(rs, batched, heads=16, hd=64, vd=64, bs=256, m=None):
     combine one load per group and column in a loop not unrolled: 2 x groups). batched=True: the
     prologue in one wait, a value chunk in one, the combine's partials 16 groups per wait."""
     m = m or H200
-    F = rs * (rs + 1) // 2
-    per_slot = ceil_div(2 * m.sms, heads)
-    f_work, r_work = F * (vd + 1) * 2, bs * (hd + vd + 1)
-    row_groups = max(1, min(round(per_slot * r_work / (f_work + r_work)), per_slot - 1))
-    f_slice = max(16, ceil_div(F, per_slot - row_groups))
-    r_slice = max(8, ceil_div(bs, row_groups))
-    groups = ceil_div(F, f_slice) + ceil_div(bs, r_slice)
+    f_slice, r_slice, groups = decode_slices(heads, hd, vd, rs, bs, m)
     cols = ceil_div(vd + 1, 64)                       # columns of [v | 1] per invocation (64 of them)
     sketch = 4 * ceil_div(2 * rs, 64)                 # the token's sketch: 4 waits per item (both builds)
     feature = ceil_div(f_slice, 8)                    # chunks of 8 features, one wait each (both builds)
@@ -1070,6 +1071,14 @@ def print_coop_states():
           " the model's choice until `psk bench` with PSK_COOPMAT_STATES_WALK=on and off measures both.\n")
 
 
+def softmax_slices(ctx, heads, m):
+    """The softmax step's key slices (softmax_decoder.cpp): about 16 workgroups per SM in all, 64 to
+    1024 keys each; (keys per slice, workgroups per slot)."""
+    splits = ceil_div(16 * m.sms, heads)
+    slice_ = min(1024, max(64, ceil_div(ceil_div(ctx, splits), 64) * 64))
+    return slice_, ceil_div(ctx, slice_)
+
+
 def softmax_split_step(ctx, heads, hd, vd, m, subgroup_max=True):
     """The softmax KV-cache decode step as built (lib/decode/softmax_decoder.cpp recordStep,
     decode_softmax.comp; f32 cache, B = 1, Hq = Hkv): one dispatch; per head, groups of 64
@@ -1080,9 +1089,7 @@ def softmax_split_step(ctx, heads, hd, vd, m, subgroup_max=True):
     exponentials, the value rows in chunks of 8; the slot's last workgroup merges the partials
     (chunks of 8 loads). The cache is read once per step: from L2 when it fits (35.7 MB at 4k), else
     from HBM (first touch per step)."""
-    splits = ceil_div(16 * m.sms, heads)
-    slice_ = min(1024, max(64, ceil_div(ceil_div(ctx, splits), 64) * 64))
-    groups = ceil_div(ctx, slice_)
+    slice_, groups = softmax_slices(ctx, heads, m)
     cache = ctx * heads * (hd + vd) * 4
     in_l2 = cache <= 0.8 * m.l2_bytes
     lat = m.lat_l2 if in_l2 else m.lat_hbm
@@ -1107,9 +1114,7 @@ def softmax_round_trips(ctx, batched, heads=16, hd=64, vd=64, m=None):
     hd + 64 of them and a chunk of 8 partials 24). batched=True: a key row in chunks of 32, value rows
     16 at a time, a chunk of partials in one wait. Returns (round trips, groups, bytes read)."""
     m = m or H200
-    splits = ceil_div(16 * m.sms, heads)
-    slice_ = min(1024, max(64, ceil_div(ceil_div(ctx, splits), 64) * 64))
-    groups = ceil_div(ctx, slice_)
+    slice_, groups = softmax_slices(ctx, heads, m)
     tiles = ceil_div(slice_, 64)
     if batched:
         tile, combine = ceil_div(hd, 32) + 64 // 16, 1 + ceil_div(groups, 8)

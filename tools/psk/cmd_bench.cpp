@@ -878,6 +878,44 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
     return res;
 }
 
+/** Prefills `state` with the configuration's L random tokens, state only (out = NULL): its wall
+ * time and the state's bytes into `res`. */
+PskResult prefillStateOnly(PskDecodeState state, const Config& c, const Inputs& in, Result& res) {
+    PskDecodePrefillInfo pi{};
+    pi.batchSize = c.batch;
+    pi.seqLen = c.n;
+    pi.q = in.qb.data();
+    pi.k = in.kb.data();
+    pi.v = in.vb.data();
+    pi.out = nullptr;  // state only
+    pi.qBytes = in.qb.size();
+    pi.kBytes = in.kb.size();
+    pi.vBytes = in.vb.size();
+    const auto t0 = std::chrono::steady_clock::now();
+    PskResult r = pskDecodePrefillHost(state, &pi);
+    res.prefillWallMs = msSince(t0);
+    if (r == PSK_SUCCESS) r = pskGetDecodeStateSize(state, &res.stateBytes);
+    return r;
+}
+
+/** `count` random tokens of a decode step in the attention's storage type (uint16_t bit patterns
+ * for f16 and bf16), back to back; the byte sizes are one token's (q, k, v and the output row). */
+struct DecodeTokens {
+    std::vector<uint8_t> q, k, v;
+    size_t qBytes = 0, kBytes = 0, vBytes = 0, outBytes = 0;
+};
+DecodeTokens decodeTokens(const Config& c, uint32_t count) {
+    const size_t qn = size_t(c.batch) * c.heads * c.headDim, kn = size_t(c.batch) * c.kvHeads * c.headDim,
+                 vn = size_t(c.batch) * c.kvHeads * c.valueDim, on = size_t(c.batch) * c.heads * c.valueDim;
+    std::vector<float> q(qn * count), k(kn * count), v(vn * count);
+    fillRandom(q, 11);
+    fillRandom(k, 12);
+    fillRandom(v, 13);
+    const size_t e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
+    return {psk::storage::encode(q, c.dtype), psk::storage::encode(k, c.dtype), psk::storage::encode(v, c.dtype), qn * e, kn * e, vn * e,
+            on * e};
+}
+
 // Decode mode: prefill a state to L tokens (state only), then time single steps.
 Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, const BenchOptions& o, Progress& progress,
                     size_t index) {
@@ -905,44 +943,22 @@ Result runDecodeOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& 
     const std::string what = describe(c);
     if (r == PSK_SUCCESS) {
         progress.show(index, what + " prefill", 0, total);
-        PskDecodePrefillInfo pi{};
-        pi.batchSize = c.batch;
-        pi.seqLen = c.n;
-        pi.q = in.qb.data();
-        pi.k = in.kb.data();
-        pi.v = in.vb.data();
-        pi.out = nullptr;  // state only
-        pi.qBytes = in.qb.size();
-        pi.kBytes = in.kb.size();
-        pi.vBytes = in.vb.size();
-        const auto t0 = std::chrono::steady_clock::now();
-        r = pskDecodePrefillHost(state, &pi);
-        res.prefillWallMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        r = prefillStateOnly(state, c, in, res);
     }
-    if (r == PSK_SUCCESS) r = pskGetDecodeStateSize(state, &res.stateBytes);
     if (r != PSK_SUCCESS) {
         res.reason = sink.describe(r);
     } else {
         // A few distinct random tokens, cycled (the step time does not depend on the values).
-        const size_t qn = size_t(c.batch) * c.heads * c.headDim, kn = size_t(c.batch) * c.kvHeads * c.headDim,
-                     vn = size_t(c.batch) * c.kvHeads * c.valueDim, on = size_t(c.batch) * c.heads * c.valueDim;
         const uint32_t distinct = 8;
-        std::vector<float> q(qn * distinct), k(kn * distinct), v(vn * distinct);
-        fillRandom(q, 11);
-        fillRandom(k, 12);
-        fillRandom(v, 13);
-        // The step takes the attention's storage type (uint16_t bit patterns for f16 and bf16).
-        const size_t e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
-        const std::vector<uint8_t> qb = psk::storage::encode(q, c.dtype), kb = psk::storage::encode(k, c.dtype),
-                                   vb = psk::storage::encode(v, c.dtype);
-        std::vector<uint8_t> out(on * e);
+        const DecodeTokens tok = decodeTokens(c, distinct);
+        std::vector<uint8_t> out(tok.outBytes);
         PskForwardStats stats{};
         if (o.warmup == 0) res.timedStartUnix = unixNow();
         for (uint32_t step = 0; step < total; ++step) {
             progress.show(index, what, step + 1, total);
             const uint32_t t = step % distinct;
-            PskDecodeStepInfo di{qb.data() + t * qn * e, kb.data() + t * kn * e, vb.data() + t * vn * e, out.data(),
-                                 qn * e, kn * e, vn * e, on * e, &stats};
+            PskDecodeStepInfo di{tok.q.data() + t * tok.qBytes, tok.k.data() + t * tok.kBytes, tok.v.data() + t * tok.vBytes, out.data(),
+                                 tok.qBytes, tok.kBytes, tok.vBytes, tok.outBytes, &stats};
             r = pskDecodeStepHost(state, &di);
             if (r != PSK_SUCCESS) {
                 res.reason = sink.describe(r);
@@ -1008,39 +1024,18 @@ Result runDecodeResident(ResidentDevice& dev, MessageSink& sink, const Config& c
     const std::string what = describe(c) + " resident";
     if (r == PSK_SUCCESS) {
         progress.show(index, what + " prefill", 0, o.steps);
-        PskDecodePrefillInfo pi{};
-        pi.batchSize = c.batch;
-        pi.seqLen = c.n;
-        pi.q = in.qb.data();
-        pi.k = in.kb.data();
-        pi.v = in.vb.data();
-        pi.out = nullptr;  // state only
-        pi.qBytes = in.qb.size();
-        pi.kBytes = in.kb.size();
-        pi.vBytes = in.vb.size();
-        const auto t0 = std::chrono::steady_clock::now();
-        r = pskDecodePrefillHost(state, &pi);
-        res.prefillWallMs = msSince(t0);
+        r = prefillStateOnly(state, c, in, res);
     }
-    if (r == PSK_SUCCESS) r = pskGetDecodeStateSize(state, &res.stateBytes);
     if (r != PSK_SUCCESS) error = sink.describe(r);
-    // One token in the storage type (the step time does not depend on the values), in device buffers.
-    const size_t qn = size_t(c.batch) * c.heads * c.headDim, kn = size_t(c.batch) * c.kvHeads * c.headDim,
-                 vn = size_t(c.batch) * c.kvHeads * c.valueDim, on = size_t(c.batch) * c.heads * c.valueDim;
-    std::vector<float> qf(qn), kf(kn), vf(vn);
-    fillRandom(qf, 11);
-    fillRandom(kf, 12);
-    fillRandom(vf, 13);
-    const std::vector<uint8_t> qb = psk::storage::encode(qf, c.dtype), kb = psk::storage::encode(kf, c.dtype),
-                               vb = psk::storage::encode(vf, c.dtype);
-    const size_t e = c.dtype == PSK_DATA_TYPE_FLOAT32 ? 4 : 2;
+    // One token (the step time does not depend on the values), in device buffers.
+    const DecodeTokens tok = decodeTokens(c, 1);
     ResidentDevice::Buffer q, k, v, out;
     VkCommandBuffer timed = VK_NULL_HANDLE;
-    if (error.empty()) error = dev.create(q, qb.size(), false);
-    if (error.empty()) error = dev.create(k, kb.size(), false);
-    if (error.empty()) error = dev.create(v, vb.size(), false);
-    if (error.empty()) error = dev.create(out, on * e, false);
-    if (error.empty()) error = dev.upload({{&qb, &q}, {&kb, &k}, {&vb, &v}});
+    if (error.empty()) error = dev.create(q, tok.qBytes, false);
+    if (error.empty()) error = dev.create(k, tok.kBytes, false);
+    if (error.empty()) error = dev.create(v, tok.vBytes, false);
+    if (error.empty()) error = dev.create(out, tok.outBytes, false);
+    if (error.empty()) error = dev.upload({{&tok.q, &q}, {&tok.k, &k}, {&tok.v, &v}});
     if (error.empty()) error = dev.reserveSeries(o.steps + 1);
     PskCmdDecodeStepInfo di{};
     di.q = {q.buffer, 0, q.size, nullptr};
@@ -1064,9 +1059,9 @@ Result runDecodeResident(ResidentDevice& dev, MessageSink& sink, const Config& c
     // scratch), then bursts of steps.
     uint32_t warmSteps = 0, warmPosition = 0;
     if (error.empty()) {
-        std::vector<uint8_t> hostOut(on * e);
+        std::vector<uint8_t> hostOut(tok.outBytes);
         PskForwardStats stats{};
-        PskDecodeStepInfo hi{qb.data(), kb.data(), vb.data(), hostOut.data(), qb.size(), kb.size(), vb.size(), hostOut.size(), &stats};
+        PskDecodeStepInfo hi{tok.q.data(), tok.k.data(), tok.v.data(), hostOut.data(), tok.qBytes, tok.kBytes, tok.vBytes, hostOut.size(), &stats};
         if (PskResult rr = pskDecodeStepHost(warm, &hi); rr != PSK_SUCCESS) error = "pskDecodeStepHost: " + sink.describe(rr);
         res.workspaceBytes = stats.workspaceBytes;
         warmPosition = 1;

@@ -352,12 +352,21 @@ ChainLevel makeChainLevel(PskContext_T& ctx, const char* level, uint64_t bytes, 
     return c;
 }
 
-ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t iterations) {
+/**
+ * micro_chase.comp on `chain`: `iterations` dependent loads per dispatch, `dispatches` dispatches
+ * per run in one command buffer. One dispatch: the dependent-load latency. Several (one load
+ * each): the model's launch constant (Machine.launch), since every dispatch writes the same result
+ * word and the recorder puts a barrier between each pair, as between a forward's or a decode
+ * step's dependent stages (checked); the row's time over the count is one dependent dispatch
+ * (launch, drain and barrier, plus one L2 load: ~0.15 us on an H200). row.iterations is the loads
+ * of one dispatch, or the dispatch count when there are several.
+ */
+ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t iterations, uint32_t dispatches = 1) {
     ChaseRow row;
     row.level = chain.level;
     row.bytes = chain.bytes;
     row.lines = chain.lines;
-    row.iterations = iterations;
+    row.iterations = dispatches > 1 ? dispatches : iterations;
     const psk::KernelPipeline pipeline = psk::kernelPipeline(
         ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroChase>("", PSK_DATA_TYPE_FLOAT32, psk::kernel::NoSpec{}, "psk micro"));
     psk::Buffer result(ctx.allocator(), 4, kStorage, psk::MemoryUsage::DeviceLocal);
@@ -367,17 +376,20 @@ ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel
     b.RESULT = whole(result);
 
     // Each run goes on where the last one ended, so that no run finds lines an earlier one left in
-    // a cache (the big buffer's cycle is far longer than all runs' steps together).
+    // a cache (the big buffer's cycle is far longer than all runs' steps together). The dispatches
+    // of a run all start there, so the run ends where one dispatch's walk does.
     uint32_t start = 0;
     row.ok = true;
     for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
         const psk::kernel::MicroPush push{iterations, 0, start};
         double ms = 0;
+        uint32_t barriers = 0;
         submitter.run(
             [&](psk::Recorder& rec) {
                 submitter.startTiming();
-                psk::recordKernel(rec, pipeline, b, push, 1);
+                for (uint32_t d = 0; d < dispatches; ++d) psk::recordKernel(rec, pipeline, b, push, 1);
                 submitter.stopTiming();
+                barriers = rec.barrierCount();
                 rec.copy(whole(result), whole(readback), 4);
             },
             &ms);
@@ -391,60 +403,11 @@ ChaseRow runChase(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel
             row.note = "run " + std::to_string(run) + " ended at element " + std::to_string(got) + ", the host's walk at " +
                        std::to_string(want * kLineElements) + " (a loop cut short?)";
         }
-        start = want * kLineElements;
-    }
-    row.medianMs = median(row.runsMs);
-    return row;
-}
-
-/**
- * Dependent dispatches (the model's launch constant, Machine.launch): `dispatches` dispatches of
- * micro_chase.comp in one command buffer, one workgroup and one load each, every one writing the
- * same result word, so that the recorder puts a barrier between each pair (as between a forward's
- * or a decode step's dependent stages). The row's time over the count is what one dependent
- * dispatch costs (launch, drain and barrier, plus one L2 load: ~0.15 us on an H200).
- */
-ChaseRow runDispatches(PskContext_T& ctx, psk::Submitter& submitter, const ChainLevel& chain, uint32_t dispatches) {
-    ChaseRow row;
-    row.level = chain.level;
-    row.bytes = chain.bytes;
-    row.lines = chain.lines;
-    row.iterations = dispatches;
-    const psk::KernelPipeline& pipeline = psk::kernelPipeline(
-        ctx.pipelines(), psk::KernelChoice::make<psk::KernelId::MicroChase>("", PSK_DATA_TYPE_FLOAT32, psk::kernel::NoSpec{}, "psk micro"));
-    psk::Buffer result(ctx.allocator(), 4, kStorage, psk::MemoryUsage::DeviceLocal);
-    psk::Buffer readback(ctx.allocator(), 4, kStorage, psk::MemoryUsage::HostReadback);
-    psk::kernel::MicroChaseBindings b;
-    b.CHAIN = whole(chain.buffer);
-    b.RESULT = whole(result);
-    row.ok = true;
-    uint32_t start = 0;
-    for (uint32_t run = 0; run <= kRuns; ++run) {  // run 0: the warm-up
-        const psk::kernel::MicroPush push{1, 0, start};
-        double ms = 0;
-        uint32_t barriers = 0;
-        submitter.run(
-            [&](psk::Recorder& rec) {
-                submitter.startTiming();
-                for (uint32_t d = 0; d < dispatches; ++d) psk::recordKernel(rec, pipeline, b, push, 1);
-                submitter.stopTiming();
-                barriers = rec.barrierCount();
-                rec.copy(whole(result), whole(readback), 4);
-            },
-            &ms);
-        if (run > 0) row.runsMs.push_back(ms);
-        const uint32_t want = chain.next[start / kLineElements] * kLineElements;
-        uint32_t got = 0;
-        std::memcpy(&got, readback.mapped(), 4);
-        if (row.ok && got != want) {
-            row.ok = false;
-            row.note = "run " + std::to_string(run) + " ended at element " + std::to_string(got) + ", the host's at " + std::to_string(want);
-        }
         if (row.ok && barriers + 1 < dispatches) {
             row.ok = false;
             row.note = std::to_string(barriers) + " barriers recorded between " + std::to_string(dispatches) + " dispatches";
         }
-        start = want;
+        start = want * kLineElements;
     }
     row.medianMs = median(row.runsMs);
     return row;
@@ -822,7 +785,7 @@ int runMicro(int argc, char** argv) {
 
     std::vector<RoundRow> barriers;
     std::vector<ChaseRow> chases;
-    std::vector<ChaseRow> dispatchRows;  // dependent dispatches (runDispatches): iterations = the dispatch count
+    std::vector<ChaseRow> dispatchRows;  // dependent dispatches (runChase with a dispatch count): iterations = the count
     std::vector<RoundRow> sharedStores;
     std::vector<CoopRow> coops;
     std::vector<InflightRow> inflights;
@@ -865,7 +828,7 @@ int runMicro(int argc, char** argv) {
                     dispatchCount);
         std::printf("%10s %10s %14s  %s\n", "dispatches", "time (ms)", "us/dispatch", "check");
         {
-            ChaseRow r = runDispatches(*ctx, submitter, levels[0], dispatchCount);
+            ChaseRow r = runChase(*ctx, submitter, levels[0], 1, dispatchCount);
             std::printf("%10u %10.3f %14.2f  %s\n", r.iterations, r.medianMs, r.medianMs * 1e3 / r.iterations,
                         r.ok ? "ok" : ("FAIL: " + r.note).c_str());
             std::fflush(stdout);
