@@ -329,11 +329,13 @@ def scan(n, heads, vd, rs, bs):
     return Kernel("prefix scan", wgs, 128, 64, 0, lsu, 4 * segs * 40, chain, hbm, hbm, flop=hbm / 8, terms=terms)
 
 
-def output_generic(n, heads, hd, vd, rs, bs, es):
+def output_generic(n, heads, hd, vd, rs, bs, es, ablate=frozenset()):
     """shaders/polysketch_output.comp as planned (RPI = 1): 64 query rows per workgroup (one per
     invocation, 2 warps), Z staged FEAT_TILE = 16 feature rows per barrier pair, the pair's S(q)
     entries from shared memory; local keys KEY_TILE at a time, one key and value row broadcast from
-    shared memory per key. Loads of S(q) and q' and stores of O are one row per lane."""
+    shared memory per key. Loads of S(q) and q' and stores of O are one row per lane.
+    (Since the second run this is polysketch_output_rows.comp, the row kernel.) `ablate`: the parts
+    PSK_ABLATE leaves out (print_generic_ablations): inter, local, expand, zstage, kvstage."""
     F = rs * (rs + 1) // 2
     stride = (vd + 1 + 3) // 4 * 4
     zs4 = stride // 4
@@ -353,23 +355,26 @@ def output_generic(n, heads, hd, vd, rs, bs, es):
     spill_z, spill_local = max(0, need_z - 255), max(0, need_local - 255)
     regs = min(255, max(need_z, need_local))
     # Z phase: per warp and feature 3 scalar loads (pair, S_a, S_b) + zs4 vec4 loads; staging per tile.
-    z_feat = 3 + zs4 * vec4_load() + 2 * spill_z
-    z_stage = ceil_div(16 * stride, 64) * 2
+    z_feat = 3 + zs4 * vec4_load() + 2 * spill_z - (2 if "expand" in ablate else 0)
+    z_stage = ceil_div(16 * stride, 64) * (1 if "zstage" in ablate else 2)
     z_warp = F * z_feat + ceil_div(F, 16) * z_stage
-    z_warps = (t - 1) * tiles * heads * 2             # block 0 has no prefix
+    z_warps = 0 if "inter" in ablate else (t - 1) * tiles * heads * 2             # block 0 has no prefix
     # Local part: warp w of a block walks keys up to its last row: 32 (w + 1) keys.
     warp_keys_block = sum(32 * (w + 1) for w in range(bs // 32))
     key_cost = (kw4 + vd4) * vec4_load() + 2 * spill_local
-    loc_stage_block = sum(ceil_div(64 * (T + 1), kt) for T in range(tiles)) * 2 * (kt * key_row // 64) * 2
-    loc = t * heads * (warp_keys_block * key_cost + loc_stage_block)
+    loc_stage_block = sum(ceil_div(64 * (T + 1), kt) for T in range(tiles)) * 2 * (kt * key_row // 64) * (1 if "kvstage" in ablate else 2)
+    loc = 0 if "local" in ablate else t * heads * (warp_keys_block * key_cost + loc_stage_block)
     unco = warps_total * (rs * uncoalesced_lines(rs * 4) + hd * uncoalesced_lines(hd * 4) + vd * uncoalesced_lines(vd * es))
     lsu_total = z_warps * z_warp + loc + unco
     lsu = lsu_total / wgs
-    issue = (z_warps * F * (vd + 1 + 12) + t * heads * warp_keys_block * (hd + vd + 12) + warps_total * 4 * (hd + vd)) / wgs
-    chain = ((t - 1) / t) * ceil_div(F, 16) * (H200.lat_l2 + 2 * H200.barrier + 16 * (2 * H200.lat_shared + 12)) \
-        + sum(ceil_div(64 * (T + 1), kt) for T in range(tiles)) / tiles * (H200.lat_l2 + 2 * H200.barrier) \
+    issue = (z_warps * F * (vd + 1 + 12) + (0 if "local" in ablate else t * heads * warp_keys_block * (hd + vd + 12))
+             + warps_total * 4 * (hd + vd)) / wgs
+    chain = (0 if "inter" in ablate else ((t - 1) / t) * ceil_div(F, 16) * ((0 if "zstage" in ablate else H200.lat_l2) + 2 * H200.barrier
+                                                                            + 16 * (2 * H200.lat_shared + 12))) \
+        + (0 if "local" in ablate else sum(ceil_div(64 * (T + 1), kt) for T in range(tiles)) / tiles
+           * ((0 if "kvstage" in ablate else H200.lat_l2) + 2 * H200.barrier)) \
         + H200.lat_hbm
-    z_once = (t - 1) * heads * F * stride * 4
+    z_once = 0 if ablate & {"inter", "zstage"} else (t - 1) * heads * F * stride * 4
     hbm = n * heads * (rs * 4 + hd * 4 + vd * es + vd * es + hd * 4) + z_once
     l2 = hbm + z_once * (tiles - 1) + n * heads * (hd * 4 + vd * es) * 1.5 + n * heads * vd * SECTOR
     terms = [("phi(q)^T Z: 3 scalar + %d vec4 shared loads per %d FMAs, shared-memory-load-bound" % (zs4, vd + 1), "lsu", z_warps * z_warp / wgs),
@@ -383,29 +388,31 @@ def output_generic(n, heads, hd, vd, rs, bs, es):
     return Kernel("output", wgs, 64, regs, smem, lsu, issue, chain, hbm, l2, flop=flop, terms=terms)
 
 
-def features_tiled(n, heads, hd, rs, es, rows=64):
+def features_tiled(n, heads, hd, rs, es, rows=64, ablate=frozenset()):
     """shaders/sketch_features.comp as rewritten (prediction, before any GPU run), random sketch of one
     level (p = 4): the q and the k dispatch. ROWS rows staged in shared memory with coalesced loads
     (odd row stride), the LayerNorm / scale applied in place one row per invocation, local rows
     written back coalesced; S = c (x Ga) * (x Gb) as a product from shared memory: invocation (r4, cg)
     owns 4 rows x 8 columns of a 32-column pass for both factors, weights staged 32 inputs at a time
-    (coalesced along the input), S out through a shared tile (coalesced)."""
+    (coalesced along the input), S out through a shared tile (coalesced). `ablate` (PSK_ABLATE's
+    features.*, print_generic_ablations): products, loads, local."""
     wgs = 2 * ceil_div(n, rows) * heads
     warps = ceil_div(rows, 32)
     passes, chunks = ceil_div(rs, 32), ceil_div(hd, 32)
     line_words = LINE // es                                   # elements of a row per 128-byte line
-    t_stage = ceil_div(rows * hd, 32) * (ceil_div(32, line_words) + 1)   # loads (lines per warp) + shared stores
+    t_stage = ceil_div(rows * hd, 32) * ((0 if "loads" in ablate else ceil_div(32, line_words)) + 1)   # loads (lines per warp) + shared stores
     t_rows = warps * 2 * hd                                   # each invocation reads and rewrites its row
-    t_local = ceil_div(rows * hd, 32) * 2                     # shared load + coalesced store
+    t_local = 0 if "local" in ablate else ceil_div(rows * hd, 32) * 2   # shared load + coalesced store
     t_wstage = passes * chunks * ceil_div(2 * 32 * 32, 32) * 2
-    t_product = passes * warps * hd * (4 + 16)                # per input: 4 x loads + 16 weight loads (scalars: 128 B each)
+    t_product = 0 if "products" in ablate else passes * warps * hd * (4 + 16)   # per input: 4 x loads + 16 weight loads (scalars: 128 B each)
     t_sout = passes * (warps * 32 + ceil_div(rows * min(rs, 32), 32) * 2)
     lsu = t_stage + t_rows + t_local + t_wstage + t_product + t_sout
-    issue = passes * warps * hd * (64 + 20) + warps * (6 * hd) + t_stage + t_local
+    issue = (0 if "products" in ablate else passes * warps * hd * (64 + 20)) + warps * (6 * hd) + t_stage + t_local
     regs = 64 + 4 + 16 + 20                                   # a, b accumulators, 4 x, a weight pair, indices
     smem = 4 * (rows * (hd + 1) + max(32 * 65, rows * 33)) + 8 * rows
-    chain = H200.lat_hbm + 4 * H200.barrier + passes * chunks * (H200.lat_l2 + 2 * H200.barrier) + 2 * hd * H200.lat_shared // 8
-    hbm = 2 * n * heads * (hd * es + rs * 4 + hd * 4)
+    chain = (0 if "loads" in ablate else H200.lat_hbm) + 4 * H200.barrier + passes * chunks * (H200.lat_l2 + 2 * H200.barrier) \
+        + 2 * hd * H200.lat_shared // 8
+    hbm = 2 * n * heads * ((0 if "loads" in ablate else hd * es) + rs * 4 + (0 if "local" in ablate else hd * 4))
     l2 = hbm + wgs * 2 * rs * hd * 4                           # every workgroup reads the weights through L2
     terms = [("product from shared memory: 20 scalar loads (128 B each) per 64 FMAs per input column", "lsu", t_product),
              ("product FMA issue", "issue", passes * warps * hd * 64 / 4),
@@ -415,12 +422,13 @@ def features_tiled(n, heads, hd, rs, es, rows=64):
                   flop=2 * n * heads * 4 * hd * rs, terms=terms)
 
 
-def states_tiled(n, heads, hd, vd, rs, bs, es, padded=True):
+def states_tiled(n, heads, hd, vd, rs, bs, es, padded=True, ablate=frozenset()):
     """shaders/block_states.comp as rewritten (prediction, before any GPU run): 128 invocations (4 warps,
     32 feature groups x 4 column groups), a 128-feature x tile_c tile; per step of KEY_TILE keys the
     tile's S(k) rows and value columns are staged with coalesced loads, each invocation expands its
     feature for every key from the staged rows (its pair read once, before the key loop: no
-    dependent global load), then 4 x 16 accumulators take 5 vec4 shared loads per 68 FMAs."""
+    dependent global load), then 4 x 16 accumulators take 5 vec4 shared loads per 68 FMAs. `ablate`
+    (PSK_ABLATE's states.*, print_generic_ablations): products, expand, loads."""
     m = H200
     F = rs * (rs + 1) // 2
     stride = (vd + 1 + 3) // 4 * 4
@@ -433,8 +441,9 @@ def states_tiled(n, heads, hd, vd, rs, bs, es, padded=True):
     wgs = tiles_f * tiles_c * t * heads
     warps = threads // 32
     key_tiles = ceil_div(bs, kt)
-    stage = ceil_div(kt * rs, 32) * 2 + ceil_div(kt * tile_c, 32) * 2      # coalesced loads + shared stores
-    expand = warps * kt * 3                                                 # 2 scalar loads + 1 store per key
+    per_elem = 1 if "loads" in ablate else 2
+    stage = ceil_div(kt * rs, 32) * per_elem + ceil_div(kt * tile_c, 32) * per_elem      # coalesced loads + shared stores
+    expand = warps * kt * (1 if "expand" in ablate else 3)                  # 2 scalar loads + 1 store per key
     # The accumulation's loads, lane by lane: value vec4 m4 of column group cg = lid % 4 at (cg
     # group_stride + m4) vec4s into the key's row (group_stride = cpt / 4, plus one vec4 of padding
     # since the third run), the features' vec4 of feature group lid / 4.
@@ -446,17 +455,17 @@ def states_tiled(n, heads, hd, vd, rs, bs, es, padded=True):
         group_stride = cpt // 4 + (1 if padded else 0)
         v_loads = sum(lds128_cycles([((lid % 4) * group_stride + m4) * 16 for lid in range(32)]) for m4 in range(cpt // 4))
         f_loads = sum(lds128_cycles([((lid // 4) * (fpt // 4) + k4) * 16 for lid in range(32)]) for k4 in range(fpt // 4))
-    acc = warps * kt * (v_loads + f_loads)
+    acc = 0 if "products" in ablate else warps * kt * (v_loads + f_loads)
     st_lines = 0
     for kk in range(fpt):
         for mm in range(cpt):
             st_lines += lines_touched([((4 * (lid // 4) + kk) * stride + (lid % 4) * cpt + mm) * 4 for lid in range(32)])
     lsu = key_tiles * (stage + expand + acc) + warps * st_lines
-    issue = key_tiles * (warps * kt * (fpt * (cpt + 1) + 9) + warps * kt * 4 + stage) + warps * fpt * cpt * 3
+    issue = key_tiles * ((0 if "products" in ablate else warps * kt * (fpt * (cpt + 1) + 9)) + warps * kt * 4 + stage) + warps * fpt * cpt * 3
     regs = fpt * cpt + fpt + cpt + 4 + 2 + 20
     smem = kt * (tile_f + tile_c + rs) * 4
-    chain = key_tiles * (m.lat_l2 + 3 * m.barrier + m.lat_shared * 2) + m.lat_hbm
-    hbm = n * heads * (rs * 4 + vd * es) + t * heads * F * stride * 4
+    chain = key_tiles * ((0 if "loads" in ablate else m.lat_l2) + 3 * m.barrier + m.lat_shared * 2) + (0 if "loads" in ablate else m.lat_hbm)
+    hbm = (0 if "loads" in ablate else n * heads * (rs * 4 + vd * es)) + t * heads * F * stride * 4
     l2 = tiles_f * tiles_c * n * heads * rs * 4 + tiles_f * n * heads * vd * es + wgs * warps * fpt * cpt * 32 * SECTOR
     k_res = workgroups_per_sm(m, threads, regs, smem)[0]
     terms = [("accumulation: 5 vec4 shared loads per 68 FMAs (%d data-path cycles per warp and key%s)"
@@ -2420,6 +2429,69 @@ def print_micro_inflight():
               f"{rolled:.2f} ms if its specialized staging loops stay rolled (24 loads of a key tile one after the other); "
               f"{waits:.2f} ms if a barrier waits for the prefetched tile.\n")
 
+# ============================================================== the generic kernels, part by part (docs/MODEL.md,
+# "The generic kernels, part by part"): PSK_ABLATE's parts of the generic feature map, block states
+# and row output (the FP32 forward's kernels; the float16 table's feature map and output), each
+# left out in the model as in the kernel, written before a GPU times them (the GPU check's
+# `ablations` step). With psk micro's barrier, L2 and HBM latencies and the driver's registers of
+# the fourth run (132, 132, 255).
+
+FOURTH_RUN_GENERIC_F32 = {"features": 0.854, "states": 2.267, "output": 3.231}   # ms, 32k h64 f32 (356741d)
+GENERIC_ABLATIONS = {
+    "features": ("features.products", "features.loads", "features.local"),
+    "states": ("states.products", "states.expand", "states.loads"),
+    "output": ("output.inter", "output.local", "output.expand", "output.zstage", "output.kvstage"),
+}
+
+
+def generic_kernel(stage, ablate=frozenset(), es=4, n=32768, heads=16):
+    """The model's kernel of a generic stage (h = dv = 64, r = 32, b = 256) with PSK_ABLATE's `ablate`
+    parts (their names after the dot) left out, at the fourth run's registers."""
+    if stage == "features":
+        kern = features_tiled(n, heads, 64, 32, es, ablate=ablate)
+    elif stage == "states":
+        kern = states_tiled(n, heads, 64, 64, 32, 256, es, padded=True, ablate=ablate)
+    else:
+        kern = output_generic(n, heads, 64, 64, 32, 256, es, ablate=ablate)
+    kern.regs = {"features": 132, "states": 132, "output": 255}[stage]
+    return kern
+
+
+def generic_ablation_rows(es=4):
+    """(stage, part, model ms with the part, model ms without it, share of the stage it removes)."""
+    rows = []
+    with third_run_constants(True):
+        for stage, parts in GENERIC_ABLATIONS.items():
+            full = run(generic_kernel(stage, es=es), H200)[0] * 1e3
+            rows.append((stage, "none", full, full, 0.0))
+            for part in parts:
+                t = run(generic_kernel(stage, frozenset([part.split(".")[1]]), es=es), H200)[0] * 1e3
+                rows.append((stage, part, full, t, 1 - t / full))
+    return rows
+
+
+def print_generic_ablations():
+    print("### The generic kernels, part by part (PSK_ABLATE; H200, 32k, H = 16, h = dv = 64, r = 32, b = 256, local exact, f32; written before a GPU runs it)")
+    print()
+    print("Model: the kernel models of the generic stages with the part left out as the kernel leaves it out (psk micro's latencies,")
+    print("the fourth run's registers). 'stage if measured as before': the fourth run's stage time x (model without / model with),")
+    print("the prediction to hold against the ablated stage time of the same call (its own 'none' row is the base there).")
+    print()
+    print("| stage | part left out | model with (ms) | model without (ms) | share of the stage | stage if measured as before (ms) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for stage, part, full, t, share in generic_ablation_rows():
+        base = FOURTH_RUN_GENERIC_F32[stage]
+        print(f"| {stage} | {part} | {full:.3f} | {t:.3f} | {share:.0%} | {base * t / full:.3f} |")
+    print()
+    f16 = {part: (full, t) for stage, part, full, t, _ in generic_ablation_rows(es=2) if stage == "features"}
+    full16 = f16["none"][0]
+    print("Float16 storage, the feature map: model %.3f ms (f32 %.3f): its rows are half the bytes, so the model has it no slower; "
+          "measured 1.277 against 0.854. Without its row loads the model gives %.3f, without its products %.3f: if the float16 "
+          "feature map's features.loads saves ~0.4 ms more than the float32 one's, its 16-bit loads are the extra."
+          % (full16, run(generic_kernel("features"), H200)[0] * 1e3, f16["features.loads"][1], f16["features.products"][1]))
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -2447,6 +2519,7 @@ def main():
     print_issue_floor()
     print_row_groups()
     print_z_operands()
+    print_generic_ablations()
 
 
 

@@ -13,6 +13,9 @@
 // 0 in the first column tile. Keys past the end of a short last block simply do not exist;
 // nothing is padded.
 //
+// ABLATE (timing only, PSK_ABLATE; interface/block_states.h): a part left out, so that a GPU's
+// stage times say what each part costs; zero in every plan but a timing's.
+//
 // Layouts: sketch rows [batch * kv_heads + head][n][SKETCH]; states
 // [batch * kv_heads + head][block][feature][Z_STRIDE] (VALUE_DIM values, the normalizer, zero
 // padding to a multiple of 4 floats). Per invocation the key loop runs at
@@ -90,7 +93,7 @@ void main() {
         // The whole tile (a constant count: no guard on the stores, staging.glsl), rows past the
         // tile's keys zero, which nothing reads.
         STAGED_COPY(KEY_TILE * SKETCH, THREADS, lid, k_sketch[sk_base + (tile_start + min(i / SKETCH, tile_len - 1u)) * SKETCH + i % SKETCH],
-                    i / SKETCH < tile_len, sk_tile[i] = v)
+                    (ABLATE & 4u) == 0u && i / SKETCH < tile_len, sk_tile[i] = v)
         [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_C + THREADS - 1u) / THREADS; ++it) {
             const uint i = it * THREADS + lid;
             const uint j = i / TILE_C, cc = i % TILE_C, c = c0 + cc;
@@ -98,7 +101,7 @@ void main() {
             // Without branches (staging.glsl): every lane loads a valid element and stores; rows past
             // the tile hold zeros, which nothing reads.
             const float x = LOAD_ELEM(v_data[v_base + (tile_start + min(j, tile_len - 1u)) * params.v_strides.token + min(c, VALUE_DIM - 1u)]);
-            v_tile[at / 4u][at % 4u] = j < tile_len && c < VALUE_DIM ? x : 0.0;
+            v_tile[at / 4u][at % 4u] = (ABLATE & 4u) == 0u && j < tile_len && c < VALUE_DIM ? x : 0.0;
         }
         barrier();
         [[unroll]] for (uint q = 0u; q < feats_mine; ++q) {
@@ -106,11 +109,12 @@ void main() {
             if (fl < TILE_F) {
                 const uint a = pair_first(pair_of[q]), b = pair_second(pair_of[q]);
                 for (uint j = 0u; j < tile_len; ++j)
-                    phi_tile[j * TILE_F4 + fl / 4u][fl % 4u] = coef_of[q] * sk_tile[j * SKETCH + a] * sk_tile[j * SKETCH + b];
+                    phi_tile[j * TILE_F4 + fl / 4u][fl % 4u] =
+                        (ABLATE & 2u) != 0u ? coef_of[q] : coef_of[q] * sk_tile[j * SKETCH + a] * sk_tile[j * SKETCH + b];
             }
         }
         barrier();
-        for (uint j = 0u; j < tile_len; ++j) {
+        for (uint j = 0u; j < ((ABLATE & 1u) != 0u ? 0u : tile_len); ++j) {
             float vv[COLS_PER_THREAD];
             [[unroll]] for (uint m4 = 0u; m4 < CPT4; ++m4) {
                 const vec4 v = v_tile[j * TILE_C4P + cg * CPT4P + m4];

@@ -47,6 +47,8 @@
 // of ceil(key width / WIDTH_CHUNK) chunks: bounded whatever n (llvmpipe's loop limit,
 // docs/ARCHITECTURE.md).
 // Rows: q-side rows [batch * q_heads + head][n][width], k-side [batch * kv_heads + head][n][width].
+// ABLATE (timing only, PSK_ABLATE; interface/polysketch_output.h): a part left out, so that a
+// GPU's stage times say what each part costs; zero in every plan but a timing's.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -123,7 +125,7 @@ void main() {
     vec4 cols[MAX_COL_VEC4];      // one staged row's vec4s of the invocation's columns (Z, then V)
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
-    if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
+    if ((ABLATE & 1u) == 0u && (!CAUSAL || block > 0u || params.prefix_first != 0u)) {
         STAGED_COPY(ROWS * SKETCH, THREADS, lid, q_sketch[(q_row0 + min(i / SKETCH, tile_rows - 1u)) * SKETCH + i % SKETCH],
                     i / SKETCH < tile_rows, POOL(SQ_OFF + (i % SKETCH) * RS + i / SKETCH) = v)
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
@@ -132,13 +134,14 @@ void main() {
             barrier();
             STAGED_COPY(FEAT_TILE * ZW4 * 4u, THREADS, lid,
                         states[z_base + (f0 + min(i / (ZW4 * 4u), flen - 1u)) * Z_STRIDE + min(i % (ZW4 * 4u), Z_STRIDE - 1u)],
-                        i / (ZW4 * 4u) < flen && i % (ZW4 * 4u) < Z_STRIDE, POOL(Z_OFF + i) = v)
+                        (ABLATE & 32u) == 0u && i / (ZW4 * 4u) < flen && i % (ZW4 * 4u) < Z_STRIDE, POOL(Z_OFF + i) = v)
             for (uint i = lid; i < flen; i += THREADS) pair_tile[i] = pairs[f0 + i];
             barrier();
             for (uint k = 0u; k < flen; ++k) {
                 const uint entry = pair_tile[k];
-                const vec4 phi = pair_coefficient(entry) * pool[SQ_OFF / 4u + pair_first(entry) * RS4 + r4] *
-                                 pool[SQ_OFF / 4u + pair_second(entry) * RS4 + r4];
+                const vec4 phi = (ABLATE & 16u) != 0u ? vec4(pair_coefficient(entry))
+                                                      : pair_coefficient(entry) * pool[SQ_OFF / 4u + pair_first(entry) * RS4 + r4] *
+                                                            pool[SQ_OFF / 4u + pair_second(entry) * RS4 + r4];
                 den += phi * POOL(Z_OFF + k * ZW4 * 4u + VALUE_DIM);
                 [[unroll]] for (uint t = 0u; t < MAX_COL_VEC4; ++t)
                     if (t < COL_VEC4) cols[t] = pool[Z_OFF / 4u + k * ZW4 + cg + COL_GROUPS * t];
@@ -149,7 +152,7 @@ void main() {
     }
 
     // ---- local part: keys of this block up to the tile's last row ----
-    if (CAUSAL) {
+    if (CAUSAL && (ABLATE & 2u) == 0u) {
         const uint last = min(block_end, tile_begin + ROWS);  // keys past the tile's last row never count
         const uint k_row0 = kv_seq * params.n;
         const uint v_base = tensor_row(params.v_strides, batch, kv_head, 0u);
@@ -164,17 +167,17 @@ void main() {
                 STAGED_COPY(ROWS * WIDTH_CHUNK, THREADS, lid,
                             LOCAL_EXACT ? q_local[(q_row0 + min(i / WIDTH_CHUNK, tile_rows - 1u)) * KEY_WIDTH + d0 + min(i % WIDTH_CHUNK, dlen - 1u)]
                                         : q_sketch[(q_row0 + min(i / WIDTH_CHUNK, tile_rows - 1u)) * KEY_WIDTH + d0 + min(i % WIDTH_CHUNK, dlen - 1u)],
-                            i / WIDTH_CHUNK < tile_rows && i % WIDTH_CHUNK < dlen,
+                            (ABLATE & 64u) == 0u && i / WIDTH_CHUNK < tile_rows && i % WIDTH_CHUNK < dlen,
                             POOL(QC_OFF + (i % WIDTH_CHUNK) * RS + i / WIDTH_CHUNK) = v)
                 STAGED_COPY(KEY_TILE * WIDTH_CHUNK, THREADS, lid,
                             k_local[(k_row0 + tile_start + min(i / WIDTH_CHUNK, tile_len - 1u)) * KEY_WIDTH + d0 + min(i % WIDTH_CHUNK, dlen - 1u)],
-                            i / WIDTH_CHUNK < tile_len && i % WIDTH_CHUNK < dlen,
+                            (ABLATE & 64u) == 0u && i / WIDTH_CHUNK < tile_len && i % WIDTH_CHUNK < dlen,
                             POOL(KC_OFF + (i % WIDTH_CHUNK) * KEY_TILE + i / WIDTH_CHUNK) = v)
                 if (d0 == 0u) {
                     STAGED_COPY(KEY_TILE * SLICE4 * 4u, THREADS, lid,
                                 LOAD_ELEM(v_data[v_base + (tile_start + min(i / (SLICE4 * 4u), tile_len - 1u)) * params.v_strides.token +
                                                  min(i % (SLICE4 * 4u), VALUE_DIM - 1u)]),
-                                i / (SLICE4 * 4u) < tile_len && i % (SLICE4 * 4u) < VALUE_DIM,
+                                (ABLATE & 64u) == 0u && i / (SLICE4 * 4u) < tile_len && i % (SLICE4 * 4u) < VALUE_DIM,
                                 POOL(V_OFF + i) = v)
                 }
                 barrier();

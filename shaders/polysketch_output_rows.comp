@@ -26,6 +26,8 @@
 // Per invocation: ceil(F / FEAT_TILE) iterations over Z tiles (the tile itself is unrolled) plus
 // at most block_size keys: bounded, whatever n (llvmpipe loop limit, docs/ARCHITECTURE.md).
 // Rows: q-side rows [batch * q_heads + head][n][width], k-side [batch * kv_heads + head][n][width].
+// ABLATE (timing only, PSK_ABLATE; interface/polysketch_output.h): a part left out, so that a
+// GPU's stage times say what each part costs; zero in every plan but a timing's.
 
 #extension GL_EXT_control_flow_attributes : require
 
@@ -102,7 +104,7 @@ void main() {
     }
 
     // ---- phi(q_i)^T Z: everything before this block (causal) or everything (full) ----
-    if (!CAUSAL || block > 0u || params.prefix_first != 0u) {
+    if ((ABLATE & 1u) == 0u && (!CAUSAL || block > 0u || params.prefix_first != 0u)) {
         const uint z_base = (kv_seq * params.blocks + (CAUSAL ? block : 0u)) * params.features * Z_STRIDE;
         for (uint f0 = 0u; f0 < params.features; f0 += FEAT_TILE) {
             const uint flen = min(FEAT_TILE, params.features - f0);
@@ -110,7 +112,7 @@ void main() {
             // The whole tile (staging.glsl: a constant count, so no guard on the stores and the loads
             // in flight together), features past flen zero, which nothing reads.
             STAGED_COPY(FEAT_TILE * Z_STRIDE, ROWS, lid, states[z_base + f0 * Z_STRIDE + min(i, flen * Z_STRIDE - 1u)],
-                        i < flen * Z_STRIDE, smem4[(i / Z_STRIDE) * ZS4 + (i % Z_STRIDE) / 4u][(i % Z_STRIDE) % 4u] = v)
+                        (ABLATE & 32u) == 0u && i < flen * Z_STRIDE, smem4[(i / Z_STRIDE) * ZS4 + (i % Z_STRIDE) / 4u][(i % Z_STRIDE) % 4u] = v)
             [[unroll]] for (uint it = 0u; it < (FEAT_TILE + ROWS - 1u) / ROWS; ++it) {
                 const uint i = it * ROWS + lid;
                 if (i < flen) pair_tile[i] = pairs[f0 + i];
@@ -121,7 +123,9 @@ void main() {
                 const uint a = pair_first(entry), b = pair_second(entry);
                 const float coef = pair_coefficient(entry);
                 float p[RPI];
-                if (RPI == 4u) {
+                if ((ABLATE & 16u) != 0u) {
+                    [[unroll]] for (uint r = 0u; r < RPI; ++r) p[r] = coef;
+                } else if (RPI == 4u) {
                     const vec4 p4 = coef * sq_tile[a * ROWS + lid] * sq_tile[b * ROWS + lid];
                     [[unroll]] for (uint r = 0u; r < RPI; ++r) p[r] = p4[r];
                 } else {
@@ -145,7 +149,7 @@ void main() {
     }
 
     // ---- local part: keys of this block up to the row ----
-    if (CAUSAL) {
+    if (CAUSAL && (ABLATE & 2u) == 0u) {
         vec4 query4[RPI][KW4];
         [[unroll]] for (uint r = 0u; r < RPI; ++r) {
             [[unroll]] for (uint d4 = 0u; d4 < KW4; ++d4) {
@@ -174,11 +178,11 @@ void main() {
             // Whole tiles of keys and values (as the Z tile above), rows past tile_len zero.
             STAGED_COPY(KEY_TILE * KW4 * 4u, ROWS, lid,
                         k_local[k_base + (tile_start + min(i / (KW4 * 4u), tile_len - 1u)) * KEY_WIDTH + min(i % (KW4 * 4u), KEY_WIDTH - 1u)],
-                        i / (KW4 * 4u) < tile_len && i % (KW4 * 4u) < KEY_WIDTH, smem4[i / 4u][i % 4u] = v)
+                        (ABLATE & 64u) == 0u && i / (KW4 * 4u) < tile_len && i % (KW4 * 4u) < KEY_WIDTH, smem4[i / 4u][i % 4u] = v)
             STAGED_COPY(KEY_TILE * VD4 * 4u, ROWS, lid,
                         LOAD_ELEM(v_data[v_base + (tile_start + min(i / (VD4 * 4u), tile_len - 1u)) * params.v_strides.token +
                                          min(i % (VD4 * 4u), VALUE_DIM - 1u)]),
-                        i / (VD4 * 4u) < tile_len && i % (VD4 * 4u) < VALUE_DIM, smem4[v_off4 + i / 4u][i % 4u] = v)
+                        (ABLATE & 64u) == 0u && i / (VD4 * 4u) < tile_len && i % (VD4 * 4u) < VALUE_DIM, smem4[v_off4 + i / 4u][i % 4u] = v)
             barrier();
             const uint visible = any_valid && my_last >= tile_start ? min(tile_len, my_last - tile_start + 1u) : 0u;
             for (uint j = 0u; j < visible; ++j) {

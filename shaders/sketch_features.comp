@@ -42,6 +42,9 @@
 // unrolled, plus the staging loops (ceil(h / ...) each); see the llvmpipe loop limit in
 // docs/ARCHITECTURE.md.
 
+// ABLATE (timing only, PSK_ABLATE; interface/sketch_features.h): a part left out, so that a GPU's
+// stage times say what each part costs; zero in every plan but a timing's.
+
 #extension GL_EXT_control_flow_attributes : require
 
 #include "sketch_activations.glsl"
@@ -170,9 +173,9 @@ void main() {
     // The tile's rows, coalesced (zeros past n), STAGE_BATCH loads in flight per invocation.
     STAGED_COPY(ROWS * HEAD_DIM, ROWS, lid,
                 LOAD_ELEM(x_data[tensor_row(params.x_strides, batch, head, row0 + min(i / HEAD_DIM, max(rows_here, 1u) - 1u)) + i % HEAD_DIM]),
-                i / HEAD_DIM < rows_here, xs[(i / HEAD_DIM) * XS + i % HEAD_DIM] = v)
+                (ABLATE & 2u) == 0u && i / HEAD_DIM < rows_here, xs[(i / HEAD_DIM) * XS + i % HEAD_DIM] = v)
     barrier();
-    if ((params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) {
+    if ((ABLATE & 4u) == 0u && (params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) {
         row_stats[lid] = staged_row_stats(lid);
         barrier();
         for (uint i = lid; i < rows_here * HEAD_DIM; i += ROWS) {
@@ -193,7 +196,7 @@ void main() {
         }
     }
     barrier();
-    if ((params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == FLAG_WRITE_LOCAL) {
+    if ((ABLATE & 4u) == 0u && (params.flags & (FLAG_WRITE_LOCAL | FLAG_LOCAL_LN)) == FLAG_WRITE_LOCAL) {
         for (uint i = lid; i < rows_here * HEAD_DIM; i += ROWS) local_out[out_row0 * HEAD_DIM + i] = xs[(i / HEAD_DIM) * XS + i % HEAD_DIM];
     }
 
@@ -220,7 +223,7 @@ void main() {
                             c0 + (i / W_CHUNK) % CW < SKETCH && d0 + i % W_CHUNK < HEAD_DIM,
                             gt[(i % W_CHUNK) * GS + i / W_CHUNK] = v)
                 barrier();
-                for (uint d = 0u; d < W_CHUNK; ++d) {
+                for (uint d = 0u; d < ((ABLATE & 1u) != 0u ? 0u : W_CHUNK); ++d) {
                     const uint dx = min(d0 + d, HEAD_DIM - 1u);  // past h the weights are zero
                     float xv[4];
                     [[unroll]] for (uint e = 0u; e < 4u; ++e) xv[e] = xs[(4u * r4 + e) * XS + dx];

@@ -98,12 +98,16 @@ struct Outcome {
     std::string plan;     // the kernel lines
     std::string comments; // the whole text, comments included
     double error = 0;       // conformance metric against the float64 reference
+    double firstBlockError = 0;  // the same over the first block's rows alone
     size_t nonFinite = 0;
     std::vector<std::string> messages;
 };
 
-/** Creates a context of its own (to see its messages), the attention, runs it, and compares with the reference. */
-Outcome runCase(PskAttentionKind kind, PskDataType type = PSK_DATA_TYPE_FLOAT16) {
+/**
+ * Creates a context of its own (to see its messages), the attention, runs it, and compares with the
+ * reference (causal; polysketch exact inside each block with `localExact`).
+ */
+Outcome runCase(PskAttentionKind kind, PskDataType type = PSK_DATA_TYPE_FLOAT16, bool localExact = false) {
     Outcome o;
     const Shape s;
     const uint64_t seed = 20261126;
@@ -116,7 +120,8 @@ Outcome runCase(PskAttentionKind kind, PskDataType type = PSK_DATA_TYPE_FLOAT16)
     PskContext ctx = nullptr;
     EXPECT_EQ(pskCreateContext(&ci, &ctx), PSK_SUCCESS);
     if (!ctx) return o;
-    const PskAttentionCreateInfo info = createInfo(kind, s, seed, type);
+    PskAttentionCreateInfo info = createInfo(kind, s, seed, type);
+    if (localExact) info.flags |= PSK_ATTENTION_LOCAL_EXACT_BIT;
     PskAttention attn = nullptr;
     EXPECT_EQ(pskCreateAttention(ctx, &info, &attn), PSK_SUCCESS);
     if (attn) {
@@ -149,10 +154,21 @@ Outcome runCase(PskAttentionKind kind, PskDataType type = PSK_DATA_TYPE_FLOAT16)
             config.scale = info.scale;
             config.causal = true;
             config.blockSize = int(s.b);
+            config.localExact = localExact;
             psk::ref::polysketchAttention(shape, qd, kd, vd, config, want);
         }
         for (float x : got) o.nonFinite += std::isfinite(x) ? 0 : 1;
         o.error = got.size() == want.size() ? psk::test::relativeMaxError(got, want) : INFINITY;
+        if (got.size() == want.size()) {  // [Hq][n][dv]: the rows t < b of every head
+            std::vector<float> got0;
+            std::vector<double> want0;
+            for (size_t i = 0; i < got.size(); ++i)
+                if ((i / s.dv) % s.n < s.b) {
+                    got0.push_back(got[i]);
+                    want0.push_back(want[i]);
+                }
+            o.firstBlockError = psk::test::relativeMaxError(got0, want0);
+        }
         pskDestroyAttention(attn);
     }
     pskDestroyContext(ctx);
@@ -307,23 +323,33 @@ TEST(CoopSelfTestVerdicts, KnownModeKeepsVerdictsAndProbesNothing) {
 TEST(CoopMatSwitches, AblateValues) {
     uint32_t st = 9, out = 9;
     std::string error;
-    ASSERT_TRUE(psk::parseAblate(nullptr, &st, &out, &error));
+    uint32_t ft = 9;
+    ASSERT_TRUE(psk::parseAblate(nullptr, &st, &out, &ft, &error));
     EXPECT_EQ(st, 0u);
     EXPECT_EQ(out, 0u);
-    ASSERT_TRUE(psk::parseAblate("states.products,states.loads,output.local,output.products", &st, &out, &error)) << error;
+    EXPECT_EQ(ft, 0u);
+    ASSERT_TRUE(psk::parseAblate("states.products,states.loads,output.local,output.products", &st, &out, &ft, &error)) << error;
     EXPECT_EQ(st, 5u);
     EXPECT_EQ(out, 6u);
-    ASSERT_TRUE(psk::parseAblate("states.expand,output.inter", &st, &out, &error)) << error;
+    EXPECT_EQ(ft, 0u);
+    ASSERT_TRUE(psk::parseAblate("states.expand,output.inter", &st, &out, &ft, &error)) << error;
     EXPECT_EQ(st, 2u);
     EXPECT_EQ(out, 1u);
-    ASSERT_TRUE(psk::parseAblate("output.zrange,output.expand,output.zstage,output.kvstage", &st, &out, &error)) << error;
+    ASSERT_TRUE(psk::parseAblate("output.zrange,output.expand,output.zstage,output.kvstage", &st, &out, &ft, &error)) << error;
     EXPECT_EQ(st, 0u);
     EXPECT_EQ(out, 120u);
-    EXPECT_FALSE(psk::parseAblate("states.products,features.loads", &st, &out, &error));
-    EXPECT_NE(error.find("PSK_ABLATE: unknown part 'features.loads'"), std::string::npos) << error;
+    ASSERT_TRUE(psk::parseAblate("features.products,features.local", &st, &out, &ft, &error)) << error;
+    EXPECT_EQ(out, 0u);
+    EXPECT_EQ(ft, 5u);
+    ASSERT_TRUE(psk::parseAblate("features.loads", &st, &out, &ft, &error)) << error;
+    EXPECT_EQ(ft, 2u);
+    EXPECT_FALSE(psk::parseAblate("states.products,scan.loads", &st, &out, &ft, &error));
+    EXPECT_NE(error.find("PSK_ABLATE: unknown part 'scan.loads'"), std::string::npos) << error;
     psk::CoopMatSwitches sw;
     sw.ablateStates = 1;
     EXPECT_EQ(psk::describeCoopMatSwitches(sw), "ABLATED states 1, output 0 (timing only: the output is wrong)");
+    sw.ablateFeatures = 4;
+    EXPECT_EQ(psk::describeCoopMatSwitches(sw), "ABLATED states 1, output 0, features 4 (timing only: the output is wrong)");
 }
 
 // Each ablation reaches its kernel (ABLATE in the plan) and changes the output: left out, the part
@@ -357,6 +383,56 @@ TEST(CoopMatAblations, EachPartLeftOutChangesTheOutput) {
             EXPECT_GT(o.error, 10 * limit(PSK_ATTENTION_KIND_POLYSKETCH)) << "the ablation changed nothing: this test would prove nothing";
         }
     }
+}
+
+// The generic kernels take the same ablations (the FP32 forward, and the generic stages of a 16-bit
+// plan, are all generic on a GPU without a fitting cooperative kernel): each part reaches its
+// kernel's ABLATE and leaves its part out where it should. Causal, exact inside each block, so that
+// the first block's rows are the local part alone: what only the phi(q)^T Z part reads (the states,
+// Z, phi(q), the sketches) leaves them as they were and changes every later block; the local part,
+// the key and value tiles and the staged rows change the first block too.
+TEST(GenericAblations, EachPartLeftOutChangesTheOutputWhereItShould) {
+    struct Part {
+        const char* name;
+        const char* kernel;    // the plan line's kernel
+        bool firstBlockKept;   // the first block's rows as without the ablation
+    };
+    const Part parts[] = {{"output.inter", "polysketch_output", true},   {"output.local", "polysketch_output", false},
+                          {"output.expand", "polysketch_output", true},  {"output.zstage", "polysketch_output", true},
+                          {"output.kvstage", "polysketch_output", false}, {"states.products", "block_states.", true},
+                          {"states.expand", "block_states.", true},      {"states.loads", "block_states.", true},
+                          {"features.products", "sketch_features.", true}, {"features.loads", "sketch_features.", false},
+                          {"features.local", "sketch_features.", false}};
+    for (const char* output : {"rows", "tiles"})
+        for (const Part& part : parts) {
+            const std::string name(part.name);
+            if (std::string(output) == "tiles" && name.rfind("output.", 0) != 0) continue;  // the output's variants only
+            SCOPED_TRACE(std::string(output) + " " + name);
+            EnvScope env(EnvScope::Values{{"PSK_DISABLE_COOPMAT", "1"}, {"PSK_DISABLE_TEAM_KERNELS", "1"}, {"PSK_GENERIC_OUTPUT", output},
+                                          {"PSK_ABLATE", part.name}});
+            const Outcome o = runCase(PSK_ATTENTION_KIND_POLYSKETCH, PSK_DATA_TYPE_FLOAT16, true);
+            ASSERT_TRUE(o.created);
+            std::string kernel = part.kernel;
+            if (kernel == "polysketch_output") kernel += std::string(output) == "rows" ? "_rows." : ".";
+            const size_t at = o.plan.find(kernel);
+            ASSERT_NE(at, std::string::npos) << o.plan;
+            const std::string line = o.plan.substr(at, o.plan.find('\n', at) - at);
+            EXPECT_NE(line.find("(generic)"), std::string::npos) << line;
+            EXPECT_EQ(line.find(" ABLATE=0"), std::string::npos) << line;
+            EXPECT_NE(o.comments.find("ABLATED"), std::string::npos) << o.comments;
+            if (name == "features.local") {
+                // The local rows never written: the workspace as handed over (NaN where the tests
+                // poison it) or whatever it held.
+                EXPECT_TRUE(o.nonFinite > 0 || o.error > 10 * limit(PSK_ATTENTION_KIND_POLYSKETCH)) << o.error;
+                continue;
+            }
+            EXPECT_EQ(o.nonFinite, 0u);
+            EXPECT_GT(o.error, 10 * limit(PSK_ATTENTION_KIND_POLYSKETCH)) << "the ablation changed nothing: this test would prove nothing";
+            if (part.firstBlockKept)
+                EXPECT_LT(o.firstBlockError, limit(PSK_ATTENTION_KIND_POLYSKETCH)) << "the ablation reached the local part";
+            else
+                EXPECT_GT(o.firstBlockError, 10 * limit(PSK_ATTENTION_KIND_POLYSKETCH)) << "the ablation missed the local part";
+        }
 }
 
 TEST(CoopMatSwitches, FeatureDiagnosticValues) {

@@ -153,7 +153,7 @@ bool parseFeatureDiagnostic(const char* value, uint32_t* out, std::string* error
     return false;
 }
 
-bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::string* error) {
+bool parseAblate(const char* value, uint32_t* states, uint32_t* output, uint32_t* features, std::string* error) {
     struct Part {
         const char* name;
         uint32_t* mask;
@@ -162,8 +162,9 @@ bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::str
     const Part parts[] = {{"states.products", states, 1}, {"states.expand", states, 2}, {"states.loads", states, 4},
                           {"output.inter", output, 1},    {"output.local", output, 2},  {"output.products", output, 4},
                           {"output.zrange", output, 8},   {"output.expand", output, 16}, {"output.zstage", output, 32},
-                          {"output.kvstage", output, 64}};
-    *states = *output = 0;
+                          {"output.kvstage", output, 64}, {"features.products", features, 1}, {"features.loads", features, 2},
+                          {"features.local", features, 4}};
+    *states = *output = *features = 0;
     if (empty(value)) return true;
     const std::string list(value);
     for (size_t at = 0; at <= list.size();) {
@@ -180,7 +181,7 @@ bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::str
         if (!known) {
             *error = "PSK_ABLATE: unknown part '" + item +
                      "' (expected a comma list of states.products, states.expand, states.loads, output.inter, output.local, output.products, "
-                     "output.zrange, output.expand, output.zstage, output.kvstage)";
+                     "output.zrange, output.expand, output.zstage, output.kvstage, features.products, features.loads, features.local)";
             return false;
         }
     }
@@ -200,7 +201,8 @@ CoopMatSwitches coopMatSwitches() {
     if (!parseZPacked(std::getenv("PSK_COOPMAT_Z_PACKED"), &s.zPacked, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
     if (!parseFeatureDiagnostic(std::getenv("PSK_COOPMAT_FEATURE_DIAGNOSTIC"), &s.featureDiagnostic, &error))
         fail(PSK_ERROR_INVALID_ARGUMENT, error);
-    if (!parseAblate(std::getenv("PSK_ABLATE"), &s.ablateStates, &s.ablateOutput, &error)) fail(PSK_ERROR_INVALID_ARGUMENT, error);
+    if (!parseAblate(std::getenv("PSK_ABLATE"), &s.ablateStates, &s.ablateOutput, &s.ablateFeatures, &error))
+        fail(PSK_ERROR_INVALID_ARGUMENT, error);
     // The older spellings: an explicit backend wins over them.
     if (s.backend == CoopBackendRequest::Auto) {
         const char* emulation = std::getenv("PSK_COOPMAT_EMULATION");
@@ -263,8 +265,9 @@ std::string describeCoopMatSwitches(const CoopMatSwitches& s) {
     if (s.selfTest == CoopSelfTestMode::Known) add("self-test: earlier verdicts only");
     if (s.featureTerms != 3) add("feature-map products " + std::to_string(s.featureTerms));
     if (s.featureDiagnostic) add("FEATURE-MAP DIAGNOSTIC " + std::to_string(s.featureDiagnostic) + " (the S rows are not S)");
-    if (s.ablateStates || s.ablateOutput)
-        add("ABLATED states " + std::to_string(s.ablateStates) + ", output " + std::to_string(s.ablateOutput) + " (timing only: the output is wrong)");
+    if (s.ablateStates || s.ablateOutput || s.ablateFeatures)
+        add("ABLATED states " + std::to_string(s.ablateStates) + ", output " + std::to_string(s.ablateOutput) +
+            (s.ablateFeatures ? ", features " + std::to_string(s.ablateFeatures) : std::string()) + " (timing only: the output is wrong)");
     if (s.statesWalk == StatesWalkRequest::On) add("states walk on");
     if (s.statesWalk == StatesWalkRequest::Off) add("states walk off");
     if (s.float32 == Float32Request::On) add("float32 storage on split products");

@@ -88,17 +88,23 @@ struct CoopMatSwitches {
     ZPackedRequest zPacked = ZPackedRequest::Auto;  // PSK_COOPMAT_Z_PACKED
     /** PSK_COOPMAT_FEATURE_DIAGNOSTIC: the cooperative feature map's DIAGNOSTIC (0 S; 1 rows, 2 identity, 3 product, 4 accumulators, 5 operands). */
     uint32_t featureDiagnostic = 0;
-    /** PSK_ABLATE: parts of the cooperative block states and output left out (their ABLATE bits; timing only). */
-    uint32_t ablateStates = 0, ablateOutput = 0;
+    /**
+     * PSK_ABLATE: parts of the block states, the output and the feature map left out (their kernels'
+     * ABLATE bits; timing only). The cooperative and the generic kernels of a stage read the same
+     * mask; a bit a kernel does not have (the generic output has no Z range pass or products) is
+     * ignored by it. The feature map's are the generic kernel's.
+     */
+    uint32_t ablateStates = 0, ablateOutput = 0, ablateFeatures = 0;
 };
 
 /**
  * PSK_ABLATE's value: a comma list of states.products (1), states.expand (2), states.loads (4),
  * output.inter (1), output.local (2), output.products (4), output.zrange (8), output.expand (16),
- * output.zstage (32), output.kvstage (64) (null or empty: none; the shaders'
- * ABLATE constants); false with `error` naming what is not understood.
+ * output.zstage (32), output.kvstage (64), features.products (1), features.loads (2),
+ * features.local (4) (null or empty: none; the shaders' ABLATE constants); false with `error`
+ * naming what is not understood.
  */
-bool parseAblate(const char* value, uint32_t* states, uint32_t* output, std::string* error);
+bool parseAblate(const char* value, uint32_t* states, uint32_t* output, uint32_t* features, std::string* error);
 
 /**
  * PSK_COOPMAT_FEATURE_DIAGNOSTIC's value (null, empty or "off": 0; "rows" 1, "identity" 2,

@@ -653,6 +653,7 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         while (spec.W_CHUNK > 4 && featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) spec.W_CHUNK /= 2;
         if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
     }
+    spec.ABLATE = in.coop.switches.ablateFeatures;  // PSK_ABLATE (timing only)
     stage.rows = spec.ROWS;
     // The tiling may round the rows (to what the kernel's staging takes): the reason says so.
     if (rowsEntry && spec.ROWS != rowsEntry->value) tuned += cat(", adjusted to ", spec.ROWS, " rows (what the kernel takes here)");
@@ -826,6 +827,7 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     spec.KEY_TILE = std::max<uint32_t>(1, std::min<uint32_t>(tiles.statesMaxKeyTile, floorPow2(budget / keyBytes)));
     if (spec.KEY_TILE * keyBytes > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     spec.Z_STRIDE = in.stateStride;
+    spec.ABLATE = in.coop.switches.ablateStates;  // PSK_ABLATE (timing only)
     stage.kernel = KernelChoice::make<KernelId::BlockStates>(
         "", in.type, spec,
         (in.team.any ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", in.team.whyNot)) + whyNotCoop);
@@ -861,6 +863,7 @@ std::optional<OutputStagePlan> planGenericOutputRows(const PolysketchPlanInputs&
     if (spec.KEY_TILE == 0 || spec.FEAT_TILE * zRow * 4 > budget) return std::nullopt;
     spec.SMEM_FLOATS = std::max(spec.FEAT_TILE * zRow, c.causal ? spec.KEY_TILE * keyRow : 4u);
     setOutputShape(spec, c, R, in.stateStride);
+    spec.ABLATE = in.coop.switches.ablateOutput;  // PSK_ABLATE (timing only; the bits it has)
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutputRows>("", in.type, spec, "");
     return stage;
 }
@@ -930,6 +933,7 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     if (!fits) fail(PSK_ERROR_UNSUPPORTED, "sketch or head dims too large for this device's shared memory");
     spec.THREADS = spec.ROWS / 4 * spec.COL_GROUPS;
     spec.SMEM_FLOATS = poolFloats(spec.ROWS, spec.FEAT_TILE, spec.KEY_TILE, spec.WIDTH_CHUNK);
+    spec.ABLATE = in.coop.switches.ablateOutput;  // PSK_ABLATE (timing only; the bits it has)
     OutputStagePlan stage;
     stage.rows = spec.ROWS;
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutput>(

@@ -571,6 +571,34 @@ do_stages() {
     return "$rc"
 }
 
+# The generic kernels' ablations (PSK_ABLATE, docs/MODEL.md "The generic kernels, part by part"):
+# the FP32 forward (every stage generic) at 32k with one part left out per call, so that its stage
+# times say where the generic feature map's, block states' and row output's time goes (the
+# outputs are wrong: timing only); then the float16 feature map (the table's generic one) with its
+# row loads or its products left out, beside its float32 twin, for the float16 feature map's
+# unexplained 1.5x. Default tuning table (what users run); the cooperative states of a float16
+# plan ignore the feature map's ablations.
+do_ablations() {
+    local n h rc=0
+    n=$( ((quick)) && echo 1000 || echo 32768)
+    h=${head_dims%%,*}
+    [[ -f "$work/clocks.py" ]] || write_clocks_py
+    local ab line="" dtype
+    for dtype in f32 f16; do
+        local parts=(none features.products features.loads features.local)
+        [[ $dtype == f32 ]] && parts+=(states.products states.expand states.loads output.inter output.local output.expand \
+            output.zstage output.kvstage)
+        for ab in "${parts[@]}"; do
+            (unset PSK_ABLATE; [[ $ab != none ]] && export PSK_ABLATE=$ab
+             bench_call "ablate-generic-$dtype-$ab-n$n" 40 --kinds polysketch --degree 4 --sketch-size 32 --block-size 256 \
+                 --n "$n" --head-dim "$h" --dtype "$dtype" --heads "$heads" --local-exact) || rc=1
+            line+=" $dtype $ab: $(csv_summary "$work/bench/ablate-generic-$dtype-$ab-n$n.csv");"
+        done
+    done
+    say "$( ((rc == 0)) && echo OK || echo FAIL) generic ablations n=$n h=$h (the generic kernels, one part left out):$line"
+    return "$rc"
+}
+
 # Frozen specializations (docs/GPU_RUN.md, "Frozen specializations"; docs/MODEL.md, "Specialization
 # constants on this driver"): the same calls twice, first as built (PSK_SHADER_DUMP writes every
 # specialization compiled), then with each specialization's module frozen by spirv-opt (constants
