@@ -514,13 +514,14 @@ def output_tile_plan(hd, vd, rs, bs, causal=True, local_exact=True, shared=32768
     raise ValueError("no tiling fits")
 
 
-def output_tiled(n, heads, hd, vd, rs, bs, es):
+def output_tiled(n, heads, hd, vd, rs, bs, es, ablate=frozenset()):
     """shaders/polysketch_output.comp as rewritten (prediction, before any GPU run): register tiles
     of 4 query rows x 4 COL_VEC4 value columns per invocation (COL_GROUPS = ceil(dv / 16) invocations
     along the columns), S(q) staged transposed (one vec4 = entry a of 4 rows), Z FEAT_TILE rows per
     step; local part: scores of 4 rows x KPI keys per invocation from q / k chunks staged transposed,
     weights through shared memory, then 4 rows x the columns from the staged V tile. Every global
-    load and the staging stores coalesced (consecutive invocations, consecutive floats)."""
+    load and the staging stores coalesced (consecutive invocations, consecutive floats). `ablate`
+    (PSK_ABLATE, print_generic_ablations): inter, local."""
     m = H200
     t_ = output_tile_plan(hd, vd, rs, bs)
     rows, cg, tn4, ft, kt, kpi, wc = t_["rows"], t_["cg"], t_["tn4"], t_["ft"], t_["kt"], t_["kpi"], t_["wc"]
@@ -544,7 +545,7 @@ def output_tiled(n, heads, hd, vd, rs, bs, es):
     z_stage = ceil_div(ft * zw4 * 4, 32) * 2                  # per WG: coalesced loads + shared stores
     sq_stage = ceil_div(rows * rs, 32) * (1 + 4)             # loads + transposed stores (4-way conflicts)
     z_wg = warps * F * z_feat + ceil_div(F, ft) * z_stage + sq_stage
-    z_wgs = (t - 1) * tiles * heads                            # block 0 has no prefix
+    z_wgs = 0 if "inter" in ablate else (t - 1) * tiles * heads   # block 0 has no prefix
     # Local part: tile T of a block walks ceil(rows (T + 1) / kt) key tiles of ceil(kw / wc) chunks.
     kw = hd
     chunks = ceil_div(kw, wc)
@@ -556,15 +557,15 @@ def output_tiled(n, heads, hd, vd, rs, bs, es):
     values = warps * kt * (vec4_load() + tn4 * vec4_load())
     values_issue = warps * kt * (16 * tn4 + 4 + 2)
     loc_tile = chunks * per_chunk + v_stage + weights + values
-    loc = t * heads * key_tiles_block * loc_tile
-    loc_issue = t * heads * key_tiles_block * (chunks * per_chunk_issue + warps * kpi * 12 + values_issue)
+    loc = 0 if "local" in ablate else t * heads * key_tiles_block * loc_tile
+    loc_issue = 0 if "local" in ablate else t * heads * key_tiles_block * (chunks * per_chunk_issue + warps * kpi * 12 + values_issue)
     out_st = wgs * warps * 4 * tn4 * 4 * 2                     # scalar stores: 4 rows x 16 tn4 columns; rows apart
     lsu_total = z_wgs * z_wg + loc + out_st
     lsu = lsu_total / wgs
     issue = (z_wgs * warps * F * z_feat_issue + loc_issue) / wgs
-    chain = ((t - 1) / t) * ceil_div(F, ft) * (m.lat_l2 + 2 * m.barrier + 2 * m.lat_shared) \
-        + key_tiles_block / tiles * (chunks * (m.lat_l2 + 2 * m.barrier) + m.barrier + m.lat_shared) + m.lat_hbm
-    z_once = (t - 1) * heads * F * stride * 4
+    chain = (0 if "inter" in ablate else ((t - 1) / t) * ceil_div(F, ft) * (m.lat_l2 + 2 * m.barrier + 2 * m.lat_shared)) \
+        + (0 if "local" in ablate else key_tiles_block / tiles * (chunks * (m.lat_l2 + 2 * m.barrier) + m.barrier + m.lat_shared)) + m.lat_hbm
+    z_once = 0 if "inter" in ablate else (t - 1) * heads * F * stride * 4
     hbm = n * heads * (rs * 4 + hd * 4 + vd * es + vd * es + hd * 4) + z_once
     l2 = hbm + z_once * (tiles - 1) + n * heads * (hd * 4 + vd * es) * 1.5
     k_res = workgroups_per_sm(m, threads, regs, smem)[0]
@@ -2436,11 +2437,13 @@ def print_micro_inflight():
 # `ablations` step). With psk micro's barrier, L2 and HBM latencies and the driver's registers of
 # the fourth run (132, 132, 255).
 
-FOURTH_RUN_GENERIC_F32 = {"features": 0.854, "states": 2.267, "output": 3.231}   # ms, 32k h64 f32 (356741d)
+# ms, 32k h64 f32 (356741d); the tiled output's is its frozen time (built 21.16, its loops since unrolled at build time)
+FOURTH_RUN_GENERIC_F32 = {"features": 0.854, "states": 2.267, "output": 3.231, "tiles": 5.42}
 GENERIC_ABLATIONS = {
     "features": ("features.products", "features.loads", "features.local"),
     "states": ("states.products", "states.expand", "states.loads"),
     "output": ("output.inter", "output.local", "output.expand", "output.zstage", "output.kvstage"),
+    "tiles": ("output.inter", "output.local"),
 }
 
 
@@ -2451,8 +2454,10 @@ def generic_kernel(stage, ablate=frozenset(), es=4, n=32768, heads=16):
         kern = features_tiled(n, heads, 64, 32, es, ablate=ablate)
     elif stage == "states":
         kern = states_tiled(n, heads, 64, 64, 32, 256, es, padded=True, ablate=ablate)
-    else:
+    elif stage == "output":
         kern = output_generic(n, heads, 64, 64, 32, 256, es, ablate=ablate)
+    else:  # "tiles": the register-tiled output (PSK_GENERIC_OUTPUT=tiles), at the registers the model gives it
+        return output_tiled(n, heads, 64, 64, 32, 256, es, ablate=ablate)
     kern.regs = {"features": 132, "states": 132, "output": 255}[stage]
     return kern
 
@@ -2481,7 +2486,8 @@ def print_generic_ablations():
     print("| --- | --- | --- | --- | --- | --- |")
     for stage, part, full, t, share in generic_ablation_rows():
         base = FOURTH_RUN_GENERIC_F32[stage]
-        print(f"| {stage} | {part} | {full:.3f} | {t:.3f} | {share:.0%} | {base * t / full:.3f} |")
+        label = {"output": "output (rows)", "tiles": "output (tiles)"}.get(stage, stage)
+        print(f"| {label} | {part} | {full:.3f} | {t:.3f} | {share:.0%} | {base * t / full:.3f} |")
     print()
     f16 = {part: (full, t) for stage, part, full, t, _ in generic_ablation_rows(es=2) if stage == "features"}
     full16 = f16["none"][0]

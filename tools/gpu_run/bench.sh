@@ -574,25 +574,34 @@ do_stages() {
 # The generic kernels' ablations (PSK_ABLATE, docs/MODEL.md "The generic kernels, part by part"):
 # the FP32 forward (every stage generic) at 32k with one part left out per call, so that its stage
 # times say where the generic feature map's, block states' and row output's time goes (the
-# outputs are wrong: timing only); then the float16 feature map (the table's generic one) with its
-# row loads or its products left out, beside its float32 twin, for the float16 feature map's
-# unexplained 1.5x. Default tuning table (what users run); the cooperative states of a float16
-# plan ignore the feature map's ablations.
+# outputs are wrong: timing only); the register-tiled output (PSK_GENERIC_OUTPUT=tiles: the model
+# has it 2.5x faster than the row kernel, the fourth run 1.7x slower) without its phi(q)^T Z or
+# its local part; then the float16 feature map (the table's generic one) with its row loads or
+# its products left out, beside its float32 twin, for the float16 feature map's unexplained 1.5x.
+# Default tuning table (what users run); the cooperative states of a float16 plan ignore the
+# feature map's ablations. 18 calls, ~4 s each.
 do_ablations() {
     local n h rc=0
     n=$( ((quick)) && echo 1000 || echo 32768)
     h=${head_dims%%,*}
     [[ -f "$work/clocks.py" ]] || write_clocks_py
-    local ab line="" dtype
-    for dtype in f32 f16; do
-        local parts=(none features.products features.loads features.local)
-        [[ $dtype == f32 ]] && parts+=(states.products states.expand states.loads output.inter output.local output.expand \
-            output.zstage output.kvstage)
+    local ab line="" run dtype output
+    for run in f32:rows f32:tiles f16:rows; do
+        dtype=${run%%:*} output=${run##*:}
+        local parts=(none)
+        case $run in
+            f32:rows) parts+=(features.products features.loads features.local states.products states.expand states.loads
+                              output.inter output.local output.expand output.zstage output.kvstage) ;;
+            f32:tiles) parts+=(output.inter output.local) ;;
+            f16:rows) parts+=(features.products features.loads) ;;
+        esac
         for ab in "${parts[@]}"; do
+            local tag="ablate-generic-$dtype-$output-$ab-n$n"
             (unset PSK_ABLATE; [[ $ab != none ]] && export PSK_ABLATE=$ab
-             bench_call "ablate-generic-$dtype-$ab-n$n" 40 --kinds polysketch --degree 4 --sketch-size 32 --block-size 256 \
+             [[ $output == tiles ]] && export PSK_GENERIC_OUTPUT=tiles
+             bench_call "$tag" 40 --kinds polysketch --degree 4 --sketch-size 32 --block-size 256 \
                  --n "$n" --head-dim "$h" --dtype "$dtype" --heads "$heads" --local-exact) || rc=1
-            line+=" $dtype $ab: $(csv_summary "$work/bench/ablate-generic-$dtype-$ab-n$n.csv");"
+            line+=" $dtype $output $ab: $(csv_summary "$work/bench/$tag.csv");"
         done
     done
     say "$( ((rc == 0)) && echo OK || echo FAIL) generic ablations n=$n h=$h (the generic kernels, one part left out):$line"
