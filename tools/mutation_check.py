@@ -450,6 +450,12 @@ MUTATIONS: List[Mutation] = [
                 "LOAD, KEEP, true, STORE)",
                 "LOAD, KEEP, i < (N), STORE)")],
              quick=["psk_compile"]),
+    Mutation("rows_ablation_local_ignored",
+             "generic row output: PSK_ABLATE's output.local does not reach the local part (a timing would charge the local part nothing)",
+             [P("shaders/polysketch_output_rows.comp",
+                "if (CAUSAL && (ABLATE & 2u) == 0u) {",
+                "if (CAUSAL) {")],
+             quick=["GenericAblations.EachPartLeftOutChangesTheOutputWhereItShould"]),
 ]
 
 
