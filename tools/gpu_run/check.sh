@@ -110,10 +110,15 @@ do_info() {
     # flight, if the driver holds every unrolled batch of a tile at once (the feature map has 132 at
     # h = 64 and 254 at h = 128, twice its 64 and 128 staged elements per invocation), against the
     # plans above.
-    for h in 64 128; do
-        echo "--- polysketch f32 causal local-exact p=4 r=32 b=256 h=$h H=$heads, PSK_ABLATE=features.loads,states.loads,output.zstage,output.kvstage (timing only)" >>"$work/plan.txt"
-        PSK_ABLATE=features.loads,states.loads,output.zstage,output.kvstage PSK_PIPELINE_STATISTICS=1 tmo 20 "$PSK" info --plan --kind polysketch \
-            --dtype f32 --causal --local-exact --degree 4 --sketch-size 32 --block-size 256 --head-dim "$h" --heads "$heads" >>"$work/plan.txt" 2>&1 || rc=1
+    # At h = 64 the register-tiled output too (PSK_GENERIC_OUTPUT=tiles; the plans above run the row
+    # kernel there), with its staging and without.
+    local ablate_loads=features.loads,states.loads,output.zstage,output.kvstage variant
+    for variant in "64 auto $ablate_loads" "128 auto $ablate_loads" "64 tiles none" "64 tiles $ablate_loads"; do
+        read -r h output ablate <<<"$variant"
+        echo "--- polysketch f32 causal local-exact p=4 r=32 b=256 h=$h H=$heads, PSK_GENERIC_OUTPUT=$output PSK_ABLATE=$ablate (timing only)" >>"$work/plan.txt"
+        (export PSK_GENERIC_OUTPUT=$output PSK_PIPELINE_STATISTICS=1; [[ $ablate != none ]] && export PSK_ABLATE=$ablate
+         tmo 20 "$PSK" info --plan --kind polysketch --dtype f32 --causal --local-exact --degree 4 --sketch-size 32 --block-size 256 \
+             --head-dim "$h" --heads "$heads") >>"$work/plan.txt" 2>&1 || rc=1
     done
     # The FlashAttention-2 softmax's two-row-tile entries (baselines.tile 9-13, which the model
     # does not choose): their registers and spills, read beside psk tune's times for them.
