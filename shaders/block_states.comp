@@ -25,13 +25,14 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "self_tensor.glsl"
-#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
 #include "interface/block_states.h"
 PSK_DECLARE_SPECS(PSK_BLOCK_STATES_SPEC)
+#define PSK_STAGE_ROLLED_SPEC  // STAGE_ROLLED is this kernel's specialization constant (generic.stage_rolled)
+#include "staging.glsl"
 PSK_DECLARE_BINDINGS(PSK_BLOCK_STATES_BINDINGS)
 
 const uint TILE_F = FEAT_GROUPS * FEATS_PER_THREAD;

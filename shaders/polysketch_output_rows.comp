@@ -32,13 +32,14 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "self_tensor.glsl"
-#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
 #include "interface/polysketch_output.h"
 PSK_DECLARE_SPECS(PSK_POLYSKETCH_OUTPUT_ROWS_SPEC)
+#define PSK_STAGE_ROLLED_SPEC  // STAGE_ROLLED is this kernel's specialization constant (generic.stage_rolled)
+#include "staging.glsl"
 PSK_DECLARE_BINDINGS(PSK_POLYSKETCH_OUTPUT_BINDINGS)
 
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;

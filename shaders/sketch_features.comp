@@ -48,13 +48,14 @@
 #extension GL_EXT_control_flow_attributes : require
 
 #include "sketch_activations.glsl"
-#include "staging.glsl"
 #include "storage.glsl"
 #include "tensor_strides.glsl"
 
 layout(local_size_x_id = 0) in;
 #include "interface/sketch_features.h"
 PSK_DECLARE_SPECS(PSK_SKETCH_FEATURES_SPEC)
+#define PSK_STAGE_ROLLED_SPEC  // STAGE_ROLLED is this kernel's specialization constant (generic.stage_rolled)
+#include "staging.glsl"
 PSK_DECLARE_BINDINGS(PSK_SKETCH_FEATURES_BINDINGS)
 
 layout(std430, binding = BINDING_X_ROWS) readonly buffer XBuffer { ELEM x_data[]; };

@@ -33,6 +33,16 @@
 #ifndef PSK_STAGE_BATCH_SPEC
 const uint STAGE_BATCH = 8u;
 #endif
+// Rolled batches (STAGE_ROLLED != 0): the whole batches as a loop the compiler is asked not to
+// unroll, so that at most one batch of loads is held in registers. With a constant count the loop
+// is otherwise unrolled, and a compiler may then issue every load of the tile before the first
+// store: one memory round trip, but registers for the whole tile (two per staged element, address
+// and value), which can set a kernel's registers and so its occupancy (docs/MODEL.md, "The generic
+// kernels, part by part"). A kernel declares it (a specialization constant, defining
+// PSK_STAGE_ROLLED_SPEC before the include): the generic kernels' is generic.stage_rolled.
+#ifndef PSK_STAGE_ROLLED_SPEC
+const uint STAGE_ROLLED = 0u;
+#endif
 
 // For every i = FIRST + k STRIDE < N (k = 0, 1, ...): v = KEEP ? LOAD : 0 (expressions of i), then
 // STORE (a statement of i and v), STAGE_BATCH values loaded before they are stored. FIRST < STRIDE
@@ -45,8 +55,13 @@ const uint STAGE_BATCH = 8u;
     {                                                                                                \
         const uint stage_whole_ = (N) - (N) % (STAGE_BATCH * (STRIDE));                               \
         uint stage_i0_ = (FIRST);                                                                    \
-        for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE))                        \
-            STAGED_BATCH_(STRIDE, stage_i0_ + stage_u_ * (STRIDE), LOAD, KEEP, true, STORE)           \
+        if (STAGE_ROLLED != 0u) {                                                                    \
+            [[dont_unroll]] for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE))     \
+                STAGED_WHOLE_(N, STRIDE, LOAD, KEEP, STORE)                                          \
+        } else {                                                                                     \
+            for (; stage_i0_ < stage_whole_; stage_i0_ += STAGE_BATCH * (STRIDE))                    \
+                STAGED_WHOLE_(N, STRIDE, LOAD, KEEP, STORE)                                          \
+        }                                                                                            \
         if (stage_i0_ < (N)) {                                                                       \
             /* The last batch's steps, N - W elements left: step u is in range for every lane */      \
             /* while (u + 1) STRIDE <= N - W, for none from u STRIDE >= N - W, and lane by lane */     \
@@ -58,6 +73,9 @@ const uint STAGE_BATCH = 8u;
                           (stage_u_ + 1u) * (STRIDE) <= stage_left_ || (stage_u_ * (STRIDE) < stage_left_ && i < (N)), STORE) \
         }                                                                                            \
     }
+
+// A whole batch of STAGED_COPY (every i below N: no guard on its stores).
+#define STAGED_WHOLE_(N, STRIDE, LOAD, KEEP, STORE) STAGED_BATCH_(STRIDE, stage_i0_ + stage_u_ * (STRIDE), LOAD, KEEP, true, STORE)
 
 // One batch of STAGED_COPY from stage_i0_: STAGE_BATCH loads (LOAD at i = LOADED_I) into registers,
 // then their stores (STORE at i = stage_i0_ + stage_u_ STRIDE, where STORED holds).

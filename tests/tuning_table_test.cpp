@@ -736,6 +736,48 @@ TEST_F(TuningOnDevice, GenericOutputKernelChosenByTheTable) {
     }
 }
 
+// generic.stage_rolled (shaders/staging.glsl, STAGE_ROLLED) reaches every generic kernel that
+// stages (the feature map, block states and both outputs) where its key matches, each naming the
+// entry; elsewhere the model's 0 stands, named as a tunable. (The sweeps through the rolled
+// staging, `generic_output_*_rolled.Sweeps`, check the results.)
+TEST_F(TuningOnDevice, GenericStagingRolledByTheTable) {
+    ScopedEnv team("PSK_DISABLE_TEAM_KERNELS", "1");
+    const Shape s;
+    const std::string path = writeFile("rolled.tuning", "psk-tuning 1\ndevice any\ngeneric.stage_rolled 1 type=f32\n");
+    ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    for (const char* output : {"rows", "tiles"}) {
+        SCOPED_TRACE(output);
+        ScopedEnv generic("PSK_GENERIC_OUTPUT", output);
+        for (PskDataType type : {PSK_DATA_TYPE_FLOAT32, PSK_DATA_TYPE_FLOAT16}) {
+            const psk::PolysketchPlan plan = planShape(ctx, s, type);
+            const bool rolled = type == PSK_DATA_TYPE_FLOAT32;
+            for (const psk::KernelChoice* k : {&plan.featureKernel, &plan.statesKernel, &plan.outputKernel}) {
+                const std::string text = kernelText(*k);
+                EXPECT_NE(text.find(": generic kernel"), std::string::npos) << text;
+                EXPECT_NE(text.find(rolled ? " STAGE_ROLLED=1" : " STAGE_ROLLED=0"), std::string::npos) << text;
+                EXPECT_NE(text.find(rolled ? "generic.stage_rolled=1 from tuning table " + path + " line 3 (generic.stage_rolled 1 type=f32)"
+                                           : std::string("tunable: generic.stage_rolled=0")),
+                          std::string::npos)
+                    << text;
+            }
+        }
+    }
+    // PSK_STAGE_ROLLED wins over the table (the GPU check's way to roll the staging with a device's
+    // built-in table in effect); anything but 0 or 1 is refused.
+    {
+        ScopedEnv env("PSK_STAGE_ROLLED", "0");
+        const std::string text = kernelText(planShape(ctx, s, PSK_DATA_TYPE_FLOAT32).statesKernel);
+        EXPECT_NE(text.find(" STAGE_ROLLED=0"), std::string::npos) << text;
+        EXPECT_NE(text.find("; staging rolled 0 (PSK_STAGE_ROLLED)"), std::string::npos) << text;
+        EXPECT_EQ(text.find("generic.stage_rolled"), std::string::npos) << text;
+    }
+    {
+        ScopedEnv env("PSK_STAGE_ROLLED", "yes");
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT32);
+        EXPECT_EQ(o.created, PSK_ERROR_INVALID_ARGUMENT);
+    }
+}
+
 /** The plan of `s` in storage `type` under the environment and table in effect: kernelText per stage. */
 std::string stagePlans(PskContext ctx, const Shape& s, PskDataType type) {
     const psk::PolysketchPlan plan = planShape(ctx, s, type);

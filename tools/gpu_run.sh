@@ -483,7 +483,7 @@ phase_gpu() {
     # of them PSK_GPU_SKIP names keep nothing).
     local reserve=0
     skipped bench || reserve=$((reserve + 85))
-    skipped ablations || reserve=$((reserve + 80))
+    skipped ablations || reserve=$((reserve + 90))
     skipped frozen || reserve=$((reserve + 80))
     skipped stages || reserve=$((reserve + 100))
     local tune_limit=$((deadline - SECONDS - reserve))
@@ -493,22 +493,22 @@ phase_gpu() {
     else
         say "SKIP tune: ${tune_limit} s left before the bench's share"
     fi
-    # The bench keeps the last 260 s: 80 for the generic kernels' ablations, 80 for the frozen
+    # The bench keeps the last 270 s: 90 for the generic kernels' ablations, 80 for the frozen
     # specializations (each kernel as built and as spirv-opt freezes it), 100 for the stage proxies
     # (the stages' variants, the FP32 and chunked softmax, the cooperative ablations, the walking
     # block states on / off).
     local after_bench=0
-    skipped ablations || after_bench=$((after_bench + 80))
+    skipped ablations || after_bench=$((after_bench + 90))
     skipped frozen || after_bench=$((after_bench + 80))
     skipped stages || after_bench=$((after_bench + 100))
     local bench_limit=$((deadline - SECONDS - after_bench))
     ((bench_limit < 60)) && bench_limit=$((deadline - SECONDS))
     step bench "$bench_limit" do_bench
-    # The generic kernels' ablations (80 s: 18 calls at 32k), right after the bench while the clock is up.
+    # The generic kernels' ablations (90 s: 21 calls at 32k), right after the bench while the clock is up.
     local ablations_limit=$((deadline - SECONDS))
     skipped frozen || ablations_limit=$((ablations_limit - 80))
     skipped stages || ablations_limit=$((ablations_limit - 100))
-    ((ablations_limit > 80)) && ablations_limit=80
+    ((ablations_limit > 90)) && ablations_limit=90
     ((ablations_limit >= 20)) && step ablations "$ablations_limit" do_ablations
     # (With --lavapipe 140 s: its frozen modules' pipelines compile for seconds each, and the
     # fixture runs them at n = 16461 after the benches.)

@@ -326,6 +326,24 @@ std::string tunableNote(std::initializer_list<std::pair<TuningParameter, uint32_
     return s;
 }
 
+/**
+ * generic.stage_rolled for a generic kernel (shaders/staging.glsl, STAGE_ROLLED): PSK_STAGE_ROLLED
+ * (0 or 1) where set, else the table's value, else the model's 0 (the whole batches unrolled, so
+ * that a compiler may issue a whole tile's loads at once); `note` gets which one decided.
+ */
+uint32_t genericStageRolled(const PolysketchPlanInputs& in, std::string& note) {
+    const char* env = std::getenv("PSK_STAGE_ROLLED");
+    if (env && *env) {
+        if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
+            fail(PSK_ERROR_INVALID_ARGUMENT, "PSK_STAGE_ROLLED=", env, " is not 0 or 1");
+        note += cat("; staging rolled ", env, " (PSK_STAGE_ROLLED)");
+        return env[0] == '1' ? 1 : 0;
+    }
+    const TuningEntry* e = tuningEntry(in, TuningParameter::GenericStageRolled);
+    note += e ? tunedNote(in, *e) : tunableNote({{TuningParameter::GenericStageRolled, 0}});
+    return e ? e->value : 0;
+}
+
 }  // namespace
 
 PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const PackedSketch& sketch, const DeviceCaps& caps,
@@ -654,6 +672,8 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
     }
     spec.ABLATE = in.coop.switches.ablateFeatures;  // PSK_ABLATE (timing only)
+    std::string rolled;
+    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
     stage.rows = spec.ROWS;
     // The tiling may round the rows (to what the kernel's staging takes): the reason says so.
     if (rowsEntry && spec.ROWS != rowsEntry->value) tuned += cat(", adjusted to ", spec.ROWS, " rows (what the kernel takes here)");
@@ -663,7 +683,8 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
                                               : cat("generic kernel: ", in.team.whyNot)) +
             learnedTile + whyNotCoop + tuned +
             (sketch.learned ? tunableNote({{TuningParameter::FeaturesRows, stage.rows}, {TuningParameter::FeaturesLearnedTile, spec.LEARNED_TILE}})
-                            : tunableNote({{TuningParameter::FeaturesRows, stage.rows}})));
+                            : tunableNote({{TuningParameter::FeaturesRows, stage.rows}})) +
+            rolled);
     return stage;
 }
 
@@ -828,9 +849,12 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     if (spec.KEY_TILE * keyBytes > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     spec.Z_STRIDE = in.stateStride;
     spec.ABLATE = in.coop.switches.ablateStates;  // PSK_ABLATE (timing only)
+    std::string rolled;
+    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
     stage.kernel = KernelChoice::make<KernelId::BlockStates>(
         "", in.type, spec,
-        (in.team.any ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", in.team.whyNot)) + whyNotCoop);
+        (in.team.any ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", in.team.whyNot)) + whyNotCoop +
+            rolled);
     return stage;
 }
 
@@ -864,6 +888,8 @@ std::optional<OutputStagePlan> planGenericOutputRows(const PolysketchPlanInputs&
     spec.SMEM_FLOATS = std::max(spec.FEAT_TILE * zRow, c.causal ? spec.KEY_TILE * keyRow : 4u);
     setOutputShape(spec, c, R, in.stateStride);
     spec.ABLATE = in.coop.switches.ablateOutput;  // PSK_ABLATE (timing only; the bits it has)
+    std::string rolled;  // (its reason is the generic output's, set by planOutputStage: the note goes there)
+    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutputRows>("", in.type, spec, "");
     return stage;
 }
@@ -934,12 +960,15 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     spec.THREADS = spec.ROWS / 4 * spec.COL_GROUPS;
     spec.SMEM_FLOATS = poolFloats(spec.ROWS, spec.FEAT_TILE, spec.KEY_TILE, spec.WIDTH_CHUNK);
     spec.ABLATE = in.coop.switches.ablateOutput;  // PSK_ABLATE (timing only; the bits it has)
+    std::string rolled;
+    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
     OutputStagePlan stage;
     stage.rows = spec.ROWS;
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutput>(
         "", in.type, spec,
-        in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
-                    : cat("generic kernel: ", in.team.whyNot));
+        (in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
+                     : cat("generic kernel: ", in.team.whyNot)) +
+            rolled);
     return stage;
 }
 

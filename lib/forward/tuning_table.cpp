@@ -33,6 +33,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"states.sg_m", 1, 16},
     {"output.z_packed", 0, 1},
     {"output.generic_rows", 0, 1},
+    {"generic.stage_rolled", 0, 1},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

@@ -16,7 +16,8 @@
     X(6, uint, COLS_PER_THREAD, 16) /* a multiple of 4 */ \
     X(7, uint, KEY_TILE, 16) \
     X(8, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */ \
-    X(9, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the states are wrong): 1 no accumulation, 2 no psi expansion (psi_f = the pair coefficient), 4 no key-tile loads (zeros staged) */
+    X(9, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the states are wrong): 1 no accumulation, 2 no psi expansion (psi_f = the pair coefficient), 4 no key-tile loads (zeros staged) */ \
+    X(10, uint, STAGE_ROLLED, 0) /* 1: the staging's whole batches a loop not unrolled, one batch of loads held at a time (staging.glsl; generic.stage_rolled) */
 
 // block_states_team.comp
 #define PSK_BLOCK_STATES_TEAM_SPEC(X) \

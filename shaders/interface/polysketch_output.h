@@ -22,7 +22,8 @@
     X(12, uint, COL_VEC4, 4) /* vec4 value columns per invocation */ \
     X(13, uint, WIDTH_CHUNK, 32) /* key-width columns of q and k staged per step of the scores, a multiple of 4 */ \
     X(14, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */ \
-    X(15, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 16 no phi(q) expansion (phi_f = the pair coefficient), 32 no Z loads (zeros staged), 64 no key / value loads (zeros staged) */
+    X(15, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the output is wrong): 1 no phi(q)^T Z part, 2 no local part, 16 no phi(q) expansion (phi_f = the pair coefficient), 32 no Z loads (zeros staged), 64 no key / value loads (zeros staged) */ \
+    X(16, uint, STAGE_ROLLED, 0) /* 1: the staging's whole batches a loop not unrolled, one batch of loads held at a time (staging.glsl; generic.stage_rolled) */
 
 // polysketch_output_rows.comp (the row kernel: one query row per invocation)
 #define PSK_POLYSKETCH_OUTPUT_ROWS_SPEC(X) \
@@ -38,7 +39,8 @@
     X(9, uint, SMEM_FLOATS, 2048) /* max(FEAT_TILE ZS4, KEY_TILE (KW4 + VD4)) vec4s, in floats */ \
     X(10, uint, RPI, 1) /* query rows per invocation (register tile) */ \
     X(11, uint, Z_STRIDE, 68) /* floats per state row: VALUE_DIM + 1 rounded up to 4 */ \
-    X(12, uint, ABLATE, 0) /* as polysketch_output.comp's */
+    X(12, uint, ABLATE, 0) /* as polysketch_output.comp's */ \
+    X(13, uint, STAGE_ROLLED, 0) /* as polysketch_output.comp's */
 
 // polysketch_output_team.comp
 #define PSK_POLYSKETCH_OUTPUT_TEAM_SPEC(X) \

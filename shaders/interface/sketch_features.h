@@ -14,7 +14,8 @@
     X(4, uint, HIDDEN, 256) /* learned sketch: 8r */ \
     X(5, uint, W_CHUNK, 32) /* p = 4 random sketch: weight input columns staged per step */ \
     X(6, uint, LEARNED_TILE, 0) /* learned sketch: hidden units per staged chunk of the tiled products (a multiple of 4; 0: one row per invocation) */ \
-    X(7, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the rows are wrong): 1 no sketch products (the p = 4 random sketch: S = 0), 2 no row loads (zeros staged), 4 no local rows written */
+    X(7, uint, ABLATE, 0) /* timing only (PSK_ABLATE; the rows are wrong): 1 no sketch products (the p = 4 random sketch: S = 0), 2 no row loads (zeros staged), 4 no local rows written */ \
+    X(8, uint, STAGE_ROLLED, 0) /* 1: the staging's whole batches a loop not unrolled, one batch of loads held at a time (staging.glsl; generic.stage_rolled) */
 
 // sketch_features_team.comp
 #define PSK_SKETCH_FEATURES_TEAM_SPEC(X) \

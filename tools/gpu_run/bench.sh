@@ -579,15 +579,18 @@ do_stages() {
 # its local part; then the float16 feature map (the table's generic one) with its row loads or
 # its products left out, beside its float32 twin, for the float16 feature map's unexplained 1.5x.
 # Default tuning table (what users run); the cooperative states of a float16 plan ignore the
-# feature map's ablations. 18 calls, ~4 s each.
+# feature map's ablations. Then the same three configurations with the generic kernels' staging
+# rolled (PSK_STAGE_ROLLED=1, as a table's generic.stage_rolled 1, the built-in table kept: one
+# batch of loads held at a time; the staging's registers).
+# 21 calls, ~4 s each.
 do_ablations() {
     local n h rc=0
     n=$( ((quick)) && echo 1000 || echo 32768)
     h=${head_dims%%,*}
     [[ -f "$work/clocks.py" ]] || write_clocks_py
     local ab line="" run dtype output
-    for run in f32:rows f32:tiles f16:rows; do
-        dtype=${run%%:*} output=${run##*:}
+    for run in f32:rows f32:tiles f16:rows f32:rows:rolled f32:tiles:rolled f16:rows:rolled; do
+        IFS=: read -r dtype output rolled <<<"$run"
         local parts=(none)
         case $run in
             f32:rows) parts+=(features.products features.loads features.local states.products states.expand states.loads
@@ -596,12 +599,13 @@ do_ablations() {
             f16:rows) parts+=(features.products features.loads) ;;
         esac
         for ab in "${parts[@]}"; do
-            local tag="ablate-generic-$dtype-$output-$ab-n$n"
+            local tag="ablate-generic-$dtype-$output${rolled:+-$rolled}-$ab-n$n"
             (unset PSK_ABLATE; [[ $ab != none ]] && export PSK_ABLATE=$ab
              [[ $output == tiles ]] && export PSK_GENERIC_OUTPUT=tiles
+             [[ -n $rolled ]] && export PSK_STAGE_ROLLED=1
              bench_call "$tag" 40 --kinds polysketch --degree 4 --sketch-size 32 --block-size 256 \
                  --n "$n" --head-dim "$h" --dtype "$dtype" --heads "$heads" --local-exact) || rc=1
-            line+=" $dtype $output $ab: $(csv_summary "$work/bench/$tag.csv");"
+            line+=" $dtype $output${rolled:+ $rolled} $ab: $(csv_summary "$work/bench/$tag.csv");"
         done
     done
     say "$( ((rc == 0)) && echo OK || echo FAIL) generic ablations n=$n h=$h (the generic kernels, one part left out):$line"

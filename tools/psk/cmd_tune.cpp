@@ -131,15 +131,17 @@ struct TuneOptions {
 // the one a table that turns the cooperative output off runs), the cooperative output's chunks, the feature map, the baselines' tilings (the FP32
 // kernel's before the one-row kernel is tried against the best of them: a table keeps that tiling
 // for the forwards continuing a softmax KV cache, which the one-row kernel cannot run), the float32
-// path, and last the walking block states (on an H200 slower at every size measured, and the most
-// expensive candidate to time). A GPU check's budget reaches about ten candidates at 32k.
+// path, whether the generic kernels stage one batch of loads at a time (the registers a whole
+// staged tile may hold), and last the walking block states (on an H200 slower at every size
+// measured, and the most expensive candidate to time). A GPU check's budget reaches about ten candidates at 32k.
 constexpr TuningParameter kSearchOrder[] = {
     TuningParameter::OutputSgM,          TuningParameter::OutputZPacked,     TuningParameter::StatesSgM,
     TuningParameter::OutputStageBatch,   TuningParameter::OutputCooperative,  TuningParameter::OutputGenericRows, TuningParameter::OutputFeatChunk,
     TuningParameter::OutputKeyTile,
     TuningParameter::OutputWn,           TuningParameter::FeaturesTile,      TuningParameter::FeaturesRows,
     TuningParameter::FeaturesLearnedTile, TuningParameter::BaselinesTile,    TuningParameter::BaselinesFp32Tile,
-    TuningParameter::BaselinesFp32Rows,  TuningParameter::Float32Cooperative, TuningParameter::StatesWalkMinGroups,
+    TuningParameter::BaselinesFp32Rows,  TuningParameter::Float32Cooperative, TuningParameter::GenericStageRolled,
+    TuningParameter::StatesWalkMinGroups,
 };
 static_assert(sizeof kSearchOrder / sizeof kSearchOrder[0] == psk::kTuningParameterCount, "every parameter has its place in the search");
 
@@ -441,6 +443,7 @@ std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
         case TuningParameter::OutputCooperative:
         case TuningParameter::OutputZPacked:
         case TuningParameter::OutputGenericRows:
+        case TuningParameter::GenericStageRolled:
         case TuningParameter::Float32Cooperative:
         case TuningParameter::BaselinesFp32Rows: all = {0, 1}; break;
         case TuningParameter::OutputSgM:
