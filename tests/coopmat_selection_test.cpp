@@ -222,7 +222,11 @@ TEST(CoopMatSelection, IntelLike8x8x16) {
     EXPECT_EQ(s.float16.shape.k, 16u);
     const auto plan = psk::planBlockStatesCoopMat(s.float16, 8, 32, 64, 32768);
     ASSERT_EQ(plan.specConstants.size(), kSpecCount);
-    EXPECT_EQ(plan.threads, 32u);  // 2 x 2 subgroups of 8
+    // 2 x 8 subgroups of 8, 4 x 1 accumulator tiles each (at 2 x 2 subgroups each would hold 4 x 4
+    // tiles, 128 accumulator registers per lane: blockStatesColumnSubgroups).
+    EXPECT_EQ(plan.threads, 128u);
+    EXPECT_EQ(plan.spec.SG_N, 8u);
+    EXPECT_EQ(plan.spec.WM * plan.spec.WN, 4u);
     EXPECT_EQ(plan.tileF, 64u);
     EXPECT_EQ(plan.tileC % 8, 0u);
     EXPECT_EQ(plan.keyTile % 16, 0u);
@@ -236,7 +240,8 @@ TEST(CoopMatSelection, IntelXe2Like8x16x16) {
     EXPECT_EQ(s.float16.shape.n, 16u);
     EXPECT_EQ(s.float16.shape.k, 16u);
     const auto plan = psk::planBlockStatesCoopMat(s.float16, 16, 32, 64, 65536);
-    EXPECT_EQ(plan.threads, 64u);  // 2 x 2 subgroups of 16
+    EXPECT_EQ(plan.threads, 128u);  // 2 x 4 subgroups of 16, 4 x 1 accumulator tiles each (4 x 2 at 2 x 2)
+    EXPECT_EQ(plan.spec.WM * plan.spec.WN, 4u);
     EXPECT_EQ(plan.tileC % 16, 0u);
 }
 
@@ -358,8 +363,18 @@ TEST(CoopMatSelection, PlanFitsSharedMemory) {
     const auto s = psk::selectCoopMat(nvidiaLike(), false);
     const auto plan = psk::planBlockStatesCoopMat(s.float16, 32, 64, 128, 49152);
     ASSERT_EQ(plan.specConstants.size(), kSpecCount);
-    EXPECT_EQ(plan.specConstants[0], 128u);
+    // dv = 128: 4 column subgroups of 2 x 2 accumulator tiles (2 x 4 at SG_N = 2 spill on AMD's
+    // compiler: blockStatesColumnSubgroups), 256 invocations.
+    EXPECT_EQ(plan.specConstants[0], 256u);
+    EXPECT_EQ(plan.spec.SG_N, 4u);
+    EXPECT_EQ(plan.spec.WM * plan.spec.WN, 4u);
     EXPECT_EQ(plan.tileC, 128u);  // the whole value dimension in one column tile
+    // ... but never more invocations than the device has: at 128, SG_N stays 2 (2 x 4 tiles).
+    const auto narrow = psk::planBlockStatesCoopMat(s.float16, 32, 64, 128, 49152, false, false, 0, 128);
+    EXPECT_EQ(narrow.spec.SG_N, 2u);
+    EXPECT_EQ(narrow.threads, 128u);
+    // dv = 64 keeps the model's 2 x 2 subgroups.
+    EXPECT_EQ(psk::planBlockStatesCoopMat(s.float16, 32, 64, 64, 49152).spec.SG_N, 2u);
     EXPECT_LE(plan.sharedBytes, 49152u);
     const auto small = psk::planBlockStatesCoopMat(s.float16, 32, 64, 128, 16384);
     EXPECT_LE(small.sharedBytes, 16384u);

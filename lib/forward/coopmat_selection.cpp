@@ -217,17 +217,35 @@ std::string blockStatesCoopMatShader(const CoopMatChoice& choice, PskDataType st
     return name + dataTypeSuffix(storage);
 }
 
+namespace {
+
+// The block states' GPU tiling: WM (64 features per workgroup where M <= 32, or SG_M x M where that
+// is more) and WN (the value columns over SG_N subgroups, at most 128 columns per workgroup).
+uint32_t statesWm(uint32_t m, uint32_t sgM, uint32_t rowGroups) { return rowGroups ? std::max(1u, 64u / (sgM * m)) : std::max(1u, 32u / m); }
+uint32_t statesWn(uint32_t n, uint32_t sgN, uint32_t valueDim) {
+    return std::max(1u, std::min((valueDim + sgN * n - 1) / (sgN * n), std::max(1u, 128u / (sgN * n))));
+}
+
+}  // namespace
+
+uint32_t blockStatesColumnSubgroups(uint32_t m, uint32_t n, uint32_t valueDim, uint32_t rowGroups, uint32_t subgroupSize,
+                                    uint32_t maxInvocations) {
+    const uint32_t sgM = rowGroups ? rowGroups : 2, wm = statesWm(m, sgM, rowGroups);
+    uint32_t sgN = 2;
+    while (wm * statesWn(n, sgN, valueDim) > 4 && sgM * 2 * sgN * subgroupSize <= maxInvocations) sgN *= 2;
+    return sgN;
+}
+
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
                                               uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
-                                              bool emulatedOperands, bool splitV, uint32_t rowGroups) {
+                                              bool emulatedOperands, bool splitV, uint32_t rowGroups, uint32_t maxInvocations) {
     BlockStatesCoopMatPlan plan;
     if (choice.path == CoopMatPath::Scalar) return plan;
     const uint32_t m = choice.shape.m, n = choice.shape.n, k = choice.shape.k;
-    const uint32_t sgM = rowGroups ? rowGroups : 2, sgN = 2;
-    // 64 features per workgroup where M <= 32 (or SG_M x M where that is more).
-    const uint32_t wm = rowGroups ? std::max(1u, 64u / (sgM * m)) : std::max(1u, 32u / m);
-    uint32_t wn = std::max(1u, std::min((valueDim + sgN * n - 1) / (sgN * n), std::max(1u, 128u / (sgN * n))));
-    uint32_t keyTile = (std::max(32u, k) + k - 1) / k * k;
+    const uint32_t sgM = rowGroups ? rowGroups : 2;
+    const uint32_t wm = statesWm(m, sgM, rowGroups);
+    uint32_t sgN = blockStatesColumnSubgroups(m, n, valueDim, rowGroups, subgroupSize, maxInvocations);
+    uint32_t wn = 0, keyTile = 0;
     auto shared = [&](uint32_t kt, uint32_t wnn) {
         const uint32_t tileM = sgM * wm * m, tileN = sgN * wnn * n;
         const uint32_t operand = emulatedOperands ? 4 : 2;
@@ -236,8 +254,15 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
         return 4 * kt * sketchLength + 2 * operand * kt * (tileM + 8) + (splitV ? 2 : 1) * operand * kt * (tileN + 8) + 4 * tileM +
                4 * sgM * sgN * m * n + exchange;
     };
-    while (shared(keyTile, wn) > maxSharedBytes && keyTile > k) keyTile -= k;
-    while (shared(keyTile, wn) > maxSharedBytes && wn > 1) --wn;
+    // The tiling with sgN column subgroups, shrunk to the shared memory (keys first, then columns);
+    // more subgroups than 2 only where that tiling fits (each subgroup adds a product scratch).
+    for (;; sgN /= 2) {
+        wn = statesWn(n, sgN, valueDim);
+        keyTile = (std::max(32u, k) + k - 1) / k * k;
+        while (shared(keyTile, wn) > maxSharedBytes && keyTile > k) keyTile -= k;
+        while (shared(keyTile, wn) > maxSharedBytes && wn > 1) --wn;
+        if (sgN <= 2 || shared(keyTile, wn) <= maxSharedBytes) break;
+    }
     plan.threads = sgM * sgN * subgroupSize;
     plan.tileF = sgM * wm * m;
     plan.tileC = sgN * wn * n;

@@ -114,9 +114,23 @@ struct BlockStatesCoopMatPlan {
  *  operands plus its per-subgroup exchange region), to run this tiling through the emulation
  *  (PSK_COOPMAT_EMULATION=gpu-tiles). `splitV`: V as hi + lo operands (float32 storage, SPLIT_V).
  *  `rowGroups`: SG_M (a tuning table's states.sg_m), with WM = max(1, 64 / (SG_M CM_M)) so that a
- *  workgroup keeps at least 64 features; 0 for the model's 2 x 2 subgroups. */
+ *  workgroup keeps at least 64 features; 0 for the model's 2 row groups. The column subgroups:
+ *  blockStatesColumnSubgroups, within `maxInvocations` (the device's limit). */
 BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint32_t subgroupSize,
                                               uint32_t sketchLength, uint32_t valueDim, uint32_t maxSharedBytes,
-                                              bool emulatedOperands = false, bool splitV = false, uint32_t rowGroups = 0);
+                                              bool emulatedOperands = false, bool splitV = false, uint32_t rowGroups = 0,
+                                              uint32_t maxInvocations = 1024);
+
+/**
+ * The column subgroups (SG_N) of block_states_coopmat.comp's GPU tiling with `rowGroups` row groups
+ * (0: the model's 2): 2, doubled while a subgroup would hold more than 4 accumulator tiles (WM x WN,
+ * the 2 x 2 of h = dv = 64) and the workgroup (SG_M x SG_N subgroups) stays within
+ * `maxInvocations`. At dv = 128 the 2 x 4 tiles of SG_N = 2 need 382 VGPRs before scheduling on
+ * AMD's compiler, 126 of them spilled (`psk compile`, RADV's null navi31), where SG_N = 4's 2 x 2
+ * need 202 and spill none, as dv = 64's 2 x 2 (206); the H200 gave the SG_N = 2 kernel 255 registers
+ * at dv = 128 (docs/MODEL.md, "The block states at h = 128").
+ */
+uint32_t blockStatesColumnSubgroups(uint32_t m, uint32_t n, uint32_t valueDim, uint32_t rowGroups, uint32_t subgroupSize,
+                                    uint32_t maxInvocations);
 
 }  // namespace psk

@@ -713,7 +713,9 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
                 choice.path = CoopMatPath::KHR;
                 choice.shape = {coop.m, coop.n, coop.k};
             }
-            const uint32_t invocations = (rowGroups ? rowGroups : 2) * 2 * in.caps.subgroupSize;
+            const uint32_t invocations = (rowGroups ? rowGroups : 2) *
+                                         blockStatesColumnSubgroups(choice.shape.m, choice.shape.n, dv, rowGroups, in.caps.subgroupSize, in.invocations) *
+                                         in.caps.subgroupSize;
             // The shader's range_max (2 floats per subgroup) and ones_share (one float per feature
             // or per invocation, whichever is more; each array rounded to 16 bytes); the model's
             // tiling keeps the 2 floats per invocation it has always been planned with (more).
@@ -722,7 +724,8 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
             const uint32_t reserved = rowGroups ? exact : std::max(8 * invocations, exact);
             const uint32_t available = coop.emulate ? shared : coop.shared;
             *budget = available - std::min(available, reserved);
-            const BlockStatesCoopMatPlan cm = planBlockStatesCoopMat(choice, in.caps.subgroupSize, R, dv, *budget, coop.emulate, splitV, rowGroups);
+            const BlockStatesCoopMatPlan cm =
+                planBlockStatesCoopMat(choice, in.caps.subgroupSize, R, dv, *budget, coop.emulate, splitV, rowGroups, in.invocations);
             *bytes = cm.sharedBytes;
             kernel::BlockStatesCoopMatSpec planned = cm.spec;
             planned.Z_STRIDE = in.stateStride;
