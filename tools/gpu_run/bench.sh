@@ -588,7 +588,7 @@ do_ablations() {
     n=$( ((quick)) && echo 1000 || echo 32768)
     h=${head_dims%%,*}
     [[ -f "$work/clocks.py" ]] || write_clocks_py
-    local ab line="" run dtype output
+    local ab line="" run dtype output rolled
     for run in f32:rows f32:tiles f16:rows f32:rows:rolled f32:tiles:rolled f16:rows:rolled; do
         IFS=: read -r dtype output rolled <<<"$run"
         local parts=(none)
