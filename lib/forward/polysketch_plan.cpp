@@ -327,7 +327,7 @@ std::string tunableNote(std::initializer_list<std::pair<TuningParameter, uint32_
 }
 
 /**
- * generic.stage_rolled for a generic kernel (shaders/staging.glsl, STAGE_ROLLED): PSK_STAGE_ROLLED
+ * generic.stage_rolled for the generic kernels (shaders/staging.glsl, STAGE_ROLLED): PSK_STAGE_ROLLED
  * (0 or 1) where set, else the table's value, else the model's 0 (the whole batches unrolled, so
  * that a compiler may issue a whole tile's loads at once); `note` gets which one decided.
  */
@@ -390,6 +390,7 @@ PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& c, const Packed
     shape.causal = c.causal;
     shape.localExact = c.localExact;
     shape.learned = sketch.learned;
+    in.stageRolled = genericStageRolled(in, in.stageRolledNote);
 
     // --- Which stages may take cooperative matrices: emulated when asked for (the conformance
     // suite runs the cooperative kernels' logic on devices without them), else the device's KHR or
@@ -672,8 +673,7 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         if (featureBytes(spec.ROWS, spec.W_CHUNK) > in.shared) fail(PSK_ERROR_UNSUPPORTED, "head dim too large for this device's shared memory");
     }
     spec.ABLATE = in.coop.switches.ablateFeatures;  // PSK_ABLATE (timing only)
-    std::string rolled;
-    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
+    spec.STAGE_ROLLED = in.stageRolled;
     stage.rows = spec.ROWS;
     // The tiling may round the rows (to what the kernel's staging takes): the reason says so.
     if (rowsEntry && spec.ROWS != rowsEntry->value) tuned += cat(", adjusted to ", spec.ROWS, " rows (what the kernel takes here)");
@@ -684,7 +684,7 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
             learnedTile + whyNotCoop + tuned +
             (sketch.learned ? tunableNote({{TuningParameter::FeaturesRows, stage.rows}, {TuningParameter::FeaturesLearnedTile, spec.LEARNED_TILE}})
                             : tunableNote({{TuningParameter::FeaturesRows, stage.rows}})) +
-            rolled);
+            in.stageRolledNote);
     return stage;
 }
 
@@ -852,12 +852,11 @@ StatesStagePlan planStatesStage(const PolysketchPlanInputs& in) {
     if (spec.KEY_TILE * keyBytes > shared) fail(PSK_ERROR_UNSUPPORTED, "sketch too long for this device's shared memory");
     spec.Z_STRIDE = in.stateStride;
     spec.ABLATE = in.coop.switches.ablateStates;  // PSK_ABLATE (timing only)
-    std::string rolled;
-    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
+    spec.STAGE_ROLLED = in.stageRolled;
     stage.kernel = KernelChoice::make<KernelId::BlockStates>(
         "", in.type, spec,
         (in.team.any ? std::string("generic kernel: the team variant is not built") : cat("generic kernel: ", in.team.whyNot)) + whyNotCoop +
-            rolled);
+            in.stageRolledNote);
     return stage;
 }
 
@@ -891,8 +890,7 @@ std::optional<OutputStagePlan> planGenericOutputRows(const PolysketchPlanInputs&
     spec.SMEM_FLOATS = std::max(spec.FEAT_TILE * zRow, c.causal ? spec.KEY_TILE * keyRow : 4u);
     setOutputShape(spec, c, R, in.stateStride);
     spec.ABLATE = in.coop.switches.ablateOutput;  // PSK_ABLATE (timing only; the bits it has)
-    std::string rolled;  // (its reason is the generic output's, set by planOutputStage: the note goes there)
-    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
+    spec.STAGE_ROLLED = in.stageRolled;  // (its reason, the generic output's, carries the note)
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutputRows>("", in.type, spec, "");
     return stage;
 }
@@ -963,15 +961,14 @@ OutputStagePlan planGenericOutput(const PolysketchPlanInputs& in) {
     spec.THREADS = spec.ROWS / 4 * spec.COL_GROUPS;
     spec.SMEM_FLOATS = poolFloats(spec.ROWS, spec.FEAT_TILE, spec.KEY_TILE, spec.WIDTH_CHUNK);
     spec.ABLATE = in.coop.switches.ablateOutput;  // PSK_ABLATE (timing only; the bits it has)
-    std::string rolled;
-    spec.STAGE_ROLLED = genericStageRolled(in, rolled);
+    spec.STAGE_ROLLED = in.stageRolled;
     OutputStagePlan stage;
     stage.rows = spec.ROWS;
     stage.kernel = KernelChoice::make<KernelId::PolysketchOutput>(
         "", in.type, spec,
         (in.team.any ? std::string("generic kernel: local exact with h % 4 != 0 or h > 128, or the team variant is not built")
                      : cat("generic kernel: ", in.team.whyNot)) +
-            rolled);
+            in.stageRolledNote);
     return stage;
 }
 

@@ -173,6 +173,10 @@ struct PolysketchPlanInputs {
     CoopEligibility coop;
     const TuningTable* tuning = nullptr;  // measured overrides, if any
     TuningShape tuningShape;              // this call's shape class, as the table's entries key it
+    // The generic kernels' STAGE_ROLLED (generic.stage_rolled, PSK_STAGE_ROLLED) and the note that
+    // says what decided it, the same for every generic kernel of the plan.
+    uint32_t stageRolled = 0;
+    std::string stageRolledNote;
 };
 PolysketchPlanInputs polysketchPlanInputs(const AttentionConfig& config, const PackedSketch& sketch, const DeviceCaps& caps,
                                           const TuningTable* tuning = nullptr);
