@@ -38,7 +38,7 @@ using psk::TuningParameter;
 const char* kValid =
     "# measured on a test bench\n"
     "psk-tuning 1\r\n"
-    "device vendor=0x10de id=0x2330 driver=0x8a4a4000 name=\"NVIDIA H100 # 80GB\"   # a comment after the line\n"
+    "device vendor=0x10de id=0x2330 driver=0x8a4a4000 name=\"NVIDIA H100 # 80GB\" chip=\"GH100\" chip_ids=0x2331,0x2335   # a comment after the line\n"
     "\n"
     "output.feat_chunk 32 h=64 dv=64 r=32 type=f16 causal=1\n"
     "output.feat_chunk 48 h=64\n"
@@ -77,6 +77,12 @@ TEST(TuningTableParser, ReadsAValidTable) {
     ASSERT_TRUE(t.device.driverVersion.has_value());
     EXPECT_EQ(*t.device.driverVersion, 0x8a4a4000u);
     EXPECT_EQ(t.device.name, "NVIDIA H100 # 80GB");  // '#' inside quotes is no comment
+    EXPECT_EQ(t.device.chip, "GH100");
+    EXPECT_EQ(t.device.chipIds, (std::vector<uint32_t>{0x2331, 0x2335}));
+    EXPECT_TRUE(t.device.listsSibling(0x10de, 0x2335));
+    EXPECT_FALSE(t.device.listsSibling(0x10de, 0x2330));  // its own id is not a sibling
+    EXPECT_FALSE(t.device.listsSibling(0x1002, 0x2335));  // another vendor's device of that id is not
+    EXPECT_FALSE(t.device.listsSibling(0x10de, 0x2336));
     ASSERT_EQ(t.entries.size(), 5u);
     EXPECT_EQ(t.entries[0].line, 5u);
     EXPECT_EQ(t.entries[2].parameter, TuningParameter::OutputWn);
@@ -114,6 +120,8 @@ TEST(TuningTableParser, WriterRoundTrips) {
     EXPECT_EQ(back.device.deviceId, t.device.deviceId);
     EXPECT_EQ(back.device.driverVersion, t.device.driverVersion);
     EXPECT_EQ(back.device.name, "NVIDIA H100  80GB");  // the writer drops what a quoted word cannot hold
+    EXPECT_EQ(back.device.chip, "GH100");
+    EXPECT_EQ(back.device.chipIds, t.device.chipIds);
     ASSERT_EQ(back.entries.size(), t.entries.size());
     for (size_t i = 0; i < t.entries.size(); ++i) {
         EXPECT_EQ(back.entries[i].parameter, t.entries[i].parameter);
@@ -138,6 +146,18 @@ TEST(TuningTableParser, RejectsMalformedTables) {
         {"psk-tuning 1\ndevice vendor=0x10de id=1 color=red\n", "not 'color'"},
         {"psk-tuning 1\ndevice vendor=0x1g id=1\n", "vendor '0x1g' is not"},
         {"psk-tuning 1\ndevice vendor=1 id=1 name=\"open\n", "quote is not closed"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=2,3,2\n", "chip id 0x2 is listed twice"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=2,1\n", "lists the table's own id 0x1"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=2,,3\n", "a chip id '' is not"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=\n", "a chip id '' is not"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=0x2g\n", "a chip id '0x2g' is not"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=2 chip_ids=3\n", "not 'chip_ids'"},
+        {"psk-tuning 1\ndevice vendor=1 id=1 chip_ids=" + [] {
+             std::string ids;
+             for (int i = 2; i < 2 + 65; ++i) ids += (ids.empty() ? "" : ",") + std::to_string(i);
+             return ids;
+         }() + "\n",
+         "chip_ids lists more than 64 ids"},
         {head + "device any\n", "line 3: a second device line"},
         {head + "output.feat_chunks 32\n", "line 3: unknown parameter 'output.feat_chunks'"},
         {head + "output.feat_chunk\n", "needs a value"},
@@ -243,6 +263,50 @@ TEST(TuningTableSelection, ChoosesByDeviceAndDriver) {
     }
 }
 
+// A table applies to the other devices of its chip that its device line lists, after their own
+// tables and with a note; never to a device it does not list, nor to another vendor's.
+TEST(TuningTableSelection, ASiblingsTableAppliesWhereADeviceHasNone) {
+    const psk::TuningDeviceIdentity h100{0x10de, 0x2330, 0x8a4a4000, "H100"};
+    const std::string h200 =
+        "psk-tuning 1\ndevice vendor=0x10de id=0x2335 driver=0x8a4a4000 name=\"NVIDIA H200\" chip=\"GH100\" chip_ids=0x2331,0x2330\noutput.wn 1\n";
+    const std::string h200OtherDriver = "psk-tuning 1\ndevice vendor=0x10de id=0x2335 driver=0x1 chip_ids=0x2330\noutput.wn 2\n";
+    const std::string ownOtherDriver = "psk-tuning 1\ndevice vendor=0x10de id=0x2330 driver=0x1\noutput.wn 3\n";
+    const std::string amdListsIt = "psk-tuning 1\ndevice vendor=0x1002 id=0x740f chip_ids=0x2330\noutput.wn 4\n";
+    auto embedded = [](const char* name, const std::string& text) {
+        return psk::EmbeddedTuningTable{name, reinterpret_cast<const unsigned char*>(text.data()), text.size()};
+    };
+    psk::TuningSelection s = psk::selectTuningTable("", "test", h100, {embedded("amd.tuning", amdListsIt), embedded("h200.tuning", h200)});
+    ASSERT_TRUE(s.table) << s.description;
+    EXPECT_EQ(s.table->source, "tuning/devices/h200.tuning");
+    EXPECT_NE(s.description.find("measured on NVIDIA H200 (id 0x2335), a GH100 as this device (id 0x2330): applied, re-run psk tune"),
+              std::string::npos)
+        << s.description;
+    EXPECT_EQ(s.description.find("driver"), std::string::npos) << s.description;  // the same driver: no second note
+    // Of two siblings' tables, this driver's; the device's own table, even of another driver, before both.
+    s = psk::selectTuningTable("", "test", h100, {embedded("x.tuning", h200OtherDriver), embedded("h200.tuning", h200)});
+    ASSERT_TRUE(s.table);
+    EXPECT_EQ(s.table->entries.at(0).value, 1u);
+    s = psk::selectTuningTable("", "test", h100, {embedded("x.tuning", h200OtherDriver)});
+    ASSERT_TRUE(s.table);
+    EXPECT_NE(s.description.find("the same chip as this device (id 0x2330): applied"), std::string::npos) << s.description;  // no chip name
+    EXPECT_NE(s.description.find("measured with driver 0x1, this device runs 0x8a4a4000"), std::string::npos) << s.description;
+    s = psk::selectTuningTable("", "test", h100, {embedded("h200.tuning", h200), embedded("own.tuning", ownOtherDriver)});
+    ASSERT_TRUE(s.table);
+    EXPECT_EQ(s.table->source, "tuning/devices/own.tuning");
+    // Not listed, or another vendor's: none.
+    s = psk::selectTuningTable("", "test", psk::TuningDeviceIdentity{0x10de, 0x2336, 0x8a4a4000, "other"}, {embedded("h200.tuning", h200)});
+    EXPECT_FALSE(s.table) << s.description;
+    s = psk::selectTuningTable("", "test", psk::TuningDeviceIdentity{0x1002, 0x2330, 0x8a4a4000, "amd"}, {embedded("h200.tuning", h200)});
+    EXPECT_FALSE(s.table) << s.description;
+    // A path: a sibling's table applies with the note; one that does not list this device does not.
+    s = psk::selectTuningTable(writeFile("h200.tuning", h200), "PSK_TUNING_TABLE", h100, {});
+    ASSERT_TRUE(s.table) << s.description;
+    EXPECT_NE(s.description.find("a GH100 as this device (id 0x2330): applied"), std::string::npos) << s.description;
+    s = psk::selectTuningTable(writeFile("h200.tuning", h200), "PSK_TUNING_TABLE", psk::TuningDeviceIdentity{0x10de, 0x2336, 1, "x"}, {});
+    EXPECT_FALSE(s.table);
+    EXPECT_NE(s.description.find("not this device"), std::string::npos) << s.description;
+}
+
 // The committed example of the format (tuning/example.tuning) is a valid table.
 TEST(TuningTableSelection, ExampleTableParses) {
     const psk::TuningTable t = psk::loadTuningTable(std::string(PSK_SOURCE_DIR) + "/tuning/example.tuning");
@@ -265,12 +329,7 @@ TEST(TuningTableSelection, TheH200TableIsChosenForAnH200) {
     const psk::TuningSelection s = psk::selectTuningTable("", "test", h200, psk::embeddedTuningTables());
     ASSERT_TRUE(s.table) << s.description;
     EXPECT_EQ(s.table->source, "tuning/devices/nvidia-h200.tuning");
-    psk::TuningShape shape;
-    shape.headDim = shape.valueDim = 64;
-    shape.sketchLength = 32;
-    shape.degree = 4;
-    shape.type = PSK_DATA_TYPE_FLOAT16;
-    shape.causal = shape.localExact = true;
+    psk::TuningShape shape = headline();
     const psk::TuningEntry* e = s.table->find(psk::TuningParameter::OutputCooperative, shape);
     ASSERT_NE(e, nullptr);
     EXPECT_EQ(e->value, 0u);
@@ -285,6 +344,21 @@ TEST(TuningTableSelection, TheH200TableIsChosenForAnH200) {
     shape.type = PSK_DATA_TYPE_FLOAT16;
     shape.headDim = shape.valueDim = 128;
     EXPECT_EQ(s.table->find(psk::TuningParameter::OutputCooperative, shape), nullptr);
+}
+
+// An H100 (SXM5, id 0x2330: the GH100 chip of the H200) has no table of its own and takes the
+// H200's, with the note that says so.
+TEST(TuningTableSelection, AnH100TakesTheH200Table) {
+    const psk::TuningDeviceIdentity h100{0x10de, 0x2330, 0x9127c100, "NVIDIA H100 80GB HBM3"};
+    const psk::TuningSelection s = psk::selectTuningTable("", "test", h100, psk::embeddedTuningTables());
+    ASSERT_TRUE(s.table) << s.description;
+    EXPECT_EQ(s.table->source, "tuning/devices/nvidia-h200.tuning");
+    EXPECT_NE(s.description.find("measured on NVIDIA H200 (id 0x2335), a GH100 as this device (id 0x2330)"), std::string::npos)
+        << s.description;
+    psk::TuningShape shape = headline();
+    const psk::TuningEntry* e = s.table->find(psk::TuningParameter::OutputCooperative, shape);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->value, 0u);
 }
 
 // ---- On the device ------------------------------------------------------------------------------

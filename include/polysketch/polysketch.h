@@ -230,10 +230,11 @@ typedef struct PskContextCreateInfo {
      * docs/PERFORMANCE.md, "Tuning"). NULL or "": the environment variable PSK_TUNING_TABLE when
      * set (read whenever an attention object is created), else the table built into the library
      * for this device (vendor and device id; a table measured with another driver version applies
-     * with a note in the plan), else none. "none": no table, not even a built-in one (the model's
-     * choices). Any other string is the path of a table file, read once here: a file that cannot be
-     * read or is not a valid table fails pskCreateContext with PSK_ERROR_BAD_FILE; a table for
-     * another device is not applied (pskGetAttentionPlan says so). The plan names the entry behind
+     * with a note in the plan), else a built-in table of another device of the same chip that lists
+     * this device's id (with a note), else none. "none": no table, not even a built-in one (the
+     * model's choices). Any other string is the path of a table file, read once here: a file that
+     * cannot be read or is not a valid table fails pskCreateContext with PSK_ERROR_BAD_FILE; a table
+     * for another device that does not list this one is not applied (pskGetAttentionPlan says so). The plan names the entry behind
      * every tuned choice.
      */
     const char* tuningTable;

@@ -39,6 +39,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
 // Bounds that keep a hostile or broken file from costing more than a small one.
 constexpr size_t kMaxTableBytes = 1u << 20;
 constexpr size_t kMaxEntries = 4096;
+constexpr size_t kMaxChipIds = 64;
 
 std::string entries(size_t n) { return cat(n, n == 1 ? " entry" : " entries"); }
 
@@ -48,6 +49,14 @@ std::string hex(uint32_t v) {
     char text[16];
     std::snprintf(text, sizeof text, "0x%x", v);
     return text;
+}
+
+/** `text` less what a quoted word cannot hold (quotes, '#', control characters). */
+std::string quotable(const std::string& text) {
+    std::string kept;
+    for (char c : text)
+        if (c != '"' && c != '#' && static_cast<unsigned char>(c) >= 0x20) kept += c;
+    return kept;
 }
 
 /** One line's words: whitespace-separated, `name="..."` quoted (no escapes), the comment cut off. */
@@ -125,7 +134,7 @@ TuningDevice parseDevice(const std::vector<std::string>& words, const std::strin
         d.any = true;
         return d;
     }
-    bool vendor = false, id = false;
+    bool vendor = false, id = false, chipIds = false;
     for (size_t i = 1; i < words.size(); ++i) {
         const auto [k, v] = keyValue(words[i], where);
         if (k == "vendor" && !vendor) {
@@ -138,11 +147,29 @@ TuningDevice parseDevice(const std::vector<std::string>& words, const std::strin
             d.driverVersion = number(v, where, "driver");
         } else if (k == "name" && d.name.empty()) {
             d.name = v;
+        } else if (k == "chip" && d.chip.empty()) {
+            d.chip = v;
+        } else if (k == "chip_ids" && !chipIds) {
+            chipIds = true;
+            size_t begin = 0;
+            while (begin <= v.size()) {
+                size_t end = v.find(',', begin);
+                if (end == std::string::npos) end = v.size();
+                if (d.chipIds.size() >= kMaxChipIds) fail(PSK_ERROR_BAD_FILE, where, ": chip_ids lists more than ", kMaxChipIds, " ids");
+                const uint32_t sibling = number(v.substr(begin, end - begin), where, "a chip id");
+                for (uint32_t other : d.chipIds)
+                    if (other == sibling) fail(PSK_ERROR_BAD_FILE, where, ": chip id ", hex(sibling), " is listed twice");
+                d.chipIds.push_back(sibling);
+                begin = end + 1;
+            }
         } else {
-            fail(PSK_ERROR_BAD_FILE, where, ": the device line takes vendor, id, driver and name once each (or is 'device any'), not '", k, "'");
+            fail(PSK_ERROR_BAD_FILE, where,
+                 ": the device line takes vendor, id, driver, name, chip and chip_ids once each (or is 'device any'), not '", k, "'");
         }
     }
     if (!vendor || !id) fail(PSK_ERROR_BAD_FILE, where, ": the device line needs vendor= and id= (or is 'device any')");
+    for (uint32_t sibling : d.chipIds)
+        if (sibling == d.deviceId) fail(PSK_ERROR_BAD_FILE, where, ": chip_ids lists the table's own id ", hex(sibling), " (it names the others)");
     return d;
 }
 
@@ -333,10 +360,10 @@ std::string writeTuningTable(const TuningDevice& device, const std::vector<std::
     } else {
         out << "device vendor=" << hex(device.vendorId) << " id=" << hex(device.deviceId);
         if (device.driverVersion) out << " driver=" << hex(*device.driverVersion);
-        std::string name;
-        for (char c : device.name)
-            if (c != '"' && c != '#' && static_cast<unsigned char>(c) >= 0x20) name += c;  // what a quoted word may hold
+        const std::string name = quotable(device.name), chip = quotable(device.chip);
         if (!name.empty()) out << " name=\"" << name << "\"";
+        if (!chip.empty()) out << " chip=\"" << chip << "\"";
+        for (size_t i = 0; i < device.chipIds.size(); ++i) out << (i ? "," : " chip_ids=") << hex(device.chipIds[i]);
         out << "\n";
     }
     for (const TuningTableLine& l : lines) {
@@ -350,6 +377,13 @@ std::string writeTuningTable(const TuningDevice& device, const std::vector<std::
     return out.str();
 }
 
+bool TuningDevice::listsSibling(uint32_t vendor, uint32_t id) const {
+    if (any || vendor != vendorId || id == deviceId) return false;
+    for (uint32_t sibling : chipIds)
+        if (sibling == id) return true;
+    return false;
+}
+
 TuningSelection selectTuningTable(const std::string& request, const char* origin, const TuningDeviceIdentity& device,
                                   const std::vector<EmbeddedTuningTable>& builtIn) {
     TuningSelection s;
@@ -358,37 +392,46 @@ TuningSelection selectTuningTable(const std::string& request, const char* origin
         s.description = cat("none (", origin, " = none): the model's choices");
         return s;
     }
-    auto driverNote = [&](const TuningTable& t) {
-        return t.device.driverVersion && *t.device.driverVersion != device.driverVersion
-                   ? cat("; measured with driver ", hex(*t.device.driverVersion), ", this device runs ", hex(device.driverVersion),
-                         ": applied, re-run psk tune to confirm")
-                   : std::string();
+    auto own = [&](const TuningTable& t) { return !t.device.any && t.device.vendorId == device.vendorId && t.device.deviceId == device.deviceId; };
+    auto sameDriver = [&](const TuningTable& t) { return !t.device.driverVersion || *t.device.driverVersion == device.driverVersion; };
+    // What the description adds to "N entries": a sibling's table, another driver's.
+    auto notes = [&](const TuningTable& t) {
+        std::string n;
+        if (t.device.listsSibling(device.vendorId, device.deviceId))
+            n += cat("; measured on ", t.device.name.empty() ? "a device" : t.device.name, " (id ", hex(t.device.deviceId), "), ",
+                     t.device.chip.empty() ? "the same chip" : cat("a ", t.device.chip), " as this device (id ", hex(device.deviceId),
+                     "): applied, re-run psk tune to confirm");
+        if (!sameDriver(t))
+            n += cat("; measured with driver ", hex(*t.device.driverVersion), ", this device runs ", hex(device.driverVersion),
+                     ": applied, re-run psk tune to confirm");
+        return n;
     };
     if (!request.empty()) {
         auto table = std::make_shared<TuningTable>(loadTuningTable(request));
-        if (!table->device.any && (table->device.vendorId != device.vendorId || table->device.deviceId != device.deviceId)) {
+        if (!table->device.any && !own(*table) && !table->device.listsSibling(device.vendorId, device.deviceId)) {
             s.description = cat(request, " (", origin, ") is for vendor ", hex(table->device.vendorId), " id ", hex(table->device.deviceId),
                                 ", not this device (", here, "): not applied, the model's choices");
             return s;
         }
         s.description = cat(request, " (", origin, ", ", entries(table->entries.size()), table->device.any ? ", any device" : "",
-                            driverNote(*table), ")");
+                             notes(*table), ")");
         s.table = std::move(table);
         return s;
     }
+    // Built in: the device's own table, else a sibling's (one listing this id among its chip's);
+    // within each, one of this driver version first, then the first by name.
     std::shared_ptr<TuningTable> best;
+    auto rank = [&](const TuningTable& t) { return (own(t) ? 2 : 0) + (sameDriver(t) ? 1 : 0); };
     for (const EmbeddedTuningTable& e : builtIn) {
         TuningTable t = parseTuningTable(std::string_view(reinterpret_cast<const char*>(e.text), e.size), cat("tuning/devices/", e.name));
-        if (t.device.any || t.device.vendorId != device.vendorId || t.device.deviceId != device.deviceId) continue;
-        const bool sameDriver = !t.device.driverVersion || *t.device.driverVersion == device.driverVersion;
-        if (!best || (sameDriver && best->device.driverVersion && *best->device.driverVersion != device.driverVersion))
-            best = std::make_shared<TuningTable>(std::move(t));
+        if (!own(t) && !t.device.listsSibling(device.vendorId, device.deviceId)) continue;
+        if (!best || rank(t) > rank(*best)) best = std::make_shared<TuningTable>(std::move(t));
     }
     if (!best) {
         s.description = cat("none built in for this device (", here, "): the model's choices");
         return s;
     }
-    s.description = cat(best->source, " (built in, ", entries(best->entries.size()), driverNote(*best), ")");
+    s.description = cat(best->source, " (built in, ", entries(best->entries.size()), notes(*best), ")");
     s.table = std::move(best);
     return s;
 }

@@ -8,11 +8,14 @@
 //
 //   # comments start with '#', anywhere on a line
 //   psk-tuning 1
-//   device vendor=0x10de id=0x2330 driver=0x8a4a4000 name="NVIDIA H100 80GB HBM3"
+//   device vendor=0x10de id=0x2330 driver=0x8a4a4000 name="NVIDIA H100 80GB HBM3" chip="GH100" chip_ids=0x2331,0x2335
 //   output.feat_chunk 32 h=64 dv=64 r=32 type=f16 causal=1
 //
 // The first line that is not blank or a comment names the format and its version; then one
-// `device` line (`device any` applies to every device); then one entry per line: a parameter, its
+// `device` line (`device any` applies to every device; `chip_ids`, optional, lists the other device
+// ids of the same chip, which the table also applies to where they have no table of their own:
+// the choices it records are set by the chip's registers, compiler and units far more than by its
+// memory or clocks, and a note says to re-run psk tune there); then one entry per line: a parameter, its
 // value, and the shape class it applies to as key=value pairs (a key left out matches every value).
 // Where several entries of a parameter match a call, the one with the most keys wins, then the
 // first in the file. Anything else (an unknown parameter or key, a value out of range, a repeated
@@ -97,7 +100,11 @@ struct TuningDevice {
     bool any = false;  // `device any`: every device
     uint32_t vendorId = 0, deviceId = 0;
     std::optional<uint32_t> driverVersion;
-    std::string name;  // informative only
+    std::string name;              // informative only
+    std::string chip;              // informative only: the chip `chipIds` share (e.g. "GH100")
+    std::vector<uint32_t> chipIds;  // other device ids of the same vendor and chip the table applies to, after their own tables
+    /** Whether `deviceId` is one of chipIds (not the table's own id). */
+    bool listsSibling(uint32_t vendor, uint32_t deviceId) const;
 };
 
 struct TuningTable {
@@ -145,9 +152,10 @@ std::vector<EmbeddedTuningTable> embeddedTuningTables();
 /**
  * The table for a device: `request` is a path, "none" (no table at all), or empty (the built-in
  * table of the device, if any); `origin` says where the request came from (for the description,
- * e.g. "PSK_TUNING_TABLE"). A table for another device is not applied (the description says so); a
- * table for another driver version of the same device is, with a note; a built-in table of the
- * same driver version wins over one of another version. `builtIn` is the list to choose from
+ * e.g. "PSK_TUNING_TABLE"). A table for another device is not applied (the description says so)
+ * unless its device line lists this device among its chip's ids: then it is, with a note; a table
+ * for another driver version of the same device is, with a note; among built-in tables, the
+ * device's own wins over a sibling's, and then one of the same driver version over another. `builtIn` is the list to choose from
  * (embeddedTuningTables() but in tests). Throws PSK_ERROR_BAD_FILE for a path that is not a valid table.
  */
 TuningSelection selectTuningTable(const std::string& request, const char* origin, const TuningDeviceIdentity& device,
