@@ -1693,17 +1693,20 @@ THIRD_CONSTANTS = {"barrier": round(28.64e-9 * 1.98e9), "lat_l2": round(146.4e-9
 
 
 @contextlib.contextmanager
-def third_run_constants(apply=True):
-    """H200 with psk micro's measured constants (THIRD_CONSTANTS) inside the block, as written after it."""
-    saved = {k: getattr(H200, k) for k in THIRD_CONSTANTS}
+def third_run_constants(apply=True, machines=(H200,)):
+    """H200 (or each of `machines`) with psk micro's measured constants (THIRD_CONSTANTS) inside the
+    block, as written after it."""
+    saved = [{k: getattr(mm, k) for k in THIRD_CONSTANTS} for mm in machines]
     if apply:
-        for k, v in THIRD_CONSTANTS.items():
-            setattr(H200, k, v)
+        for mm in machines:
+            for k, v in THIRD_CONSTANTS.items():
+                setattr(mm, k, v)
     try:
-        yield H200
+        yield machines[0]
     finally:
-        for k, v in saved.items():
-            setattr(H200, k, v)
+        for mm, kept in zip(machines, saved):
+            for k, v in kept.items():
+                setattr(mm, k, v)
 
 
 def third_run_predictions(measured_constants, measured_regs, mechanisms=False):
@@ -2498,6 +2501,73 @@ def print_generic_ablations():
     print()
 
 
+# ms, the fourth run's stages at 32k h64 (356741d): the float16 table's forward (generic feature map,
+# cooperative block states, scan, row output) and the FP32 forward; their totals at 32k and 128k.
+FOURTH_RUN_STAGES = {
+    "f16": {"features": 1.277, "states": 1.838, "scan": 0.226, "output": 3.232, "total 32k": 6.583, "total 128k": 25.717},
+    "f32": {"features": 0.854, "states": 2.267, "scan": 0.224, "output": 3.231, "total 32k": 6.585, "total 128k": 25.819},
+}
+# ms, SDPA in the fourth run's peer call (the same GPU): default, cuDNN, flash at 32k and 128k.
+FOURTH_RUN_SDPA = {"default": (4.581, 80.002), "cuDNN": (5.047, 80.619), "flash": (7.290, 116.589)}
+
+
+def stage_kernels(dtype, n):
+    """The model's kernels of the fourth run's forward by stage (h = dv = 64, r = 32, b = 256, H = 16)."""
+    es = 2 if dtype == "f16" else 4
+    states = (lambda m: coop_states_as_built(n, 16, 64, 32, 256, False, m)[0]) if dtype == "f16" else \
+        (lambda m: generic_kernel("states", es=es, n=n))
+    return {"features": lambda m: generic_kernel("features", es=es, n=n), "states": states,
+            "scan": lambda m: scan(n, 16, 64, 32, 256), "output": lambda m: generic_kernel("output", es=es, n=n)}
+
+
+def h100_ratios(dtype, n):
+    """Per stage: (model on the H200, model on the H100) in ms, psk micro's constants on both."""
+    out = {}
+    with third_run_constants(True, machines=(H200, H100)):
+        for stage, make in stage_kernels(dtype, n).items():
+            out[stage] = tuple(run(make(m), m)[0] * 1e3 for m in (H200, H100))
+    return out
+
+
+def print_h100_translation():
+    print("### The fourth run's forward on an H100 SXM (predicted from the H200's measurements; written before an H100 runs it)")
+    print()
+    print("The H100 SXM is the H200's GH100 chip with 3.35 TB/s of HBM3 (the H200: 4.8 TB/s HBM3e) and a 50 MB L2 (60): the")
+    print("same SMs, clocks, registers and compiler, so the H200's tuning table serves it (tuning/devices/nvidia-h200.tuning,")
+    print("chip_ids). Each stage's H100 time is the H200's measured time x the model's H100 / H200 ratio for that kernel (the")
+    print(f"model with psk micro's latencies on both; HBM {H100.hbm_bw / 1e12:.2f} against {H200.hbm_bw / 1e12:.2f} TB/s): a stage the model has")
+    print("bound by its issue, latency or shared-memory traffic keeps its time, one bound by HBM bytes scales by the bandwidth.")
+    print("Only the ratio is used: the model columns are the kernels' models as the ablation rows take them, which miss some H200")
+    print("times by far (the feature map 3.4x; the cooperative states' per-block model, written without the fourth run's 211-220")
+    print("registers, 4x); a stage whose real limit is HBM where the model has another would scale by up to 1.43x.")
+    print()
+    print("| forward | stage | H200 measured (ms) | model H200 | model H100 | ratio | H100 predicted (ms) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for dtype in ("f16", "f32"):
+        meas = FOURTH_RUN_STAGES[dtype]
+        total = 0.0
+        label = "f16 (the table's)" if dtype == "f16" else "f32 (generic)"
+        for stage, (t200, t100) in h100_ratios(dtype, 32768).items():
+            pred = meas[stage] * t100 / t200
+            total += pred
+            print(f"| {label} 32k | {stage} | {meas[stage]:.3f} | {t200:.3f} | {t100:.3f} | {t100 / t200:.2f} | {pred:.3f} |")
+        r32 = total / sum(meas[k] for k in ("features", "states", "scan", "output"))
+        r128 = {st: b / a for st, (a, b) in h100_ratios(dtype, 131072).items()}
+        share = {st: meas[st] / sum(meas[k] for k in r128) for st in r128}  # the 32k stage shares, held at 128k
+        r128_total = sum(share[st] * r128[st] for st in r128)
+        print(f"| {label} | **forward 32k / 128k** | {meas['total 32k']:.3f} / {meas['total 128k']:.3f} | | | "
+              f"{r32:.2f} / {r128_total:.2f} | **{meas['total 32k'] * r32:.2f} / {meas['total 128k'] * r128_total:.2f}** |")
+    print()
+    print("SDPA (FlashAttention / cuDNN: tensor-core bound at these lengths, their HBM traffic a few percent of their time) is")
+    print("taken at 1.0-1.1x its H200 time (the same SMs and clock; the H100's power limit is the H200's 700 W):")
+    print()
+    print("| SDPA | H200 measured 32k / 128k (ms) | H100 predicted 32k / 128k (ms) |")
+    print("| --- | --- | --- |")
+    for kind, (a, b_) in FOURTH_RUN_SDPA.items():
+        print(f"| {kind} | {a:.3f} / {b_:.3f} | {a:.2f}-{a * 1.1:.2f} / {b_:.1f}-{b_ * 1.1:.1f} |")
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -2526,6 +2596,7 @@ def main():
     print_row_groups()
     print_z_operands()
     print_generic_ablations()
+    print_h100_translation()
 
 
 
