@@ -146,17 +146,23 @@ TEST_P(PolysketchConformance, MatchesFloat64Reference) {
     // sketch (random or learned) must have run it, not the generic kernel.
     if (psk::coopMatEmulationRequested() && c.type != PSK_DATA_TYPE_FLOAT32 && c.degree == 4)
         EXPECT_NE(plan.find("sketch_features_coopmat.emu_"), std::string::npos) << plan;
-    // The generic feature map takes a learned sketch's products tiled where r is a multiple of 4
-    // and the device is not a CPU driver running the team kernels, else one row per invocation: the
-    // default run (lavapipe: rows) and the generic_kernels. run (tiled) hold both to the reference,
-    // and the r = 10 case the row form on any device.
+    // The generic feature map takes a learned sketch's products one row per invocation, tiled where
+    // a table's features.learned_tile says so and r is a multiple of 4: the default runs (rows) and
+    // generic_learned_tiled.Sweeps (a table of features.learned_tile 32, tools' CTest) hold both to
+    // the reference, and the r = 10 case the row form with any table.
     if (c.source == Source::Learned && plan.find("sketch_features.learned.") != std::string::npos) {
-        if (c.r % 4 == 0 && !psk::useTeamKernels(ctx->caps()))
-            EXPECT_NE(plan.find(" LEARNED_TILE=32"), std::string::npos) << plan;
-        else if (c.r % 4 != 0)
+        const bool tiledByTable = plan.find("features.learned_tile=32 from tuning table") != std::string::npos;
+        if (c.r % 4 != 0)
             EXPECT_NE(plan.find("learned products one row per invocation: r is not a multiple of 4"), std::string::npos) << plan;
-        else
+        else if (tiledByTable)
+            EXPECT_NE(plan.find(" LEARNED_TILE=32"), std::string::npos) << plan;
+        else if (psk::useTeamKernels(ctx->caps()))
             EXPECT_NE(plan.find("learned products one row per invocation: a CPU driver"), std::string::npos) << plan;
+        else
+            EXPECT_NE(plan.find("learned products one row per invocation: the model's form"), std::string::npos) << plan;
+        const char* table = std::getenv("PSK_TUNING_TABLE");
+        if (table && std::string(table).find("learned-tiled.tuning") != std::string::npos && c.r % 4 == 0)
+            EXPECT_TRUE(tiledByTable) << "the tiled learned sweep ran the row form\n" << plan;
     }
     EXPECT_GT(stats.workspaceBytes, 0u);
 

@@ -395,7 +395,7 @@ MUTATIONS: List[Mutation] = [
              [P("shaders/sketch_features.comp",
                 "W(d2 + min(u0 + i / SKETCH, HIDDEN - 1u) * SKETCH + i % SKETCH), u0 + i / SKETCH < HIDDEN,",
                 "W(d2 + min(i / SKETCH, HIDDEN - 1u) * SKETCH + i % SKETCH), u0 + i / SKETCH < HIDDEN,")],
-             quick=["generic_kernels.Sweep/PolysketchConformance.MatchesFloat64Reference/learned_p4_r16_b32_causal_localexact_f32_bhnd_B1_Hq2_Hkv1_n77_h32_dv32"]),
+             quick=["generic_learned_tiled.Sweeps"]),
     Mutation("micro_coopmat_reload_shares_a",
              "psk micro's cooperative products: the reload form loads one A tile per step (the reuse form's loads), not each product's own",
              [P("shaders/micro_coopmat.comp",

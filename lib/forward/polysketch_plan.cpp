@@ -614,10 +614,14 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         return 4 * (rows * (c.headDim + 1) + std::max(chunk * 65, rows * 33)) + 8 * rows;
     };
     spec.ROWS = std::max<uint32_t>(4, spec.ROWS / 4 * 4);
-    // The learned sketch's tiled products (LEARNED_TILE = 32 hidden units per chunk; the kernel's
-    // header): its tiles of level inputs, hidden activations and weight chunks in place of the
-    // random sketch's, where r is a multiple of 4, the shared memory holds them at 16 rows or more,
-    // and on a CPU driver its loops stay within llvmpipe's budget; else one row per invocation.
+    // The learned sketch's products: one row per invocation (the model's form everywhere), or tiled
+    // where a table's features.learned_tile asks for it (LEARNED_TILE hidden units per chunk; the
+    // kernel's header): its tiles of level inputs, hidden activations and weight chunks in place of
+    // the random sketch's, where r is a multiple of 4, the shared memory holds them at 16 rows or
+    // more, and on a CPU driver its loops stay within llvmpipe's budget. The tiled form was the
+    // model's choice on GPUs until the one GPU that ran both timed it 3.2x slower (an H200, 32k,
+    // h = 64: 52.9 against 16.3 ms), and AMD's compiler gives it 216 VGPRs against the row form's
+    // 168 (2 subgroups per SIMD against 4; docs/PERFORMANCE.md, "Tuning").
     std::string learnedTile;
     if (sketch.learned) {
         // A table's features.learned_tile: 0 the row form, else that many hidden units per chunk (a
@@ -659,6 +663,9 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
             // vec4 load cheap): 793 against 995 ms for the learned feature map at 4k, h = 64,
             // H = 4, r = 32, float32 (docs/PERFORMANCE.md).
             learnedTile += "; learned products one row per invocation: a CPU driver (the tiled products are for GPUs)";
+        } else if (!tileEntry) {
+            learnedTile += "; learned products one row per invocation: the model's form (the tiled ones measured 3.2x slower on an H200; "
+                           "a table's features.learned_tile tiles them)";
         } else {
             spec.ROWS = rows;
             spec.LEARNED_TILE = hc;
