@@ -658,14 +658,14 @@ FeatureStagePlan planFeatureStage(const PolysketchPlanInputs& in) {
         } else if (!rowForm.empty()) {
             learnedTile += "; learned products one row per invocation: " + rowForm;
             if (tileEntry) learnedTile += ignoredNote(in, *tileEntry, rowForm);
-        } else if (!tileEntry && useTeamKernels(in.caps)) {
-            // llvmpipe runs the row form faster (a barrier is a coroutine switch there, a uniform
-            // vec4 load cheap): 793 against 995 ms for the learned feature map at 4k, h = 64,
-            // H = 4, r = 32, float32 (docs/PERFORMANCE.md).
-            learnedTile += "; learned products one row per invocation: a CPU driver (the tiled products are for GPUs)";
         } else if (!tileEntry) {
-            learnedTile += "; learned products one row per invocation: the model's form (the tiled ones measured 3.2x slower on an H200; "
-                           "a table's features.learned_tile tiles them)";
+            // The model's form. llvmpipe runs it faster too (a barrier is a coroutine switch there,
+            // a uniform vec4 load cheap): 793 against 995 ms for the learned feature map at 4k,
+            // h = 64, H = 4, r = 32, float32 (docs/PERFORMANCE.md).
+            learnedTile += useTeamKernels(in.caps)
+                               ? "; learned products one row per invocation: a CPU driver (the tiled products are for GPUs)"
+                               : "; learned products one row per invocation: the model's form (the tiled ones measured 3.2x slower on an "
+                                 "H200; a table's features.learned_tile tiles them)";
         } else {
             spec.ROWS = rows;
             spec.LEARNED_TILE = hc;

@@ -393,6 +393,7 @@ TuningSelection selectTuningTable(const std::string& request, const char* origin
         return s;
     }
     auto own = [&](const TuningTable& t) { return !t.device.any && t.device.vendorId == device.vendorId && t.device.deviceId == device.deviceId; };
+    auto forThisDevice = [&](const TuningTable& t) { return own(t) || t.device.listsSibling(device.vendorId, device.deviceId); };
     auto sameDriver = [&](const TuningTable& t) { return !t.device.driverVersion || *t.device.driverVersion == device.driverVersion; };
     // What the description adds to "N entries": a sibling's table, another driver's.
     auto notes = [&](const TuningTable& t) {
@@ -408,7 +409,7 @@ TuningSelection selectTuningTable(const std::string& request, const char* origin
     };
     if (!request.empty()) {
         auto table = std::make_shared<TuningTable>(loadTuningTable(request));
-        if (!table->device.any && !own(*table) && !table->device.listsSibling(device.vendorId, device.deviceId)) {
+        if (!table->device.any && !forThisDevice(*table)) {
             s.description = cat(request, " (", origin, ") is for vendor ", hex(table->device.vendorId), " id ", hex(table->device.deviceId),
                                 ", not this device (", here, "): not applied, the model's choices");
             return s;
@@ -424,7 +425,7 @@ TuningSelection selectTuningTable(const std::string& request, const char* origin
     auto rank = [&](const TuningTable& t) { return (own(t) ? 2 : 0) + (sameDriver(t) ? 1 : 0); };
     for (const EmbeddedTuningTable& e : builtIn) {
         TuningTable t = parseTuningTable(std::string_view(reinterpret_cast<const char*>(e.text), e.size), cat("tuning/devices/", e.name));
-        if (!own(t) && !t.device.listsSibling(device.vendorId, device.deviceId)) continue;
+        if (!forThisDevice(t)) continue;
         if (!best || rank(t) > rank(*best)) best = std::make_shared<TuningTable>(std::move(t));
     }
     if (!best) {
