@@ -2568,6 +2568,91 @@ def print_h100_translation():
     print()
 
 
+# ============================================================== floors: what any kernel of an architecture needs
+# psk micro on the H200 (fourth run, 4 workgroups per SM): cooperative 16x16x16 products with A reused
+# from registers and B reloaded, the rate a well-fed tensor-core kernel of this library reaches.
+MICRO_REUSE_A = 456e12
+MICRO_REGISTERS = 624e12     # both operands in registers: the ceiling of this path
+FP32_CEILING = 50.9e12       # FP32 FMA lanes x 2, the fourth run's matmul f32 ceiling
+
+
+def forward_floor(n, hd, superblock=1, heads=16, vd=None, rs=32, bs=256, e=2, scan_packs=False):
+    """Compulsory HBM bytes and tensor FLOP as executed (hi + lo products counted) of the f16 forward,
+    causal, local exact, B = 1, Hq = Hkv = heads, with the block states kept every `superblock`
+    blocks (docs/MODEL.md, "The floor of each architecture"). Stages as built since the fourth run
+    (fused query: the feature map reads k alone; Z packed once per record after the scan), each
+    tensor read once. scan_packs: the scan writes the output's records itself (no float32 prefix
+    written back, no packing pass). Returns (bytes per stage dict, tensor FLOP per stage dict)."""
+    vd = vd or hd
+    F = rs * (rs + 1) // 2
+    cols = ceil_div(vd + 1, 16) * 16          # [V | 1] in 16-column tiles
+    z = (vd + 1 + 3) // 4 * 4
+    rows = heads * n
+    records = heads * ceil_div(n, bs * superblock)
+    zb = records * F * z * 4
+    rec = records * z_record_bytes(64, cols) * ceil_div(F, 64)
+    span = superblock > 1
+    by = {
+        "features": rows * (hd * e + 4 * rs + 4 * hd),                    # k in; S(k), k' out
+        "states": rows * (4 * rs + vd * e) + zb,                          # S(k), V in; the records' sums out
+        "scan": zb + rec if scan_packs else 2 * zb,
+        "pack": 0 if scan_packs else zb + rec,
+        "output": rows * (hd * e + vd * e + 4 * hd + vd * e) + rec + (rows * 4 * rs if span else 0),
+    }
+    keys_local = bs / 2 + 32                                              # a 64-key tile past the row on average
+    keys_span = (superblock - 1) * bs / 2                                 # whole earlier blocks of the superblock
+    fl = {
+        "features": 3 * rows * 2 * 2 * hd * rs,                           # two factors, hi + lo: 3 products
+        "states": 2 * 2 * rows * F * vd,                                  # phi(k) hi + lo times V (exact)
+        "scan": 0, "pack": 0,
+        "output": 3 * 2 * rows * F * cols                                 # phi(q) x Z, both split
+                  + rows * keys_local * 2 * (hd + cols)                   # q'.k', then w x [V | 1]
+                  + rows * keys_span * 2 * (3 * rs + cols),               # S(q).S(k) split, w x [V | 1]
+    }
+    return by, fl
+
+
+def fp32_forward_flop(n, hd, heads=16, rs=32, bs=256):
+    """The f32 forward's FLOP on the FP32 units (one product each; psk bench's formulas)."""
+    F = rs * (rs + 1) // 2
+    t = ceil_div(n, bs)
+    feat = 2 * n * (4 * hd * rs + F) * 2
+    states = 2 * n * F * (hd + 1)
+    out = 2 * n * F * (hd + 1) + t * bs * (bs + 1) / 2 * (2 * hd + 2 * (hd + 1))
+    return heads * (feat + states + out)
+
+
+def print_floors():
+    print("### The floor of each architecture (written before any kernel of it runs)\n")
+    print("f16, causal, local exact, p = 4, r = 32, b = 256, B = 1, H = 16. HBM: every tensor of a stage read or written once at")
+    print("the copy ceiling; tensor: the products as executed (hi + lo counted) at psk micro's reuse-A rate, 456 TFLOP/s")
+    print("(624 with both operands in registers). The floor is the larger of the two (perfect overlap); the sum is the")
+    print("floor of kernels that overlap nothing. C = blocks per state record (1: today's per-block states); scan: today's")
+    print("prefix in place then the packing pass (z_operands.comp), or a scan that writes the output's records itself.\n")
+    print("| shape | C | scan | HBM MB (states + scan + pack) | tensor GFLOP (span) | HBM ms H200 / H100 | tensor ms | floor H200 / H100 (ms) | sum H200 (ms) | target |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, n, hd in SHAPES:
+        for c, packs in ((1, False), (1, True), (2, True), (4, True), (8, True)):
+            by, fl = forward_floor(n, hd, c, scan_packs=packs)
+            tot = sum(by.values())
+            st = by["states"] + by["scan"] + by["pack"]
+            gf = sum(fl.values())
+            _, fl1 = forward_floor(n, hd, 1)
+            span = gf - sum(fl1.values())
+            hbm = [tot / m.hbm_bw for m in (H200, H100)]
+            tc = gf / MICRO_REUSE_A
+            floor = [max(x, tc) for x in hbm]
+            print(f"| {label} | {c} | {'packs' if packs else 'then pack'} | {tot / 1e6:.0f} ({st / 1e6:.0f}) | {gf / 1e9:.0f} ({span / 1e9:+.0f}) | "
+                  f"{hbm[0] * 1e3:.2f} / {hbm[1] * 1e3:.2f} | {tc * 1e3:.2f} | **{floor[0] * 1e3:.2f} / {floor[1] * 1e3:.2f}** | "
+                  f"{(hbm[0] + tc) * 1e3:.2f} | {TARGETS[label] * 1e3:.1f} |")
+    print()
+    for label, n, hd in SHAPES:
+        gf = fp32_forward_flop(n, hd)
+        print(f"- f32 on the FP32 units, {label}: {gf / 1e9:.1f} GFLOP, {gf / FP32_CEILING * 1e3:.2f} ms at the FP32 ceiling, "
+              f"{2 * gf / FP32_CEILING * 1e3:.2f} at 50% of it.")
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -2597,6 +2682,7 @@ def main():
     print_z_operands()
     print_generic_ablations()
     print_h100_translation()
+    print_floors()
 
 
 
