@@ -2653,6 +2653,42 @@ def print_floors():
     print()
 
 
+def z_walk_ms(n=32768, heads=16, vd=64, rs=32, bs=256, chunk=64, m=None, block_cycles=(1000, 1500)):
+    """z_operands.comp's walking form (WALK = 1): one workgroup per (chunk, sequence) walks the blocks,
+    reading H_l and writing Z_l's records. Its time is the larger of its HBM bytes at the copy ceiling
+    and its chain (t blocks of one HBM round trip plus the block's work, block_cycles); also the scan
+    then the packing kernel it replaces, both HBM-bound (the scan measured 0.226 ms at 32k on the H200,
+    its model 0.141). Returns (walk low, walk high, chain low, chain high, scan + pack) in s."""
+    m = m or H200
+    F = rs * (rs + 1) // 2
+    z = (vd + 1 + 3) // 4 * 4
+    cols = ceil_div(vd + 1, 16) * 16
+    t = ceil_div(n, bs)
+    zb = heads * t * F * z * 4
+    rec = heads * t * ceil_div(F, chunk) * z_record_bytes(chunk, cols)
+    hbm = (zb + rec) / m.hbm_bw
+    chain = [t * c / m.clock for c in block_cycles]
+    scan_measured = 0.226e-3 * (n / 32768) * (H200.hbm_bw / m.hbm_bw)
+    pack = (zb + rec) / m.hbm_bw
+    return max(hbm, chain[0]), max(hbm * 1.5, chain[1]), chain[0], chain[1], scan_measured + pack
+
+
+def print_z_walk():
+    print("### The prefix and the packing in one pass (z_operands.comp WALK = 1; written before a GPU runs it)\n")
+    print("H = 16, h = dv = 64, r = 32, b = 256, f16, 144 workgroups (9 chunks of 64 features x 16 sequences). The walk's time:")
+    print("its HBM bytes at the copy ceiling (x 1-1.5), or its chain of blocks (1000-1500 cycles each: one HBM round trip for")
+    print("the block's loads, the maximum, the barrier, the split and the stores) if longer; against the scan (its measured")
+    print("0.226 ms at 32k, scaled by n and HBM) plus the packing kernel (Z in, records out, at the ceiling).\n")
+    print("| GPU | n | walk (ms) | its chain (ms) | scan + packing kernel (ms) | saved (ms) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for m in (H200, H100):
+        for n in (32768, 131072):
+            lo, hi, c0, c1, old = z_walk_ms(n=n, m=m)
+            print(f"| {m.name} | {n // 1024}k | {lo * 1e3:.2f}-{hi * 1e3:.2f} | {c0 * 1e3:.3f}-{c1 * 1e3:.3f} | {old * 1e3:.2f} | "
+                  f"{(old - hi) * 1e3:.2f}-{(old - lo) * 1e3:.2f} |")
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -2683,6 +2719,7 @@ def main():
     print_generic_ablations()
     print_h100_translation()
     print_floors()
+    print_z_walk()
 
 
 

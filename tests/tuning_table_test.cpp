@@ -661,7 +661,7 @@ TEST_F(TuningOnDevice, ZOperandsPackedOrStagedFromTheTable) {
         const Outcome o = runCase(ctx, s, type);
         ASSERT_EQ(o.created, PSK_SUCCESS);
         EXPECT_NE(o.plan.find(f16 ? "z_operands.f16.f32 (generic) " : "z_operands.bf16.f32 (generic) "), std::string::npos) << o.plan;
-        EXPECT_NE(o.plan.find(" FEAT_CHUNK=32 NC=32: "), std::string::npos) << o.plan;  // dv + 1 = 25 columns in 2 tiles of 16
+        EXPECT_NE(o.plan.find(" FEAT_CHUNK=32 NC=32 WALK=0: "), std::string::npos) << o.plan;  // dv + 1 = 25 columns in 2 tiles of 16
         EXPECT_NE(o.plan.find(" Z_PACKED=1: "), std::string::npos) << o.plan;
         EXPECT_NE(o.plan.find("; Z as operands packed once per block (z_operands after the prefix)"), std::string::npos) << o.plan;
         EXPECT_NE(o.plan.find(" output.z_packed=1"), std::string::npos) << o.plan;
@@ -691,6 +691,48 @@ TEST_F(TuningOnDevice, ZOperandsPackedOrStagedFromTheTable) {
         EXPECT_NE(plan.outputKernel.reason.find("; Z staged per workgroup (PSK_COOPMAT_Z_PACKED=off)"), std::string::npos)
             << plan.outputKernel.reason;
     }
+}
+
+// The prefix and the packing in one pass (prefix.pack_min_groups; z_operands.comp's WALK = 1): the
+// model plans the walking form beside the packing kernel, for calls of at least 64 packing
+// workgroups (chunks x B x Hkv: 5 here, so the model's plan runs the scan and the packing pass);
+// a table's 1 walks every call, whose output then reads records of the walk's prefix. Both match
+// the float64 reference: 3 and 10 blocks (the walk's three shared maxima cycled), a short last
+// block, GQA, a short last chunk of features, float16 and bfloat16.
+TEST_F(TuningOnDevice, ZOperandsWalkFromTheTable) {
+    ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    {
+        const psk::PolysketchPlan plan = planShape(ctx, Shape{}, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_FALSE(plan.zOperands.walkKernel.empty());
+        EXPECT_EQ(plan.zOperands.walkMinGroups, psk::kZOperandsWalkMinGroups);
+        const std::string text = kernelText(plan.zOperands.walkKernel);
+        EXPECT_NE(text.find(" WALK=1: the prefix and the packing in one pass"), std::string::npos) << text;
+        EXPECT_NE(text.find("with at least 64 workgroups (chunks x B x Hkv); tunable: prefix.pack_min_groups=64"), std::string::npos)
+            << text;
+    }
+    const std::string path = writeFile("z-walk.tuning", "psk-tuning 1\ndevice any\nprefix.pack_min_groups 1\n");
+    ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+    for (uint32_t n : {77u, 300u})
+        for (PskDataType type : {PSK_DATA_TYPE_FLOAT16, PSK_DATA_TYPE_BFLOAT16}) {
+            Shape s;
+            s.n = n;
+            const Outcome o = runCase(ctx, s, type);
+            ASSERT_EQ(o.created, PSK_SUCCESS);
+            EXPECT_NE(o.plan.find(" WALK=1: the prefix and the packing in one pass"), std::string::npos) << o.plan;
+            EXPECT_NE(o.plan.find("; prefix.pack_min_groups=1 from tuning table " + path + " line 3"), std::string::npos) << o.plan;
+            EXPECT_GE(o.error, 0.0);
+            EXPECT_LE(o.error, type == PSK_DATA_TYPE_FLOAT16 ? psk::conformance::kFloat16 : psk::conformance::kBFloat16)
+                << "n = " << n;
+        }
+    // Full attention has no prefix: the packing kernel alone.
+    PskAttentionCreateInfo info = createInfo(Shape{}, PSK_DATA_TYPE_FLOAT16, 1);
+    info.flags = 0;
+    const psk::ResolvedAttention resolved = psk::resolveAttention(info, ctx->caps());
+    const psk::TuningSelection tuning = ctx->tuningSelection();
+    const psk::PolysketchPlan full = psk::planPolysketch(resolved.config, *resolved.sketch, ctx->caps(), &tuning);
+    EXPECT_FALSE(full.zOperands.kernel.empty());
+    EXPECT_TRUE(full.zOperands.walkKernel.empty());
 }
 
 // The records are larger than Z (NT x CM_N columns, hi + lo): where they alone exceed what one

@@ -56,6 +56,7 @@ struct Case {
     uint32_t sequences, stateBlocks, blocks;  // blocks packed: stateBlocks (causal) or 1 (full)
     uint32_t features, chunk, dv, columns;
     Data data = Data::Wide;
+    bool walk = false;  // WALK = 1: the states are H_l, the records those of the prefix Z_l
 };
 
 uint32_t stateStride(const Case& c) { return (c.dv + 1 + 3) / 4 * 4; }
@@ -66,7 +67,7 @@ std::string caseName(const ::testing::TestParamInfo<Case>& info) {
     return std::string(c.operand == CoopOperand::BF16 ? "bf16" : "f16") + "_s" + std::to_string(c.sequences) + "_t" +
            std::to_string(c.stateBlocks) + (c.blocks == c.stateBlocks ? "_causal" : "_full") + "_F" + std::to_string(c.features) +
            "_chunk" + std::to_string(c.chunk) + "_dv" + std::to_string(c.dv) + "_nc" + std::to_string(c.columns) +
-           (c.data == Data::Tiny ? "_tiny" : c.data == Data::ZeroChunk ? "_zerochunk" : "");
+           (c.data == Data::Tiny ? "_tiny" : c.data == Data::ZeroChunk ? "_zerochunk" : "") + (c.walk ? "_walk" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -146,6 +147,19 @@ float randomValue(std::mt19937_64& rng, int emin, int emax) {
     return (rng() & 1u ? -1.0f : 1.0f) * std::ldexp(m, e);
 }
 
+// The walking form's input, its exclusive prefix: Z_0 = 0, Z_{l+1} = Z_l + H_l in float32, in that
+// order (the kernel's), every column of the state rows (the padding's sums are never read).
+std::vector<float> exclusivePrefix(const Case& c, const std::vector<float>& h) {
+    const size_t rowFloats = size_t(c.features) * stateStride(c);
+    std::vector<float> z(h.size(), 0.0f);
+    for (uint32_t s = 0; s < c.sequences; ++s)
+        for (uint32_t l = 1; l < c.stateBlocks; ++l) {
+            const size_t at = (size_t(s) * c.stateBlocks + l) * rowFloats, before = at - rowFloats;
+            for (size_t i = 0; i < rowFloats; ++i) z[at + i] = z[before + i] + h[before + i];
+        }
+    return z;
+}
+
 // The expected records, as 16-bit slots ([sequence][block][chunk], plan.record uvec4 = 8 slots each).
 std::vector<uint16_t> expected(const Case& c, const std::vector<float>& states, uint32_t record) {
     const uint32_t stride = stateStride(c), nChunks = chunks(c), rowSlots = c.columns, part = c.chunk * c.columns / 8;
@@ -222,7 +236,8 @@ TEST_P(ZOperands, MatchesReferenceExactly) {
     }
 
     const psk::ZOperandsPlan plan = psk::planZOperands(c.operand, c.dv, stride, c.chunk, c.columns,
-                                                       ctx->caps().limits().maxComputeWorkGroupInvocations);
+                                                       ctx->caps().limits().maxComputeWorkGroupInvocations, c.walk);
+    ASSERT_EQ(plan.walkKernel.empty(), !c.walk);
     ASSERT_EQ(plan.chunk, c.chunk);
     ASSERT_EQ(plan.record, 1 + 2 * c.chunk * c.columns / 8);
     const uint64_t outBytes = psk::zOperandsBytes(plan, c.features, c.sequences, c.blocks);
@@ -246,14 +261,17 @@ TEST_P(ZOperands, MatchesReferenceExactly) {
     uint32_t* outMapped = reinterpret_cast<uint32_t*>(outBuffer.mapped());
     std::fill(outMapped, outMapped + outWords + 2 * pad, sentinel);
 
-    const psk::KernelPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), plan.kernel);
+    const psk::KernelPipeline pipeline = psk::kernelPipeline(ctx->pipelines(), c.walk ? plan.walkKernel : plan.kernel);
     ctx->execute([&](psk::Recorder& rec) {
-        psk::recordZOperands(rec, pipeline, plan, psk::BufferRange{statesBuffer.handle(), offsetBytes, count * 4},
-                             psk::BufferRange{outBuffer.handle(), offsetBytes, outBytes}, c.sequences, c.stateBlocks, c.blocks,
-                             c.features);
+        const psk::BufferRange in{statesBuffer.handle(), offsetBytes, count * 4}, out{outBuffer.handle(), offsetBytes, outBytes};
+        if (c.walk)
+            psk::recordZOperandsWalk(rec, pipeline, plan, in, out, c.sequences, c.stateBlocks, c.features);
+        else
+            psk::recordZOperands(rec, pipeline, plan, in, out, c.sequences, c.stateBlocks, c.blocks, c.features);
     });
 
-    const std::vector<uint16_t> want = expected(c, states, plan.record);
+    // The walk packs the prefix of what it read; every other record is of the states as given.
+    const std::vector<uint16_t> want = expected(c, c.walk ? exclusivePrefix(c, states) : states, plan.record);
     ASSERT_EQ(want.size() * 2, outBytes);
     std::vector<uint16_t> got(want.size());
     std::memcpy(got.data(), outMapped + pad, outBytes);  // little-endian: operand 2j in the low half of word j
@@ -269,8 +287,13 @@ TEST_P(ZOperands, MatchesReferenceExactly) {
     ASSERT_GT(hiNonZero, 0u);
     ASSERT_GT(loNonZero, 0u);  // a kernel writing lo = 0 must fail
     auto wantScale = [&](size_t r) { return uint32_t(want[r * recordSlots]) | uint32_t(want[r * recordSlots + 1]) << 16; };
-    if (c.data == Data::ZeroChunk) ASSERT_EQ(wantScale(nChunks - 1), 0x3F800000u);  // the zero chunk's scale: 1
-    if (c.data == Data::Tiny) ASSERT_EQ(wantScale(0), bitsOf(std::ldexp(1.0f, 60)));  // the clamp
+    // The planted data's records: block 0's (walk: block 1's, Z_1 = H_0; block 0's are Z_0 = 0).
+    const size_t planted = c.walk ? nChunks : 0;
+    if (c.data == Data::ZeroChunk) ASSERT_EQ(wantScale(planted + nChunks - 1), 0x3F800000u);  // the zero chunk's scale: 1
+    if (c.data == Data::Tiny) ASSERT_EQ(wantScale(planted), bitsOf(std::ldexp(1.0f, 60)));  // the clamp
+    if (c.walk)
+        for (size_t i = 0; i < recordSlots * nChunks; ++i)  // sequence 0's Z_0: scale 1, operands 0
+            ASSERT_EQ(want[i], i % recordSlots == 1 ? 0x3F80 : 0) << "slot " << i;
     if (wrong) {
         const size_t i = firstWrong, r = i / recordSlots, slot = i % recordSlots;
         std::ostringstream where;
@@ -288,7 +311,7 @@ TEST_P(ZOperands, MatchesReferenceExactly) {
                 const size_t z = ((size_t(r / (size_t(c.blocks) * nChunks)) * c.stateBlocks + r / nChunks % c.blocks) *
                                       c.features + f) * stride + col;
                 char buf[64];
-                std::snprintf(buf, sizeof buf, "%a", double(states[z]));
+                std::snprintf(buf, sizeof buf, "%a", double(c.walk ? exclusivePrefix(c, states)[z] : states[z]));
                 where << " (Z = " << buf << ")";
             }
         }
@@ -317,6 +340,21 @@ INSTANTIATE_TEST_SUITE_P(
         Case{CoopOperand::F16, 1, 5, 5, 136, 32, 64, 80, Data::ZeroChunk},
         Case{CoopOperand::BF16, 2, 2, 2, 136, 32, 24, 32, Data::ZeroChunk},
         Case{CoopOperand::F16, 2, 1, 1, 64, 64, 24, 32, Data::Tiny}, Case{CoopOperand::BF16, 1, 2, 2, 136, 32, 64, 80, Data::Tiny}),
+    caseName);
+
+// The walking form (WALK = 1): the states are H_l and the records those of their exclusive prefix,
+// summed in block order. Blocks 7 and 9 cycle the kernel's three shared maxima more than twice (a
+// maximum reset out of turn mixes two blocks' scales); block 0's records are Z_0 = 0 (scale 1, all
+// operands zero), the zero chunk keeps Z_1's last chunk at zero; one sequence or several, a last
+// chunk of 8 features, 16-column fragments over dv + 1 and the 8-column granularity.
+INSTANTIATE_TEST_SUITE_P(
+    Walk, ZOperands,
+    ::testing::Values(Case{CoopOperand::F16, 1, 7, 7, 136, 32, 64, 80, Data::Wide, true},
+                      Case{CoopOperand::BF16, 2, 9, 9, 136, 32, 24, 32, Data::Wide, true},
+                      Case{CoopOperand::F16, 3, 5, 5, 10, 16, 7, 8, Data::Wide, true},
+                      Case{CoopOperand::F16, 2, 4, 4, 64, 64, 64, 80, Data::Wide, true},
+                      Case{CoopOperand::BF16, 1, 7, 7, 136, 32, 64, 80, Data::ZeroChunk, true},
+                      Case{CoopOperand::F16, 2, 3, 3, 136, 32, 64, 80, Data::Tiny, true}),
     caseName);
 
 }  // namespace

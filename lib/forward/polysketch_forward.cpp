@@ -210,11 +210,18 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     recordKernel(rec, walk ? res.statesWalk : res.states, sb, sp, featureTiles * colTiles, walk ? 1u : ws.blocks, kvSequences);
     if (plan.faultStages & kCoopStates) rec.fill(states, fillableBytes(states), kInfinityBits);
 
-    // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block.
+    // 3. Causal: exclusive prefix over blocks (Blelloch); full: one sum of every block. Where the
+    // output reads packed Z and enough workgroups stream at once, the packing's walking form takes
+    // the prefix and packs in one pass instead (no float32 prefix written; ZOperandsPlan::walkKernel).
     rec.beginStage(PSK_FORWARD_STAGE_PREFIX);
     const uint32_t elems = plan.features * plan.stateStride;
+    const bool packWalk = !walk && c.causal && !cont && res.zOperandsWalk && ws.blocks <= plan.zOperands.walkMaxBlocks &&
+                          zOperandsWalkGroups(plan.zOperands, plan.features, kvSequences) >= plan.zOperands.walkMinGroups;
     if (walk) {
         // Done by the walk.
+    } else if (packWalk) {
+        recordZOperandsWalk(rec, res.zOperandsWalk, plan.zOperands, states, t.workspace[PolysketchWorkspace::ZOperands], kvSequences,
+                            ws.blocks, plan.features);
     } else if (c.causal) {
         const BlockScanPlan scan = planBlockScan(ws.blocks, caps);
         recordBlockScan(rec, kernelPipeline(pipelines, scan.kernel), scan, states, kvSequences, ws.blocks, elems, cont ? &cont->initial : nullptr);
@@ -230,8 +237,9 @@ void recordPolysketch(Recorder& rec, Pipelines& pipelines, const DeviceCaps& cap
     BufferRange zForOutput = states;
     if (!plan.zOperands.kernel.empty()) {
         zForOutput = t.workspace[PolysketchWorkspace::ZOperands];
-        recordZOperands(rec, res.zOperands, plan.zOperands, states, zForOutput, kvSequences, ws.blocks, c.causal ? ws.blocks : 1,
-                        plan.features);
+        if (!packWalk)
+            recordZOperands(rec, res.zOperands, plan.zOperands, states, zForOutput, kvSequences, ws.blocks, c.causal ? ws.blocks : 1,
+                            plan.features);
     }
     kernel::PolysketchOutputPush op{};
     op.n = g.tokens;
@@ -282,6 +290,7 @@ PolysketchForward::PolysketchForward(PskContext_T* context, const AttentionConfi
     resources_.states = kernelPipeline(pipelines, plan_.statesKernel);
     if (!plan_.statesWalkKernel.empty()) resources_.statesWalk = kernelPipeline(pipelines, plan_.statesWalkKernel);
     if (!plan_.zOperands.kernel.empty()) resources_.zOperands = kernelPipeline(pipelines, plan_.zOperands.kernel);
+    if (!plan_.zOperands.walkKernel.empty()) resources_.zOperandsWalk = kernelPipeline(pipelines, plan_.zOperands.walkKernel);
     resources_.output = kernelPipeline(pipelines, plan_.outputKernel);
     if (!plan_.featureKernelVec.empty()) resources_.featuresVec = kernelPipeline(pipelines, plan_.featureKernelVec);
     if (!plan_.outputKernelVec.empty()) resources_.outputVec = kernelPipeline(pipelines, plan_.outputKernelVec);
@@ -316,6 +325,7 @@ std::vector<KernelChoice> PolysketchForward::kernels() const {
     // The prefix kernel depends on the number of blocks: every variant a call may pick.
     for (const BlockScanPlan& p : allBlockScanPlans(config_.causal, context_->caps())) k.push_back(p.kernel);
     if (!plan_.zOperands.kernel.empty()) k.push_back(plan_.zOperands.kernel);
+    if (!plan_.zOperands.walkKernel.empty()) k.push_back(plan_.zOperands.walkKernel);
     k.push_back(plan_.outputKernel);
     if (!plan_.outputKernelVec.empty()) k.push_back(plan_.outputKernelVec);
     return k;

@@ -44,6 +44,7 @@ struct PolysketchResources {
     KernelPipeline features, states, output;
     KernelPipeline statesWalk;  // PolysketchPlan::statesWalkKernel, when planned
     KernelPipeline zOperands;   // PolysketchPlan::zOperands, when planned
+    KernelPipeline zOperandsWalk;  // its walking form (PolysketchPlan::zOperands.walkKernel), when planned
     // Team kernels in float32 only: the variants that read q/k (features) or v (output) rows as
     // vectors (PolysketchPlan::featuresVec, outputVec); null otherwise.
     KernelPipeline featuresVec, outputVec;

@@ -1162,9 +1162,23 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
     OutputStagePlan stage;
     stage.rows = spec.SG_M * spec.CM_M;  // tiles_per_block = ceil(blockSize / TILE_M)
     stage.fusedQuery = spec.FUSED_QUERY != 0;
-    if (spec.Z_PACKED)
+    if (spec.Z_PACKED) {
+        // The walking form (causal): the prefix and the packing in one pass for the calls with at
+        // least walkMinGroups packing workgroups, the model's kZOperandsWalkMinGroups or a table's.
+        const bool walk = in.config.causal;
+        uint32_t walkMinGroups = kZOperandsWalkMinGroups;
+        std::string walkNote;
+        if (const TuningEntry* e = walk ? tuningEntry(in, TuningParameter::PrefixPackMinGroups) : nullptr) {
+            walkMinGroups = e->value;
+            walkNote = tunedNote(in, *e);
+        }
+        if (walk) walkNote += tunableNote({{TuningParameter::PrefixPackMinGroups, walkMinGroups}});
         stage.zOperands = planZOperands(coop.variant->operand, in.dv, in.stateStride, spec.FEAT_CHUNK, (in.dv + coop.n) / coop.n * coop.n,
-                                        in.invocations);
+                                        in.invocations, walk, walkMinGroups, walkNote);
+        // On llvmpipe an invocation's loops end silently after 65535 iterations in all: the
+        // emulation walks at most kEmulatedZWalkBlocks blocks (~40 iterations per block and unit).
+        if (walk && coop.emulate) stage.zOperands.walkMaxBlocks = kEmulatedZWalkBlocks;
+    }
     stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
                                     coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + fusedNote + packNote + tuned +
                                         tunableNote({{TuningParameter::OutputFeatChunk, spec.FEAT_CHUNK},

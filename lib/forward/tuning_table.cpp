@@ -34,6 +34,7 @@ constexpr ParameterInfo kParameters[kTuningParameterCount] = {
     {"output.z_packed", 0, 1},
     {"output.generic_rows", 0, 1},
     {"generic.stage_rolled", 0, 1},
+    {"prefix.pack_min_groups", 1, UINT32_MAX},
 };
 
 // Bounds that keep a hostile or broken file from costing more than a small one.

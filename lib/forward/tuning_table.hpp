@@ -57,6 +57,7 @@ enum class TuningParameter : uint32_t {
     OutputZPacked,        // output.z_packed: 1 the cooperative output loads Z as operands packed once per block (Z_PACKED), 0 it stages Z per workgroup
     OutputGenericRows,    // output.generic_rows: 1 the generic output's row kernel where its tiles fit, 0 its register tiles
     GenericStageRolled,   // generic.stage_rolled: 1 the generic kernels stage their tiles one batch of loads at a time (STAGE_ROLLED), 0 unrolled
+    PrefixPackMinGroups,  // prefix.pack_min_groups: the packed Z's walking form (prefix and packing in one pass) from this many workgroups (ZOperandsPlan::walkMinGroups)
     Count
 };
 inline constexpr uint32_t kTuningParameterCount = uint32_t(TuningParameter::Count);

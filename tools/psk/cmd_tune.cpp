@@ -126,7 +126,9 @@ struct TuneOptions {
 // registers with 128 invocations; SG_M sets the workgroup size, which bounds the registers a driver
 // may give an invocation, and, in the output, the rows that share each staging of a Z chunk and
 // key tile), whether the output's Z is packed once per block (the other way to share its
-// staging), the output's loads in flight, then whether the cooperative output runs at all
+// staging), whether the packed Z comes from the walk that takes the prefix and packs in one pass
+// (the scan's float32 prefix never written: docs/MODEL.md, "The floor of each architecture"), the
+// block states' row groups, the output's loads in flight, then whether the cooperative output runs at all
 // (against the best of those), which generic output kernel (the row kernel or the register tiles:
 // the one a table that turns the cooperative output off runs), the cooperative output's chunks, the feature map, the baselines' tilings (the FP32
 // kernel's before the one-row kernel is tried against the best of them: a table keeps that tiling
@@ -135,7 +137,7 @@ struct TuneOptions {
 // staged tile may hold), and last the walking block states (on an H200 slower at every size
 // measured, and the most expensive candidate to time). A GPU check's budget reaches about ten candidates at 32k.
 constexpr TuningParameter kSearchOrder[] = {
-    TuningParameter::OutputSgM,          TuningParameter::OutputZPacked,     TuningParameter::StatesSgM,
+    TuningParameter::OutputSgM,          TuningParameter::OutputZPacked,     TuningParameter::PrefixPackMinGroups, TuningParameter::StatesSgM,
     TuningParameter::OutputStageBatch,   TuningParameter::OutputCooperative,  TuningParameter::OutputGenericRows, TuningParameter::OutputFeatChunk,
     TuningParameter::OutputKeyTile,
     TuningParameter::OutputWn,           TuningParameter::FeaturesTile,      TuningParameter::FeaturesRows,
@@ -423,7 +425,8 @@ bool candidateApplied(const std::string& plan, TuningParameter p, uint32_t value
 std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
     std::vector<uint32_t> all;
     switch (p) {
-        case TuningParameter::StatesWalkMinGroups: all = {1, UINT32_MAX}; break;  // walk every call / never
+        case TuningParameter::StatesWalkMinGroups:
+        case TuningParameter::PrefixPackMinGroups: all = {1, UINT32_MAX}; break;  // walk every call / never
         case TuningParameter::OutputFeatChunk:
         case TuningParameter::OutputKeyTile: all = {16, 32, 64, 128}; break;
         case TuningParameter::OutputWn: all = {1, 2, 3, 4, 5, 6, 8}; break;
