@@ -425,8 +425,13 @@ bool candidateApplied(const std::string& plan, TuningParameter p, uint32_t value
 std::vector<uint32_t> candidates(TuningParameter p, uint32_t model) {
     std::vector<uint32_t> all;
     switch (p) {
-        case TuningParameter::StatesWalkMinGroups:
-        case TuningParameter::PrefixPackMinGroups: all = {1, UINT32_MAX}; break;  // walk every call / never
+        case TuningParameter::StatesWalkMinGroups: all = {1, UINT32_MAX}; break;  // walk every call / never
+        // Never first: at the headline shapes (B x Hkv = 16: 144 packing workgroups) the model's
+        // 64 walks already, as 1 would; the scan and packing kernel are the informative candidate.
+        case TuningParameter::PrefixPackMinGroups:
+            all = {UINT32_MAX, 1};
+            all.erase(std::remove(all.begin(), all.end(), model), all.end());
+            return all;  // in this order, not the nearest first
         case TuningParameter::OutputFeatChunk:
         case TuningParameter::OutputKeyTile: all = {16, 32, 64, 128}; break;
         case TuningParameter::OutputWn: all = {1, 2, 3, 4, 5, 6, 8}; break;
