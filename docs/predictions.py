@@ -2627,8 +2627,9 @@ def print_floors():
     print("f16, causal, local exact, p = 4, r = 32, b = 256, B = 1, H = 16. HBM: every tensor of a stage read or written once at")
     print("the copy ceiling; tensor: the products as executed (hi + lo counted) at psk micro's reuse-A rate, 456 TFLOP/s")
     print("(624 with both operands in registers). The floor is the larger of the two (perfect overlap); the sum is the")
-    print("floor of kernels that overlap nothing. C = blocks per state record (1: today's per-block states); scan: today's")
-    print("prefix in place then the packing pass (z_operands.comp), or a scan that writes the output's records itself.\n")
+    print("floor of kernels that overlap nothing. C = blocks per state record (1: per-block states); scan: the Blelloch")
+    print("prefix in place then the packing pass (z_operands.comp), or the packing walk that takes the prefix and writes the")
+    print("records in one pass (z_operands.comp WALK = 1).\n")
     print("| shape | C | scan | HBM MB (states + scan + pack) | tensor GFLOP (span) | HBM ms H200 / H100 | tensor ms | floor H200 / H100 (ms) | sum H200 (ms) | target |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, n, hd in SHAPES:
