@@ -548,6 +548,54 @@ std::vector<Shape> stateCases() {
 INSTANTIATE_TEST_SUITE_P(Cases, BlockStates, ::testing::ValuesIn(stateCases()),
                          [](const ::testing::TestParamInfo<Shape>& i) { return name(i.param); });
 
+// The packing walk (z_operands.comp WALK = 1, prefix.pack_min_groups): where it runs, the Blelloch
+// scan does not, so after the call the states region still holds the blocks' own sums H_l (the
+// float32 prefix is never written); where the table turns it off (4294967295), the scan leaves the
+// prefixes Z_l there. Either way the output matches the float64 reference. Emulated cooperative
+// output (16-bit), 4 blocks with a short last one, GQA.
+TEST_F(ContextTest, PackingWalkLeavesTheBlockStatesAndSkipsTheScan) {
+    psk::test::ScopedEnv emulation("PSK_COOPMAT_EMULATION", "1");
+    psk::test::ScopedEnv stages("PSK_COOPMAT_STAGES", "output");
+    Shape s;
+    s.dataType = PSK_DATA_TYPE_FLOAT16;
+    s.n = 110;
+    for (const char* minGroups : {"1", "4294967295"}) {
+        const bool walks = std::string(minGroups) == "1";
+        psk::test::TempFile table("psk_units_walk");
+        std::FILE* f = std::fopen(table.path().c_str(), "w");
+        ASSERT_NE(f, nullptr);
+        std::fprintf(f, "psk-tuning 1\ndevice any\nprefix.pack_min_groups %s\n", minGroups);
+        std::fclose(f);
+        psk::test::ScopedEnv tuning("PSK_TUNING_TABLE", table.path().c_str());
+        const auto run = runForward(ctx, s);
+        ASSERT_TRUE(run);
+        ASSERT_NE(run->plan.find(" WALK=1: the prefix and the packing in one pass"), std::string::npos) << run->plan;
+        const auto H = referenceStates(*run);
+        const std::vector<float> padded = run->region(run->layout.states);
+        ASSERT_EQ(padded.size(), H.size() * run->layout.blocks * run->features * run->stateStride);
+        std::vector<double> want;
+        std::vector<float> got;
+        for (size_t seq = 0; seq < H.size(); ++seq) {
+            const auto blocks = walks ? H[seq] : psk::ref::exclusivePrefix(H[seq]);
+            for (size_t l = 0; l < blocks.size(); ++l) {
+                want.insert(want.end(), blocks[l].begin(), blocks[l].end());
+                for (int f = 0; f < run->features; ++f) {
+                    const size_t row = ((seq * blocks.size() + l) * run->features + f) * run->stateStride;
+                    got.insert(got.end(), padded.begin() + row, padded.begin() + row + s.dv + 1);
+                }
+            }
+        }
+        EXPECT_LE(relativeMaxError(got, want), 2e-5) << (walks ? "the walk ran: H_l expected" : "the scan ran: Z_l expected");
+        psk::ref::PolysketchConfig config = run->config;
+        std::vector<double> ref;
+        const psk::ref::Shape shape{int(s.B), int(s.Hq), int(s.Hkv), int(s.n), int(s.h), int(s.dv)};
+        psk::ref::polysketchAttention(shape, std::vector<double>(run->q.begin(), run->q.end()),
+                                      std::vector<double>(run->k.begin(), run->k.end()),
+                                      std::vector<double>(run->v.begin(), run->v.end()), config, ref);
+        EXPECT_LE(relativeMaxError(run->out, ref), psk::conformance::kFloat16);
+    }
+}
+
 // ---- self-tensoring alone ----
 
 class SelfTensor : public ContextTest, public ::testing::WithParamInterface<uint32_t> {};

@@ -49,7 +49,7 @@ namespace {
 using psk::CoopOperand;
 
 
-enum class Data { Wide, Tiny, ZeroChunk };
+enum class Data { Wide, Tiny, ZeroChunk, Alternating };
 
 struct Case {
     CoopOperand operand;
@@ -67,7 +67,8 @@ std::string caseName(const ::testing::TestParamInfo<Case>& info) {
     return std::string(c.operand == CoopOperand::BF16 ? "bf16" : "f16") + "_s" + std::to_string(c.sequences) + "_t" +
            std::to_string(c.stateBlocks) + (c.blocks == c.stateBlocks ? "_causal" : "_full") + "_F" + std::to_string(c.features) +
            "_chunk" + std::to_string(c.chunk) + "_dv" + std::to_string(c.dv) + "_nc" + std::to_string(c.columns) +
-           (c.data == Data::Tiny ? "_tiny" : c.data == Data::ZeroChunk ? "_zerochunk" : "") + (c.walk ? "_walk" : "");
+           (c.data == Data::Tiny ? "_tiny" : c.data == Data::ZeroChunk ? "_zerochunk" : c.data == Data::Alternating ? "_alternating" : "") +
+           (c.walk ? "_walk" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -230,6 +231,21 @@ TEST_P(ZOperands, MatchesReferenceExactly) {
                 for (uint32_t col = 0; col <= c.dv; ++col)
                     states[((size_t(s) * c.stateBlocks + l) * c.features + f) * stride + col] =
                         c.data == Data::Tiny ? randomValue(rng, -100, -60) : randomValue(rng, -20, 30);
+    if (c.data == Data::Alternating) {
+        // Odd blocks cancel the block before them (but for a term of at most 1, mostly lost to the
+        // rounding of 2^30): the prefix the walk packs swings between ~2^30 and ~0 block by block,
+        // and so does each record's scale, so that a maximum kept from an earlier block (a shared
+        // word reset out of turn, or never) shows.
+        for (uint32_t s = 0; s < c.sequences; ++s)
+            for (uint32_t l = 0; l < c.blocks; ++l)
+                for (uint32_t f = 0; f < c.features; ++f)
+                    for (uint32_t col = 0; col <= c.dv; ++col) {
+                        float& x = states[((size_t(s) * c.stateBlocks + l) * c.features + f) * stride + col];
+                        x = l % 2 == 0 ? std::ldexp(randomValue(rng, 0, 0), 30)
+                                       : -states[((size_t(s) * c.stateBlocks + l - 1) * c.features + f) * stride + col] +
+                                             randomValue(rng, -2, 0);
+                    }
+    }
     if (c.data == Data::ZeroChunk) {  // sequence 0, block 0, last chunk (partial when chunk does not divide F)
         for (uint32_t f = (nChunks - 1) * c.chunk; f < c.features; ++f)
             for (uint32_t col = 0; col <= c.dv; ++col) states[size_t(f) * stride + col] = 0.0f;
@@ -354,7 +370,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{CoopOperand::F16, 3, 5, 5, 10, 16, 7, 8, Data::Wide, true},
                       Case{CoopOperand::F16, 2, 4, 4, 64, 64, 64, 80, Data::Wide, true},
                       Case{CoopOperand::BF16, 1, 7, 7, 136, 32, 64, 80, Data::ZeroChunk, true},
-                      Case{CoopOperand::F16, 2, 3, 3, 136, 32, 64, 80, Data::Tiny, true}),
+                      Case{CoopOperand::F16, 2, 3, 3, 136, 32, 64, 80, Data::Tiny, true},
+                      Case{CoopOperand::F16, 2, 9, 9, 136, 32, 64, 80, Data::Alternating, true},
+                      Case{CoopOperand::BF16, 1, 8, 8, 64, 64, 24, 32, Data::Alternating, true}),
     caseName);
 
 }  // namespace

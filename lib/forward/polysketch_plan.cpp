@@ -1175,9 +1175,11 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
         if (walk) walkNote += tunableNote({{TuningParameter::PrefixPackMinGroups, walkMinGroups}});
         stage.zOperands = planZOperands(coop.variant->operand, in.dv, in.stateStride, spec.FEAT_CHUNK, (in.dv + coop.n) / coop.n * coop.n,
                                         in.invocations, walk, walkMinGroups, walkNote);
-        // On llvmpipe an invocation's loops end silently after 65535 iterations in all: the
-        // emulation walks at most kEmulatedZWalkBlocks blocks (~40 iterations per block and unit).
-        if (walk && coop.emulate) stage.zOperands.walkMaxBlocks = kEmulatedZWalkBlocks;
+        // On llvmpipe an invocation's loops end silently after 65535 iterations in all: under the
+        // emulation a call walks only as many blocks as the budget holds (more take the scan).
+        if (walk && coop.emulate)
+            stage.zOperands.walkMaxBlocks =
+                std::max(1u, kEmulatedLoopBudget / (kEmulatedZWalkIterationsPerUnit * stage.zOperands.walkUnits + 1));
     }
     stage.kernel = coopKernelChoice<KernelId::PolysketchOutputCoopMat>(*coop.variant, "", in.type, spec,
                                     coopReason(coop, ": float16/bfloat16 operands, float32 sums", iterations, "") + fusedNote + packNote + tuned +

@@ -28,6 +28,7 @@ ZOperandsPlan planZOperands(CoopOperand operand, uint32_t valueDim, uint32_t sta
             " columns, hi + lo, per block and chunk, ", plan.record * 16, " bytes"));
     if (walk) {
         z.WALK = 1;
+        plan.walkUnits = ceilDiv(featChunk * columns / 8, z.THREADS);
         plan.walkMinGroups = std::max<uint32_t>(1, walkMinGroups);
         plan.walkKernel = KernelChoice::make<KernelId::ZOperands>(
             operand == CoopOperand::BF16 ? "bf16" : "f16", PSK_DATA_TYPE_FLOAT32, z,

@@ -31,9 +31,14 @@ struct ZOperandsPlan {
     KernelChoice walkKernel;
     uint32_t walkMinGroups = 0;
     uint32_t walkMaxBlocks = 65535;  // blocks a walk may take (less where a CPU driver's loop limit binds)
+    uint32_t walkUnits = 0;          // record units (8 columns of one feature row) per invocation in the walk
 };
-/** The blocks the walking form takes under the cooperative emulation on a CPU driver (its loop limit). */
-constexpr uint32_t kEmulatedZWalkBlocks = 256;
+/**
+ * Loop iterations an invocation of the walk runs per block and record unit on llvmpipe, which ends
+ * an invocation's loops silently after 65535 iterations in all: its H loads (8 columns), the
+ * split and packing (4 pairs), the unit loops themselves; rounded up from ~22.
+ */
+constexpr uint32_t kEmulatedZWalkIterationsPerUnit = 32;
 /** The model's threshold for the walking form: 64 workgroups, ~half an H100 / H200's SMs streaming at once. */
 constexpr uint32_t kZOperandsWalkMinGroups = 64;
 ZOperandsPlan planZOperands(CoopOperand operand, uint32_t valueDim, uint32_t stateStride, uint32_t featChunk, uint32_t columns,
