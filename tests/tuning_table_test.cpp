@@ -710,6 +710,14 @@ TEST_F(TuningOnDevice, ZOperandsWalkFromTheTable) {
         EXPECT_NE(text.find(" WALK=1: the prefix and the packing in one pass"), std::string::npos) << text;
         EXPECT_NE(text.find("with at least 64 workgroups (chunks x B x Hkv); tunable: prefix.pack_min_groups=64"), std::string::npos)
             << text;
+        // The cooperative self-test's probe (a few blocks of one sequence) walks whatever the threshold.
+        psk::ResolvedAttention probe = psk::resolveAttention(createInfo(Shape{}, PSK_DATA_TYPE_FLOAT16, 1), ctx->caps());
+        probe.config.selfTestProbe = true;
+        const psk::TuningSelection tuning = ctx->tuningSelection();
+        const psk::PolysketchPlan probed = psk::planPolysketch(probe.config, *probe.sketch, ctx->caps(), &tuning);
+        EXPECT_EQ(probed.zOperands.walkMinGroups, 1u);
+        EXPECT_NE(probed.zOperands.walkKernel.reason.find("; the self-test's probe walks every call"), std::string::npos)
+            << probed.zOperands.walkKernel.reason;
     }
     const std::string path = writeFile("z-walk.tuning", "psk-tuning 1\ndevice any\nprefix.pack_min_groups 1\n");
     ScopedEnv table("PSK_TUNING_TABLE", path.c_str());

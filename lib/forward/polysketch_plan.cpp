@@ -1172,7 +1172,15 @@ std::optional<OutputStagePlan> planCoopOutput(const PolysketchPlanInputs& in, st
             walkMinGroups = e->value;
             walkNote = tunedNote(in, *e);
         }
-        if (walk) walkNote += tunableNote({{TuningParameter::PrefixPackMinGroups, walkMinGroups}});
+        if (walk && in.config.selfTestProbe) {
+            // The self-test's probe of the cooperative output (a few blocks of one sequence) walks
+            // whatever the threshold: so that a device whose driver gets the walk wrong fails there,
+            // not in a long call no probe resembles.
+            walkMinGroups = 1;
+            walkNote = "; the self-test's probe walks every call";
+        } else if (walk) {
+            walkNote += tunableNote({{TuningParameter::PrefixPackMinGroups, walkMinGroups}});
+        }
         stage.zOperands = planZOperands(coop.variant->operand, in.dv, in.stateStride, spec.FEAT_CHUNK, (in.dv + coop.n) / coop.n * coop.n,
                                         in.invocations, walk, walkMinGroups, walkNote);
         // On llvmpipe an invocation's loops end silently after 65535 iterations in all: under the
