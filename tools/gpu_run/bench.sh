@@ -542,7 +542,15 @@ do_stages() {
             zops+=" $tag: $(csv_summary "$work/bench/stage-$tag-n$n.csv");"
         done
     done
-    say "$( ((rc == 0)) && echo OK || echo FAIL) Z operands n=$n h=$h (cooperative output, packed or staged; the model's row groups, output.sg_m 8):$zops"
+    # Packed at the model's row groups, its prefix and packing as the scan then the packing kernel
+    # (a table's prefix.pack_min_groups 4294967295): the packed rows above walk the blocks (the
+    # model's choice from 64 packing workgroups), so the two prefix and output stages say what the
+    # walk saves (docs/MODEL.md, "The floor of each architecture": 0.15-0.23 ms at 32k on an H200).
+    printf 'psk-tuning 1\ndevice any\nprefix.pack_min_groups 4294967295\n' >"$work/no-pack-walk.tuning"
+    (export PSK_TUNING_TABLE="$work/no-pack-walk.tuning" PSK_COOPMAT_Z_PACKED=on
+     bench_call "stage-z-packed-on-nowalk-n$n" 60 "${base[@]}" --local-exact) || rc=1
+    zops+=" z-packed-on-nowalk (scan, then the packing kernel): $(csv_summary "$work/bench/stage-z-packed-on-nowalk-n$n.csv");"
+    say "$( ((rc == 0)) && echo OK || echo FAIL) Z operands n=$n h=$h (cooperative output, packed or staged; the model's row groups, output.sg_m 8; packed without the walk):$zops"
     # The walking block states (PSK_COOPMAT_STATES_WALK) against the per-block kernel + scan, at H and
     # at 64 heads (docs/MODEL.md predicts the walk slower with 144 workgroups, faster with 576).
     local w hh walk=""
