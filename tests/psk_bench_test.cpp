@@ -89,6 +89,16 @@ TEST(BenchStageBytes, PolysketchByHand) {
     EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_BLOCK_STATES], 300.0 * (4 * 8 + 24 * 2) + 8064);            // S(k), v in; H_l out
     EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_PREFIX], 2.0 * 8064);
     EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_OUTPUT], 600.0 * (4 * 8 + 24 * 2) + 8064 + 600.0 * 4 * 16 + 300.0 * (4 * 16 + 24 * 2));
+    // Z packed into 5000 bytes of records: after the scan, the output's stage packs (Z in, records
+    // out) and reads the records; where the packing walks, the prefix reads H_l and writes the
+    // records, and the output reads the records alone.
+    const double outputBase = 600.0 * (4 * 8 + 24 * 2) + 600.0 * 4 * 16 + 300.0 * (4 * 16 + 24 * 2);
+    s = psk::bench::stageBytes(c, false, 5000);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_PREFIX], 2.0 * 8064);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_OUTPUT], outputBase + 8064 + 2 * 5000.0);
+    s = psk::bench::stageBytes(c, false, 5000, true);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_PREFIX], 8064.0 + 5000);
+    EXPECT_EQ(s.bytes[PSK_FORWARD_STAGE_OUTPUT], outputBase + 5000.0);
     c.causal = false;  // full: one sum (36 x 28 x 4 = 4032 bytes), no local part
     c.localExact = false;
     s = psk::bench::stageBytes(c);

@@ -62,6 +62,7 @@ struct Result {
     std::string plan;
     bool fusedQuery = false;  // the plan's cooperative output computes the query side (stageBytes)
     double zOperandBytes = 0;  // the plan packs Z as the cooperative output's operands: the records' bytes (stageBytes)
+    bool zWalk = false;        // ... and the call's packing walks the blocks instead of the scan (stageBytes)
     // --resident: the host-form runs that follow the resident ones on the library's own context
     // (the stage times come from them: pskCmdAttentionForward reports none), their kernels, and
     // why they failed when they did.
@@ -96,7 +97,7 @@ double flops(const Config&);
 struct StageBytes {
     double bytes[PSK_FORWARD_STAGE_COUNT] = {};
 };
-StageBytes stageBytes(const Config&, bool fusedQuery = false, double zOperandBytes = 0);
+StageBytes stageBytes(const Config&, bool fusedQuery = false, double zOperandBytes = 0, bool zWalk = false);
 
 /** What the peer run reported as a whole. */
 struct PeerInfo {

@@ -168,7 +168,7 @@ std::string toJson(const RunInfo& info, const std::vector<Result>& results) {
             for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
                 o << (st ? ", " : "") << quote(stageName(st)) << ": " << number(r.stageMedianMs[st]);
             o << "}, \"stage_hbm_bytes\": {";
-            const StageBytes sb = stageBytes(c, r.fusedQuery, r.zOperandBytes);
+            const StageBytes sb = stageBytes(c, r.fusedQuery, r.zOperandBytes, r.zWalk);
             for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
                 o << (st ? ", " : "") << quote(stageName(st)) << ": " << number(sb.bytes[st], 15);
             o << "}, \"samples_ms\": [";

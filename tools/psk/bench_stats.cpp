@@ -34,6 +34,9 @@
 //   With Z packed as the cooperative output's operands (z_operands.comp, recorded in the output's
 //   stage; zOperandBytes: the records of the call), the stage also writes the records once and
 //   reads them once instead of Z: + 2 x zOperandBytes (Z is then read by the packing kernel).
+//   Where the packing walks the blocks (zWalk: z_operands.comp WALK = 1, recorded in the prefix's
+//   stage instead of the scan), the prefix reads H_l and writes the records (B Hkv t F Z 4 +
+//   zOperandBytes) and the output reads the records alone (+ zOperandBytes, no Z).
 #include <algorithm>
 
 #include "bench.hpp"
@@ -92,7 +95,7 @@ double flops(const Config& c) {
     return sketch + states + prefix + output + local;
 }
 
-StageBytes stageBytes(const Config& c, bool fusedQuery, double zOperandBytes) {
+StageBytes stageBytes(const Config& c, bool fusedQuery, double zOperandBytes, bool zWalk) {
     StageBytes s;
     if (c.kind != PSK_ATTENTION_KIND_POLYSKETCH) return s;
     const double B = c.batch, Hq = c.heads, Hkv = c.kvHeads, n = c.n, h = c.headDim, dv = c.valueDim;
@@ -111,6 +114,10 @@ StageBytes stageBytes(const Config& c, bool fusedQuery, double zOperandBytes) {
         output += (fusedQuery ? 0 : rowsQ * 4 * w) + rowsK * (4 * w + dv * e);
     }
     s.bytes[PSK_FORWARD_STAGE_OUTPUT] = output + 2 * zOperandBytes;
+    if (zWalk && c.causal && zOperandBytes > 0) {
+        s.bytes[PSK_FORWARD_STAGE_PREFIX] = states + zOperandBytes;
+        s.bytes[PSK_FORWARD_STAGE_OUTPUT] = output - states + zOperandBytes;
+    }
     return s;
 }
 

@@ -467,6 +467,26 @@ bool planFusesQuery(const std::string& text) {
 }
 
 /**
+ * Whether a call of `c` packs Z by the walk (z_operands.comp WALK = 1) rather than after the scan:
+ * the plan names the walk, the call is causal and continues no decode state (no --chunk), and its
+ * packing workgroups (B Hkv ceil(F / FEAT_CHUNK); one sequence per call for --varlen) reach the
+ * threshold the walk's line names ("with at least N workgroups"). What recordPolysketch decides.
+ */
+bool planZWalks(const std::string& text, const Config& c) {
+    const size_t line = text.find(" WALK=1: the prefix and the packing in one pass");
+    if (line == std::string::npos || !c.causal || c.chunk > 0) return false;
+    const size_t start = text.rfind('\n', line), chunkAt = text.find(" FEAT_CHUNK=", start == std::string::npos ? 0 : start);
+    const size_t least = text.find("with at least ", line);
+    if (chunkAt == std::string::npos || chunkAt > line || least == std::string::npos) return false;
+    const double chunk = std::strtod(text.c_str() + chunkAt + 12, nullptr);
+    const double minGroups = std::strtod(text.c_str() + least + 14, nullptr);
+    if (chunk <= 0) return false;
+    const double r = sketchLength(c), F = r * (r + 1) / 2;
+    const double sequences = double(c.varlen.empty() ? c.batch : 1) * c.kvHeads;
+    return sequences * std::ceil(F / chunk) >= minGroups;
+}
+
+/**
  * The bytes of the records z_operands.comp writes for one call of `c` (0 when the plan stages Z in
  * the output itself): B Hkv (t causal, 1 full) ceil(F / FEAT_CHUNK) records of
  * 16 (1 + 2 FEAT_CHUNK NC / 8) bytes, FEAT_CHUNK and NC from the plan's z_operands line.
@@ -564,7 +584,7 @@ void printRow(const Result& r) {
         }
         std::printf("\n");
         // The bytes each stage must move, and the bandwidth that makes at its time.
-        const StageBytes sb = stageBytes(r.config, r.fusedQuery, r.zOperandBytes);
+        const StageBytes sb = stageBytes(r.config, r.fusedQuery, r.zOperandBytes, r.zWalk);
         if (sb.bytes[PSK_FORWARD_STAGE_OUTPUT] > 0) {
             std::printf("    compulsory HBM bytes per stage (GB/s at its time):");
             for (uint32_t st = 0; st < PSK_FORWARD_STAGE_COUNT; ++st)
@@ -705,6 +725,7 @@ Result runOne(PskContext ctx, MessageSink& sink, const Config& c, Inputs& in, co
     res.plan = planSummary(plan);
     res.fusedQuery = planFusesQuery(plan);
     res.zOperandBytes = planZOperandBytes(plan, c);
+    res.zWalk = planZWalks(plan, c);
     // Warm-up: at least o.warmup runs and o.warmupMs of them; then the timed runs.
     const auto w0 = std::chrono::steady_clock::now();
     for (uint32_t run = 0; r == PSK_SUCCESS && (run < o.warmup || msSince(w0) < o.warmupMs); ++run) {
@@ -768,6 +789,7 @@ Result runResident(ResidentDevice& dev, PskContext hostCtx, MessageSink& sink, c
     res.plan = planSummary(plan);
     res.fusedQuery = planFusesQuery(plan);
     res.zOperandBytes = planZOperandBytes(plan, c);
+    res.zWalk = planZWalks(plan, c);
     std::vector<uint32_t> cu{0};
     for (uint32_t l : c.varlen) cu.push_back(cu.back() + l);
     // A packed batch (--varlen): batchSize sequences whose offsets cuSeqlens gives, tensors of
