@@ -2690,6 +2690,67 @@ def print_z_walk():
     print()
 
 
+# ============================================================== the pairs decoded once (before a GPU runs it)
+# AMD's compiler (RADV's null navi31, Mesa 25.0.7, wave32) on the H200's tilings, 32k h = dv = 64 f16:
+# instructions per warp and iteration of the loop that holds the products (the block states' key
+# tile of 32, the output's feature chunk), before and after the pair entries of the expansion were
+# loaded and decoded once per workgroup (states) or chunk (output) and the whole staging rounds lost
+# their guards; and the expansion alone (the loop with ABLATE's expansion bit set, subtracted).
+PAIRS_ONCE_ACO = {
+    # kernel: (loop before, loop after, expansion before, expansion after, the fourth run's stage ms, its expansion ms)
+    "block states, SG_M = 2 (the table's)": (1555, 1134, 762, 426, 1.838, 0.60),
+    "block states, SG_M = 8 (states.sg_m 8)": (876, 686, 445, 255, None, None),
+    "block states, walking": (1555, 1131, None, None, None, None),
+    "block states, float32 split (SPLIT_V)": (1889, 1482, None, None, None, None),
+    "output, SG_M = 2": (2672, 2309, 827, 464, 4.767, 0.60),
+    "output, SG_M = 8 (output.sg_m 8)": (1387, 1208, 422, 243, None, None),
+}
+# The states' dynamic instructions per workgroup (8 key tiles, the 4 x 8 rounds of state writes at
+# ~28.5 each, the block loop's own and the rest of the program), before and after.
+PAIRS_ONCE_STATES_DYNAMIC = (8 * 1555 + 912 + 111 + 475, 8 * 1134 + 912 + 113 + 460)
+
+
+def pairs_once_ms():
+    """(kernel, ablation reading, issue reading) in ms for the kernels the fourth run timed: the
+    ablation reading takes the measured expansion share down by its instruction ratio and the rest as
+    measured; the issue reading scales the whole stage by the ratio of its dynamic instructions (the
+    states; the output's loop ratio, its other loops unchanged, weighted by the phi(q)^T Z share)."""
+    rows = []
+    for name, (lb, la, eb, ea, stage, expand) in PAIRS_ONCE_ACO.items():
+        if stage is None:
+            continue
+        ablation = stage - expand * (1 - ea / eb)
+        if name.startswith("block states"):
+            before, after = PAIRS_ONCE_STATES_DYNAMIC
+            issue = stage * after / before
+        else:
+            phi = FOURTH_RUN_OUTPUT["phi_z"]
+            issue = stage - phi * (1 - la / lb)
+        rows.append((name, stage, ablation, issue))
+    return rows
+
+
+def print_pairs_once():
+    print("### The pairs decoded once: the expansion's instructions (written before a GPU runs it)\n")
+    print("AMD's compiler (RADV null navi31, wave32) on the H200's tilings, 32k h = dv = 64 f16: instructions per warp and")
+    print("iteration of the loop with the products (block states: a key tile of 32; output: a feature chunk), and of the")
+    print("expansion alone (that loop with and without ABLATE's expansion bit), before / after.\n")
+    print("| kernel | loop before | loop after | expansion before | expansion after |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (lb, la, eb, ea, _, _) in PAIRS_ONCE_ACO.items():
+        e = f"{eb} | {ea} ({ea / eb - 1:+.0%})" if eb else "- | -"
+        print(f"| {name} | {lb} | {la} ({la / lb - 1:+.0%}) | {e} |")
+    print()
+    print("Predicted on the H200 (32k f16) from the fourth run's stage and ablation: the expansion's measured share down by its")
+    print("instruction ratio (ablation reading), or the stage by its instructions (issue reading: the states' dynamic count per")
+    print("workgroup, %d -> %d; the output's phi(q)^T Z share by its loop's ratio):\n" % PAIRS_ONCE_STATES_DYNAMIC)
+    print("| kernel | fourth run (ms) | ablation reading | issue reading |")
+    print("| --- | --- | --- | --- |")
+    for name, stage, ablation, issue in pairs_once_ms():
+        print(f"| {name} | {stage:.3f} | {ablation:.2f} | {issue:.2f} |")
+    print()
+
+
 def main():
     vals, notes = read_measurements()
     print_machine()
@@ -2721,6 +2782,7 @@ def main():
     print_h100_translation()
     print_floors()
     print_z_walk()
+    print_pairs_once()
 
 
 

@@ -99,7 +99,6 @@ shared float sk_tile[CM_SHARED_COUNT(KEY_TILE * SKETCH, 4u)];
 shared CM_OPERAND a_tile[CM_SHARED_COUNT(2u * KEY_TILE * LDA, CM_OPERAND_BYTES)];  // high parts, then low parts
 const uint B_LO = KEY_TILE * LDB;  // the low parts of B follow its high parts (SPLIT_V)
 shared CM_OPERAND b_tile[CM_SHARED_COUNT((1u + SPLIT_V) * KEY_TILE * LDB, CM_OPERAND_BYTES)];
-shared uint pair_tile[CM_SHARED_COUNT(TILE_M, 4u)];
 shared float c_scratch[CM_SHARED_COUNT(SG_M * SG_N * CM_M * CM_N, 4u)];
 shared float range_max[CM_SHARED_COUNT(2u * CM_SUBGROUPS, 4u)];  // per subgroup: max |S(k)|, max |v| of the key tile
 shared float ones_share[CM_SHARED_COUNT(ONES_SHARE, 4u)];  // the normalizer's partial sums, entry e for feature e % TILE_M
@@ -107,6 +106,12 @@ shared float ones_share[CM_SHARED_COUNT(ONES_SHARE, 4u)];  // the normalizer's p
 // Elements of a key tile's S(k) rows and value columns each invocation loads (see "Latency").
 const uint S_PER_THREAD = (KEY_TILE * SKETCH + THREADS - 1u) / THREADS;
 const uint V_PER_THREAD = (KEY_TILE * TILE_N + THREADS - 1u) / THREADS;
+// Whether those (and A's expansion) are whole rounds of THREADS: then the rounds' stores need no
+// guard, which a compiler that does not know lid < THREADS keeps as a branch around every store
+// (AMD's did: an exec-mask branch and a wait per staged element).
+const bool S_WHOLE = KEY_TILE * SKETCH % THREADS == 0u;
+const bool V_WHOLE = KEY_TILE * TILE_N % THREADS == 0u;
+const bool A_WHOLE = KEY_TILE * TILE_M % THREADS == 0u;
 
 // operand_scale (operands.glsl) with e clamped to +-100 (float32 range) instead of +-60.
 float wide_operand_scale(float x) {
@@ -158,8 +163,21 @@ void main() {
     const uint first_block = WALK == 0u ? gl_WorkGroupID.y : 0u;
     const uint end_block = WALK == 0u ? first_block + 1u : params.blocks;
 
-    // Features past F get a zero coefficient through an out-of-range marker.
-    for (uint i = lid; i < TILE_M; i += THREADS) pair_tile[i] = f0 + i < params.features ? pairs[f0 + i] : 0xFFFFFFFFu;
+    // The invocation's features of the expansion, partial q: feature (q THREADS + lid) % TILE_M of
+    // the tile (see ONES_SHARE), the same in every key tile and block, so their pair entries are
+    // decoded here once: the positions of S_a and S_b in a staged S(k) row and the coefficient, zero
+    // for features past F (S_0 S_0 then, times zero). Decoding per element and key tile had been
+    // about two thirds of the expansion's instructions (docs/MODEL.md, "The block states' pairs
+    // decoded once").
+    uint pair_a[ONES_PER_THREAD], pair_b[ONES_PER_THREAD];
+    float pair_c[ONES_PER_THREAD];
+    [[unroll]] for (uint q = 0u; q < ONES_PER_THREAD; ++q) {
+        const uint f = f0 + (q * THREADS + lid) % TILE_M;
+        const uint entry = f < params.features ? pairs[f] : 0u;
+        pair_a[q] = pair_first(entry);
+        pair_b[q] = pair_second(entry);
+        pair_c[q] = f < params.features ? pair_coefficient(entry) : 0.0;
+    }
 
     // The running sum over the key tiles (and blocks) walked so far, unscaled.
     CM_ACC total[WM][WN];
@@ -220,11 +238,11 @@ void main() {
             const float b_scale = wide_operand_scale(v_max);
             [[unroll]] for (uint it = 0u; it < S_PER_THREAD; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < KEY_TILE * SKETCH) sk_tile[i] = pre_s[it];
+                if (S_WHOLE || i < KEY_TILE * SKETCH) sk_tile[i] = pre_s[it];
             }
             [[unroll]] for (uint it = 0u; it < V_PER_THREAD; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < KEY_TILE * TILE_N) {
+                if (V_WHOLE || i < KEY_TILE * TILE_N) {
                     const float b = pre_v[it] * b_scale;
                     const float hi = SPLIT_V != 0u ? CM_SPLIT_HIGH(b) : b;  // rounded by the store alone
                     b_tile[(i / TILE_N) * LDB + i % TILE_N] = CM_TO_OPERAND(hi);
@@ -244,23 +262,24 @@ void main() {
             }
             barrier();
             const float inv_a = 1.0 / a_scale, inv_b = 1.0 / b_scale;  // exact: powers of two
-            // A column-major: consecutive invocations take consecutive features of one key.
-            float tile_sum[ONES_PER_THREAD];
-            [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) tile_sum[i] = 0.0;
+            // A column-major: consecutive invocations take consecutive features of one key; step it
+            // gives invocation lid feature (it THREADS + lid) % TILE_M, its partial it % ONES_PER_THREAD
+            // (the host plans THREADS and TILE_M powers of two: one divides the other).
+            float tile_sum[ONES_PER_THREAD], coef[ONES_PER_THREAD];
+            [[unroll]] for (uint q = 0u; q < ONES_PER_THREAD; ++q) {
+                tile_sum[q] = 0.0;
+                coef[q] = pair_c[q] * a_scale;
+            }
             [[unroll]] for (uint it = 0u; it < (KEY_TILE * TILE_M + THREADS - 1u) / THREADS; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < KEY_TILE * TILE_M && (ABLATE & 2u) == 0u) {
-                    const uint j = i / TILE_M, f = i % TILE_M;
-                    const uint entry = pair_tile[f];
-                    float p = 0.0;
-                    if (entry != 0xFFFFFFFFu)
-                        p = pair_coefficient(entry) * a_scale * sk_tile[j * SKETCH + pair_first(entry)] *
-                            sk_tile[j * SKETCH + pair_second(entry)];
+                if ((A_WHOLE || i < KEY_TILE * TILE_M) && (ABLATE & 2u) == 0u) {
+                    const uint j = i / TILE_M, f = i % TILE_M, q = it % ONES_PER_THREAD;
+                    const float p = coef[q] * sk_tile[j * SKETCH + pair_a[q]] * sk_tile[j * SKETCH + pair_b[q]];
                     const float hi = CM_SPLIT_HIGH(p);
                     const CM_OPERAND lo = CM_TO_OPERAND(p - hi);
                     a_tile[j * LDA + f] = CM_TO_OPERAND(hi);
                     a_tile[A_LO + j * LDA + f] = lo;
-                    tile_sum[it % ONES_PER_THREAD] += hi + float(lo);  // what the products see
+                    tile_sum[q] += hi + float(lo);  // what the products see
                 }
             }
             [[unroll]] for (uint i = 0u; i < ONES_PER_THREAD; ++i) ones_part[i] += tile_sum[i] * inv_a;

@@ -138,6 +138,13 @@ const uint SU = (ST + SG_N - 1u) / SG_N;     // ... per subgroup
 const uint KEY_WIDTH = LOCAL_EXACT ? HEAD_DIM : SKETCH;
 const uint PAD = 8u;
 const uint LDA = FEAT_CHUNK + PAD;   // A: phi(q) rows, row-major
+// phi(q)'s expansion in rounds of THREADS elements (see its loop): rounds, features per invocation,
+// whether the rounds are whole (no guard on their stores) and whether an invocation's features are
+// fixed across the chunk's rounds.
+const uint A_ROUNDS = (TILE_M * FEAT_CHUNK + THREADS - 1u) / THREADS;
+const uint A_FEATURES = (FEAT_CHUNK + THREADS - 1u) / THREADS;
+const bool A_WHOLE = TILE_M * FEAT_CHUNK % THREADS == 0u;
+const bool A_FIXED = THREADS % FEAT_CHUNK == 0u || FEAT_CHUNK % THREADS == 0u;
 const uint LDB = NC + PAD;           // B: Z chunk rows / V rows, row-major
 const uint K_ROUNDS = (KEY_TILE * WIDTH_CHUNK + THREADS - 1u) / THREADS;  // step 3's staging rounds of K ...
 const uint V_ROUNDS = (KEY_TILE * NC + THREADS - 1u) / THREADS;           // ... and of [V | 1]
@@ -427,15 +434,36 @@ void main() {
                 }
                 atomicMax(range_bits[slot], floatBitsToUint(z_max));
             }
-            // ... while A = phi(q) rows of the chunk are expanded (features past F are zero).
-            [[unroll]] for (uint it = 0u; it < (TILE_M * FEAT_CHUNK + THREADS - 1u) / THREADS; ++it) {
+            // ... while A = phi(q) rows of the chunk are expanded (features past F are zero). Round it
+            // gives invocation lid feature (it THREADS + lid) % FEAT_CHUNK of the chunk, which is
+            // feature q = it % A_FEATURES's of the invocation where one of THREADS and FEAT_CHUNK
+            // divides the other (A_FIXED: the plans' powers of two): its pair entry is loaded and
+            // decoded once per chunk, not per element (docs/MODEL.md, "The block states' pairs
+            // decoded once"; the output's expansion likewise).
+            uint pa[A_FEATURES], pb[A_FEATURES];
+            float pc[A_FEATURES];
+            [[unroll]] for (uint q = 0u; q < A_FEATURES; ++q) {
+                const uint f = (q * THREADS + lid) % FEAT_CHUNK;
+                const uint entry = pairs[f0 + min(f, flen - 1u)];  // branch-free: past F, the last feature's
+                pa[q] = pair_first(entry);
+                pb[q] = pair_second(entry);
+                pc[q] = f < flen ? pair_coefficient(entry) * a_scale : 0.0;
+            }
+            [[unroll]] for (uint it = 0u; it < A_ROUNDS; ++it) {
                 const uint i = it * THREADS + lid;
-                if (i < TILE_M * FEAT_CHUNK && (ABLATE & 16u) == 0u) {
+                if ((A_WHOLE || i < TILE_M * FEAT_CHUNK) && (ABLATE & 16u) == 0u) {
                     const uint r = i / FEAT_CHUNK, f = i % FEAT_CHUNK;
-                    const uint entry = pairs[f0 + min(f, flen - 1u)];  // branch-free: past F, the last feature's
-                    const float p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
-                                    f_pool[r * SKETCH + pair_second(entry)];
-                    put_operand(OP_A + r * LDA + f, A_LO, f < flen ? p : 0.0);
+                    float p;
+                    if (A_FIXED) {
+                        const uint q = it % A_FEATURES;
+                        p = pc[q] * f_pool[r * SKETCH + pa[q]] * f_pool[r * SKETCH + pb[q]];
+                    } else {
+                        const uint entry = pairs[f0 + min(f, flen - 1u)];
+                        p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
+                            f_pool[r * SKETCH + pair_second(entry)];
+                        p = f < flen ? p : 0.0;
+                    }
+                    put_operand(OP_A + r * LDA + f, A_LO, p);
                 }
             }
             // Z_PACKED: A alone is staged here; the chunk's record holds B and its scale.

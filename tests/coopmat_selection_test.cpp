@@ -1017,3 +1017,28 @@ TEST(CoopMatSelectionOnThisDevice, LavapipeStaysScalar) {
 }
 
 }  // namespace
+
+// block_states_coopmat.comp decodes each invocation's pair entries once per workgroup: round `it`
+// of its expansion gives invocation lid feature (it THREADS + lid) % TILE_M, which is its feature
+// it % ONES_PER_THREAD only where one of THREADS and TILE_M divides the other. Every tiling the
+// planner makes, on the shapes and subgroup sizes devices report and with every row-group count a
+// tuning table may ask for, keeps that.
+TEST(CoopMatSelection, StatesTilingsKeepEachInvocationsFeatures) {
+    psk::CoopMatChoice choice;
+    choice.path = psk::CoopMatPath::KHR;
+    for (uint32_t m : {8u, 16u, 32u})
+        for (uint32_t n : {8u, 16u})
+            for (uint32_t k : {16u, 32u})
+                for (uint32_t subgroup : {8u, 16u, 32u, 64u})
+                    for (uint32_t rowGroups : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u})
+                        for (uint32_t dv : {16u, 40u, 64u, 128u, 256u}) {
+                            choice.shape.m = m;
+                            choice.shape.n = n;
+                            choice.shape.k = k;
+                            const auto plan = psk::planBlockStatesCoopMat(choice, subgroup, 32, dv, 1u << 20, false, false, rowGroups, 4096);
+                            ASSERT_GT(plan.threads, 0u);
+                            EXPECT_TRUE(plan.threads % plan.tileF == 0 || plan.tileF % plan.threads == 0)
+                                << "m " << m << " n " << n << " k " << k << " subgroup " << subgroup << " row groups " << rowGroups
+                                << " dv " << dv << ": THREADS " << plan.threads << ", TILE_M " << plan.tileF;
+                        }
+}

@@ -512,6 +512,25 @@ TEST_F(TuningOnDevice, CooperativeOutputEntriesAppliedOrIgnoredWithAReason) {
         EXPECT_LE(o.error, psk::conformance::kFloat16);
     }
     {
+        // A chunk that neither divides nor is a multiple of the workgroup's invocations (48 against
+        // 32): phi(q)'s expansion cannot decode each invocation's pairs once per chunk (A_FIXED in
+        // polysketch_output_coopmat.comp) and takes them element by element, on the GPU's tiling
+        // under the emulation (32 invocations), as a table may ask of a GPU (the emulation's own
+        // tilings, 24 invocations for 32 features, take that path in every emulated case).
+        ScopedEnv gpuTiles("PSK_COOPMAT_EMULATION", "gpu-tiles");
+        const std::string path = writeFile("chunk48.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 48 type=f16\n");
+        ScopedEnv table("PSK_TUNING_TABLE", path.c_str());
+        const Outcome o = runCase(ctx, s, PSK_DATA_TYPE_FLOAT16);
+        ASSERT_EQ(o.created, PSK_SUCCESS);
+        EXPECT_NE(o.plan.find("FEAT_CHUNK=48"), std::string::npos) << o.plan;
+        const size_t line = o.plan.find("polysketch_output_coopmat"), at = o.plan.find("THREADS=", line);
+        ASSERT_NE(at, std::string::npos) << o.plan;
+        const unsigned threads = unsigned(std::stoul(o.plan.substr(at + 8)));
+        EXPECT_TRUE(threads % 48 != 0 && 48 % threads != 0) << "THREADS=" << threads << ": the pairs' fixed path, not the fallback";
+        EXPECT_GE(o.error, 0.0);
+        EXPECT_LE(o.error, psk::conformance::kFloat16);
+    }
+    {
         // Entries that do not fit: the plan alone (planPolysketch compiles nothing; a forward would
         // compile the model's tiling of the emulated output once more, a minute on a cold cache).
         const std::string path = writeFile("misfit.tuning", "psk-tuning 1\ndevice any\noutput.feat_chunk 24\noutput.key_tile 1024\n");

@@ -251,7 +251,7 @@ BlockStatesCoopMatPlan planBlockStatesCoopMat(const CoopMatChoice& choice, uint3
         const uint32_t operand = emulatedOperands ? 4 : 2;
         const uint32_t exchange = emulatedOperands ? 4 * sgM * sgN * (m * k + k * n) : 0;  // coopmat.glsl's cm_scratch
         // A twice (its high and low parts), B once (twice when split).
-        return 4 * kt * sketchLength + 2 * operand * kt * (tileM + 8) + (splitV ? 2 : 1) * operand * kt * (tileN + 8) + 4 * tileM +
+        return 4 * kt * sketchLength + 2 * operand * kt * (tileM + 8) + (splitV ? 2 : 1) * operand * kt * (tileN + 8) +
                4 * sgM * sgN * m * n + exchange;
     };
     // The tiling with sgN column subgroups, shrunk to the shared memory (keys first, then columns);

@@ -86,9 +86,9 @@ kernel::BlockStatesCoopMatSpec planEmulatedBlockStates(uint32_t m, uint32_t n, u
     spec.SPLIT_V = splitV ? 1 : 0;
     const uint32_t tileM = m, tileN = 4 * n, subgroups = 4;
     auto bytes = [&](uint32_t keyTile) {
-        return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + (1 + spec.SPLIT_V) * 4 * keyTile * (tileN + 8) + 4 * tileM +
+        return 4 * keyTile * R + 2 * 4 * keyTile * (tileM + 8) + (1 + spec.SPLIT_V) * 4 * keyTile * (tileN + 8) +
                4 * subgroups * m * n + 4 * subgroups * (m * k + k * n) +
-               8 * spec.THREADS;  // sketch rows, A (hi + lo), B (hi, and lo when split), pairs, C scratch,
+               8 * spec.THREADS;  // sketch rows, A (hi + lo), B (hi, and lo when split), C scratch,
                                   // product scratch, range maxima and normalizer partials
     };
     // Key tiles are whole steps of k keys.
