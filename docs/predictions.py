@@ -2705,6 +2705,11 @@ PAIRS_ONCE_ACO = {
     "output, SG_M = 2": (2672, 2309, 827, 464, 4.767, 0.60),
     "output, SG_M = 8 (output.sg_m 8)": (1387, 1208, 422, 243, None, None),
 }
+# ... and then with the records of Z column by column (B column-major: docs/MODEL.md, "Z records
+# column by column"), the output's chunk loop and whole kernel, packed: (loop before, after, kernel
+# before, after); staged Z at SG_M = 8 for comparison: 3070 instructions.
+Z_COLUMNS_ACO = {"output, SG_M = 2, chunks of 64": (2309, 993, 6315, 4993), "output, SG_M = 8, chunks of 32": (1208, 550, 3271, 2609)}
+Z_COLUMNS_STAGED_SG8 = 3070
 # The states' dynamic instructions per workgroup (8 key tiles, the 4 x 8 rounds of state writes at
 # ~28.5 each, the block loop's own and the rest of the program), before and after.
 PAIRS_ONCE_STATES_DYNAMIC = (8 * 1555 + 912 + 111 + 475, 8 * 1134 + 912 + 113 + 460)
@@ -2749,6 +2754,12 @@ def print_pairs_once():
     for name, stage, ablation, issue in pairs_once_ms():
         print(f"| {name} | {stage:.3f} | {ablation:.2f} | {issue:.2f} |")
     print()
+    print("Then the records of Z column by column (B column-major), the output packed, instructions (AMD's compiler):\n")
+    print("| output | chunk loop before | after | kernel before | after |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, (lb, la, kb, ka) in Z_COLUMNS_ACO.items():
+        print(f"| {name} | {lb} | {la} ({la / lb - 1:+.0%}) | {kb} | {ka} ({ka / kb - 1:+.0%}) |")
+    print(f"\nStaged Z at SG_M = 8: {Z_COLUMNS_STAGED_SG8} instructions, against the packed kernel's {Z_COLUMNS_ACO['output, SG_M = 8, chunks of 32'][3]}.\n")
 
 
 def main():

@@ -162,8 +162,9 @@ const uint A_LO = TILE_M * LDA;      // the low parts of A, after the high parts
 const uint OP_B = 2u * A_LO;
 const uint B_LO = FEAT_CHUNK * LDB;  // the low parts of B, after the high parts
 const uint OP_INTER = Z_PACKED != 0u ? OP_B : OP_B + 2u * B_LO;  // Z_PACKED: B from the records, not staged
-// Z_PACKED: a record of z_operands.comp (uvec4 units): the scale, then hi and lo rows of NC operands.
-const uint Z_ROW16 = NC / 8u, Z_PART = FEAT_CHUNK * Z_ROW16, Z_RECORD = 1u + 2u * Z_PART;
+// Z_PACKED: a record of z_operands.comp (uvec4 units): the scale, then hi and lo, each NC columns
+// of FEAT_CHUNK operands (B column-major: the product's K contiguous, as the matrix units take it).
+const uint Z_COL16 = FEAT_CHUNK / 8u, Z_PART = NC * Z_COL16, Z_RECORD = 1u + 2u * Z_PART;
 const uint PARTS = 1u + SPLIT_LOCAL;
 const uint Q_LO = TILE_M * LDQ, K_LO = KEY_TILE * LDQ, W_LO = TILE_M * LDW, V_LO = KEY_TILE * LDB;
 const uint OP_Q = 0u;
@@ -506,9 +507,9 @@ void main() {
                                 CM_B mb;
                                 CM_B mb_lo;
                                 if (Z_PACKED != 0u) {
-                                    const uint at = z_chunk + 1u + kk * Z_ROW16 + t * (CM_N / 8u);
-                                    CM_LOAD_ROW_B_V(mb, z_ops, at, Z_ROW16);
-                                    CM_LOAD_ROW_B_V(mb_lo, z_ops, at + Z_PART, Z_ROW16);
+                                    const uint at = z_chunk + 1u + t * CM_N * Z_COL16 + kk / 8u;
+                                    CM_LOAD_COL_B_V(mb, z_ops, at, Z_COL16);
+                                    CM_LOAD_COL_B_V(mb_lo, z_ops, at + Z_PART, Z_COL16);
                                 } else {
                                     CM_LOAD_ROW_B(mb, op_pool, OP_B + kk * LDB + t * CM_N, LDB);
                                     CM_LOAD_ROW_B(mb_lo, op_pool, OP_B + B_LO + kk * LDB + t * CM_N, LDB);

@@ -16,10 +16,16 @@
 // Record (uvec4 units, eight 16-bit operands each, as the cooperative loads take them):
 //   [0]                      x: the chunk's scale (float bits): a power of two, operand_scale of
 //                            its largest |Z| over the chunk's features and columns 0..dv;
-//   [1, 1 + PART)            hi: FEAT_CHUNK rows of NC operands (row f, column c at operand
-//                            8 (1 + f NC / 8) + c): CM_SPLIT_HIGH(Z[f][c] scale), exact in the
-//                            operand type, zero past feature F or column dv;
-//   [1 + PART, 1 + 2 PART)   lo: the same rows, Z[f][c] scale - hi rounded to the operand type.
+//   [1, 1 + PART)            hi: NC columns of FEAT_CHUNK operands, B column-major (feature f,
+//                            column c at operand 8 (1 + c FEAT_CHUNK / 8) + f):
+//                            CM_SPLIT_HIGH(Z[f][c] scale), exact in the operand type, zero past
+//                            feature F or column dv;
+//   [1 + PART, 1 + 2 PART)   lo: the same columns, Z[f][c] scale - hi rounded to the operand type.
+// Column-major because the matrix units take B's K dimension (the features) contiguous per lane:
+// AMD's a column of 16 per lane (two 16-byte loads, where a row-major B is sixteen 16-bit ones),
+// NVIDIA's pairs of consecutive K (32-bit loads, where row-major is 16-bit ones); docs/MODEL.md,
+// "Z records column by column". A uvec4 unit holds 8 consecutive features of one column
+// (FEAT_CHUNK is a multiple of the product's K, itself of 8).
 // These are the operands the output staged itself (operands.glsl: the same scale and split),
 // except that lo is rounded by packHalf2x16 here and by the operand conversion there, both to
 // nearest on the devices the library has met.
@@ -53,8 +59,8 @@ PSK_DECLARE_BINDINGS(PSK_Z_OPERANDS_BINDINGS)
 layout(std430, binding = BINDING_STATES) readonly buffer States { float states[]; };
 layout(std430, binding = BINDING_OPERANDS) writeonly buffer Operands { uvec4 operands[]; };
 
-const uint ROW16 = NC / 8u;            // uvec4 per operand row
-const uint PART = FEAT_CHUNK * ROW16;  // uvec4 per part (hi or lo)
+const uint COL16 = FEAT_CHUNK / 8u;    // uvec4 per operand column
+const uint PART = NC * COL16;          // uvec4 per part (hi or lo)
 const uint RECORD = 1u + 2u * PART;    // uvec4 per record
 
 shared uint max_bits;
@@ -71,7 +77,9 @@ uint pack_pair(float a, float b) {
 #endif
 }
 
-// WALK: the record units an invocation owns (unit e = lid + k THREADS of the hi part).
+// WALK: the record units an invocation owns (unit e = lid + k THREADS of the hi part: column
+// e / COL16, features 8 (e % COL16) .. + 7; at chunks of 32 a warp's load reads 8 consecutive
+// columns of 4 rows, whole 32-byte sectors).
 const uint UNITS = (PART + THREADS - 1u) / THREADS;
 
 void walk_blocks() {
@@ -91,11 +99,11 @@ void walk_blocks() {
         vec4 h[2u * UNITS];
         float z_max = 0.0;
         [[unroll]] for (uint k = 0u; k < UNITS; ++k) {
-            const uint e = lid + k * THREADS, f = min(e / ROW16, flen - 1u), c0 = (e % ROW16) * 8u;
+            const uint e = lid + k * THREADS, c = e / COL16, fu = (e % COL16) * 8u;
             [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-                const uint c = c0 + j;
-                const float x = states[z_base + f * Z_STRIDE + min(c, VALUE_DIM)];
-                h[2u * k + j / 4u][j % 4u] = e < PART && e / ROW16 < flen && c <= VALUE_DIM ? x : 0.0;
+                const uint f = fu + j;
+                const float x = states[z_base + min(f, flen - 1u) * Z_STRIDE + min(c, VALUE_DIM)];
+                h[2u * k + j / 4u][j % 4u] = e < PART && f < flen && c <= VALUE_DIM ? x : 0.0;
             }
             z_max = max(z_max, max(max(abs(run[2u * k].x), abs(run[2u * k].y)), max(abs(run[2u * k].z), abs(run[2u * k].w))));
             z_max = max(z_max, max(max(abs(run[2u * k + 1u].x), abs(run[2u * k + 1u].y)),
@@ -153,12 +161,12 @@ void main() {
     if (lid == 0u) operands[rec] = uvec4(floatBitsToUint(scale), 0u, 0u, 0u);
 
     for (uint e = lid; e < PART; e += THREADS) {
-        const uint f = e / ROW16, c0 = (e % ROW16) * 8u;
+        const uint c = e / COL16, fu = (e % COL16) * 8u;
         uint hi[4], lo[4];
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
             float x[2], h[2];
             [[unroll]] for (uint s = 0u; s < 2u; ++s) {
-                const uint c = c0 + 2u * j + s;
+                const uint f = fu + 2u * j + s;
                 x[s] = f < flen && c <= VALUE_DIM ? states[z_base + f * Z_STRIDE + c] * scale : 0.0;
                 h[s] = CM_SPLIT_HIGH(x[s]);
             }

@@ -163,7 +163,7 @@ std::vector<float> exclusivePrefix(const Case& c, const std::vector<float>& h) {
 
 // The expected records, as 16-bit slots ([sequence][block][chunk], plan.record uvec4 = 8 slots each).
 std::vector<uint16_t> expected(const Case& c, const std::vector<float>& states, uint32_t record) {
-    const uint32_t stride = stateStride(c), nChunks = chunks(c), rowSlots = c.columns, part = c.chunk * c.columns / 8;
+    const uint32_t stride = stateStride(c), nChunks = chunks(c), colSlots = c.chunk, part = c.chunk * c.columns / 8;
     std::vector<uint16_t> out(size_t(c.sequences) * c.blocks * nChunks * record * 8, 0);
     auto encode = [&](float v) { return c.operand == CoopOperand::F16 ? toHalf(v) : toBf16(v); };
     for (uint32_t s = 0; s < c.sequences; ++s)
@@ -184,8 +184,8 @@ std::vector<uint16_t> expected(const Case& c, const std::vector<float>& states, 
                         const float x = f < flen && col <= c.dv ? z[size_t(f) * stride + col] * scale : 0.0f;
                         const float hi = splitHigh(x, c.operand);
                         const float lo = x - hi;
-                        rec[8 * (1 + f * rowSlots / 8) + col] = encode(hi);
-                        rec[8 * (1 + part + f * rowSlots / 8) + col] = encode(lo);
+                        rec[8 * (1 + col * colSlots / 8) + f] = encode(hi);  // B column-major
+                        rec[8 * (1 + part + col * colSlots / 8) + f] = encode(lo);
                     }
             }
     return out;
@@ -320,7 +320,7 @@ TEST_P(ZOperands, MatchesReferenceExactly) {
         } else {
             const bool lo = slot >= 8 + part;
             const size_t e = slot - 8 - (lo ? part : 0);
-            const size_t row = e / c.columns, col = e % c.columns;
+            const size_t col = e / c.chunk, row = e % c.chunk;  // B column-major
             const size_t f = size_t(r % nChunks) * c.chunk + row;
             where << ", row " << row << " (feature " << f << "), column " << col << ", " << (lo ? "lo" : "hi");
             if (f < c.features && col <= c.dv) {

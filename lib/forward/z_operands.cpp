@@ -9,8 +9,9 @@ namespace psk {
 
 ZOperandsPlan planZOperands(CoopOperand operand, uint32_t valueDim, uint32_t stateStride, uint32_t featChunk, uint32_t columns,
                             uint32_t invocations, bool walk, uint32_t walkMinGroups, const std::string& walkNote) {
-    if (columns % 8 != 0 || columns <= valueDim || featChunk == 0)
-        fail(PSK_ERROR_INTERNAL, "z operands: ", columns, " columns for dv = ", valueDim, " (a multiple of 8 above dv needed)");
+    if (columns % 8 != 0 || columns <= valueDim || featChunk == 0 || featChunk % 8 != 0)
+        fail(PSK_ERROR_INTERNAL, "z operands: ", columns, " columns for dv = ", valueDim, ", chunks of ", featChunk,
+             " features (columns a multiple of 8 above dv, and chunks of whole 8-feature units, needed)");
     kernel::ZOperandsSpec z;
     // One record per workgroup: 128 invocations cover a record of 64 features x 80 columns in
     // 5 rounds of two 16-byte stores each, and fit every device's limit (at least 128).
