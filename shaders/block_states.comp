@@ -37,6 +37,10 @@ PSK_DECLARE_BINDINGS(PSK_BLOCK_STATES_BINDINGS)
 
 const uint TILE_F = FEAT_GROUPS * FEATS_PER_THREAD;
 const uint TILE_C = COL_GROUPS * COLS_PER_THREAD;
+// Every column tile inside dv (the plans' dv = 64, 128): the state stores need no guard, which a
+// compiler not knowing the tile's columns keeps as a branch around each of them (AMD's: 64 per
+// invocation).
+const bool COLS_WHOLE = VALUE_DIM % TILE_C == 0u;
 
 layout(std430, binding = BINDING_K_SKETCH) readonly buffer KSketch { float k_sketch[]; };
 layout(std430, binding = BINDING_V) readonly buffer VBuffer { ELEM v_data[]; };
@@ -140,7 +144,7 @@ void main() {
         const uint row_base = state_base + f * row_stride;
         [[unroll]] for (uint m = 0u; m < COLS_PER_THREAD; ++m) {
             const uint c = c0 + cg * COLS_PER_THREAD + m;
-            if (c < VALUE_DIM) states[row_base + c] = acc[k][m];
+            if (COLS_WHOLE || c < VALUE_DIM) states[row_base + c] = acc[k][m];
         }
         if (ctile == 0u && cg == 0u) {
             states[row_base + VALUE_DIM] = ones[k];
