@@ -212,6 +212,15 @@ void put_operand(uint at, uint lo, float x) {
     }
 }
 
+// Feature f of the chunk at f0 of flen features: the positions of its pair in an S(q) row and its
+// coefficient times the operand scale, zero past flen (branch-free: the last feature's entry read).
+float chunk_pair(uint f0, uint f, uint flen, float a_scale, out uint a, out uint b) {
+    const uint entry = pairs[f0 + min(f, flen - 1u)];
+    a = pair_first(entry);
+    b = pair_second(entry);
+    return f < flen ? pair_coefficient(entry) * a_scale : 0.0;
+}
+
 // FUSED_QUERY: each row's LayerNorm mean and 1 / sqrt(var + eps) (QUERY_NORM != 0; both norms of a
 // row share them: only their scale and bias differ).
 shared vec2 ln_row[CM_SHARED_COUNT(TILE_M, 8u)];
@@ -443,28 +452,16 @@ void main() {
             // decoded once"; the output's expansion likewise).
             uint pa[A_FEATURES], pb[A_FEATURES];
             float pc[A_FEATURES];
-            [[unroll]] for (uint q = 0u; q < A_FEATURES; ++q) {
-                const uint f = (q * THREADS + lid) % FEAT_CHUNK;
-                const uint entry = pairs[f0 + min(f, flen - 1u)];  // branch-free: past F, the last feature's
-                pa[q] = pair_first(entry);
-                pb[q] = pair_second(entry);
-                pc[q] = f < flen ? pair_coefficient(entry) * a_scale : 0.0;
-            }
+            [[unroll]] for (uint q = 0u; q < A_FEATURES && A_FIXED; ++q)
+                pc[q] = chunk_pair(f0, (q * THREADS + lid) % FEAT_CHUNK, flen, a_scale, pa[q], pb[q]);
             [[unroll]] for (uint it = 0u; it < A_ROUNDS; ++it) {
                 const uint i = it * THREADS + lid;
                 if ((A_WHOLE || i < TILE_M * FEAT_CHUNK) && (ABLATE & 16u) == 0u) {
                     const uint r = i / FEAT_CHUNK, f = i % FEAT_CHUNK;
-                    float p;
-                    if (A_FIXED) {
-                        const uint q = it % A_FEATURES;
-                        p = pc[q] * f_pool[r * SKETCH + pa[q]] * f_pool[r * SKETCH + pb[q]];
-                    } else {
-                        const uint entry = pairs[f0 + min(f, flen - 1u)];
-                        p = pair_coefficient(entry) * a_scale * f_pool[r * SKETCH + pair_first(entry)] *
-                            f_pool[r * SKETCH + pair_second(entry)];
-                        p = f < flen ? p : 0.0;
-                    }
-                    put_operand(OP_A + r * LDA + f, A_LO, p);
+                    const uint q = it % A_FEATURES;
+                    uint a = pa[q], b = pb[q];
+                    const float c = A_FIXED ? pc[q] : chunk_pair(f0, f, flen, a_scale, a, b);
+                    put_operand(OP_A + r * LDA + f, A_LO, c * f_pool[r * SKETCH + a] * f_pool[r * SKETCH + b]);
                 }
             }
             // Z_PACKED: A alone is staged here; the chunk's record holds B and its scale.

@@ -199,8 +199,8 @@ MUTATIONS: List[Mutation] = [
     Mutation("output_pairs_once_unscaled",
              "polysketch output (cooperative kernel): phi(q)'s coefficients decoded once per chunk leave out the operand scale",
              [P("shaders/polysketch_output_coopmat.comp",
-                "pc[q] = f < flen ? pair_coefficient(entry) * a_scale : 0.0;",
-                "pc[q] = f < flen ? pair_coefficient(entry) : 0.0;")],
+                "pc[q] = chunk_pair(f0, (q * THREADS + lid) % FEAT_CHUNK, flen, a_scale, pa[q], pb[q]);",
+                "pc[q] = chunk_pair(f0, (q * THREADS + lid) % FEAT_CHUNK, flen, 1.0, pa[q], pb[q]);")],
              # The GPU's tiling (32 invocations, chunks of 32): the emulation's own (24) decodes per element.
              quick=["coopmat_gpu_tiles.GpuTiles16/PolysketchConformance.MatchesFloat64Reference/seed_p4_r16_b32_causal_f16_bhnd_B1_Hq2_Hkv1_n163_h16_dv24"]),
     Mutation("states_walk_inclusive",
